@@ -1,0 +1,230 @@
+"""Datasets: locate or download the corpus, tokenize it by character, split it, batch it.
+
+Resolution order (DESIGN.md): explicit `data.path` -> `$GPTLAB_DATA_DIR/NAME/input.txt` ->
+user cache (`$GPTLAB_CACHE_DIR`, else `$XDG_CACHE_HOME/gptlab`, else `~/.cache/gptlab`) ->
+download from the canonical URL, verified by sha256 and written atomically into the cache.
+Training batches depend only on (seed, step), so every architecture sees the same batches and a
+resumed run sees the batches it would have seen; validation covers the whole val split.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from gptlab.errors import GptlabError
+from gptlab.runio import FILE_MODE
+
+log = logging.getLogger("gptlab.data")
+
+
+@dataclass(frozen=True)
+class DatasetSource:
+    """Where a named dataset comes from and how to recognise an intact copy."""
+
+    url: str  # canonical download address
+    sha256: str  # checksum of the exact file
+    filename: str = "input.txt"  # file name under <data dir>/<dataset>/
+
+
+DATASETS: dict[str, DatasetSource] = {
+    "tinyshakespeare": DatasetSource(
+        url="https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
+        sha256="86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
+    )
+}
+
+
+def cache_dir() -> Path:
+    """The user cache for downloaded datasets."""
+    if os.environ.get("GPTLAB_CACHE_DIR"):
+        return Path(os.environ["GPTLAB_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "gptlab"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _verify(path: Path, source: DatasetSource, name: str) -> Path:
+    actual = sha256_of(path)
+    if actual != source.sha256:
+        raise GptlabError(
+            f"dataset '{name}' at {path} is corrupted (sha256 {actual[:12]}..., expected "
+            f"{source.sha256[:12]}...); delete it to download it again, or replace it with the original"
+        )
+    return path
+
+
+def download(url: str, dest: Path, sha256: str | None = None, timeout: float = 30.0) -> Path:
+    """Download `url` to `dest` atomically (temp file + rename), checking the sha256 if given."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
+            digest = hashlib.sha256()
+            for chunk in iter(lambda: response.read(1 << 16), b""):
+                digest.update(chunk)
+                out.write(chunk)
+        if sha256 is not None and digest.hexdigest() != sha256:
+            raise GptlabError(
+                f"download from {url} has sha256 {digest.hexdigest()[:12]}..., expected {sha256[:12]}...; "
+                "nothing was saved"
+            )
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return dest
+
+
+def resolve_dataset(name: str, path: str | os.PathLike | None = None) -> Path:
+    """Return a local file for dataset `name`, downloading it into the cache when needed."""
+    if path is not None:
+        p = Path(path).expanduser()
+        if not p.is_file():
+            raise GptlabError(f"data.path {p} does not exist or is not a file")
+        return p
+    source = DATASETS.get(name)
+    if source is None:
+        raise GptlabError(
+            f"unknown data.dataset '{name}'; valid: {', '.join(DATASETS)} (or set data.path to a text file)"
+        )
+    candidates = []
+    if os.environ.get("GPTLAB_DATA_DIR"):
+        candidates.append(Path(os.environ["GPTLAB_DATA_DIR"]) / name / source.filename)
+    cached = cache_dir() / name / source.filename
+    candidates.append(cached)
+    for candidate in candidates:
+        if candidate.is_file():
+            return _verify(candidate, source, name)
+    log.info("downloading %s from %s to %s", name, source.url, cached)
+    try:
+        return download(source.url, cached, source.sha256)
+    except OSError as err:  # URLError and socket timeouts are OSErrors
+        raise GptlabError(
+            f"dataset '{name}' not found and the download from {source.url} failed ({err}); "
+            f"put {source.filename} at {candidates[0]} or set data.path"
+        ) from None
+
+
+class CharTokenizer:
+    """Character-level tokenizer: one id per distinct character of the corpus, sorted."""
+
+    def __init__(self, chars: str) -> None:
+        self.chars = "".join(sorted(set(chars)))
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> list[int]:
+        try:
+            return [self.stoi[c] for c in text]
+        except KeyError as err:
+            raise GptlabError(f"character {err.args[0]!r} is not in the vocabulary") from None
+
+    def decode(self, ids: list[int] | torch.Tensor) -> str:
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        return "".join(self.chars[i] for i in ids)
+
+    def encode_array(self, text: str) -> np.ndarray:
+        """Vectorised encode of a whole corpus (int64)."""
+        if text.isascii():
+            lut = np.zeros(128, dtype=np.int64)
+            for c, i in self.stoi.items():
+                lut[ord(c)] = i
+            return lut[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
+        return np.array(self.encode(text), dtype=np.int64)
+
+
+@dataclass
+class CharDataset:
+    """A tokenized corpus split into the first (1 - val_fraction) for training and the rest for validation."""
+
+    tokenizer: CharTokenizer  # built from the whole corpus
+    train: torch.Tensor  # (N_train,) int64 token ids
+    val: torch.Tensor  # (N_val,) int64 token ids
+
+
+@lru_cache(maxsize=4)
+def _load(path: Path, val_fraction: float) -> CharDataset:
+    text = path.read_text(encoding="utf-8")
+    if len(text) < 2:
+        raise GptlabError(f"dataset {path} is empty")
+    tokenizer = CharTokenizer(text)
+    ids = torch.from_numpy(tokenizer.encode_array(text))
+    n_train = int(len(ids) * (1 - val_fraction))
+    return CharDataset(tokenizer, ids[:n_train], ids[n_train:])
+
+
+def load_dataset(name: str = "tinyshakespeare", path: str | None = None, val_fraction: float = 0.1) -> CharDataset:
+    """Resolve, read and split a dataset (cached per process: sweeps reuse it across runs)."""
+    return _load(resolve_dataset(name, path).resolve(), val_fraction)
+
+
+class BatchSampler:
+    """Random training windows whose positions depend only on (seed, step)."""
+
+    def __init__(self, data: torch.Tensor, block_size: int, batch_size: int, seed: int, device: str | torch.device = "cpu") -> None:
+        if len(data) <= block_size + 1:
+            raise GptlabError(
+                f"the training split has {len(data)} tokens, too few for block_size {block_size}"
+            )
+        self.data = data.to(device)
+        self.block_size = block_size
+        self.batch_size = batch_size
+        self.seed = seed
+        self.window = torch.arange(block_size + 1, device=device)
+        self.generator = torch.Generator()
+
+    def offsets(self, step: int) -> torch.Tensor:
+        """(batch_size,) start positions for `step`; a fresh stream per step makes resume exact."""
+        # torch's CPU generator keeps only the low 32 bits of a seed, so (seed, step) is hashed
+        # into 32 bits rather than packed as seed << 32 | step (which would ignore the seed).
+        key = hashlib.blake2b(f"{self.seed}:{step}".encode(), digest_size=4).digest()
+        self.generator.manual_seed(int.from_bytes(key, "little"))
+        high = len(self.data) - self.block_size - 1
+        return torch.randint(high, (self.batch_size,), generator=self.generator)
+
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, y), both (B, T): y is x shifted by one token."""
+        ix = self.offsets(step).to(self.data.device)[:, None] + self.window  # (B, T+1)
+        chunk = self.data[ix]
+        return chunk[:, :-1], chunk[:, 1:]
+
+
+def eval_windows(data: torch.Tensor, block_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
+    """Cover every next-token target of `data` exactly once.
+
+    Yields (x, y, n_scored) with x, y: (n, T). Full non-overlapping windows first; a tail shorter
+    than T is scored through one last window ending at the split's end, of which only the last
+    `n_scored` targets count (the others were already scored).
+    """
+    n_targets = len(data) - 1
+    n_full = n_targets // block_size
+    if n_full:
+        x = data[: n_full * block_size].view(n_full, block_size)
+        y = data[1 : n_full * block_size + 1].view(n_full, block_size)
+        yield x, y, block_size
+    tail = n_targets - n_full * block_size
+    if tail:
+        T = min(block_size, n_targets)
+        yield data[n_targets - T : n_targets].view(1, T), data[n_targets - T + 1 :].view(1, T), tail

@@ -1,0 +1,67 @@
+"""Import user plugin modules named in a sweep's `plugins:` list (and only those).
+
+A plugin is an importable module name (`my_components`) or a path to a `.py` file, relative to
+the sweep YAML's folder or the current directory. Importing it runs its `@REGISTRY.register`
+decorators. Modules are cached in `sys.modules`, so importing twice never registers twice.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from gptlab.errors import GptlabError
+
+
+def _module_name_for(path: Path) -> str:
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
+    return f"gptlab_plugin_{path.stem}_{digest}"
+
+
+def resolve_plugin(entry: str, base_dir: Path | None = None) -> str:
+    """Turn a plugin entry into what workers import: an absolute .py path or a module name."""
+    if not isinstance(entry, str) or not entry:
+        raise GptlabError(f"plugins: entries must be module names or .py paths, got {entry!r}")
+    if entry.endswith(".py"):
+        for folder in (base_dir, Path.cwd()):
+            candidate = (Path(folder) / entry) if folder is not None else Path(entry)
+            if candidate.is_file():
+                return str(candidate.resolve())
+        raise GptlabError(f"plugins: file '{entry}' not found (relative to the YAML's folder or the current directory)")
+    return entry
+
+
+def import_plugin(entry: str, search_path: list[str] | None = None) -> ModuleType:
+    """Import one resolved plugin entry; errors name the plugin and the underlying problem."""
+    for folder in search_path or []:
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    try:
+        if entry.endswith(".py"):
+            path = Path(entry)
+            name = _module_name_for(path)
+            if name in sys.modules:
+                return sys.modules[name]
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
+            return module
+        return importlib.import_module(entry)
+    except GptlabError as err:
+        raise GptlabError(f"plugins: '{entry}': {err}") from None
+    except Exception as err:  # an ImportError or a bug in the plugin: name it, in one line
+        raise GptlabError(f"plugins: cannot import '{entry}': {type(err).__name__}: {err}") from None
+
+
+def import_plugins(entries: list[str], search_path: list[str] | None = None) -> None:
+    for entry in entries:
+        import_plugin(entry, search_path)

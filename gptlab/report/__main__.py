@@ -1,0 +1,38 @@
+"""CLI: `python -m gptlab.report results/NAME [--out DIR] [-v]` regenerates reports/NAME/.
+
+Invalid input (missing directory, no summary.csv, ...) prints one line to stderr and exits 2;
+an I/O error while writing prints one line and exits 1.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gptlab.report",
+                                     description="Regenerate reports/NAME/ from results/NAME/ alone.")
+    parser.add_argument("results_dir", type=Path, help="a sweep's results directory, e.g. results/quick")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="report directory (default: reports/NAME next to the results/ folder)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    from gptlab.errors import GptlabError
+    from gptlab.report import write_report
+    try:
+        out = write_report(args.results_dir, args.out)
+    except GptlabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # e.g. an unwritable report directory
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(out / "report.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Number precision of every reported column, shared by the CSV tables and the rendered report.
+
+Owns the rule that makes report.md agree with tables/*.csv: statistics are rounded once with
+`round_frame` (losses to 4 decimals, p-values to 2 significant digits, ...) before they are written
+or put into sentences, and `fmt_value` prints a rounded value with exactly that precision.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+LOSS_DECIMALS = 4
+# column name -> decimals; "sig" = 2 significant digits, "int" = integer
+_EXACT = {"p_value": "sig", "best_step": "int", "tokens_per_sec": "int", "wall_s": 1, "params": "int",
+          "seeds_needed": "int",
+          "params_non_embedding": "int", "rank": "int", "seed": "int", "df_resid": "int",
+          "diverged_step": "int"}
+_LOSS_LIKE = ("loss", "bpc", "ci95", "ci_low", "ci_high", "estimate", "gap", "mde80", "resid_sd")
+
+
+def precision(column: str) -> int | str | None:
+    """Decimals (or "sig"/"int") for a column name, None when it is not a reported number."""
+    if column in _EXACT:
+        return _EXACT[column]
+    if column.startswith("n_"):
+        return "int"
+    if any(column.endswith(s) or column.startswith(s) for s in _LOSS_LIKE):
+        return LOSS_DECIMALS
+    return None
+
+
+def round_value(value: float, prec: int | str | None) -> Any:
+    """Round one number to the given precision (NaN stays NaN)."""
+    if prec is None or value is None or (isinstance(value, float) and math.isnan(value)):
+        return value
+    if prec == "sig":
+        return float(f"{value:.2g}")
+    if prec == "int":
+        return int(round(value))
+    return round(float(value), prec)
+
+
+def round_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """Round every numeric column of `df` to its reporting precision (a copy)."""
+    out = df.copy()
+    for col in out.columns:
+        prec = precision(str(col))
+        if prec is None or not pd.api.types.is_numeric_dtype(out[col]) or pd.api.types.is_bool_dtype(out[col]):
+            continue
+        vals = [round_value(v, prec) for v in out[col].astype(float)]
+        out[col] = pd.array(vals, dtype="Int64") if prec == "int" else pd.Series(vals, index=out.index, dtype=float)
+    return out
+
+
+def fmt_value(column: str, value: Any) -> str:
+    """Text for one table cell: the rounded number at its precision, "n/a" when missing, "yes"/"" for flags."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else ""
+    prec = precision(column)
+    if prec is None or not isinstance(value, numbers.Real):
+        return str(value)
+    if prec == "sig":
+        return f"{value:.2g}"
+    if prec == "int":
+        return str(int(value))
+    return f"{value:.{prec}f}"
+
+
+def fmt_loss(value: float) -> str:
+    """A loss (nats/char) at report precision."""
+    return f"{value:.{LOSS_DECIMALS}f}"
+
+
+def fmt_p(p: float) -> str:
+    """'< 0.001' or '= 0.041' for use after the letter p."""
+    return "< 0.001" if p < 0.001 else f"= {p:.2g}"

@@ -1,0 +1,215 @@
+"""Reading a sweep's results directory into a `Results` object; no statistics here.
+
+Owns: validating the directory (a missing dir or summary.csv is a `ReportError`), typing factor
+levels back to sweep.yaml's grid (summary.csv holds them as text: "True", "100", "0.001"), level
+order, the baseline, cell labels, run environments and the validation curves of metrics.csv.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from gptlab.errors import GptlabError
+
+log = logging.getLogger(__name__)
+
+NUMERIC = ["seed", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
+           "params_non_embedding", "tokens_per_sec", "wall_s"]
+REQUIRED = ["run_id", "seed", "status", "best_val_loss"]
+KNOWN = set(NUMERIC) | {"run_id", "status", "error"}
+
+
+class ReportError(GptlabError):
+    """Missing or invalid results: the CLI prints the message as one line and exits 2."""
+
+
+@dataclass
+class Results:
+    """Everything the report needs, read from results/NAME/.
+
+    `runs` has one row per summary.csv row; factor columns hold level labels (str), plus `cell`
+    (label), `ok` (status == "ok") and `diverged_step`. `levels[f]` lists the labels of factor f in
+    grid order; `cells` lists every cell of the design (grid minus exclude) in grid order.
+    """
+    results_dir: Path
+    name: str
+    spec: dict[str, Any]
+    factors: list[str]
+    levels: dict[str, list[str]]
+    baseline: dict[str, str]
+    runs: pd.DataFrame
+    cells: pd.DataFrame
+    curves: pd.DataFrame
+    environment: dict[str, list[str]] = field(default_factory=dict)
+
+    def short(self, factor: str) -> str:
+        """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""
+        tail = factor.rsplit(".", 1)[-1]
+        return tail if [f.rsplit(".", 1)[-1] for f in self.factors].count(tail) == 1 else factor
+
+    def label(self, factor: str, level: str) -> str:
+        """'norm=post'."""
+        return f"{self.short(factor)}={level}"
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted(int(s) for s in self.runs["seed"].dropna().unique())
+
+
+def _key(value: Any) -> str:
+    """Canonical text of a level, so "True"/"true"/True and "100"/100/100.0 compare equal."""
+    text = str(value).strip()
+    try:
+        num = float(text)
+        return repr(num) if text.lower() not in ("nan", "inf", "-inf") else text.lower()
+    except ValueError:
+        return text.lower()
+
+
+def _read_spec(results_dir: Path) -> dict[str, Any]:
+    path = results_dir / "sweep.yaml"
+    if not path.exists():
+        log.warning("%s missing: factors are inferred from summary.csv", path)
+        return {}
+    try:
+        spec = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ReportError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(spec, dict):
+        raise ReportError(f"{path}: expected a mapping at top level")
+    return spec
+
+
+def _read_summary(results_dir: Path) -> pd.DataFrame:
+    if not results_dir.is_dir():
+        raise ReportError(f"results directory not found: {results_dir}")
+    path = results_dir / "summary.csv"
+    if not path.is_file():
+        raise ReportError(f"{path} not found: is {results_dir} a sweep's results directory?")
+    try:
+        runs = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
+        raise ReportError(f"{path}: unreadable CSV ({exc})") from None
+    missing = [c for c in REQUIRED if c not in runs.columns]
+    if missing:
+        raise ReportError(f"{path}: missing column(s) {', '.join(missing)}")
+    if runs.empty:
+        raise ReportError(f"{path}: no runs")
+    for col in NUMERIC:
+        runs[col] = pd.to_numeric(runs[col], errors="coerce") if col in runs else np.nan
+    if "error" not in runs:
+        runs["error"] = ""
+    return runs
+
+
+def _levels(spec: dict[str, Any], runs: pd.DataFrame) -> dict[str, list[str]]:
+    """Level labels per factor in grid order, mapping summary.csv text onto the grid's values."""
+    grid = spec.get("grid") or {}
+    if not isinstance(grid, dict):
+        raise ReportError("sweep.yaml: 'grid' must be a mapping")
+    if not grid:  # no sweep.yaml: every unknown column is a factor, levels in order of appearance
+        grid = {c: list(dict.fromkeys(runs[c])) for c in runs.columns if c not in KNOWN}
+    levels: dict[str, list[str]] = {}
+    for factor, values in grid.items():
+        if factor not in runs:
+            raise ReportError(f"summary.csv has no column for grid factor '{factor}'")
+        labels = [str(v) for v in values]
+        by_key = {_key(v): lab for v, lab in zip(values, labels)}
+        mapped = [by_key.get(_key(raw), raw) for raw in runs[factor]]
+        extra = [m for m in dict.fromkeys(mapped) if m not in labels]
+        if extra:
+            log.warning("factor %s: levels %s are not in the grid; appended", factor, extra)
+        runs[factor] = mapped
+        levels[factor] = labels + extra
+    return levels
+
+
+def _match(levels: list[str], value: Any) -> str | None:
+    return next((lab for lab in levels if _key(lab) == _key(value)), None)
+
+
+def _cells(spec: dict[str, Any], factors: list[str], levels: dict[str, list[str]],
+           runs: pd.DataFrame, cell_label: Callable[[dict[str, str]], str]) -> pd.DataFrame:
+    """Every cell of the design in grid order (grid minus exclude, plus any unexpected ones seen)."""
+    exclude = [{k: _match(levels.get(k, []), v) for k, v in e.items()} for e in spec.get("exclude") or []]
+    combos = [c for c in itertools.product(*(levels[f] for f in factors))
+              if not any(all(dict(zip(factors, c)).get(k) == v for k, v in e.items()) for e in exclude)]
+    seen = set(combos)
+    combos += [c for c in dict.fromkeys(map(tuple, runs[factors].to_numpy().tolist())) if c not in seen]
+    cells = pd.DataFrame(combos, columns=factors) if factors else pd.DataFrame(index=[0])
+    cells["cell"] = [cell_label(dict(zip(factors, c))) for c in combos] if factors else ["all runs"]
+    return cells
+
+
+def _read_curves(results_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
+    """Validation points (rows with a val_loss) of every run that has a metrics.csv."""
+    frames = []
+    for run in runs.itertuples():
+        path = results_dir / "runs" / str(run.run_id) / "metrics.csv"
+        try:
+            m = pd.read_csv(path, usecols=["step", "val_loss"])
+        except (FileNotFoundError, pd.errors.EmptyDataError, ValueError):
+            continue
+        m["val_loss"] = pd.to_numeric(m["val_loss"], errors="coerce")
+        m = m.dropna(subset=["val_loss"])
+        frames.append(m.assign(run_id=run.run_id, cell=run.cell, seed=run.seed, ok=run.ok))
+    cols = ["step", "val_loss", "run_id", "cell", "seed", "ok"]
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+
+
+def _read_run_json(results_dir: Path, runs: pd.DataFrame) -> dict[str, list[str]]:
+    """Set `diverged_step` on `runs` and return the environment values seen across runs."""
+    env: dict[str, list[str]] = {}
+    diverged = []
+    for run_id in runs["run_id"]:
+        path = results_dir / "runs" / str(run_id) / "summary.json"
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            data = {}
+        diverged.append(data.get("diverged_step"))
+        for key, value in (data.get("environment") or {}).items():
+            env.setdefault(key, [])
+            if str(value) not in env[key]:
+                env[key].append(str(value))
+    runs["diverged_step"] = pd.to_numeric(pd.Series(diverged, index=runs.index, dtype=object), errors="coerce")
+    return env
+
+
+def load_results(results_dir: Path | str) -> Results:
+    """Read results/NAME/ (see docs/CONTRACTS.md). Raises `ReportError` when it is not one."""
+    results_dir = Path(results_dir)
+    runs = _read_summary(results_dir)
+    spec = _read_spec(results_dir)
+    levels = _levels(spec, runs)
+    factors = list(levels)
+    base_spec = spec.get("baseline") or {}
+    baseline = {}
+    for f in factors:
+        lab = _match(levels[f], base_spec[f]) if f in base_spec else levels[f][0]
+        if lab is None:
+            raise ReportError(f"sweep.yaml: baseline {f}={base_spec[f]} is not a level of the grid")
+        baseline[f] = lab
+    res = Results(results_dir, str(spec.get("name") or results_dir.resolve().name), spec, factors,
+                  levels, baseline, runs, pd.DataFrame(), pd.DataFrame())
+
+    def cell_label(cell: dict[str, str]) -> str:
+        return ", ".join(res.label(f, cell[f]) for f in factors)
+
+    runs["status"] = runs["status"].str.strip().str.lower()
+    runs["ok"] = runs["status"] == "ok"
+    runs["cell"] = [cell_label(dict(zip(factors, row))) for row in runs[factors].to_numpy().tolist()] \
+        if factors else "all runs"
+    res.cells = _cells(spec, factors, levels, runs, cell_label)
+    res.cells["is_baseline"] = [all(r[f] == baseline[f] for f in factors) for _, r in res.cells.iterrows()]
+    res.environment = _read_run_json(results_dir, runs)
+    res.curves = _read_curves(results_dir, runs)
+    return res

@@ -1,0 +1,49 @@
+"""Text samples from the best checkpoint of each cell (same prompt and seed for every cell).
+
+Owns the call to `gptlab.sample.sample_from_run`, imported lazily: a missing module or a run
+without a checkpoint gives "(no checkpoint available)", any other sampling error is logged and
+shown in the report; sampling never makes the report fail.
+"""
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+
+from gptlab.report.load import Results
+
+log = logging.getLogger(__name__)
+
+PROMPT, MAX_NEW_TOKENS, SEED = "\n", 200, 0
+NO_CHECKPOINT = "(no checkpoint available)"
+
+
+def best_runs(res: Results) -> pd.DataFrame:
+    """The ok run with the lowest best val loss of each cell (cells without one are left out)."""
+    ok = res.runs[res.runs["ok"] & res.runs["best_val_loss"].notna()]
+    best = ok.loc[ok.groupby("cell", sort=False)["best_val_loss"].idxmin()]
+    order = {c: i for i, c in enumerate(res.cells["cell"])}
+    return best.sort_values("cell", key=lambda s: s.map(order))
+
+
+def samples(res: Results) -> list[tuple[str, str, str]]:
+    """(cell, run_id, text) for the best run of every cell that has an ok run."""
+    try:
+        from gptlab.sample import sample_from_run
+    except Exception as exc:  # module missing or broken: the report still renders
+        log.info("no sampling available (%s)", exc)
+        sample_from_run = None
+    out = []
+    for run in best_runs(res).itertuples():
+        text = NO_CHECKPOINT
+        if sample_from_run is not None:
+            try:
+                text = sample_from_run(res.results_dir / "runs" / str(run.run_id), prompt=PROMPT,
+                                       max_new_tokens=MAX_NEW_TOKENS, seed=SEED)
+            except FileNotFoundError:
+                text = NO_CHECKPOINT
+            except Exception as exc:  # a broken checkpoint must not break the report
+                log.warning("sampling %s failed: %s", run.run_id, exc)
+                text = f"(sampling failed: {type(exc).__name__}: {exc})"
+        out.append((str(run.cell), str(run.run_id), text))
+    return out

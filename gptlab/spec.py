@@ -1,0 +1,264 @@
+"""Sweep specs: load a YAML with `yaml.safe_load`, validate all of it, expand it into runs.
+
+Validation happens before anything is written or trained: unknown keys (with the closest valid
+one), wrong types, unknown registry names, impossible shapes, excludes that match nothing, an
+empty grid and duplicate cells are all reported as one `GptlabError` naming the YAML key.
+Scientific factors live in `grid`; fixed settings in `base` (Tuning Playbook): a key may be in
+one or the other, never both, so a preset can never silently overwrite what the grid asks for.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gptlab.config import RunConfig, get_dotted, resolve_run_config, set_dotted, valid_keys
+from gptlab.errors import GptlabError, closest
+from gptlab.plugins import import_plugins, resolve_plugin
+
+TOP_KEYS = ["name", "description", "plugins", "base", "grid", "seeds", "exclude", "baseline", "executor"]
+EXECUTOR_KEYS = ["backend", "n_jobs", "threads", "runs_per_gpu", "scheduler", "shared_dir", "on_worker_lost"]
+BACKENDS = ["loky", "dask"]
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of the sweep: a grid cell and a seed."""
+
+    run_id: str  # deterministic: cell label, seed and a hash of the resolved config
+    cell: tuple[tuple[str, Any], ...]  # (dotted factor key, level) pairs in grid order
+    seed: int  # the run's seed
+    config: dict[str, Any]  # plain resolved run config, as sent to workers
+
+    @property
+    def factors(self) -> dict[str, Any]:
+        return dict(self.cell)
+
+
+@dataclass
+class SweepSpec:
+    """A validated sweep: what to train (grid x seeds over base) and how (executor)."""
+
+    name: str  # results/NAME and reports/NAME
+    description: str  # one line shown in the report
+    plugins: list[str]  # resolved plugin entries (module names or absolute .py paths)
+    base: dict[str, Any]  # fixed settings, nested {model, train, data}
+    grid: dict[str, list[Any]]  # dotted factor key -> levels, in YAML order
+    seeds: list[int]  # seeds every cell is trained with
+    exclude: list[dict[str, Any]]  # cells dropped from the product
+    baseline: dict[str, Any]  # reference level per factor (default: first level)
+    executor: dict[str, Any]  # backend, n_jobs, threads, ...
+    source: str = ""  # the YAML path it came from
+    search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
+    runs: list[Run] = field(default_factory=list)  # expanded grid x seeds minus exclude
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "plugins": self.plugins,
+                "base": self.base, "grid": self.grid, "seeds": self.seeds, "exclude": self.exclude,
+                "baseline": self.baseline, "executor": self.executor}
+
+
+def _fail(key: str, message: str) -> GptlabError:
+    return GptlabError(f"{key}: {message}")
+
+
+def _require(value: Any, kind: type, key: str, what: str) -> Any:
+    if not isinstance(value, kind):
+        raise _fail(key, f"must be {what}, got {value!r}")
+    return value
+
+
+def read_spec_file(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise GptlabError(f"sweep file {path} not found")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise GptlabError(f"{path}: invalid YAML{where}: {problem}") from None
+    if not isinstance(raw, dict):
+        raise GptlabError(f"{path}: a sweep must be a YAML mapping with name, base and grid")
+    return raw
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`--set train.lr=3e-4` items -> {dotted key: value parsed as YAML}."""
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise GptlabError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            overrides[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise GptlabError(f"--set {key}: cannot parse value {value!r}") from None
+    return overrides
+
+
+def load_spec(path: str | Path, overrides: dict[str, Any] | None = None, executor_overrides: dict[str, Any] | None = None) -> SweepSpec:
+    """Read, validate and expand a sweep YAML; `overrides` set base keys (`--set`)."""
+    raw = read_spec_file(path)
+    return validate_spec(raw, Path(path), overrides or {}, executor_overrides or {})
+
+
+def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], executor_overrides: dict[str, Any]) -> SweepSpec:
+    for key in raw:
+        if key in ("model", "train", "data"):
+            raise GptlabError(f"unknown key '{key}': run settings go under base (base.{key})")
+        if key not in TOP_KEYS:
+            raise GptlabError(f"unknown key '{key}'{closest(key, TOP_KEYS)}; valid top-level keys: {', '.join(TOP_KEYS)}")
+    for key in ("name", "grid"):
+        if key not in raw:
+            raise _fail(key, "is required")
+    name = raw["name"]
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise _fail("name", f"must be a folder-safe name (letters, digits, _ . -), got {name!r}")
+    description = raw.get("description") or ""
+    _require(description, str, "description", "a string")
+
+    plugins = raw.get("plugins") or []
+    _require(plugins, list, "plugins", "a list of module names or .py paths")
+    search_path = [str(path.parent.resolve()), str(Path.cwd())]
+    plugins = [resolve_plugin(p, path.parent) for p in plugins]
+    import_plugins(plugins, search_path)  # before the grid is validated: entries must exist
+
+    base = copy.deepcopy(raw.get("base") or {})
+    _require(base, dict, "base", "a mapping with model, train and data sections")
+    if "seed" in base:
+        raise _fail("base.seed", "seeds are set by the top-level 'seeds' key")
+    keys = [k for k in valid_keys() if k != "seed"]
+    for dotted, value in overrides.items():
+        if dotted not in keys:
+            raise GptlabError(f"--set: unknown key '{dotted}'{closest(dotted, keys)}")
+        set_dotted(base, dotted, value)
+    _check_base(base)
+
+    grid = raw["grid"]
+    _require(grid, dict, "grid", "a mapping of dotted keys to lists of levels")
+    if not grid:
+        raise _fail("grid", "needs at least one factor")
+    for dotted, levels in grid.items():
+        if dotted not in keys:
+            raise GptlabError(f"grid: unknown key '{dotted}'{closest(dotted, keys)}")
+        if not isinstance(levels, list) or not levels:
+            raise _fail(f"grid.{dotted}", f"must be a non-empty list of levels, got {levels!r}")
+        if any(isinstance(v, (dict, list)) for v in levels):
+            raise _fail(f"grid.{dotted}", "levels must be plain values (strings, numbers, booleans)")
+        if len({repr(v) for v in levels}) != len(levels):
+            raise _fail(f"grid.{dotted}", f"lists a level twice: {levels}")
+        try:
+            get_dotted(base, dotted)
+        except (KeyError, TypeError):
+            pass
+        else:
+            raise GptlabError(f"{dotted} is set in both base and grid; keep it in one place")
+
+    seeds = raw.get("seeds", 1)
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise _fail("seeds", f"must be >= 1, got {seeds}")
+        seeds = list(range(seeds))
+    elif isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        if len(set(seeds)) != len(seeds):
+            raise _fail("seeds", f"lists a seed twice: {seeds}")
+    else:
+        raise _fail("seeds", f"must be a count (e.g. 3) or a list of non-negative integers, got {seeds!r}")
+
+    exclude = raw.get("exclude") or []
+    _require(exclude, list, "exclude", "a list of {factor: level} mappings")
+    for i, rule in enumerate(exclude):
+        _check_cell_mapping(rule, grid, f"exclude[{i}]")
+
+    baseline = raw.get("baseline") or {}
+    _check_cell_mapping(baseline, grid, "baseline")
+    baseline = {k: baseline.get(k, levels[0]) for k, levels in grid.items()}
+
+    executor = _check_executor({**(raw.get("executor") or {}), **executor_overrides})
+
+    spec = SweepSpec(name, description, plugins, base, dict(grid), seeds, exclude, baseline, executor,
+                     str(path), search_path)
+    spec.runs = expand(spec)
+    if not any(r.factors == baseline for r in spec.runs):
+        raise _fail("baseline", f"the cell {baseline} is excluded; name a cell that is trained")
+    return spec
+
+
+def _check_base(base: dict[str, Any]) -> None:
+    try:
+        resolve_run_config(base)
+    except GptlabError as err:
+        raise GptlabError(f"base: {err}") from None
+
+
+def _check_cell_mapping(rule: Any, grid: dict[str, list[Any]], key: str) -> None:
+    if not isinstance(rule, dict) or (key.startswith("exclude") and not rule):
+        raise _fail(key, f"must be a mapping of grid factors to levels, got {rule!r}")
+    for factor, level in rule.items():
+        if factor not in grid:
+            raise _fail(key, f"'{factor}' is not a grid factor{closest(factor, grid)}; factors: {', '.join(grid)}")
+        if level not in grid[factor]:
+            raise _fail(key, f"{factor} level {level!r} is not in the grid; levels: {grid[factor]}")
+
+
+def _check_executor(executor: Any) -> dict[str, Any]:
+    _require(executor, dict, "executor", "a mapping")
+    for key in executor:
+        if key not in EXECUTOR_KEYS:
+            raise GptlabError(f"executor: unknown key '{key}'{closest(key, EXECUTOR_KEYS)}; valid: {', '.join(EXECUTOR_KEYS)}")
+    resolved = {"backend": "loky", "n_jobs": "auto", "threads": "auto", "runs_per_gpu": 1, **executor}
+    if resolved["backend"] not in BACKENDS:
+        raise _fail("executor.backend", f"unknown backend {resolved['backend']!r}{closest(resolved['backend'], BACKENDS)}; valid: {', '.join(BACKENDS)}")
+    for key in ("n_jobs", "threads"):
+        value = resolved[key]
+        if value != "auto" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise _fail(f"executor.{key}", f"must be 'auto' or a positive integer, got {value!r}")
+    runs_per_gpu = resolved["runs_per_gpu"]
+    if not isinstance(runs_per_gpu, int) or isinstance(runs_per_gpu, bool) or runs_per_gpu < 1:
+        raise _fail("executor.runs_per_gpu", f"must be a positive integer, got {runs_per_gpu!r}")
+    if resolved["backend"] == "dask" and not resolved.get("scheduler"):
+        raise _fail("executor.scheduler", "the dask backend needs a scheduler address (tcp://HOST:PORT) or 'local'")
+    return resolved
+
+
+def cell_label(cell: tuple[tuple[str, Any], ...]) -> str:
+    """Folder-safe label of a cell's levels, e.g. 'pre-gelu'."""
+    text = "-".join(str(level) for _, level in cell)
+    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", text)[:80]
+
+
+def expand(spec: SweepSpec) -> list[Run]:
+    """grid product minus exclude, times seeds; every config resolved (and so validated)."""
+    factors = list(spec.grid)
+    cells = [tuple(zip(factors, levels)) for levels in itertools.product(*spec.grid.values())]
+    cells = [c for c in cells if not any(all(dict(c)[k] == v for k, v in rule.items()) for rule in spec.exclude)]
+    if not cells:
+        raise _fail("exclude", "removes every cell of the grid; nothing would be trained")
+    runs: list[Run] = []
+    seen: dict[str, tuple] = {}
+    for cell in cells:
+        config = copy.deepcopy(spec.base)
+        for dotted, level in cell:
+            set_dotted(config, dotted, level)
+        try:
+            resolved = resolve_run_config({**config, "seed": 0})
+        except GptlabError as err:
+            where = ", ".join(f"{k}={v}" for k, v in cell)
+            raise GptlabError(f"grid cell ({where}): {err}") from None
+        key = resolved.run_hash()
+        if key in seen:
+            raise _fail("grid", f"cells {dict(seen[key])} and {dict(cell)} resolve to the same config")
+        seen[key] = cell
+        for seed in spec.seeds:
+            run_cfg = RunConfig(resolved.model, resolved.train, resolved.data, seed)
+            run_id = f"{cell_label(cell)}_s{seed}_{run_cfg.run_hash()}"
+            runs.append(Run(run_id, cell, seed, run_cfg.to_dict()))
+    return runs

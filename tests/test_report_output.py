@@ -1,0 +1,182 @@
+"""The written report: numbers equal the results, failures are listed, no display needed, CLI errors."""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from gptlab.report import default_reports_dir, write_report
+from gptlab.report.synthetic import make_results
+
+REPO = Path(__file__).resolve().parents[1]
+GRID = {"model.norm": ["pre", "post"], "train.warmup_iters": [0, 100], "model.bias": [False, True]}
+STATUS = {(("post", 100, True), 1): "diverged", (("post", 0, False), 2): "diverged",
+          (("pre", 0, True), 0): "failed"}
+
+
+def md_table(md: str, heading: str) -> pd.DataFrame:
+    """The first table after `## heading` in report.md, as strings."""
+    section = md.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    lines = [ln for ln in section.splitlines() if ln.startswith("| ")]
+    rows = [[c.strip().replace("\\|", "|") for c in ln.strip("|").split(" | ")] for ln in lines]
+    return pd.DataFrame(rows[2:], columns=rows[0])
+
+
+def num(text: str) -> float:
+    return math.nan if text == "n/a" else float(text)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    results = make_results(root, GRID, 3, name="mixed", status=STATUS, rng_seed=1,
+                           effects={(("model.norm", "post"),): 0.05, (("train.warmup_iters", 0),): 0.01})
+    with pytest.MonkeyPatch.context() as mp:  # sampling: pretend no checkpoint exists
+        mp.setitem(sys.modules, "gptlab.sample", types.SimpleNamespace(
+            sample_from_run=lambda run_dir, **kw: (_ for _ in ()).throw(FileNotFoundError(run_dir))))
+        out = write_report(results)
+    summary = pd.read_csv(results / "summary.csv")
+    return results, out, (out / "report.md").read_text(), summary
+
+
+def test_report_files_default_location_and_atomic_writes(report):
+    results, out, md, _ = report
+    assert out == default_reports_dir(results) == results.parent.parent / "reports" / "mixed"
+    for name in ["report.md", "report.html", "tables/cells.csv", "tables/main_effects.csv",
+                 "tables/interactions.csv", "tables/failures.csv", "tables/levels.csv",
+                 "figures/val_curves.png", "figures/level_effects.png", "figures/interactions.png",
+                 "figures/throughput.png"]:
+        assert (out / name).is_file(), name
+    for png in (out / "figures").glob("*.png"):
+        assert f"](figures/{png.name})" in md
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = (out / "report.html").read_text()
+    assert html.count("src='data:image/png;base64,") == 4 and "figures/" not in html
+    assert "(no checkpoint available)" in md and "(no checkpoint available)" in html
+    assert not list(out.rglob("*.tmp"))
+
+
+def test_cell_numbers_equal_recomputation_from_summary(report):
+    results, out, md, summary = report
+    table = md_table(md, "Cells").set_index("cell")
+    csv = pd.read_csv(out / "tables" / "cells.csv").set_index("cell")
+    ok = summary[summary["status"] == "ok"].copy()
+    ok["gap"] = ok["final_val_loss"] - ok["final_train_loss"]
+    norm = {False: "False", True: "True"}
+    ok["cell"] = [f"norm={a}, warmup_iters={b}, bias={norm[c]}"
+                  for a, b, c in zip(ok["model.norm"], ok["train.warmup_iters"], ok["model.bias"])]
+    g = ok.groupby("cell")
+    expected = {"best_val_loss": (g["best_val_loss"].mean(), 4), "best_step": (g["best_step"].mean(), 0),
+                "final_val_loss": (g["final_val_loss"].mean(), 4), "gap": (g["gap"].mean(), 4),
+                "best_val_bpc": (g["best_val_loss"].mean() / np.log(2), 4),
+                "tokens_per_sec": (g["tokens_per_sec"].mean(), 0), "wall_s": (g["wall_s"].mean(), 1),
+                "params": (g["params"].first(), 0), "n_seeds": (g.size(), 0)}
+    half = g["best_val_loss"].agg(lambda v: stats.t.ppf(0.975, len(v) - 1) * stats.sem(v))
+    expected["best_val_loss_ci95"] = (half, 4)
+    assert len(table) == 8 and set(table.index) == set(expected["best_val_loss"][0].index)
+    for col, (values, decimals) in expected.items():
+        for cell, value in values.items():
+            shown = num(table.loc[cell, col])
+            assert shown == csv.loc[cell, col], (col, cell)
+            assert abs(shown - value) <= 0.5 * 10 ** -decimals + 1e-9, (col, cell, shown, value)
+    bad = summary[summary["status"] != "ok"]
+    assert table["n_diverged"].astype(int).sum() == (bad["status"] == "diverged").sum() == 2
+    assert table["n_failed"].astype(int).sum() == 1
+    ranks = table.sort_values("rank", key=lambda s: s.astype(int))
+    assert list(ranks["best_val_loss"].astype(float)) == sorted(table["best_val_loss"].astype(float))
+    assert list(table.index[table["baseline"] == "yes"]) == ["norm=pre, warmup_iters=0, bias=False"]
+    assert f"**Total compute**: {summary['wall_s'].sum():.1f} s" in md
+    assert f"**Runs**: {len(summary)} (" in md
+
+
+def test_effect_tables_in_markdown_equal_csv(report):
+    _, out, md, _ = report
+    for heading, name in (("Main effects", "main_effects"), ("Interactions", "interactions"),
+                          ("Failed and diverged runs", "failures")):
+        table = md_table(md, heading)
+        csv = pd.read_csv(out / "tables" / f"{name}.csv", keep_default_na=False, dtype=str)
+        assert len(table) == len(csv) > 0, name
+        for col in table.columns:
+            for shown, stored in zip(table[col], csv[col]):
+                if col == "error":
+                    assert stored.startswith(shown.removesuffix("..."))
+                elif stored and stored[0] in "-0123456789" and col not in ("level", "baseline", "level_a", "level_b"):
+                    assert num(shown) == float(stored), (name, col)
+                else:
+                    assert shown in (stored, "n/a" if stored == "" else stored), (name, col)
+    main = pd.read_csv(out / "tables" / "main_effects.csv")
+    for verdict in main["verdict"]:
+        assert f"- {verdict}" in md
+
+
+def test_failed_and_diverged_runs_are_listed(report):
+    results, out, md, summary = report
+    bad = summary[summary["status"] != "ok"]
+    table = md_table(md, "Failed and diverged runs").set_index("run_id")
+    csv = pd.read_csv(out / "tables" / "failures.csv").set_index("run_id")
+    assert set(table.index) == set(csv.index) == set(bad["run_id"])
+    failed = bad[bad["status"] == "failed"].iloc[0]
+    assert math.isnan(failed["best_val_loss"]) and isinstance(failed["error"], str) and failed["error"]
+    assert table.loc[failed["run_id"], "status"] == "failed"
+    assert table.loc[failed["run_id"], "error"] == failed["error"] == csv.loc[failed["run_id"], "error"]
+    assert table.loc[failed["run_id"], "best_val_loss"] == "n/a"
+    diverged = bad[bad["status"] == "diverged"]
+    assert set(table.loc[diverged["run_id"], "status"]) == {"diverged"}
+    assert (table.loc[diverged["run_id"], "diverged_step"] == "500").all()
+    main = pd.read_csv(out / "tables" / "main_effects.csv").set_index("factor")
+    assert "; 2 of 12 norm=post runs diverged" in main.loc["model.norm", "verdict"]
+    assert "; 1 of 12 norm=pre runs failed" in main.loc["model.norm", "verdict"]
+    assert main.loc["model.norm", "n_ok"] == 10 and main.loc["model.norm", "n_diverged"] == 2
+    assert "3 of 24 runs did not finish ok" in md
+
+
+def test_sixteen_cell_report_without_display(tmp_path):
+    results = make_results(tmp_path, {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"],
+                                      "model.position": ["learned", "sinusoidal"], "model.tying": ["tied", "untied"]},
+                           3, name="big", effects={(("model.norm", "post"),): 0.05})
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "MPLBACKEND")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    code = ("import sys, matplotlib; from gptlab.report import write_report; "
+            "write_report(sys.argv[1]); print(matplotlib.get_backend())")
+    proc = subprocess.run([sys.executable, "-c", code, str(results)], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().lower() == "agg"
+    out = tmp_path / "reports" / "big"
+    assert len(pd.read_csv(out / "tables" / "cells.csv")) == 16
+    assert len(pd.read_csv(out / "tables" / "interactions.csv")) == 6
+    assert {p.name for p in (out / "figures").glob("*.png")} == {
+        "val_curves.png", "level_effects.png", "interactions.png", "throughput.png"}
+    assert (out / "report.html").stat().st_size > 50_000
+
+
+@pytest.mark.parametrize("case", ["missing", "no_summary"])
+def test_cli_invalid_results_dir_is_one_line_error(tmp_path, case):
+    target = tmp_path / "results" / "nope"
+    if case == "no_summary":
+        target.mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-m", "gptlab.report", str(target)], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error: ")
+    assert str(target) in proc.stderr and not (tmp_path / "reports").exists()
+
+
+def test_cli_out_option(report, tmp_path):
+    results = report[0]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-m", "gptlab.report", str(results), "--out", str(tmp_path / "r")],
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(tmp_path / "r" / "report.md")
+    assert (tmp_path / "r" / "tables" / "cells.csv").read_text() == \
+        (report[1] / "tables" / "cells.csv").read_text()

@@ -1,0 +1,301 @@
+"""The sweep runner: layout, resume, kill + restart, fault isolation, plugins, validation, dry run."""
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gptlab.executors import WORKER_DIED, plan_resources
+from gptlab.sweep import main as sweep_main
+
+from conftest import REPO, tiny_config
+
+PLUGIN = '''
+"""Test plugin: activations that misbehave on purpose."""
+import os, signal
+import torch
+from gptlab.activations import ACTIVATIONS, Activation
+
+@ACTIVATIONS.register("boom")
+class Boom(Activation):
+    """Raises on the first training forward pass."""
+    def forward(self, h):
+        raise RuntimeError("boom: this activation always fails")
+
+@ACTIVATIONS.register("nan_soon")
+class NanSoon(Activation):
+    """GELU that returns NaN after 30 training calls."""
+    calls = 0
+    def forward(self, h):
+        if self.training:
+            NanSoon.calls += 1
+        return h * float("nan") if NanSoon.calls > 30 else torch.nn.functional.gelu(h)
+
+@ACTIVATIONS.register("sigkill")
+class SigKill(Activation):
+    """Kills its own process, as the out-of-memory killer would."""
+    def forward(self, h):
+        if self.training:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return h
+
+@ACTIVATIONS.register("plugin_gelu")
+class PluginGelu(Activation):
+    """A well-behaved activation from outside the package."""
+    def forward(self, h):
+        return torch.nn.functional.gelu(h)
+'''
+
+
+@pytest.fixture(scope="session")
+def plugin(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("plugins") / "misbehaving.py"
+    path.write_text(PLUGIN)
+    return path
+
+
+def write_spec(folder: Path, corpus: Path, grid: dict, seeds=2, plugins=(), **extra) -> Path:
+    config = tiny_config(corpus)
+    spec = {"name": "t", "description": "test sweep", "plugins": [str(p) for p in plugins],
+            "base": {k: config[k] for k in ("model", "train", "data")}, "grid": grid, "seeds": seeds,
+            "executor": {"backend": "loky", "n_jobs": 2}, **extra}
+    path = folder / "sweep.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def read_summary(results: Path) -> list[dict]:
+    with open(results / "summary.csv") as f:
+        return list(csv.DictReader(f))
+
+
+GRID = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}
+
+
+@pytest.fixture(scope="module")
+def finished_sweep(tmp_path_factory, corpus):
+    """One 2x2 x 2-seed sweep, trained once and shared by the tests that only read it."""
+    root = tmp_path_factory.mktemp("sweep")
+    spec = write_spec(root, corpus, GRID)
+    code = sweep_main([str(spec), "--results-dir", str(root / "results"), "--reports-dir", str(root / "reports")])
+    return root, spec, code
+
+
+def test_grid_trains_every_run_into_the_layout(finished_sweep):
+    root, _, code = finished_sweep
+    assert code == 0
+    results = root / "results" / "t"
+    rows = read_summary(results)
+    assert len(rows) == 8
+    assert list(rows[0]) == ["run_id", "seed", "model.norm", "model.activation", "status", "best_val_loss",
+                             "best_step", "final_val_loss", "final_train_loss", "params", "params_non_embedding",
+                             "tokens_per_sec", "wall_s", "error"]
+    assert {(r["model.norm"], r["model.activation"], r["seed"]) for r in rows} == {
+        (n, a, s) for n in ("pre", "post") for a in ("gelu", "relu") for s in ("0", "1")}
+    assert all(r["status"] == "ok" and float(r["best_val_loss"]) < 3.0 for r in rows)
+    for row in rows:
+        folder = results / "runs" / row["run_id"]
+        for name in ("config.yaml", "metrics.csv", "summary.json", "train.log"):
+            assert (folder / name).is_file()
+    resolved = yaml.safe_load((results / "sweep.yaml").read_text())
+    assert resolved["seeds"] == [0, 1] and resolved["grid"] == GRID and resolved["command"].startswith("python -m gptlab.sweep")
+
+
+def test_rerun_trains_nothing_and_a_deleted_run_is_retrained(finished_sweep, capsys):
+    root, spec, _ = finished_sweep
+    results = root / "results" / "t"
+    before = {r["run_id"]: r for r in read_summary(results)}
+    args = [str(spec), "--results-dir", str(root / "results"), "--reports-dir", str(root / "reports")]
+    capsys.readouterr()
+    assert sweep_main(args) == 0
+    assert "8 already finished, 0 to train" in capsys.readouterr().err
+
+    victim = sorted(before)[3]
+    mtimes = {rid: (results / "runs" / rid / "summary.json").stat().st_mtime_ns for rid in before}
+    subprocess.run(["rm", "-rf", str(results / "runs" / victim)], check=True)
+    assert sweep_main(args) == 0
+    assert "7 already finished, 1 to train" in capsys.readouterr().err
+    after = {r["run_id"]: r for r in read_summary(results)}
+    losses = ("status", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params")
+    assert {k: {c: r[c] for c in losses} for k, r in after.items()} == {
+        k: {c: r[c] for c in losses} for k, r in before.items()}  # same id, same losses: deterministic
+    changed = [rid for rid in before if (results / "runs" / rid / "summary.json").stat().st_mtime_ns != mtimes.get(rid)]
+    assert changed == [victim]
+
+
+def test_sweep_killed_mid_run_and_restarted_matches_an_uninterrupted_one(finished_sweep, tmp_path):
+    root, spec, _ = finished_sweep
+    config = yaml.safe_load(spec.read_text())
+    config["base"]["train"].update(max_iters=120, eval_interval=20)  # long enough to be caught mid-run
+    spec2 = tmp_path / "long.yaml"
+    spec2.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "gptlab.sweep", str(spec2), "--results-dir"]
+
+    subprocess.run(cmd + [str(tmp_path / "clean")], env=env, check=True, capture_output=True, timeout=300)
+
+    proc = subprocess.Popen(cmd + [str(tmp_path / "killed")], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = tmp_path / "killed" / "t" / "runs"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (runs.exists() and len(list(runs.glob("*/ckpt_last.pt"))) >= 3):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    finished = len(list(runs.glob("*/summary.json")))
+    assert finished < 8, "the sweep finished before it could be killed"
+
+    subprocess.run(cmd + [str(tmp_path / "killed")], env=env, check=True, capture_output=True, timeout=300)
+    clean, killed = read_summary(tmp_path / "clean" / "t"), read_summary(tmp_path / "killed" / "t")
+    keep = ("run_id", "status", "best_val_loss", "best_step", "final_val_loss", "final_train_loss")
+    assert [{k: r[k] for k in keep} for r in killed] == [{k: r[k] for k in keep} for r in clean]
+
+
+def test_failed_and_diverged_runs_are_recorded_and_siblings_finish(tmp_path, corpus, plugin, capsys):
+    spec = write_spec(tmp_path, corpus, {"model.activation": ["plugin_gelu", "boom", "nan_soon"]}, seeds=1,
+                      plugins=[plugin])
+    code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "rep")])
+    assert code == 1  # a failed run makes the sweep exit non-zero
+    rows = {r["model.activation"]: r for r in read_summary(tmp_path / "results" / "t")}
+    assert rows["plugin_gelu"]["status"] == "ok"  # a registry entry from a plugin module trains
+    assert rows["boom"]["status"] == "failed" and "boom: this activation always fails" in rows["boom"]["error"]
+    error_txt = tmp_path / "results" / "t" / "runs" / rows["boom"]["run_id"] / "error.txt"
+    assert "Traceback" in error_txt.read_text() and "RuntimeError" in error_txt.read_text()
+    assert rows["nan_soon"]["status"] == "diverged"
+    err = capsys.readouterr().err
+    assert "2 run(s) did not finish ok" in err and str(error_txt) in err
+
+    # Without the failing cell the same kind of sweep (one diverged run) exits 0.
+    spec = write_spec(tmp_path, corpus, {"model.activation": ["plugin_gelu", "nan_soon"]}, seeds=1, plugins=[plugin])
+    assert sweep_main([str(spec), "--results-dir", str(tmp_path / "r2"), "--reports-dir", str(tmp_path / "rep2")]) == 0
+
+
+def test_failed_runs_are_rerun_only_when_asked(tmp_path, corpus, plugin, capsys):
+    spec = write_spec(tmp_path, corpus, {"model.activation": ["plugin_gelu", "boom"]}, seeds=1, plugins=[plugin])
+    args = [str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "rep")]
+    assert sweep_main(args) == 1
+    capsys.readouterr()
+    assert sweep_main(args) == 1
+    assert "2 already finished, 0 to train" in capsys.readouterr().err
+    assert sweep_main(args + ["--rerun-failed"]) == 1
+    assert "1 already finished, 1 to train" in capsys.readouterr().err
+
+
+def test_a_worker_that_dies_fails_only_its_own_run(tmp_path, corpus, plugin):
+    spec = write_spec(tmp_path, corpus, {"model.activation": ["plugin_gelu", "sigkill"]}, seeds=2, plugins=[plugin])
+    code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "rep")])
+    assert code == 1
+    rows = read_summary(tmp_path / "results" / "t")
+    assert len(rows) == 4
+    for row in rows:
+        if row["model.activation"] == "sigkill":
+            assert row["status"] == "failed" and row["error"] == WORKER_DIED
+        else:
+            assert row["status"] == "ok"
+
+
+BAD_SPECS = [
+    ({"nmae": "x"}, "unknown key 'nmae' (did you mean 'name'?)"),
+    ({"grid": {"model.nrom": ["pre"]}}, "grid: unknown key 'model.nrom' (did you mean 'model.norm'?)"),
+    ({"grid": {"model.norm": ["pre", "psot"]}}, "model.norm: unknown norm 'psot' (did you mean 'post'?)"),
+    ({"grid": {"model.norm": "pre"}}, "grid.model.norm: must be a non-empty list"),
+    ({"grid": {"model.norm": ["pre", "pre"]}}, "grid.model.norm: lists a level twice"),
+    ({"grid": {}}, "grid: needs at least one factor"),
+    ({"base": {"model": {"n_head": 3}}}, "base: model.n_embd (32) must be divisible by model.n_head (3)"),
+    ({"grid": {"model.dropout": [0.0, 1.5]}}, "grid cell (model.dropout=1.5): model.dropout must be a number in [0, 1)"),
+    ({"grid": {"train.weight_decay": ["lots"]}}, "train.weight_decay must be float, got 'lots'"),
+    ({"base": {"train": {"max_iter": 5}}}, "base: unknown key 'train.max_iter' (did you mean 'max_iters'?)"),
+    ({"base": {"model": {"norm": "pre"}}}, "model.norm is set in both base and grid"),
+    ({"seeds": 0}, "seeds: must be >= 1"),
+    ({"seeds": [0, 0]}, "seeds: lists a seed twice"),
+    ({"exclude": [{"model.norm": "pre"}, {"model.norm": "post"}]}, "exclude: removes every cell of the grid"),
+    ({"exclude": [{"model.norm": "sandwich"}]}, "exclude[0]: model.norm level 'sandwich' is not in the grid"),
+    ({"grid": {"train.weight_decay": [0.1, 1.0e-1]}}, "grid.train.weight_decay: lists a level twice"),
+    ({"grid": {"train.weight_decay": [0.1, "1e-1"]}},
+     "grid: cells {'train.weight_decay': 0.1} and {'train.weight_decay': '1e-1'} resolve to the same config"),
+    ({"executor": {"backend": "ray"}}, "executor.backend: unknown backend 'ray'"),
+    ({"executor": {"n_jobs": 0}}, "executor.n_jobs: must be 'auto' or a positive integer"),
+    ({"plugins": ["no_such_plugin_module"]}, "plugins: cannot import 'no_such_plugin_module'"),
+    ({"name": "../escape"}, "name: must be a folder-safe name"),
+    ({"baseline": {"model.norm": "mid"}}, "baseline: model.norm level 'mid' is not in the grid"),
+    ({"data": {"dataset": "x"}}, "unknown key 'data': run settings go under base (base.data)"),
+]
+
+
+@pytest.mark.parametrize("change, message", BAD_SPECS, ids=[m[:40] for _, m in BAD_SPECS])
+def test_invalid_spec_is_one_line_naming_the_key_and_writes_nothing(change, message, tmp_path, corpus, capsys):
+    spec_path = write_spec(tmp_path, corpus, {"model.norm": ["pre", "post"]})
+    spec = yaml.safe_load(spec_path.read_text())
+    for key, value in change.items():
+        if key == "base":
+            for section, values in value.items():
+                spec["base"][section].update(values)
+        else:
+            spec[key] = value
+    spec_path.write_text(yaml.safe_dump(spec))
+    code = sweep_main([str(spec_path), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "rep")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith("error: ") and "\n" not in err and message in err, err
+    assert not (tmp_path / "results").exists() and not (tmp_path / "rep").exists()
+
+
+def test_invalid_yaml_and_missing_file_are_one_line(tmp_path, capsys):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\ngrid: {model.norm: [pre, post\n")
+    assert sweep_main([str(broken)]) == 2
+    assert "invalid YAML at line" in capsys.readouterr().err
+    assert sweep_main([str(tmp_path / "absent.yaml")]) == 2
+    assert "not found" in capsys.readouterr().err
+
+
+def test_set_overrides_base_keys_and_rejects_unknown_ones(tmp_path, corpus, capsys):
+    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre"]}, seeds=1)
+    args = [str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "rep")]
+    assert sweep_main(args + ["--set", "train.max_iters=10", "--set", "train.eval_interval=5"]) == 0
+    config = yaml.safe_load(next((tmp_path / "results" / "t" / "runs").glob("*/config.yaml")).read_text())
+    assert config["train"]["max_iters"] == 10 and config["train"]["eval_interval"] == 5
+    assert sweep_main(args + ["--set", "train.max_itres=10"]) == 2
+    assert "did you mean 'train.max_iters'" in capsys.readouterr().err
+
+
+def test_dry_run_lists_runs_and_estimates_time_without_writing(tmp_path, corpus, capsys):
+    spec = write_spec(tmp_path, corpus, GRID)
+    code = sweep_main([str(spec), "--dry-run", "--results-dir", str(tmp_path / "results")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.count("pending") == 8 and "model.norm" in out and "estimate: ~" in out
+    assert "plan: 2 worker(s)" in out
+    assert not (tmp_path / "results").exists()
+
+
+def test_list_shows_every_registry_entry(capsys):
+    assert sweep_main(["--list"]) == 0
+    out = capsys.readouterr().out
+    for axis, entries in {"norm": ["pre", "post"], "activation": ["gelu", "relu"],
+                          "position": ["learned", "sinusoidal"], "tying": ["tied", "untied"]}.items():
+        assert f"model.{axis}:" in out
+        for entry in entries:
+            assert f"  {entry} " in out
+
+
+def test_plan_uses_every_core_once_and_respects_memory(monkeypatch):
+    import psutil
+
+    monkeypatch.setattr("gptlab.executors.available_cores", lambda: 8)
+    plan = plan_resources(32, {"n_jobs": "auto", "threads": "auto"}, "cpu", 2**20)
+    assert (plan.workers, plan.threads) == (8, 1)
+    plan = plan_resources(3, {"n_jobs": "auto", "threads": "auto"}, "cpu", 2**20)
+    assert (plan.workers, plan.threads) == (3, 2)
+    plan = plan_resources(32, {"n_jobs": 2, "threads": "auto"}, "cpu", 2**20)
+    assert (plan.workers, plan.threads) == (2, 4)
+    available = psutil.virtual_memory().available
+    plan = plan_resources(32, {"n_jobs": "auto", "threads": "auto"}, "cpu", int(available / 2))
+    assert plan.workers == 1 and "memory allows 1" in plan.reason

@@ -1,0 +1,187 @@
+"""One training run: determinism, exact resume after a kill, divergence, schedule, CLI errors."""
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from gptlab import data as gdata
+from gptlab.config import TrainConfig, resolve_run_config
+from gptlab.data import DatasetSource
+from gptlab.model import GPT, ModelConfig, build_model
+from gptlab.sample import sample_from_run
+from gptlab.train import lr_at, main as train_main, make_optimizer, train_run
+
+from conftest import REPO, tiny_config
+
+LOSS_COLUMNS = ("step", "train_loss", "val_loss", "grad_norm", "lr", "tokens")
+
+
+def metric_rows(run_dir: Path) -> list[dict]:
+    with open(run_dir / "metrics.csv") as f:
+        return [{k: row[k] for k in LOSS_COLUMNS} for row in csv.DictReader(f)]
+
+
+def test_run_writes_the_results_layout_and_learns(corpus, tmp_path):
+    summary = train_run(tiny_config(corpus), tmp_path / "run")
+    run = tmp_path / "run"
+    for name in ("config.yaml", "metrics.csv", "summary.json", "ckpt_best.pt", "ckpt_last.pt", "train.log"):
+        assert (run / name).is_file(), name
+    assert summary["status"] == "ok" and summary["error"] is None
+    rows = metric_rows(run)
+    assert [int(r["step"]) for r in rows] == [0, 10, 20, 30, 40]
+    assert [bool(r["val_loss"]) for r in rows] == [True, False, True, False, True]
+    first, best = float(rows[0]["val_loss"]), summary["best_val_loss"]
+    assert best < first - 0.5, (first, best)
+    assert summary["best_val_loss"] == min(float(r["val_loss"]) for r in rows if r["val_loss"])
+    vocab = len(set(corpus.read_text()))
+    assert summary["params"] == build_model(ModelConfig(vocab_size=vocab, block_size=32, n_layer=2, n_head=2,
+                                                        n_embd=32)).num_params()
+    assert yaml.safe_load((run / "config.yaml").read_text()) == resolve_run_config(tiny_config(corpus)).to_dict()
+    assert "finished: ok" in (run / "train.log").read_text()
+
+
+def test_same_seed_gives_identical_losses_and_another_seed_does_not(corpus, tmp_path):
+    train_run(tiny_config(corpus), tmp_path / "a")
+    train_run(tiny_config(corpus), tmp_path / "b")
+    other = tiny_config(corpus)
+    other["seed"] = 1
+    train_run(other, tmp_path / "c")
+    assert metric_rows(tmp_path / "a") == metric_rows(tmp_path / "b")
+    assert metric_rows(tmp_path / "a") != metric_rows(tmp_path / "c")
+
+
+def test_finished_run_is_returned_not_retrained(corpus, tmp_path):
+    first = train_run(tiny_config(corpus), tmp_path / "run")
+    mtime = (tmp_path / "run" / "ckpt_last.pt").stat().st_mtime_ns
+    assert train_run(tiny_config(corpus), tmp_path / "run") == first
+    assert (tmp_path / "run" / "ckpt_last.pt").stat().st_mtime_ns == mtime
+
+
+def _train_cli(config_path: Path, out: Path) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "gptlab.train", "--config", str(config_path), "--out", str(out)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def test_run_killed_after_a_checkpoint_resumes_to_the_same_losses(corpus, tmp_path):
+    config = tiny_config(corpus, max_iters=300, eval_interval=20, log_interval=10)
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+
+    reference = _train_cli(config_path, tmp_path / "reference")
+    assert reference.wait(timeout=120) == 0, reference.stderr.read().decode()
+
+    victim = _train_cli(config_path, tmp_path / "killed")
+    metrics = tmp_path / "killed" / "metrics.csv"
+    deadline = time.time() + 60
+    while time.time() < deadline:  # wait for the evaluation (and checkpoint) of step 40
+        if metrics.exists() and any(r["step"] == "40" and r["val_loss"] for r in csv.DictReader(metrics.open())):
+            break
+        time.sleep(0.005)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=30)
+    assert not (tmp_path / "killed" / "summary.json").exists(), "the run finished before it could be killed"
+    step = torch.load(tmp_path / "killed" / "ckpt_last.pt", weights_only=True)["step"]
+    assert 20 <= step < 300  # the kill may land between step 40's metrics row and its checkpoint
+
+    resumed = _train_cli(config_path, tmp_path / "killed")
+    assert resumed.wait(timeout=120) == 0, resumed.stderr.read().decode()
+    assert metric_rows(tmp_path / "killed") == metric_rows(tmp_path / "reference")
+    assert "resumed" in (tmp_path / "killed" / "train.log").read_text()
+
+
+def test_non_finite_loss_ends_the_run_as_diverged(corpus, tmp_path, monkeypatch):
+    original = GPT.forward
+    calls = {"n": 0}
+
+    def poisoned(self, idx, targets=None):
+        logits, loss = original(self, idx, targets)
+        if self.training and targets is not None:
+            calls["n"] += 1
+            if calls["n"] > 25:  # from the 26th training step on
+                loss = loss * float("nan")
+        return logits, loss
+
+    monkeypatch.setattr(GPT, "forward", poisoned)
+    summary = train_run(tiny_config(corpus), tmp_path / "run")
+    assert summary["status"] == "diverged"
+    assert summary["diverged_step"] == 26
+    assert "step 26" in summary["error"]
+    assert summary["best_step"] == 20 and summary["best_val_loss"] is not None  # kept, not dropped
+    rows = metric_rows(tmp_path / "run")
+    assert int(rows[-1]["step"]) == 30 and rows[-1]["train_loss"] == "nan"
+
+
+def test_learning_rate_warms_up_linearly_then_follows_a_cosine_to_min_lr():
+    cfg = TrainConfig(max_iters=1000, lr=1e-3, min_lr=1e-4, warmup_iters=100)
+    assert lr_at(0, cfg) == pytest.approx(1e-3 / 101)
+    assert lr_at(99, cfg) == pytest.approx(1e-3 * 100 / 101)
+    assert lr_at(100, cfg) == pytest.approx(1e-3)
+    assert lr_at(550, cfg) == pytest.approx((1e-3 + 1e-4) / 2)
+    assert lr_at(1000, cfg) == pytest.approx(1e-4)
+    steps = [lr_at(s, cfg) for s in range(100, 1001)]
+    assert all(a >= b for a, b in zip(steps, steps[1:]))
+    assert lr_at(0, TrainConfig(warmup_iters=0)) == pytest.approx(1e-3)
+
+
+def test_weight_decay_only_on_matrices_and_tied_matrix_optimised_once():
+    model = build_model(ModelConfig(vocab_size=20, block_size=8, n_layer=1, n_head=2, n_embd=16, bias=True))
+    opt = make_optimizer(model, TrainConfig(), torch.device("cpu"))
+    decay, no_decay = opt.param_groups
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert all(p.dim() == 2 for p in decay["params"]) and all(p.dim() == 1 for p in no_decay["params"])
+    ids = [id(p) for g in opt.param_groups for p in g["params"]]
+    assert len(ids) == len(set(ids)) and model.transformer.wte.weight in decay["params"]
+    assert sum(p.numel() for g in opt.param_groups for p in g["params"]) == model.num_params()
+
+
+def test_sampling_from_a_checkpoint_is_reproducible(corpus, tmp_path):
+    train_run(tiny_config(corpus), tmp_path / "run")
+    a = sample_from_run(tmp_path / "run", prompt="The", max_new_tokens=50, seed=3)
+    assert a == sample_from_run(tmp_path / "run", prompt="The", max_new_tokens=50, seed=3)
+    assert a != sample_from_run(tmp_path / "run", prompt="The", max_new_tokens=50, seed=4)
+    assert len(a) == 50 and set(a) <= set(corpus.read_text())
+    with pytest.raises(FileNotFoundError):
+        sample_from_run(tmp_path, prompt="x")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--model.norm", "prenorm"], "model.norm: unknown norm 'prenorm' (did you mean 'pre'?); valid: pre, post"),
+    (["--model.n_embd", "130"], "model.n_embd (130) must be divisible by model.n_head (4)"),
+    (["--train.lr", "fast"], "train.lr must be float, got 'fast'"),
+])
+def test_cli_bad_input_is_one_line(flags, message, capsys, tmp_path):
+    assert train_main(flags + ["--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and message in err and "\n" not in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_missing_dataset_offline_is_one_line(capsys, monkeypatch, tmp_path):
+    monkeypatch.delenv("GPTLAB_DATA_DIR", raising=False)
+    monkeypatch.setitem(gdata.DATASETS, "tinyshakespeare",
+                        DatasetSource("http://127.0.0.1:9/input.txt", gdata.DATASETS["tinyshakespeare"].sha256))
+    assert train_main(["--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "dataset 'tinyshakespeare' not found" in err and "\n" not in err
+
+
+def test_cli_corrupted_dataset_exits_non_zero_without_traceback(tmp_path):
+    data_dir = tmp_path / "data"
+    (data_dir / "tinyshakespeare").mkdir(parents=True)
+    (data_dir / "tinyshakespeare" / "input.txt").write_text("not shakespeare")
+    env = {**os.environ, "GPTLAB_DATA_DIR": str(data_dir), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "gptlab.train", "--out", str(tmp_path / "run")],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "corrupted" in proc.stderr
