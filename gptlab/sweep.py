@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def execute(spec: SweepSpec, results_dir: Path, reports_dir: Path, todo: list, plan: Any,
             args: argparse.Namespace, out: TextIO) -> int:
-    from gptlab.executors import run_local
+    from gptlab.executors.local import run_local
 
     results_dir.mkdir(parents=True, exist_ok=True)
     write_yaml(results_dir / "sweep.yaml", {**spec.to_dict(), "command": args.command})
