@@ -16,16 +16,17 @@ import torch.nn.functional as F
 from gptlab.activations import ACTIVATIONS
 from gptlab.errors import GptlabError
 from gptlab.fields import setting
-from gptlab.norms import NORMS, make_norm
+from gptlab.norms import NORM_TYPES, NORMS, make_norm
 from gptlab.positions import EMBEDDING_INIT_STD, POSITIONS, PositionEncoding
 from gptlab.tying import TYING
 
-REGISTRIES = {"norm": NORMS, "activation": ACTIVATIONS, "position": POSITIONS, "tying": TYING}
+# Key order is the order of `--list`; every key is also a string field of ModelConfig.
+REGISTRIES = {"norm": NORMS, "norm_type": NORM_TYPES, "activation": ACTIVATIONS, "position": POSITIONS, "tying": TYING}
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Architecture of one GPT; the four string fields are the classic ablation axes."""
+    """Architecture of one GPT; the string fields are the ablation axes, one per REGISTRIES key."""
 
     vocab_size: int = setting(65, "number of token ids (set from the dataset's tokenizer in runs)")
     block_size: int = setting(64, "maximum context length in tokens")
@@ -35,6 +36,7 @@ class ModelConfig:
     dropout: float = setting(0.0, "dropout on attention weights, residual branches and embeddings")
     bias: bool = setting(False, "biases in Linear and LayerNorm layers (GPT-2: true)")
     norm: str = setting("pre", "norm placement, a name in REGISTRIES['norm']")
+    norm_type: str = setting("layernorm", "what each norm computes, a name in REGISTRIES['norm_type']")
     activation: str = setting("gelu", "MLP non-linearity, a name in REGISTRIES['activation']")
     position: str = setting("learned", "position encoding, a name in REGISTRIES['position']")
     tying: str = setting("tied", "head/embedding weight sharing, a name in REGISTRIES['tying']")

@@ -1,8 +1,13 @@
-"""Axis `model.norm`: where the normalisation sits relative to each residual sublayer.
+"""Axes `model.norm` and `model.norm_type`: where each normalisation sits, and what it computes.
 
-An entry wraps one sublayer (attention or MLP) together with its residual connection and owns
-the norms it needs. Its class attribute `final_norm` says whether the model must end with a
-norm before the head (pre-LN needs one because its residual stream is never normalised).
+A placement entry (`NORMS`) wraps one sublayer (attention or MLP) together with its residual
+connection and owns the norms it needs. Its class attribute `final_norm` says whether the model
+must end with a norm before the head (needed whenever the residual stream itself is never
+normalised, as in pre-LN). Every norm it owns comes from `make_norm`, which builds the
+`model.norm_type` entry (`NORM_TYPES`), so the two axes combine freely.
+
+Parameter count of one norm, with C = n_embd: layernorm C (2C with model.bias), rmsnorm C.
+Norms per model, with L = n_layer: pre 2L + 1, post 2L, sandwich 4L + 1, none 0.
 """
 from __future__ import annotations
 
@@ -17,13 +22,44 @@ if TYPE_CHECKING:
     from gptlab.model import ModelConfig
 
 Sublayer = Callable[[torch.Tensor], torch.Tensor]
+NormFactory = Callable[["ModelConfig"], nn.Module]
 
 NORMS: Registry[type["NormPlacement"]] = Registry("norm", "placement of normalisation around each sublayer")
+NORM_TYPES: Registry[NormFactory] = Registry("norm_type", "what each normalisation layer computes")
+
+
+@NORM_TYPES.register("layernorm")
+def layernorm(cfg: "ModelConfig") -> nn.Module:
+    """LayerNorm (Ba et al. 2016): centre, then scale; C weights, plus C biases with model.bias."""
+    return nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+
+
+class RMSNorm(nn.RMSNorm):
+    """nn.RMSNorm that normalises in its weight's dtype (float32 under autocast).
+
+    CUDA autocast runs layer_norm in float32, but rms_norm is not on its float32 list: given a
+    bf16 input (e.g. a sandwich branch's output) and a float32 weight it warns and falls back to
+    a slower unfused path (seen with torch 2.13 on CPU), with less precision than LayerNorm in
+    the same spot. Casting the input first avoids all three.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.to(self.weight.dtype))
+
+
+@NORM_TYPES.register("rmsnorm")
+def rmsnorm(cfg: "ModelConfig") -> nn.Module:
+    """RMSNorm (Zhang & Sennrich 2019): x / RMS(x) times a gain, no centring; C weights, no bias.
+
+    A gain only, whatever `model.bias` says, as in T5 (Raffel et al. 2020) and LLaMA (Touvron et
+    al. 2023); eps 1e-6 as in LLaMA. Cheaper than LayerNorm: one statistic instead of two.
+    """
+    return RMSNorm(cfg.n_embd, eps=1e-6)
 
 
 def make_norm(cfg: "ModelConfig") -> nn.Module:
     """The normalisation module itself (what it is, as opposed to where it goes)."""
-    return nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+    return NORM_TYPES.get(cfg.norm_type)(cfg)
 
 
 class NormPlacement(nn.Module):
@@ -62,3 +98,41 @@ class PostNorm(NormPlacement):
 
     def forward(self, x: torch.Tensor, sublayer: Sublayer) -> torch.Tensor:
         return self.ln(x + sublayer(x))
+
+
+@NORMS.register("sandwich")
+class SandwichNorm(NormPlacement):
+    """Sandwich-LN x + LN2(f(LN1(x))), final LN before the head (Ding et al. 2021, CogView).
+
+    The extra LN on each branch's output bounds what a sublayer can add to the residual stream
+    (CogView's cure for fp16 divergence). The stream itself is still a growing sum that no norm
+    touches, exactly as in pre-LN, so it keeps pre-LN's final LN.
+    """
+
+    final_norm = True
+
+    def __init__(self, cfg: "ModelConfig") -> None:
+        super().__init__()
+        self.ln = make_norm(cfg)
+        self.ln_out = make_norm(cfg)
+
+    def forward(self, x: torch.Tensor, sublayer: Sublayer) -> torch.Tensor:
+        return x + self.ln_out(sublayer(self.ln(x)))
+
+
+@NORMS.register("none")
+class NoNorm(NormPlacement):
+    """No normalisation x + f(x), no final norm: the control showing what norms buy.
+
+    It trains at small depth thanks to GPT-2's 1/sqrt(2 n_layer) init of the residual
+    projections, but nothing bounds the residual stream, so expect deep or high-lr runs to
+    diverge (Zhang et al. 2019, Fixup, show what it takes to train without norms).
+    """
+
+    final_norm = False
+
+    def __init__(self, cfg: "ModelConfig") -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, sublayer: Sublayer) -> torch.Tensor:
+        return x + sublayer(x)

@@ -24,6 +24,7 @@ from gptlab.plugins import import_plugins, resolve_plugin
 TOP_KEYS = ["name", "description", "plugins", "base", "grid", "seeds", "exclude", "baseline", "executor"]
 EXECUTOR_KEYS = ["backend", "n_jobs", "threads", "runs_per_gpu", "scheduler", "shared_dir", "on_worker_lost"]
 BACKENDS = ["loky", "dask"]
+ON_WORKER_LOST = ["retry", "fail"]  # what the dask backend does with a run whose worker was lost
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -224,8 +225,15 @@ def _check_executor(executor: Any) -> dict[str, Any]:
     runs_per_gpu = resolved["runs_per_gpu"]
     if not isinstance(runs_per_gpu, int) or isinstance(runs_per_gpu, bool) or runs_per_gpu < 1:
         raise _fail("executor.runs_per_gpu", f"must be a positive integer, got {runs_per_gpu!r}")
-    if resolved["backend"] == "dask" and not resolved.get("scheduler"):
-        raise _fail("executor.scheduler", "the dask backend needs a scheduler address (tcp://HOST:PORT) or 'local'")
+    for key in ("scheduler", "shared_dir"):
+        if key in resolved and (not isinstance(resolved[key], str) or not resolved[key].strip()):
+            raise _fail(f"executor.{key}", f"must be a non-empty string, got {resolved[key]!r}")
+    if resolved.get("on_worker_lost", "retry") not in ON_WORKER_LOST:
+        raise _fail("executor.on_worker_lost", f"must be one of {', '.join(ON_WORKER_LOST)}, got {resolved['on_worker_lost']!r}")
+    if resolved["backend"] == "dask":
+        if not resolved.get("scheduler"):
+            raise _fail("executor.scheduler", "the dask backend needs a scheduler address (tcp://HOST:PORT) or 'local'")
+        resolved.setdefault("on_worker_lost", "retry")
     return resolved
 
 

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from gptlab.errors import GptlabError
 from gptlab.model import REGISTRIES
 from gptlab.results import FINISHED, run_dir, run_state, write_summary
-from gptlab.runio import write_yaml
+from gptlab.runio import read_json, write_yaml
 from gptlab.spec import SweepSpec, cell_label, load_spec, parse_overrides
 
 log = logging.getLogger("gptlab.sweep")
@@ -152,6 +152,10 @@ def execute(spec: SweepSpec, results_dir: Path, reports_dir: Path, todo: list, p
             args: argparse.Namespace, out: TextIO) -> int:
     from gptlab.executors.local import run_local
 
+    if spec.executor["backend"] == "dask" and todo:
+        from gptlab.executors.dask_backend import check_scheduler
+
+        check_scheduler(spec.executor)  # an unreachable scheduler fails before anything is written
     results_dir.mkdir(parents=True, exist_ok=True)
     write_yaml(results_dir / "sweep.yaml", {**spec.to_dict(), "command": args.command})
     for run in todo:
@@ -162,7 +166,8 @@ def execute(spec: SweepSpec, results_dir: Path, reports_dir: Path, todo: list, p
     skipped = len(spec.runs) - len(todo)
     print(f"sweep {spec.name}: {len(spec.runs)} runs ({len(spec.runs) // len(spec.seeds)} cells x {len(spec.seeds)} seeds), "
           f"{skipped} already finished, {len(todo)} to train", file=out)
-    print(plan.describe(), file=out)
+    if spec.executor["backend"] != "dask":  # the dask backend logs its plan once it sees the cluster
+        print(plan.describe(), file=out)
     progress = Progress(len(spec.runs), skipped, out)
 
     def on_result(result: dict[str, Any]) -> None:
@@ -173,9 +178,18 @@ def execute(spec: SweepSpec, results_dir: Path, reports_dir: Path, todo: list, p
               "threads": plan.threads, "plugins": spec.plugins, "search_path": spec.search_path,
               "gpus": plan.gpus, "runs_per_gpu": spec.executor["runs_per_gpu"]} for r in todo]
     if spec.executor["backend"] == "dask":
-        raise GptlabError("executor.backend dask is not available yet; use loky")
-    run_local(tasks, plan, on_result, fail_fast=args.fail_fast)
+        from gptlab.executors.dask_backend import run_dask
+
+        run_dask(tasks, plan, spec.executor, on_result, fail_fast=args.fail_fast)
+    else:
+        run_local(tasks, plan, on_result, fail_fast=args.fail_fast)
     rows = write_summary(spec, results_dir)
+    peaks = [read_json(run_dir(results_dir, r) / "summary.json").get("peak_rss_mb") for r in todo
+             if (run_dir(results_dir, r) / "summary.json").exists()]
+    peaks = [p for p in peaks if p]
+    if peaks:
+        print(f"peak resident memory per worker: {max(peaks):.0f} MiB "
+              f"(planned {plan.run_bytes / 2**20:.0f} MiB per run)", file=out)
     return finish(spec, results_dir, reports_dir, rows, out)
 
 

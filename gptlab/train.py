@@ -79,7 +79,7 @@ def make_optimizer(model: GPT, cfg: gptlab.config.TrainConfig, device: torch.dev
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=fused)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def evaluate(model: torch.nn.Module, data: torch.Tensor, block_size: int, batch_size: int,
              device: torch.device, autocast: contextlib.AbstractContextManager) -> float:
     """Mean next-token loss (nats) over every target of `data`, in fixed windows: no sampling noise."""
@@ -99,6 +99,14 @@ def evaluate(model: torch.nn.Module, data: torch.Tensor, block_size: int, batch_
             count += yb.numel()
     model.train(was_training)
     return total.item() / count
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB (a worker's high-water mark)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)  # bytes on macOS, KiB on Linux
 
 
 def environment(device: torch.device) -> dict[str, Any]:
@@ -182,7 +190,8 @@ class Trainer:
         self.rows: list[dict[str, Any]] = []
         self.best_val_loss, self.best_step = math.inf, -1
         self.elapsed_s = self.train_s = self.eval_s = 0.0
-        self.losses = torch.zeros(t.log_interval + t.eval_interval, device=self.device)
+        # Rows come at least every min(log_interval, eval_interval) steps: that many losses wait at most.
+        self.losses = torch.zeros(min(t.log_interval, t.eval_interval), device=self.device)
         self.grad_norms = torch.zeros_like(self.losses)
         self.pending = 0  # steps whose loss sits in self.losses, not yet in a metrics row
         self.resumed = self._load_checkpoint()
@@ -331,6 +340,7 @@ class Trainer:
             "tokens_per_sec": tokens / self.train_s if self.train_s > 0 else None,
             "wall_s": round(self.elapsed_s, 3),
             "eval_s": round(self.eval_s, 3),
+            "peak_rss_mb": peak_rss_mb(),
             "error": f"non-finite training loss at step {diverged_step}" if diverged_step else None,
             "diverged_step": diverged_step,
             "environment": environment(self.device),

@@ -46,7 +46,7 @@ def test_wildcard_query_keeps_registration_order():
 
 
 def test_the_four_axes_hold_the_required_entries():
-    assert set(REGISTRIES) == {"norm", "activation", "position", "tying"}
+    assert list(REGISTRIES) == ["norm", "norm_type", "activation", "position", "tying"]
     for axis, required in {"norm": ["pre", "post"], "activation": ["gelu", "relu"],
                            "position": ["learned", "sinusoidal"], "tying": ["tied", "untied"]}.items():
         assert REGISTRIES[axis].names()[:2] == required

@@ -35,6 +35,7 @@ class Plan:
     device: str  # cpu | cuda | mps
     gpus: int  # GPUs shared by the workers (0 on CPU)
     reason: str  # one line explaining the choice
+    run_bytes: int = 0  # estimated peak memory of one run, which caps the number of workers
 
     def describe(self) -> str:
         where = f"{self.gpus} GPU(s)" if self.gpus else "CPU"
@@ -82,7 +83,7 @@ def plan_resources(n_runs: int, executor: dict[str, Any], device: str, run_bytes
         workers = memory_cap
     if threads == "auto":
         threads = max(1, cores // workers)
-    return Plan(workers, threads, device, gpus, reason)
+    return Plan(workers, threads, device, gpus, reason, run_bytes)
 
 
 @contextlib.contextmanager
