@@ -108,6 +108,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         prepare_reference_data(workdir)
+        # nanoGPT's train.py reads configurator.py from its working directory.
+        (workdir / "configurator.py").symlink_to(args.reference.resolve() / "configurator.py")
         ratios = []
         for r in range(args.rounds):
             ref = run_reference(args.reference, workdir, args.iters, 100_000, 1, args.threads)

@@ -1,0 +1,314 @@
+"""The dask backend: the runs of a sweep as tasks on a `dask.distributed` cluster.
+
+This module owns everything between a sweep's task list and a dask scheduler: connecting (or
+starting a `LocalCluster` for `scheduler: local`), one task per run, shipping each run's small
+files back to the driver, and what happens when a worker is lost. Training itself is the shared
+worker-side task `gptlab.executors.execute_run`, exactly as in the local backend.
+
+Why `distributed.Client` and not joblib's `Parallel(backend="dask")`: joblib treats the runs as
+one batch. The first task that raises, including the `KilledWorker` dask raises once a task has
+outlived its scheduler's `allowed-failures`, aborts the whole `Parallel` call and every run in
+flight. It offers no way to tell a lost worker from a run's own error, to resubmit one run, or
+to fail one run and carry on. `Client.submit` with `as_completed` gives a future per run: each
+outcome is handled on its own, and `--fail-fast` is a plain `cancel`.
+
+Results: a task returns the run's plain result dict plus the text of its run files
+(`config.yaml`, `metrics.csv`, `train.log`, `error.txt` of a failed run, `summary.json`). The
+driver writes them atomically into `results/NAME/runs/RUN_ID/`, `summary.json` last, so reports
+and resume cannot tell which backend trained a run. Checkpoints (`*.pt`) never travel. A worker
+trains in `executor.shared_dir/NAME/runs/RUN_ID` when a shared directory is given: an
+interrupted run resumes from its checkpoint there, and when that directory *is* the results
+directory nothing is copied at all. Without `shared_dir` a worker trains in a scratch directory
+under its local directory, deleted afterwards, so an interrupted run starts again from scratch.
+
+Lost workers: a run counts its starts in the scheduler's task metadata, which dask drops with
+the task. When the scheduler reschedules a run whose worker died (killed, out of memory,
+disconnected), the new attempt sees the earlier start. With `on_worker_lost: fail` it records
+the run as failed without training. With `retry`, the default, it trains once more, and a second
+loss fails it. Counting starts, not the scheduler's own tally, matters: dask also blames a run
+that merely sat queued on the lost worker. A scheduler configured to give up sooner than that
+raises `KilledWorker`, and the driver then applies the same rule by resubmitting the run.
+
+Each run is submitted as `pickle.loads(bytes)` (see `_CallOnLoad`). The scheduler unpickles the
+task graphs it receives, and this way it only ever sees the standard library, so a plain
+`dask scheduler` needs neither gptlab nor torch installed.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import pickle
+import shutil
+import tempfile
+import uuid
+from concurrent.futures import CancelledError, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from gptlab.errors import GptlabError
+from gptlab.executors import RUNNING_MARKER, Plan, execute_run
+from gptlab.runio import atomic_write_text, read_json, write_json
+
+log = logging.getLogger("gptlab.executors.dask")
+
+CONNECT_TIMEOUT_S = 5
+# The run files a task sends back; summary.json is written last, as the driver's "finished" mark.
+RUN_FILES = ("config.yaml", "metrics.csv", "train.log", "error.txt", "summary.json")
+STARTS = "gptlab-starts"  # task-metadata field counting how often a task began on some worker
+MAX_RESUBMITS = 3  # KilledWorker resubmissions per run, for workers that die before a run even starts
+KEY_PREFIX = "train_run"  # the dashboard groups every run's task under this name
+
+
+@dataclass
+class _Job:
+    """One run as the driver tracks it across resubmissions."""
+
+    task: dict[str, Any]  # the sweep's task; task["run_dir"] is the driver's results folder
+    worker_dir: str | None  # where the worker trains; None: a scratch folder on the worker
+    lost_before: int = 0  # workers lost by earlier submissions of this run while it trained
+    resubmits: int = 0  # times the driver submitted it again after a KilledWorker
+
+
+def worker_lost_message(losses: int) -> str:
+    times = "once" if losses == 1 else f"{losses} times"
+    return f"the dask worker was lost while training this run ({times}: killed, out of memory or disconnected)"
+
+
+class _CallOnLoad:
+    """Pickles as the call `func(*args)`, so that unpickling it on a worker runs it.
+
+    Recent schedulers unpickle the task graph they receive. Submitted as `pickle.loads(bytes)`,
+    a run is opaque to the scheduler, which therefore needs neither gptlab nor torch.
+    """
+
+    def __init__(self, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.func, self.args = func, args
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return self.func, self.args
+
+
+# -- worker side ---------------------------------------------------------------------------------
+def _count_start() -> int:
+    """Record one more start of the current task on the scheduler; return the count so far."""
+    from distributed import get_client, get_worker
+
+    key = get_worker().get_current_task()
+    client = get_client()
+    starts = int(client.get_metadata([key, STARTS], 0)) + 1
+    client.set_metadata([key, STARTS], starts)
+    return starts
+
+
+def train_on_worker(task: dict[str, Any], worker_dir: str | None, allowed_losses: int,
+                    lost_before: int) -> dict[str, Any]:
+    """Worker side: train one run (or record that its worker was lost too often); return its files."""
+    from distributed import get_worker
+
+    from gptlab.train import write_failure
+
+    losses = lost_before + _count_start() - 1
+    scratch = None if worker_dir else tempfile.mkdtemp(prefix=f"{task['run_id']}.", dir=get_worker().local_directory)
+    run_dir = Path(worker_dir or scratch)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if losses > allowed_losses:
+            (run_dir / RUNNING_MARKER).unlink(missing_ok=True)
+            summary = write_failure(run_dir, task["run_id"], task["config"], worker_lost_message(losses))
+            result = {"run_id": task["run_id"], "summary": summary, "seconds": math.nan}
+        else:
+            _clear_failure(run_dir)
+            result = execute_run({**task, "run_dir": str(run_dir)})
+        failed = result["summary"].get("status") == "failed"
+        files = {name: (run_dir / name).read_text(encoding="utf-8") for name in RUN_FILES
+                 if (run_dir / name).is_file() and (failed or name != "error.txt")}
+        return {"result": result, "files": files}
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _clear_failure(run_dir: Path) -> None:
+    """A failed run sent again (--rerun-failed) trains again, from its checkpoint if it has one."""
+    summary = run_dir / "summary.json"
+    with contextlib.suppress(OSError, ValueError):
+        if read_json(summary).get("status") == "failed":
+            summary.unlink()
+            (run_dir / "error.txt").unlink(missing_ok=True)
+
+
+# -- driver side ---------------------------------------------------------------------------------
+def _probe(address: str, timeout: float) -> dict[str, Any]:
+    """Ask `address` who it is, without a Client (a failed Client leaves noise when collected)."""
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    async def identity() -> dict[str, Any]:
+        comm = await connect(address, timeout=timeout, **Security().get_connection_args("client"))
+        try:
+            await comm.write({"op": "identity"})
+            return await asyncio.wait_for(comm.read(), timeout)
+        finally:
+            await comm.close()
+
+    with ThreadPoolExecutor(1) as pool:  # a thread of its own: the caller may already run an event loop
+        return pool.submit(asyncio.run, identity()).result()
+
+
+def check_scheduler(executor: dict[str, Any]) -> None:
+    """Fail fast, in one line naming the address, when the scheduler cannot be used."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise GptlabError("executor.backend dask needs dask.distributed: pip install -e \".[distributed]\"") from None
+    address = str(executor["scheduler"])
+    if address == "local":
+        return
+    try:
+        reply = _probe(address, CONNECT_TIMEOUT_S)
+    except Exception as err:  # refused, timed out, a bad address, or a server that is not dask
+        reason = (str(err).splitlines() or [type(err).__name__])[0]
+        raise GptlabError(f"cannot reach the dask scheduler at {address}: {reason}") from None
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    if kind != "Scheduler":
+        raise GptlabError(f"{address} is not a dask scheduler (it answers as {kind or 'something else'}); "
+                          "give the address printed by `dask scheduler`")
+
+
+@contextlib.contextmanager
+def connect(executor: dict[str, Any], plan: Plan) -> Iterator[tuple[Any, bool]]:
+    """Yield (client, is_local): a Client of the scheduler, or of a LocalCluster for 'local'."""
+    check_scheduler(executor)
+    from distributed import Client, LocalCluster
+
+    address = str(executor["scheduler"])
+    if address == "local":
+        cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=1, processes=True, host="127.0.0.1")
+        client = Client(cluster)
+        try:
+            yield client, True
+        finally:
+            client.close()
+            cluster.close()
+        return
+    try:
+        client = Client(address, timeout=CONNECT_TIMEOUT_S)
+    except Exception as err:
+        raise GptlabError(f"cannot connect to the dask scheduler at {address}: {err}") from None
+    try:
+        yield client, False
+    finally:
+        client.close()
+
+
+def run_threads(executor: dict[str, Any], plan: Plan, local: bool) -> int:
+    """Torch threads per run: executor.threads; else the local plan on 'local', else 1.
+
+    A worker runs as many runs at once as its `--nthreads`, so each of its thread slots is one
+    core for one run. One thread is also what makes a run's CPU losses the same wherever it trains.
+    """
+    if isinstance(executor.get("threads"), int):
+        return executor["threads"]
+    return plan.threads if local else 1
+
+
+def _describe(client: Any, address: str, threads: int) -> str:
+    workers = client.nthreads()  # {worker address: its thread slots}
+    slots = sum(workers.values())
+    where = f"dask scheduler {address}" if address != "local" else "a local dask cluster"
+    return (f"plan: {len(workers)} worker(s) with {slots} task slot(s) on {where}, {threads} thread(s) per run; "
+            f"dashboard {client.dashboard_link}")
+
+
+def _deliver(job: _Job, payload: dict[str, Any]) -> dict[str, Any]:
+    """Write a finished run's files into the driver's run folder (unless it trained there)."""
+    target = Path(job.task["run_dir"])
+    result = payload["result"]
+    if job.worker_dir and Path(job.worker_dir) == target:
+        return result
+    files = payload["files"]
+    for name, text in files.items():
+        if name != "summary.json":
+            atomic_write_text(target / name, text)
+    # Leftovers of an earlier attempt in this folder would contradict the run just received.
+    stale = [target / RUNNING_MARKER, *target.glob("ckpt_*.pt"), *([target / "error.txt"] if "error.txt" not in files else [])]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    if "summary.json" in files:
+        atomic_write_text(target / "summary.json", files["summary.json"])
+    else:
+        write_json(target / "summary.json", result["summary"])
+    return result
+
+
+def _record_failure(job: _Job, error: BaseException | str) -> dict[str, Any]:
+    from gptlab.train import write_failure
+
+    task = job.task
+    (Path(task["run_dir"]) / RUNNING_MARKER).unlink(missing_ok=True)
+    summary = write_failure(task["run_dir"], task["run_id"], task["config"], error)
+    return {"run_id": task["run_id"], "summary": summary, "seconds": math.nan}
+
+
+def run_dask(tasks: list[dict[str, Any]], plan: Plan, executor: dict[str, Any],
+             on_result: Callable[[dict[str, Any]], None], fail_fast: bool = False) -> None:
+    """Train `tasks` on a dask cluster, calling `on_result` once per finished run (as run_local)."""
+    if not tasks:
+        return
+    from distributed import KilledWorker, as_completed
+
+    allowed = 1 if executor.get("on_worker_lost", "retry") == "retry" else 0
+    shared = executor.get("shared_dir")
+    shared_root = Path(shared).expanduser().resolve() if shared else None
+    address = str(executor["scheduler"])
+    with connect(executor, plan) as (client, local):
+        threads = run_threads(executor, plan, local)
+        log.info("%s", _describe(client, address, threads))
+        if not client.nthreads():
+            log.warning("the scheduler at %s has no workers yet; runs wait until one joins", address)
+        jobs: dict[Any, tuple[Any, _Job]] = {}  # task key -> (future, job), while the run is out
+        pending = as_completed()
+
+        def submit(job: _Job) -> None:
+            task = {**job.task, "threads": threads, "gpus": 0}  # a worker trains on the device it sees
+            key = f"{KEY_PREFIX}-{uuid.uuid4().hex[:8]}-{task['run_id']}"
+            call = _CallOnLoad(train_on_worker, (task, job.worker_dir, allowed, job.lost_before))
+            future = client.submit(pickle.loads, pickle.dumps(call, protocol=5), key=key)
+            jobs[future.key] = (future, job)
+            pending.add(future)
+
+        for task in tasks:
+            run_dir = Path(task["run_dir"])
+            worker_dir = str(shared_root / run_dir.parent.parent.name / "runs" / task["run_id"]) if shared_root else None
+            submit(_Job(task, worker_dir))
+        try:
+            for future in pending:
+                _, job = jobs.pop(future.key)
+                try:
+                    result = _deliver(job, future.result())
+                except KilledWorker:  # the scheduler gave up before the run's own count did
+                    # Only starts count: the scheduler also blames runs merely queued on a lost worker.
+                    losses = job.lost_before + int(client.get_metadata([future.key, STARTS], 0))
+                    if losses <= allowed and job.resubmits < MAX_RESUBMITS:
+                        log.warning("worker lost while training %s; retrying it", job.task["run_id"])
+                        submit(_Job(job.task, job.worker_dir, losses, job.resubmits + 1))
+                        continue
+                    result = _record_failure(job, worker_lost_message(max(losses, 1)))
+                except (CancelledError, asyncio.CancelledError) as err:  # the scheduler went away, or a cancel
+                    raise GptlabError(f"the dask scheduler at {address} dropped run {job.task['run_id']} "
+                                      f"({getattr(err, 'reason', 'cancelled')}); finished runs are kept, "
+                                      "rerun the same command to train the rest") from None
+                except Exception as err:  # e.g. gptlab not importable on the worker
+                    result = _record_failure(job, err)
+                finally:
+                    future.release()
+                on_result(result)
+                if fail_fast and result["summary"].get("status") == "failed":
+                    log.info("--fail-fast: stopping at the first failed run")
+                    return
+        finally:
+            if jobs:  # --fail-fast, Ctrl-C or a lost scheduler: the scheduler drops what is left
+                client.cancel([future for future, _ in jobs.values()])
