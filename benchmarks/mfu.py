@@ -52,12 +52,7 @@ def main() -> None:
     cfg = resolve_run_config(config)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Path(tmp), "mfu")
-        for step in range(5):
-            trainer._train_step(step)
-        tick = time.perf_counter()
-        for step in range(5, 5 + args.steps):
-            trainer._train_step(step)
-        per_step = (time.perf_counter() - tick) / args.steps
+        per_step = trainer.seconds_per_step(args.steps, warmup=5)
         n = trainer.model.num_params(non_embedding=True)
     m = cfg.model
     flops_per_token = 6 * n + 12 * m.n_layer * m.n_embd * m.block_size

@@ -88,7 +88,8 @@ def run_gptlab(workdir: Path, iters: int, eval_interval: int, threads: int, comp
     deltas = [(float(b[6]) - float(a[6])) / (int(b[0]) - int(a[0])) * 1000
               for a, b in zip(rows[1:], rows[2:]) if not a[2] and int(a[0]) >= 100]
     summary = read_json(out / "summary.json")
-    return {"ms_per_iter": statistics.median(deltas), "wall_s": wall, "val_loss": summary["final_val_loss"]}
+    return {"ms_per_iter": statistics.median(deltas), "wall_s": wall, "val_loss": summary["final_val_loss"],
+            "eval_share": summary["eval_s"] / summary["wall_s"]}
 
 
 def main() -> None:
@@ -126,7 +127,8 @@ def main() -> None:
             ref = run_reference(args.reference, workdir, 2000, 250, 200, args.threads)
             ours = run_gptlab(workdir, 2000, 250, args.threads, compile_)
             print(f"2000 iterations: nanoGPT val loss {ref['val_loss']:.4f} (200-batch estimate), "
-                  f"gptlab {ours['val_loss']:.4f} (full val split); wall {ref['wall_s']:.0f} s vs {ours['wall_s']:.0f} s")
+                  f"gptlab {ours['val_loss']:.4f} (full val split); wall {ref['wall_s']:.0f} s vs {ours['wall_s']:.0f} s; "
+                  f"gptlab evaluation (9 full-val passes) {ours['eval_share']:.1%} of its wall time")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import logging
 import shlex
+import signal
+import threading
 import sys
 import time
 from pathlib import Path
@@ -105,8 +107,14 @@ def dry_run(spec: SweepSpec, results_dir: Path, plan_line: str, workers: int, th
               f"~{_clock(per_run * waves)} in all", file=stream)
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # `kill` stops a sweep as Ctrl-C does: workers stopped, summary rebuilt
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     args = build_parser().parse_args(argv)
     args.command = "python -m gptlab.sweep " + " ".join(shlex.quote(a) for a in argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)

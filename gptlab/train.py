@@ -246,8 +246,10 @@ class Trainer:
         skip_bookkeeping = self.resumed  # the checkpoint was written after this step's row
         while True:
             step = self.step
-            is_eval = step % t.eval_interval == 0 or step == t.max_iters
-            if not skip_bookkeeping and (is_eval or step % t.log_interval == 0):
+            # No evaluation at step 0: at a standard init it measures ~ln(vocab), and it would cost
+            # a full pass over the val split (benchmarks/README.md: evaluation under 10% of a run).
+            is_eval = step > 0 and (step % t.eval_interval == 0 or step == t.max_iters)
+            if not skip_bookkeeping and step > 0 and (is_eval or step % t.log_interval == 0):
                 row, diverged_step = self._row(step, start)
                 if diverged_step is None and is_eval:
                     row["val_loss"] = self._evaluate()
@@ -289,6 +291,18 @@ class Trainer:
         self.grad_norms[self.pending] = grad_norm.detach()
         self.pending += 1
         self.train_s += time.perf_counter() - tick
+
+    def seconds_per_step(self, steps: int, warmup: int = 1) -> float:
+        """Time `steps` training steps after `warmup` untimed ones (for estimates and benchmarks).
+
+        The steps really train the model; their losses are discarded, not logged.
+        """
+        for step in range(warmup + steps):
+            if step == warmup:
+                tick = time.perf_counter()
+            self._train_step(step)
+            self.pending = 0
+        return (time.perf_counter() - tick) / steps
 
     def _row(self, step: int, start: float) -> tuple[dict[str, Any], int | None]:
         """A metrics row for `step`; also returns the first step whose loss was non-finite."""
@@ -377,11 +391,7 @@ def estimate_run_seconds(config: dict[str, Any], steps: int = 6) -> float:
     cfg = resolve_run_config(config)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Path(tmp), "estimate")
-        trainer._train_step(0)  # warm-up: first-call allocations are not representative
-        tick = time.perf_counter()
-        for step in range(1, steps + 1):
-            trainer._train_step(step)
-        per_step = (time.perf_counter() - tick) / steps
+        per_step = trainer.seconds_per_step(steps)
         val = trainer.dataset.val[: cfg.train.eval_batch_size * cfg.model.block_size + 1]
         tick = time.perf_counter()
         evaluate(trainer.model, val, cfg.model.block_size, cfg.train.eval_batch_size, trainer.device, trainer.autocast)

@@ -101,3 +101,10 @@ def test_trainer_losses_equal_a_plain_training_loop(corpus, tmp_path):
     plain = [sum(losses[i: i + 10]) / 10 for i in range(0, 30, 10)]
     assert [r["train_loss"] for r in rows] == pytest.approx(plain, rel=1e-4)
     assert read_json(tmp_path / "run" / "summary.json")["final_train_loss"] == pytest.approx(plain[-1], rel=1e-4)
+
+
+def test_timing_steps_never_overflows_the_loss_buffer(corpus, tmp_path):
+    config = tiny_config(corpus, log_interval=2, eval_interval=4)
+    trainer = Trainer(resolve_run_config(config), tmp_path / "run", "run")
+    assert trainer.seconds_per_step(10, warmup=3) > 0
+    assert trainer.pending == 0
