@@ -112,9 +112,17 @@ def _terminate(signum: int, frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is not threading.main_thread():  # signals belong to the main thread
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)
     args = build_parser().parse_args(argv)
     args.command = "python -m gptlab.sweep " + " ".join(shlex.quote(a) for a in argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)

@@ -299,3 +299,26 @@ def test_plan_uses_every_core_once_and_respects_memory(monkeypatch):
     available = psutil.virtual_memory().available
     plan = plan_resources(32, {"n_jobs": "auto", "threads": "auto"}, "cpu", int(available / 2))
     assert plan.workers == 1 and "memory allows 1" in plan.reason
+
+
+def test_sigterm_stops_the_sweep_like_ctrl_c_and_a_rerun_finishes_it(tmp_path, corpus):
+    config = tiny_config(corpus, max_iters=300, eval_interval=20)
+    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre", "post"]}, seeds=1)
+    raw = yaml.safe_load(spec.read_text())
+    raw["base"]["train"] = config["train"]
+    spec.write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "gptlab.sweep", str(spec), "--results-dir", str(tmp_path / "results"),
+           "--reports-dir", str(tmp_path / "reports")]
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    runs = tmp_path / "results" / "t" / "runs"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (runs.exists() and list(runs.glob("*/ckpt_last.pt"))):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert (tmp_path / "results" / "t" / "summary.csv").exists()
+    assert subprocess.run(cmd, env=env, capture_output=True, timeout=300).returncode == 0
+    assert [r["status"] for r in read_summary(tmp_path / "results" / "t")] == ["ok", "ok"]
