@@ -180,3 +180,12 @@ def test_cli_out_option(report, tmp_path):
     assert proc.stdout.strip() == str(tmp_path / "r" / "report.md")
     assert (tmp_path / "r" / "tables" / "cells.csv").read_text() == \
         (report[1] / "tables" / "cells.csv").read_text()
+
+
+def test_discussion_next_to_the_results_is_included(tmp_path):
+    results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2, name="disc")
+    (results / "discussion.md").write_text("Post-LN **disagrees** with the literature here.\n\n- reason one\n- reason two\n")
+    out = write_report(results)
+    md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
+    assert "## Discussion\n\nPost-LN **disagrees** with the literature here.\n\n- reason one\n- reason two" in md
+    assert "<strong>disagrees</strong>" in page and "<li>reason two</li>" in page

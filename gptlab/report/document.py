@@ -93,13 +93,32 @@ def summary(res: Results, cells: pd.DataFrame, eff: Effects) -> list[Block]:
     return [Heading("Summary"), Bullets(items)] if items else []
 
 
+def discussion(res: Results) -> list[Block]:
+    """A human-written `discussion.md` next to the results (conclusions, literature), if any.
+
+    Paragraphs are separated by blank lines; a paragraph whose lines start with '- ' is a list.
+    It lives in the results folder so that a report regenerated from the results keeps it.
+    """
+    path = res.results_dir / "discussion.md"
+    if not path.exists():
+        return []
+    blocks: list[Block] = [Heading("Discussion")]
+    for chunk in path.read_text(encoding="utf-8").strip().split("\n\n"):
+        lines = [line.strip() for line in chunk.splitlines() if line.strip()]
+        if lines and all(line.startswith("- ") for line in lines):
+            blocks.append(Bullets([line[2:] for line in lines]))
+        elif lines:
+            blocks.append(Para(" ".join(lines)))
+    return blocks
+
+
 def build(res: Results, cells: pd.DataFrame, levels: pd.DataFrame, eff: Effects, failures: pd.DataFrame,
           figures: dict[str, bytes], samples: list[tuple[str, str, str]]) -> list[Block]:
     """All blocks of the report, in order."""
     def fig(name: str, alt: str) -> list[Block]:
         return [Image(name, alt, figures[name])] if name in figures else []
 
-    blocks = header(res) + summary(res, cells, eff)
+    blocks = header(res) + summary(res, cells, eff) + discussion(res)
     blocks += [Heading("Cells"),
                Para("One row per combination of factor levels, ranked by mean best val loss over ok seeds "
                     "(nats/char; `_ci95` = half-width of the 95% CI; bpc = bits/char). "
