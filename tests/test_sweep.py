@@ -137,7 +137,7 @@ def test_sweep_killed_mid_run_and_restarted_matches_an_uninterrupted_one(finishe
     spec2 = tmp_path / "long.yaml"
     spec2.write_text(yaml.safe_dump(config))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "gptlab.sweep", str(spec2), "--results-dir"]
+    cmd = [sys.executable, "-m", "gptlab.sweep", str(spec2), "--reports-dir", str(tmp_path / "reports"), "--results-dir"]
 
     subprocess.run(cmd + [str(tmp_path / "clean")], env=env, check=True, capture_output=True, timeout=300)
 
