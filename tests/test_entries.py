@@ -83,6 +83,21 @@ def test_built_in_entries_are_the_ones_tested_here_in_order():
         assert REGISTRIES[axis].names()[: len(names)] == names  # plugins may follow
 
 
+def eval_loss_before_after(model, train_batches, x, y) -> tuple[float, float]:
+    """Loss on (x, y) before and after AdamW steps over `train_batches`."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+    with torch.no_grad():
+        start = model(x, y)[1].item()
+    for bx, by in train_batches:
+        loss = model(bx, by)[1]
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        end = model(x, y)[1].item()
+    return start, end
+
+
 @pytest.mark.parametrize("axes", COMBOS, ids=lambda a: "-".join(a.values()))
 def test_every_combination_counts_trains_and_is_causal(axes, batches):
     V = batches["vocab"]
@@ -107,17 +122,7 @@ def test_every_combination_counts_trains_and_is_causal(axes, batches):
     cfg = ModelConfig(vocab_size=V, **{**SMALL, "n_layer": 1}, **axes)
     model = build_model(cfg)
     assert model.num_params() == expected_params(cfg)
-    x, y = batches["eval"]
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
-    with torch.no_grad():
-        start = model(x, y)[1].item()
-    for bx, by in batches["train"]:
-        loss = model(bx, by)[1]
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    with torch.no_grad():
-        end = model(x, y)[1].item()
+    start, end = eval_loss_before_after(model, batches["train"], *batches["eval"])
     assert math.isfinite(end) and end < start - 0.15, f"loss {start:.3f} -> {end:.3f}"
 
 
@@ -227,21 +232,11 @@ def test_nope_still_learns_with_causal_attention(batches):
     """NoPE: no position information at all, yet the loss falls far below its start."""
     torch.manual_seed(0)
     model = build_model(ModelConfig(vocab_size=batches["vocab"], block_size=T, n_layer=2, n_head=2, n_embd=32, position="none"))
-    data, x, y = batches["data"], *batches["eval"]
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+    data = batches["data"]
     gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        start = model(x, y)[1].item()
-    for _ in range(150):
-        s = torch.randint(0, len(data) - T - 1, (BATCH,), generator=gen)
-        bx = torch.stack([data[i : i + T] for i in s])
-        by = torch.stack([data[i + 1 : i + T + 1] for i in s])
-        loss = model(bx, by)[1]
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    with torch.no_grad():
-        end = model(x, y)[1].item()
+    starts = [torch.randint(0, len(data) - T - 1, (BATCH,), generator=gen) for _ in range(150)]
+    train = [(torch.stack([data[i : i + T] for i in s]), torch.stack([data[i + 1 : i + T + 1] for i in s])) for s in starts]
+    start, end = eval_loss_before_after(model, train, *batches["eval"])
     counts = torch.tensor(list(Counter(data.tolist()).values()), dtype=torch.float64)
     unigram = -(counts / counts.sum() * (counts / counts.sum()).log()).sum().item()
     assert end < start - 1.0 and end < unigram - 0.5, (start, end, unigram)
