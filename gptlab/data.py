@@ -93,8 +93,8 @@ def download(url: str, dest: Path, sha256: str | None = None, timeout: float = 3
     return dest
 
 
-def resolve_dataset(name: str, path: str | os.PathLike | None = None) -> Path:
-    """Return a local file for dataset `name`, downloading it into the cache when needed."""
+def resolve_dataset(name: str, path: str | os.PathLike | None = None, download_missing: bool = True) -> Path:
+    """Return a local file for dataset `name`, downloading it into the cache when needed (and allowed)."""
     if path is not None:
         p = Path(path).expanduser()
         if not p.is_file():
@@ -113,6 +113,8 @@ def resolve_dataset(name: str, path: str | os.PathLike | None = None) -> Path:
     for candidate in candidates:
         if candidate.is_file():
             return _verify(candidate, source, name)
+    if not download_missing:
+        raise GptlabError(f"dataset '{name}' not found at {' or '.join(map(str, candidates))}")
     log.info("downloading %s from %s to %s", name, source.url, cached)
     try:
         return download(source.url, cached, source.sha256)
@@ -178,6 +180,20 @@ def _load(path: Path, val_fraction: float) -> CharDataset:
 def load_dataset(name: str = "tinyshakespeare", path: str | None = None, val_fraction: float = 0.1) -> CharDataset:
     """Resolve, read and split a dataset (cached per process: sweeps reuse it across runs)."""
     return _load(resolve_dataset(name, path).resolve(), val_fraction)
+
+
+def unigram_val_loss(name: str = "tinyshakespeare", path: str | None = None, val_fraction: float = 0.1,
+                     download_missing: bool = False) -> float:
+    """Cross-entropy (nats/token) of the validation split under the training split's token frequencies.
+
+    The loss of a model that learned only how often each token occurs: the ceiling at which the
+    report counts a diverged run. Tokens unseen in training get add-one smoothed counts.
+    """
+    data = _load(resolve_dataset(name, path, download_missing).resolve(), val_fraction)
+    vocab = data.tokenizer.vocab_size
+    counts = torch.bincount(data.train, minlength=vocab).double() + 1.0
+    log_p = torch.log(counts / counts.sum())
+    return float(-log_p[data.val].mean())
 
 
 class BatchSampler:

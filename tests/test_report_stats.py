@@ -10,11 +10,15 @@ import statsmodels.formula.api as smf
 
 from gptlab.report import load_results
 from gptlab.report.samples import NO_CHECKPOINT, samples
-from gptlab.report.stats import cell_table, effects
+from gptlab.report.stats import cell_table, compute
 from gptlab.report.synthetic import make_results
 
 GRID = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}
 POST = (("model.norm", "post"),)
+
+
+def effects(res):
+    return compute(res, 0.01)
 
 
 def _row(table, **where):
@@ -34,10 +38,12 @@ def test_planted_effect_is_recovered(tmp_path):
     assert norm["ci_low"] <= 0.05 <= norm["ci_high"]
     assert norm["p_value"] < 0.001
     assert norm["verdict"].startswith("norm=post is worse than norm=pre by 0.0")
+    assert norm["call"] == "worse" and norm["p_adjusted"] >= norm["p_value"]
     act = _row(eff.main, factor="model.activation", level="relu")
     assert act["ci_low"] <= 0.0 <= act["ci_high"]
-    assert "no detectable difference" in act["verdict"]
-    assert eff.seed_block and eff.df_resid == 16 - 6  # intercept, 2 factor dummies, 3 seed dummies
+    assert act["call"] == "equivalent" and "equivalent within +/-0.01" in act["verdict"]
+    # cell-means model: 16 runs - 4 cell means - 3 seed dummies
+    assert eff.analysis.fit.seed_block and eff.analysis.fit.df == 16 - 4 - 3
 
 
 def test_better_level_has_negative_effect(tmp_path):
@@ -50,9 +56,9 @@ def test_better_level_has_negative_effect(tmp_path):
 def test_no_effect_says_no_detectable_difference(tmp_path):
     results = make_results(tmp_path, GRID, 4, rng_seed=3)
     eff = effects(load_results(results))
-    assert all("no detectable difference (p = " in v for v in eff.main["verdict"]), list(eff.main["verdict"])
-    assert all("no detectable interaction" in v for v in eff.interactions["verdict"])
-    assert any("Too few seeds to rule out small main effects" in w for w in eff.warnings)
+    assert set(eff.main["call"]) <= {"equivalent", "inconclusive"}, list(eff.main["verdict"])
+    assert not any("better" in v or "worse" in v for v in eff.main["verdict"])
+    assert set(eff.interactions["call"]) <= {"equivalent", "inconclusive"}
 
 
 def test_interaction_and_seed_pairing_match_statsmodels_formula(tmp_path):
@@ -62,15 +68,23 @@ def test_interaction_and_seed_pairing_match_statsmodels_formula(tmp_path):
     eff = effects(res)
     inter = _row(eff.interactions, level_a="post", level_b="relu")
     assert inter["ci_low"] <= 0.03 <= inter["ci_high"] and inter["p_value"] < 0.001
-    assert "not additive; together they are worse by" in inter["verdict"]
-    # independent check of the design matrix: the same models through the formula interface
+    assert "not additive; together they are worse than the sum of their separate effects by" in inter["verdict"]
+    # independent check: the cell-means model with seed blocking through statsmodels' formula interface
     df = res.runs.rename(columns={"model.norm": "norm", "model.activation": "act"})
-    add = smf.ols("best_val_loss ~ C(norm, Treatment('pre')) + C(act, Treatment('gelu')) + C(seed)", df).fit()
-    full = smf.ols("best_val_loss ~ C(norm, Treatment('pre')) * C(act, Treatment('gelu')) + C(seed)", df).fit()
-    name = "C(norm, Treatment('pre'))[T.post]"
-    assert _row(eff.main, factor="model.norm")["estimate"] == round(add.params[name], 4)
-    assert _row(eff.main, factor="model.norm")["p_value"] == float(f"{add.pvalues[name]:.2g}")
-    assert inter["estimate"] == round(full.params[f"{name}:C(act, Treatment('gelu'))[T.relu]"], 4)
+    df["cell"] = df["norm"] + "-" + df["act"]
+    fit = smf.ols("best_val_loss ~ 0 + C(cell) + C(seed)", df).fit()
+    names = list(fit.params.index)
+
+    def contrast(weights):
+        return fit.t_test([weights.get(n.split("[")[1].rstrip("]"), 0.0) if n.startswith("C(cell)") else 0.0
+                           for n in names])
+
+    main = contrast({"post-gelu": 0.5, "post-relu": 0.5, "pre-gelu": -0.5, "pre-relu": -0.5})
+    assert _row(eff.main, factor="model.norm")["estimate"] == round(float(main.effect[0]), 4)
+    assert _row(eff.main, factor="model.norm")["p_value"] == float(f"{float(main.pvalue):.2g}")
+    inter_t = contrast({"post-relu": 1, "post-gelu": -1, "pre-relu": -1, "pre-gelu": 1})
+    assert inter["estimate"] == round(float(inter_t.effect[0]), 4)
+    assert inter["ci_low"] == round(float(inter_t.conf_int()[0][0]), 4)
 
 
 def test_seeds_are_paired(tmp_path):
@@ -105,8 +119,11 @@ def test_three_levels_typed_levels_single_seed_and_named_baseline(tmp_path):
     assert list(eff.main["level"]) == ["0", "500", "True"] and set(eff.main["baseline"]) == {"100", "False"}
     assert _row(eff.main, level="0")["estimate"] == pytest.approx(0.04, abs=0.005)
     assert _row(eff.main, level="500")["estimate"] == pytest.approx(0.02, abs=0.005)
-    assert not eff.seed_block and eff.df_resid == 6 - 4
+    assert eff.analysis.fit.kind == "none"  # one run per cell, two factors: no error estimate at all
+    assert eff.main["p_value"].isna().all() and (eff.main["call"] == "").all()
+    assert "no error estimate (no call)" in _row(eff.main, level="0")["verdict"]
     assert any("Only one seed" in w for w in eff.warnings)
+    assert any("No error estimate" in w for w in eff.warnings)
 
 
 def test_float_levels_keep_grid_order(tmp_path):

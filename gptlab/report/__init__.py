@@ -1,8 +1,10 @@
 """Reporting: turn a sweep's results directory into reports/NAME/ (report.md, report.html, figures, tables).
 
-Public API: `write_report(results_dir, reports_dir=None) -> Path`, `default_reports_dir`,
+Public API: `write_report(results_dir, reports_dir=None, *, margin=None) -> Path`, `default_reports_dir`,
 `load_results`, `Results`, `ReportError`. CLI: `python -m gptlab.report results/NAME [--out DIR]`.
-Modules: `load` (reading results), `stats` (tables, models, verdicts), `figures` (seaborn PNGs),
+Modules: `load` (reading results), `design` (cells and contrasts), `models` (the models, stated
+once, and the error of a contrast), `calls` (Holm, TOST, margin), `effects` (every effect of one
+outcome), `stats` (which runs, tables, along training, divergence), `verdicts` (sentences), `figures` (seaborn PNGs),
 `samples` (text from checkpoints), `document` (content), `render` (Markdown/HTML, atomic writes),
 `fmt` (number precision), `synthetic` (fake results for tests and benchmarks).
 """
@@ -23,23 +25,42 @@ def default_reports_dir(results_dir: Path | str) -> Path:
     return path.parent.parent / "reports" / path.name
 
 
-def write_report(results_dir: Path | str, reports_dir: Path | str | None = None) -> Path:
+def resolve_margin(res: Results, margin: float | None) -> float:
+    """The equivalence margin: `margin` if given, else sweep.yaml's report.equivalence_margin, else the default."""
+    from gptlab.report.calls import DEFAULT_MARGIN, check_margin
+    if margin is not None:
+        return check_margin(margin, "--margin")
+    section = res.spec.get("report") or {}
+    if not isinstance(section, dict) or "equivalence_margin" not in section:
+        return DEFAULT_MARGIN
+    return check_margin(section["equivalence_margin"], f"{res.results_dir / 'sweep.yaml'}: report.equivalence_margin")
+
+
+def write_report(results_dir: Path | str, reports_dir: Path | str | None = None, *,
+                 margin: float | None = None) -> Path:
     """Regenerate the report of `results_dir` (from its files alone) and return the report dir.
 
-    Every file is written atomically; figures and tables of an older report that no longer apply
-    are removed. Raises `ReportError` when `results_dir` is not a sweep's results directory.
+    `margin` (nats/char) overrides the sweep's `report.equivalence_margin` (default 0.01). Every
+    file is written atomically; figures and tables of an older report that no longer apply are
+    removed. Raises `ReportError` (or `GptlabError` for a bad margin) before writing anything when
+    the input is invalid.
     """
     from gptlab.report import document, figures, samples, stats
     from gptlab.report.render import atomic_write, to_html, to_markdown
 
     res = load_results(results_dir)
+    margin = resolve_margin(res, margin)
     out = Path(reports_dir) if reports_dir is not None else default_reports_dir(results_dir)
-    cells, levels, eff = stats.cell_table(res), stats.level_table(res), stats.effects(res)
-    failures = stats.failure_table(res)
-    figs = figures.make_figures(res, levels)
-    blocks = document.build(res, cells, levels, eff, failures, figs, samples.samples(res))
-    tables = {"cells": cells, "levels": levels, "main_effects": eff.main,
-              "interactions": eff.interactions, "failures": failures}
+    cells, levels, failures = stats.cell_table(res), stats.level_table(res), stats.failure_table(res)
+    st = stats.compute(res, margin)
+    figs = figures.make_figures(res, levels, st)
+    blocks = document.build(res, cells, levels, st, failures, figs, samples.samples(res))
+    tables = {"cells": cells, "levels": levels, "main_effects": st.main, "interactions": st.interactions,
+              "higher_order": st.higher, "simple_effects": st.simple, "cells_vs_baseline": st.cells_vs_baseline,
+              "aliases": st.aliases, "effects_by_step": st.by_step, "divergence": st.divergence,
+              "sensitivity": st.sensitivity, "failures": failures}
+    tables = {name: df for name, df in tables.items() if len(df.columns)
+              and (len(df) or name in ("main_effects", "interactions", "failures"))}
     for name, df in tables.items():
         atomic_write(out / "tables" / f"{name}.csv", df.to_csv(index=False))
     for name, png in figs.items():

@@ -14,31 +14,40 @@ import yaml
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
 from gptlab.report.render import Block, Bullets, Code, Heading, Image, Para, Table
-from gptlab.report.stats import ALPHA, Effects
+from gptlab.report import verdicts
+from gptlab.report.calls import ALPHA
+from gptlab.report.models import FORMULAS
+from gptlab.report.stats import Statistics
 
 CELL_MD_COLS = ["rank", "cell", "baseline", "best_val_loss", "best_val_loss_ci95", "best_val_bpc",
                 "best_val_bpc_ci95", "best_step", "final_val_loss", "gap", "params", "tokens_per_sec",
                 "wall_s", "n_seeds", "n_diverged", "n_failed"]
-MAIN_MD_COLS = ["factor", "level", "baseline", "estimate", "ci_low", "ci_high", "p_value", "mde80",
-                "seeds_needed", "n_ok", "n_ok_baseline", "n_diverged", "n_failed"]
-INT_MD_COLS = ["factor_a", "level_a", "factor_b", "level_b", "estimate", "ci_low", "ci_high", "p_value", "mde80",
-               "seeds_needed"]
+EFFECT_COLS = ["estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call"]
+MAIN_MD_COLS = ["factor", "level", "baseline"] + EFFECT_COLS + ["mde80", "seeds_needed", "n_ok", "n_ok_baseline",
+                                                                "n_diverged", "n_failed"]
+INT_MD_COLS = ["factor_a", "level_a", "factor_b", "level_b"] + EFFECT_COLS
+MAX_MD_ROWS = 40  # longer tables are summarised in the text and kept whole in tables/*.csv
 
 METHOD = (
-    "Only runs with status `ok` enter the statistics (cell means, effects, curves, throughput); diverged "
-    "and failed runs are counted per cell, listed under 'Failed and diverged runs' and named in the verdict "
-    "of every level they belong to. Excluding them flatters configurations that diverge: read a level with "
-    "divergences as no better than its estimate. Main effects: OLS of best val loss on treatment-coded "
-    "factors (reference = baseline level) plus seed as a blocking factor, so every run counts for every "
-    "factor and runs with the same seed (same batches) are paired; real interactions inflate this model's "
-    "residual, which makes its main-effect CIs conservative. Interactions: the same model plus all "
-    "two-way interaction terms; the contrast is loss(a, b) - loss(a, base) - loss(base, b) + loss(base, base). "
-    "CIs are 95% t intervals; p-values are two-sided t tests of the coefficients, not corrected for "
-    "multiple comparisons; 'detectable' means p < {alpha}. mde80 is the minimum detectable effect at 80% "
-    "power: (t_0.975 + t_0.8) x the contrast's standard error. Cell tables: mean over ok seeds with 95% t "
-    "interval half-width (`*_ci95`); bpc = nats / ln 2; gap = final_val_loss - final_train_loss "
-    "(positive: validation loss above training loss); params = unique parameters; wall_s = mean per run."
-).format(alpha=ALPHA)
+    "Which runs count: runs with status `ok` enter cell means, effects and curves; diverged runs are reported "
+    "as a divergence rate per cell (Clopper-Pearson 95% CI) and, in a sensitivity analysis, counted at the "
+    "unigram loss of the validation split; failed runs (crashes) are only listed. "
+    "Model: {formula}. Every effect is a linear contrast of the fitted cell means, so its standard error comes "
+    "from the model's error: pure replication error when there are seeds to replicate, never from "
+    "interactions pooled by an additive model (unless the design has no replicates, which the report then says). "
+    "Main effects (full factorials) are averaged over every combination of the other factors with equal "
+    "weights (effect-coded marginal contrasts: level minus baseline); two-way interactions are "
+    "loss(a, b) - loss(a, base) - loss(base, b) + loss(base, base) averaged the same way, and higher-order "
+    "contrasts are the k-th differences. Designs that are not full factorials get only what they can estimate "
+    "(cells against the baseline cell; aliased terms named). CIs are 95% t intervals; p-values are two-sided "
+    "t tests, Holm-adjusted across every distinct test of the report (`p_adjusted`). Calls: `better`/`worse` "
+    "when the adjusted p < {alpha}; `equivalent` when the 90% CI lies inside +/- the margin (two one-sided "
+    "tests); otherwise `inconclusive`; no call when there is no error estimate. `mde80`: minimum detectable "
+    "effect at 80% power, (t_0.975 + t_0.8) x SE; `seeds_needed`: seeds per cell for a 95% CI half-width of "
+    "the margin, from the same error. Effects over training use the same model on the val loss at each "
+    "evaluated step, each step its own Holm family. Cell tables: mean over ok seeds with 95% t interval "
+    "half-width (`*_ci95`); bpc = nats / ln 2; gap = final_val_loss - final_train_loss; params = unique parameters."
+)
 
 
 def _error_line(text: str, limit: int = 160) -> str:
@@ -76,7 +85,35 @@ def header(res: Results) -> list[Block]:
     return blocks
 
 
-def summary(res: Results, cells: pd.DataFrame, eff: Effects) -> list[Block]:
+def _calls_table(st: Statistics, res: Results) -> pd.DataFrame:
+    """The summary's compact table: every main effect, and every other effect with a better/worse call."""
+    rows = []
+    for r in st.main.to_dict("records"):
+        rows.append({"effect": f"{res.label(r['factor'], r['level'])} vs {r['baseline']}", **_pick(r)})
+    for r in st.interactions.to_dict("records"):
+        if r["call"] in ("better", "worse"):
+            rows.append({"effect": f"{res.label(r['factor_a'], r['level_a'])} x "
+                                   f"{res.label(r['factor_b'], r['level_b'])}", **_pick(r)})
+    for table, name in ((st.higher, "term"), (st.aliases, "aliased"), (st.cells_vs_baseline, "cell")):
+        for r in table.to_dict("records"):
+            if r["call"] in ("better", "worse") and not (name == "cell" and r["changes"] == 1):
+                rows.append({"effect": r[name] + (" vs baseline cell" if name == "cell" else ""), **_pick(r)})
+    return pd.DataFrame(rows, columns=["effect", "estimate", "ci_low", "ci_high", "p_adjusted", "call"])
+
+
+def _pick(r: dict) -> dict:
+    return {k: r[k] for k in ("estimate", "ci_low", "ci_high", "p_adjusted", "call")}
+
+
+def _count_calls(table: pd.DataFrame, what: str) -> str:
+    if not len(table):
+        return ""
+    counts = table["call"].fillna("").replace("", "no call").value_counts()
+    return f"{what}: " + ", ".join(f"{n} {c}" for c, n in counts.items())
+
+
+def summary(res: Results, cells: pd.DataFrame, st: Statistics) -> list[Block]:
+    blocks: list[Block] = [Heading("Summary")]
     items = []
     ranked = cells.dropna(subset=["best_val_loss"])
     if len(ranked):
@@ -87,10 +124,21 @@ def summary(res: Results, cells: pd.DataFrame, eff: Effects) -> list[Block]:
     if len(base) and not math.isnan(base.iloc[0]["best_val_loss"]):
         b = base.iloc[0]
         items.append(f"Baseline: {b['cell']}, {fmt_loss(b['best_val_loss'])} nats/char (rank {b['rank']}).")
-    items += list(eff.main["verdict"])
-    items += [v for v, p in zip(eff.interactions["verdict"], eff.interactions["p_value"]) if p < ALPHA]
-    items += [f"Warning: {w}" for w in eff.warnings]
-    return [Heading("Summary"), Bullets(items)] if items else []
+    blocks.append(Bullets(items))
+    table = _calls_table(st, res)
+    if len(table):
+        blocks += [Para(f"Calls (equivalence margin +/-{st.margin:g} nats/char; `better`/`worse`: Holm-adjusted "
+                        f"p < {ALPHA}; `equivalent`: 90% CI inside the margin). Every main effect, and every other "
+                        "effect called better or worse:"), Table(table)]
+    counts = [c for c in (_count_calls(st.interactions, "Two-way interactions"),
+                          _count_calls(st.higher, "Higher-order contrasts"),
+                          _count_calls(st.simple, "Simple effects")) if c]
+    sentences = verdicts.called(st, res)
+    bullets = sentences + [f"Along training: {t}" for t in st.trajectory] + counts
+    bullets += [f"Warning: {w}" for w in st.warnings]
+    if bullets:
+        blocks.append(Bullets(bullets))
+    return blocks
 
 
 def discussion(res: Results) -> list[Block]:
@@ -112,57 +160,120 @@ def discussion(res: Results) -> list[Block]:
     return blocks
 
 
-def build(res: Results, cells: pd.DataFrame, levels: pd.DataFrame, eff: Effects, failures: pd.DataFrame,
+def _table(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list[Block]:
+    """A table in the report, or a pointer to its CSV when it is long."""
+    if len(df) <= MAX_MD_ROWS:
+        return [Table(df[[c for c in cols if c in df.columns]])]
+    called = int(df["call"].isin(["better", "worse"]).sum()) if "call" in df else 0
+    return [Para(f"{len(df)} {what} ({called} called better or worse): too many to list here; "
+                 f"see `tables/{csv}`.")]
+
+
+def effects_sections(res: Results, st: Statistics, fig) -> list[Block]:
+    """Main effects, interactions, higher-order terms, simple effects / cells against the baseline."""
+    blocks: list[Block] = [Heading("Design and model"), Bullets(st.notes + [f"Warning: {w}" for w in st.warnings])]
+    blocks += fig("forest.png", "Every effect with its 95% CI; equivalence band shaded")
+    blocks += [Heading("Main effects")]
+    if len(st.main):
+        what = ("averaged over every combination of the other factors (equal weights)" if st.factorial else
+                "against the baseline cell, from the cell that differs from it in that factor alone")
+        blocks += [Para(f"Difference in best val loss (nats/char) between each level and the baseline level of "
+                        f"its factor, {what}; positive = worse. Table: `tables/main_effects.csv`.")]
+        blocks += _table(st.main, MAIN_MD_COLS, "main_effects.csv", "main effects")
+        blocks += [Bullets(list(st.main["verdict"]))]
+    else:
+        blocks.append(Para("No main effects to estimate."))
+    blocks += fig("level_effects.png", "Best val loss per level of each factor")
+    blocks += [Heading("Interactions")]
+    if len(st.interactions):
+        blocks += [Para("Two-way interaction contrast (nats/char): how much worse (positive) or better (negative) "
+                        "the combination is than the sum of the two separate effects"
+                        + (", averaged over the other factors. " if st.factorial else
+                           ", at the baseline of the other factors; aliased where the cells cannot separate it. ")
+                        + "Table: `tables/interactions.csv`.")]
+        blocks += _table(st.interactions, INT_MD_COLS + ["alias"], "interactions.csv", "interaction contrasts")
+        blocks += [Bullets(list(st.interactions["verdict"]))] if len(st.interactions) <= MAX_MD_ROWS else []
+    else:
+        blocks.append(Para("No pair of factors with two or more levels: no interactions."))
+    blocks += fig("interactions.png", "Interaction plots: marginal means with 95% CIs")
+    if len(st.higher):
+        blocks += [Heading("Higher-order interactions"),
+                   Para("k-th order differences of k factors' changes (averaged over the other factors). "
+                        "Table: `tables/higher_order.csv`.")]
+        blocks += _table(st.higher, ["term", "order"] + EFFECT_COLS, "higher_order.csv", "higher-order contrasts")
+    if len(st.cells_vs_baseline):
+        blocks += [Heading("Cells against the baseline cell"),
+                   Para("Each cell minus the baseline cell (nats/char). Table: `tables/cells_vs_baseline.csv`.")]
+        blocks += _table(st.cells_vs_baseline, ["cell"] + EFFECT_COLS, "cells_vs_baseline.csv", "cells")
+    if len(st.aliases):
+        blocks += [Heading("Aliased terms"),
+                   Para("These terms cannot be separated by the cells of this design: only their sum is "
+                        "estimable (the cell with all the changes against the baseline, minus its estimable "
+                        "terms). Table: `tables/aliases.csv`."),
+                   Table(st.aliases[["aliased"] + EFFECT_COLS])]
+    if len(st.simple):
+        blocks += [Heading("Simple effects"),
+                   Para("Each level against its baseline at every combination of the other factors. "
+                        "Table: `tables/simple_effects.csv`.")]
+        blocks += _table(st.simple, ["factor", "level", "baseline", "at"] + EFFECT_COLS, "simple_effects.csv",
+                         "simple effects")
+        blocks += fig("simple_effects.png", "Simple effects with 95% CIs")
+    return blocks
+
+
+def training_sections(res: Results, st: Statistics, fig) -> list[Block]:
+    """Effects along training, divergence and its sensitivity analysis."""
+    blocks: list[Block] = [Heading("Effects over training")]
+    if len(st.by_step):
+        what = "main effects" if st.factorial else "each cell against the baseline cell"
+        blocks += [Para(f"The same model on the val loss at every evaluated step: {what}, with 95% CIs "
+                        "(each step its own Holm family). Table: `tables/effects_by_step.csv`.")]
+        blocks += fig("effects_by_step.png", "Effects along training with 95% CIs")
+        blocks += [Bullets(st.trajectory or ["No effect changes sign or loses its call along training."])]
+    else:
+        blocks.append(Para("No validation curves with an error estimate: nothing to show along training."))
+    blocks += [Heading("Divergence"),
+               Para("Divergence rate per cell among runs that did not crash, with its Clopper-Pearson 95% CI "
+                    "(with 3 seeds and no divergence the CI still reaches 0.71). Table: `tables/divergence.csv`.")]
+    blocks += _table(st.divergence, list(st.divergence.columns), "divergence.csv", "cells")
+    if st.sensitivity_notes:
+        blocks += [Bullets(st.sensitivity_notes)]
+    if len(st.sensitivity):
+        blocks += [Para("Table: `tables/sensitivity.csv`."), Table(st.sensitivity)] \
+            if len(st.sensitivity) <= MAX_MD_ROWS else [Para("Table: `tables/sensitivity.csv`.")]
+    return blocks
+
+
+def build(res: Results, cells: pd.DataFrame, levels: pd.DataFrame, st: Statistics, failures: pd.DataFrame,
           figures: dict[str, bytes], samples: list[tuple[str, str, str]]) -> list[Block]:
     """All blocks of the report, in order."""
     def fig(name: str, alt: str) -> list[Block]:
         return [Image(name, alt, figures[name])] if name in figures else []
 
-    blocks = header(res) + summary(res, cells, eff) + discussion(res)
+    blocks = header(res) + summary(res, cells, st) + discussion(res)
     blocks += [Heading("Cells"),
                Para("One row per combination of factor levels, ranked by mean best val loss over ok seeds "
                     "(nats/char; `_ci95` = half-width of the 95% CI; bpc = bits/char). "
-                    "`baseline` marks the baseline cell. Table: `tables/cells.csv`."),
-               Table(cells[CELL_MD_COLS])]
-    blocks += fig("val_curves.png", "Validation loss curves per cell")
-    blocks += [Heading("Main effects")]
-    if len(eff.main):
-        blocks += [Para("Difference in best val loss (nats/char) between each level and the baseline level of "
-                        "its factor, estimated over the whole design (positive = worse). "
-                        "Table: `tables/main_effects.csv`."),
-                   Table(eff.main[MAIN_MD_COLS]), Bullets(list(eff.main["verdict"]))]
-    else:
-        blocks.append(Para("No main effects to estimate."))
-    blocks += fig("level_effects.png", "Best val loss per level of each factor")
-    blocks += [Heading("Interactions")]
-    if len(eff.interactions):
-        blocks += [Para("Interaction contrast (nats/char): how much worse (positive) or better (negative) the "
-                        "combination is than the sum of the two separate effects. "
-                        "Table: `tables/interactions.csv`."),
-                   Table(eff.interactions[INT_MD_COLS]), Bullets(list(eff.interactions["verdict"]))]
-    else:
-        blocks.append(Para("No pair of factors with two or more levels: no interactions."))
-    blocks += fig("interactions.png", "Interaction heatmaps")
-    blocks += [Heading("Sensitivity")]
-    model = (f"Residual degrees of freedom of the main-effects model: {eff.df_resid}; seed blocking: "
-             f"{'yes' if eff.seed_block else 'no'}. `mde80`: minimum detectable effect at 80% power; "
-             "`seeds_needed`: seeds for 80% power at the observed effect size.")
-    items = eff.notes + [f"Warning: {w}" for w in eff.warnings]
-    blocks += [Para(model)] + ([Bullets(items)] if items else [])
+                    "`baseline` marks the baseline cell. Table: `tables/cells.csv`.")]
+    blocks += _table(cells, CELL_MD_COLS, "cells.csv", "cells")
+    blocks += fig("val_curves.png", "Validation loss curves")
+    blocks += effects_sections(res, st, fig) + training_sections(res, st, fig)
     blocks += [Heading("Throughput")] + (fig("throughput.png", "Tokens per second per cell")
                                           or [Para("No throughput measurements.")])
     blocks += [Heading("Failed and diverged runs")]
     if len(failures):
         shown = failures.assign(error=failures["error"].map(_error_line))
-        blocks += [Para(f"{len(failures)} of {len(res.runs)} runs did not finish ok; they are excluded from the "
-                        "statistics above. `best_val_loss` is the best value reached before diverging. "
-                        "Table: `tables/failures.csv`."), Table(shown)]
+        blocks += [Para(f"{len(failures)} of {len(res.runs)} runs did not finish ok; they are left out of the "
+                        "effects above (see Divergence for the sensitivity analysis). `best_val_loss` is the best "
+                        "value reached before diverging. Table: `tables/failures.csv`.")]
+        blocks += _table(shown, list(shown.columns), "failures.csv", "runs")
     else:
         blocks.append(Para(f"None: all {len(res.runs)} runs finished ok."))
     blocks += [Heading("Samples"),
                Para("200 new characters from the best checkpoint of the best seed of each cell, "
                     "prompt a newline, sampling seed 0.")]
-    for cell, run_id, text in samples:
+    for cell, run_id, text in samples[:MAX_MD_ROWS]:
         blocks += [Heading(f"{cell} (run `{run_id}`)", 3), Code(text)]
-    blocks += [Heading("Method"), Para(METHOD)]
+    formula = "; ".join(f"`{k}`: {v}" for k, v in FORMULAS.items())
+    blocks += [Heading("Method"), Para(METHOD.format(formula=formula, alpha=ALPHA))]
     return blocks

@@ -15,11 +15,13 @@ import pandas as pd
 
 LOSS_DECIMALS = 4
 # column name -> decimals; "sig" = 2 significant digits, "int" = integer
-_EXACT = {"p_value": "sig", "best_step": "int", "tokens_per_sec": "int", "wall_s": 1, "params": "int",
-          "seeds_needed": "int",
+_EXACT = {"p_value": "sig", "p_adjusted": "sig", "bartlett_p": "sig", "divergence_rate": 3, "rate_ci_low": 3,
+          "rate_ci_high": 3, "order": "int", "seeds_needed": "int", "mean": LOSS_DECIMALS,
+          "best_step": "int", "tokens_per_sec": "int", "wall_s": 1, "params": "int",
           "params_non_embedding": "int", "rank": "int", "seed": "int", "df_resid": "int",
           "diverged_step": "int"}
-_LOSS_LIKE = ("loss", "bpc", "ci95", "ci_low", "ci_high", "estimate", "gap", "mde80", "resid_sd")
+_LOSS_LIKE = ("loss", "bpc", "ci95", "ci90_low", "ci90_high", "ci_low", "ci_high", "estimate", "gap", "mde80",
+              "resid_sd")
 
 
 def precision(column: str) -> int | str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,8 @@ class Results:
     cells: pd.DataFrame
     curves: pd.DataFrame
     environment: dict[str, list[str]] = field(default_factory=dict)
+    ceiling: float = math.nan  # unigram loss of the validation split (diverged runs' sensitivity value)
+    ceiling_note: str = ""  # where the ceiling came from, or why there is none
 
     def short(self, factor: str) -> str:
         """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""
@@ -212,4 +215,26 @@ def load_results(results_dir: Path | str) -> Results:
     res.cells["is_baseline"] = [all(r[f] == baseline[f] for f in factors) for _, r in res.cells.iterrows()]
     res.environment = _read_run_json(results_dir, runs)
     res.curves = _read_curves(results_dir, runs)
+    res.ceiling, res.ceiling_note = _ceiling(results_dir, runs)
     return res
+
+
+def _ceiling(results_dir: Path, runs: pd.DataFrame) -> tuple[float, str]:
+    """Unigram validation loss of the runs' dataset (from a run's config.yaml; never downloads)."""
+    for run_id in runs["run_id"]:
+        try:
+            data = (yaml.safe_load((results_dir / "runs" / str(run_id) / "config.yaml").read_text()) or {}).get("data")
+        except (OSError, yaml.YAMLError, AttributeError):
+            continue
+        if isinstance(data, dict):
+            break
+    else:
+        return math.nan, "no run's config.yaml names its data"
+    from gptlab.data import unigram_val_loss
+    from gptlab.errors import GptlabError
+    name = str(data.get("dataset") or "tinyshakespeare")
+    try:
+        loss = unigram_val_loss(name, data.get("path"), float(data.get("val_fraction") or 0.1))
+    except (GptlabError, OSError, ValueError) as exc:
+        return math.nan, str(exc)
+    return loss, f"unigram loss of the validation split of {name}"

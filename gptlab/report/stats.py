@@ -1,38 +1,35 @@
-"""Statistics of a sweep: per-cell summaries, per-level means, main effects and interactions.
+"""Statistics of a sweep: cell and level summaries, every effect with its call, effects over training,
+divergence and its sensitivity analysis.
 
-Owns every number of the report's tables (rounded with `fmt.round_frame`) and the verdicts.
+Owns which runs enter which analysis and every number of the report's tables (rounded once with
+`fmt.round_frame`). The models are stated in `models`, the contrasts in `design`, the tables of one
+outcome in `effects`, the sentences in `verdicts`.
 
-Which runs count: only runs with status "ok" enter loss, step, gap, throughput and wall-time
-statistics and the models. Diverged and failed runs are counted per cell (`n_diverged`,
-`n_failed`), listed in the failures table and named in the verdict of each level they belong to.
-
-Model: ordinary least squares (statsmodels) of best_val_loss on treatment-coded factor dummies
-(reference = baseline level) plus seed dummies as a blocking term (seeds pair runs: the same seed
-sees the same batches in every cell). Main effects come from the additive model
-`loss ~ factors + seed`, so every run counts for every factor; two-way interaction contrasts
-(loss[a,b] - loss[a,0] - loss[0,b] + loss[0,0]) come from `loss ~ factors + all pairs + seed`.
-Columns that are not estimable (excluded or empty cells) are dropped before fitting; the seed
-block is dropped when it would leave no residual degrees of freedom. The minimum detectable
-effect (80% power, two-sided alpha 0.05) of a contrast is (t_0.975 + t_0.8) * its standard error;
-`seeds_needed` = seeds * (mde80 / |estimate|)^2 (standard errors shrink as 1/sqrt(seeds)).
-Status "failed" here stands for any status other than ok and diverged.
+Which runs count: runs with status "ok" enter the cell means, effects and curves. Diverged runs
+are data too: their rate per cell (Clopper-Pearson 95% CI) is reported, and a sensitivity
+analysis repeats the effects with every diverged run counted at a ceiling loss (the unigram loss
+of the validation split, the loss of a model that learned only character frequencies). Failed
+runs (crashes: status "failed" or anything other than ok and diverged) say nothing about the
+architecture and are only listed. A cell with no ok run leaves the design; the effects that
+needed it are then reported as not estimable.
 """
 from __future__ import annotations
 
-import itertools
 import math
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
 from scipy import stats as st
+from statsmodels.stats.proportion import proportion_confint
 
-from gptlab.report.fmt import fmt_loss, fmt_p, round_frame
+from gptlab.report import verdicts
+from gptlab.report.calls import ALPHA
+from gptlab.report.design import Design
+from gptlab.report.effects import Analysis, analyse
+from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 
-ALPHA, POWER = 0.05, 0.8
 LN2 = math.log(2.0)
 
 
@@ -90,203 +87,6 @@ def level_table(res: Results) -> pd.DataFrame:
                                                    "ci_high", "n_ok", "n_runs", "n_diverged", "n_failed"]))
 
 
-@dataclass
-class Effects:
-    """Main effects, interactions (rounded tables with verdicts) and the sensitivity summary."""
-    main: pd.DataFrame
-    interactions: pd.DataFrame
-    df_resid: int = 0
-    resid_sd: float = math.nan
-    seed_block: bool = False
-    notes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
-def _design(ok: pd.DataFrame, res: Results, pairs: list[tuple[str, str]], seed_block: bool
-            ) -> tuple[pd.DataFrame, dict[str, tuple]]:
-    """Treatment-coded design matrix (baseline = reference) and column -> term key."""
-    cols: dict[str, np.ndarray] = {"const": np.ones(len(ok))}
-    terms: dict[str, tuple] = {}
-    dummies: dict[tuple[str, str], np.ndarray] = {}
-    for f in res.factors:
-        for lvl in res.levels[f]:
-            if lvl != res.baseline[f]:
-                dummies[f, lvl] = (ok[f] == lvl).to_numpy(float)
-                name = f"x{len(cols)}"
-                cols[name], terms[name] = dummies[f, lvl], ("main", f, lvl)
-    for fa, fb in pairs:
-        for (a, la), (b, lb) in itertools.product([k for k in dummies if k[0] == fa],
-                                                  [k for k in dummies if k[0] == fb]):
-            name = f"x{len(cols)}"
-            cols[name], terms[name] = dummies[a, la] * dummies[b, lb], ("int", a, la, b, lb)
-    if seed_block:
-        for s in sorted(ok["seed"].unique())[1:]:
-            cols[f"x{len(cols)}"] = (ok["seed"] == s).to_numpy(float)
-    return pd.DataFrame(cols, index=ok.index), terms
-
-
-def _estimable(X: pd.DataFrame) -> list[str]:
-    """Columns kept greedily while they add rank: the others are not estimable from this design."""
-    keep: list[str] = []
-    for col in X.columns:
-        if np.linalg.matrix_rank(X[keep + [col]].to_numpy()) > len(keep):
-            keep.append(col)
-    return keep
-
-
-def _fit(ok: pd.DataFrame, res: Results, pairs: list[tuple[str, str]]):
-    """OLS on the estimable columns, blocking on seed unless that leaves no residual df.
-
-    Returns (fit, estimable column -> term, seed_block, all columns -> term).
-    """
-    seed_block = ok["seed"].nunique() > 1
-    X, terms = _design(ok, res, pairs, seed_block)
-    keep = _estimable(X)
-    if seed_block and len(keep) >= len(ok):
-        seed_block = False
-        X, terms = _design(ok, res, pairs, seed_block)
-        keep = _estimable(X)
-    with warnings.catch_warnings():  # statsmodels warns when df_resid == 0; handled in _contrast
-        warnings.simplefilter("ignore")
-        fit = sm.OLS(ok["best_val_loss"].to_numpy(float), X[keep]).fit()
-    return fit, {c: t for c, t in terms.items() if c in keep}, seed_block, terms
-
-
-def _contrast(fit, col: str | None) -> dict[str, float]:
-    """Estimate, 95% CI, p and minimum detectable effect of one coefficient (NaN if not estimable)."""
-    nan = {k: math.nan for k in ("estimate", "ci_low", "ci_high", "ci95", "p_value", "mde80")}
-    if col is None:
-        return nan
-    est = float(fit.params[col])
-    if fit.df_resid < 1:
-        return {**nan, "estimate": est}
-    se, df = float(fit.bse[col]), fit.df_resid
-    half = float(st.t.ppf(1 - ALPHA / 2, df)) * se
-    return {"estimate": est, "ci_low": est - half, "ci_high": est + half, "ci95": half,
-            "p_value": float(fit.pvalues[col]), "mde80": (st.t.ppf(1 - ALPHA / 2, df) + st.t.ppf(POWER, df)) * se}
-
-
-def _counts_note(res: Results, f: str, lvl: str) -> str:
-    """'; 2 of 6 norm=post runs diverged' (and failed), or '' when every run of the level is ok."""
-    runs = res.runs[res.runs[f] == lvl]
-    counts = status_counts(runs)
-    return "".join(f"; {counts['n_' + s]} of {len(runs)} {res.label(f, lvl)} runs {s}"
-                   for s in ("diverged", "failed") if counts["n_" + s])
-
-
-def _main_verdict(r: dict, a: str, b: str) -> str:
-    if math.isnan(r["estimate"]):
-        return f"{a} vs {b}: not estimable (no successful runs at this level)"
-    if math.isnan(r["p_value"]):
-        return f"{a} vs {b}: difference {r['estimate']:+.4f} nats/char, untestable (no residual degrees of freedom)"
-    if r["p_value"] < ALPHA:
-        word = "worse" if r["estimate"] > 0 else "better"
-        return (f"{a} is {word} than {b} by {fmt_loss(abs(r['estimate']))} +/- {fmt_loss(r['ci95'])} nats/char "
-                f"(p {fmt_p(r['p_value'])})")
-    return f"{a} vs {b}: no detectable difference (p {fmt_p(r['p_value'])})"
-
-
-def _int_verdict(r: dict, a: str, b: str) -> str:
-    if math.isnan(r["estimate"]):
-        return f"{a} x {b}: not estimable (that combination is excluded or has no successful runs)"
-    if math.isnan(r["p_value"]):
-        return f"{a} x {b}: interaction {r['estimate']:+.4f} nats/char, untestable (no residual degrees of freedom)"
-    if r["p_value"] < ALPHA:
-        word = "worse" if r["estimate"] > 0 else "better"
-        return (f"{a} x {b}: not additive; together they are {word} by {fmt_loss(abs(r['estimate']))} +/- "
-                f"{fmt_loss(r['ci95'])} nats/char than the sum of their separate effects (p {fmt_p(r['p_value'])})")
-    return f"{a} x {b}: no detectable interaction (p {fmt_p(r['p_value'])})"
-
-
-MAIN_COLS = ["factor", "level", "baseline", "estimate", "ci_low", "ci_high", "ci95", "p_value", "mde80",
-             "seeds_needed", "n_ok", "n_ok_baseline", "n_diverged", "n_failed", "verdict"]
-INT_COLS = ["factor_a", "level_a", "factor_b", "level_b", "estimate", "ci_low", "ci_high", "ci95", "p_value",
-            "mde80", "seeds_needed", "verdict"]
-_LATE = ("seeds_needed", "verdict")  # columns added after rounding
-
-
-def effects(res: Results) -> Effects:
-    """Main effects (additive model) and two-way interactions (pairwise model), with verdicts."""
-    ok = res.runs[res.runs["ok"] & res.runs["best_val_loss"].notna()]
-    pairs = [(a, b) for a, b in itertools.combinations(res.factors, 2)
-             if len(res.levels[a]) > 1 and len(res.levels[b]) > 1]
-    if ok.empty or not res.factors:
-        return Effects(pd.DataFrame(columns=MAIN_COLS), pd.DataFrame(columns=INT_COLS),
-                       warnings=["No successful runs or no factors: no effects to estimate."] if res.factors else [])
-    fit, terms, seed_block, _ = _fit(ok, res, [])
-    col_of = {t: c for c, t in terms.items()}
-    main = []
-    for f in res.factors:
-        base = res.baseline[f]
-        for lvl in (lv for lv in res.levels[f] if lv != base):
-            r = _contrast(fit, col_of.get(("main", f, lvl)))
-            main.append({"factor": f, "level": lvl, "baseline": base, **r,
-                         "n_ok": int((ok[f] == lvl).sum()), "n_ok_baseline": int((ok[f] == base).sum()),
-                         **status_counts(res.runs[res.runs[f] == lvl])})
-    main_df = round_frame(pd.DataFrame(main, columns=[c for c in MAIN_COLS if c not in _LATE]))
-    main_df["verdict"] = [_main_verdict(r, res.label(r["factor"], r["level"]), res.label(r["factor"], r["baseline"]))
-                          + _counts_note(res, r["factor"], r["level"]) + _counts_note(res, r["factor"], r["baseline"])
-                          for r in main_df.to_dict("records")]
-    inter = []
-    if pairs:
-        ifit, iterms, _, all_terms = _fit(ok, res, pairs)
-        icol = {t: c for c, t in iterms.items()}
-        for t in (t for t in all_terms.values() if t[0] == "int"):
-            inter.append({"factor_a": t[1], "level_a": t[2], "factor_b": t[3], "level_b": t[4],
-                          **_contrast(ifit, icol.get(t))})
-    int_df = round_frame(pd.DataFrame(inter, columns=[c for c in INT_COLS if c not in _LATE]))
-    int_df["verdict"] = [_int_verdict(r, res.label(r["factor_a"], r["level_a"]), res.label(r["factor_b"], r["level_b"]))
-                         for r in int_df.to_dict("records")]
-    out = Effects(main_df, int_df, int(fit.df_resid), math.sqrt(fit.scale) if fit.df_resid >= 1 else math.nan,
-                  seed_block)
-    n_seeds = int(ok["seed"].nunique())
-    for table in (out.main, out.interactions):
-        table.insert(table.columns.get_loc("mde80") + 1, "seeds_needed", _seeds_needed(table, n_seeds))
-    out.notes, out.warnings = _sensitivity(res, out)
-    return out
-
-
-def _seeds_needed(table: pd.DataFrame, n_seeds: int) -> pd.Series:
-    """Seeds for 80% power at each observed effect size (standard errors scale as 1/sqrt(seeds))."""
-    ratio = (table["mde80"] / table["estimate"].abs().where(table["estimate"] != 0)) ** 2
-    return pd.Series([max(2, math.ceil(n_seeds * r)) if not math.isnan(r) else None for r in ratio.astype(float)],
-                     index=table.index, dtype="Int64")
-
-
-def _sensitivity(res: Results, eff: Effects) -> tuple[list[str], list[str]]:
-    """(notes, warnings) about seeds, residual degrees of freedom and effects too small to detect."""
-    notes, warns = [], []
-    n_seeds = res.runs.loc[res.runs["ok"], "seed"].nunique()
-    if n_seeds < 2:
-        warns.append("Only one seed: seed-to-seed noise cannot be separated from the effects; "
-                     "run at least 3 seeds before trusting these p-values.")
-    if eff.df_resid < 1:
-        warns.append("No residual degrees of freedom: confidence intervals and p-values cannot be computed. Add seeds.")
-        return notes, warns
-    if eff.df_resid < 10:
-        warns.append(f"Only {eff.df_resid} residual degrees of freedom: confidence intervals are wide.")
-    for what, table in (("main effect", eff.main), ("interaction", eff.interactions)):
-        if not len(table) or table["mde80"].isna().all():
-            continue
-        mde = table["mde80"].max()
-        notes.append(f"Residual SD {fmt_loss(eff.resid_sd)} nats/char over {n_seeds} seed(s): the smallest {what} "
-                     f"detectable with 80% power at alpha {ALPHA} is about {fmt_loss(mde)} nats/char.")
-        label = (lambda r: res.label(r["factor"], r["level"])) if what == "main effect" else \
-            (lambda r: f"{res.label(r['factor_a'], r['level_a'])} x {res.label(r['factor_b'], r['level_b'])}")
-        weak = table[(table["p_value"] >= ALPHA) & (table["estimate"].abs() < table["mde80"])]
-        if len(weak):
-            names = "; ".join(f"{label(r)} {fmt_loss(r['estimate'])} (~{r['seeds_needed']} seeds needed)"
-                              for r in weak.to_dict("records")) if what == "main effect" else \
-                f"{len(weak)} of {len(table)} (see seeds_needed in the interactions table)"
-            warns.append(f"Too few seeds to rule out small {what}s ('no detectable' is not 'none'): non-significant "
-                         f"{what}s below the detectable {fmt_loss(mde)}: {names}.")
-        lucky = table[(table["p_value"] < ALPHA) & (table["estimate"].abs() < table["mde80"])]
-        for r in lucky.to_dict("records"):
-            warns.append(f"{label(r)} is significant but smaller than the detectable {fmt_loss(mde)}: "
-                         "at this power a significant estimate is likely exaggerated; confirm with more seeds.")
-    return notes, warns
-
-
 FAILURE_COLS = ["run_id", "cell", "seed", "status", "error", "diverged_step", "best_val_loss", "best_step", "wall_s"]
 
 
@@ -296,3 +96,189 @@ def failure_table(res: Results) -> pd.DataFrame:
     order = {c: i for i, c in enumerate(res.cells["cell"])}
     bad = bad.sort_values(["cell", "seed"], key=lambda s: s.map(order) if s.name == "cell" else s)
     return round_frame(bad.reset_index(drop=True))
+
+
+def design_for(res: Results, runs: pd.DataFrame) -> Design:
+    """The design of `runs`: the sweep's factors, levels and baseline, and the cells that have a run."""
+    seen = set(map(tuple, runs[res.factors].to_numpy().tolist()))
+    cells = tuple(c for c in map(tuple, res.cells[res.factors].to_numpy().tolist()) if c in seen)
+    return Design(tuple(res.factors), {f: tuple(res.levels[f]) for f in res.factors}, dict(res.baseline), cells)
+
+
+def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoint: bool = True) -> Analysis | None:
+    """Effects of column `y` over `runs` (rows with a finite value); None when no run has one."""
+    runs = runs[np.isfinite(runs[y].astype(float))]
+    if runs.empty or not res.factors:
+        return None
+    cells = list(map(tuple, runs[res.factors].to_numpy().tolist()))
+    return analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design_for(res, runs), res.label,
+                   margin, endpoint)
+
+
+@dataclass
+class Statistics:
+    """Everything the report prints about effects, rounded for the tables, plus the sentences."""
+    analysis: Analysis | None  # endpoint (best val loss of ok runs), unrounded
+    margin: float
+    main: pd.DataFrame
+    interactions: pd.DataFrame
+    higher: pd.DataFrame
+    simple: pd.DataFrame
+    cells_vs_baseline: pd.DataFrame
+    aliases: pd.DataFrame
+    by_step: pd.DataFrame
+    level_curves: pd.DataFrame
+    pair_means: pd.DataFrame
+    divergence: pd.DataFrame
+    sensitivity: pd.DataFrame
+    ceiling: float
+    trajectory: list[str] = field(default_factory=list)
+    sensitivity_notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def factorial(self) -> bool:
+        return self.analysis is not None and self.analysis.design.full_factorial
+
+
+def compute(res: Results, margin: float) -> Statistics:
+    """All effect statistics of `res` at equivalence margin `margin` (nats/char)."""
+    ok = res.runs[res.runs["ok"] & res.runs["best_val_loss"].notna()]
+    a = analyse_runs(res, ok, "best_val_loss", margin)
+    empty = pd.DataFrame()
+    tables = {k: empty for k in ("main", "interactions", "higher", "simple", "cells_vs_baseline", "aliases")}
+    if a is not None:
+        main = _with_counts(res, a.main)
+        tables = {"main": main, "interactions": a.interactions, "higher": a.higher, "simple": a.simple,
+                  "cells_vs_baseline": a.cells_vs_baseline, "aliases": a.aliases}
+        tables = {k: round_frame(v) for k, v in tables.items()}
+        tables["main"]["verdict"] = [verdicts.main(r, res, margin) for r in tables["main"].to_dict("records")]
+        tables["interactions"]["verdict"] = [verdicts.interaction(r, res, margin)
+                                             for r in tables["interactions"].to_dict("records")]
+    by_step, curves = _by_step(res, margin)
+    out = Statistics(a, margin, **tables, by_step=by_step, level_curves=curves,
+                     pair_means=_pair_means(res, a), divergence=divergence_table(res),
+                     sensitivity=empty, ceiling=res.ceiling)
+    out.trajectory = verdicts.trajectories(out.by_step, res)
+    out.sensitivity, out.sensitivity_notes = _sensitivity(res, a, margin)
+    out.notes, out.warnings = verdicts.design_notes(res, a, margin)
+    return out
+
+
+def _with_counts(res: Results, main: pd.DataFrame) -> pd.DataFrame:
+    """Add n_ok, n_ok_baseline, n_diverged, n_failed per level to the main-effects table."""
+    main = main.copy()
+    extra = []
+    for r in main.to_dict("records"):
+        runs, base = res.runs[res.runs[r["factor"]] == r["level"]], res.runs[res.runs[r["factor"]] == r["baseline"]]
+        extra.append({"n_ok": int(runs["ok"].sum()), "n_ok_baseline": int(base["ok"].sum()), **status_counts(runs)})
+    return pd.concat([main.reset_index(drop=True), pd.DataFrame(extra, columns=["n_ok", "n_ok_baseline",
+                                                                             "n_diverged", "n_failed"])], axis=1)
+
+
+BY_STEP_COLS = ["factor", "level", "step", "estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call"]
+CURVE_COLS = ["factor", "level", "step", "mean", "ci_low", "ci_high"]
+
+
+def _by_step(res: Results, margin: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Main effects (full factorial) or cells against the baseline (other designs) at every evaluated
+    step, each step its own Holm family; and marginal mean val loss per level per step."""
+    curves = res.curves[res.curves["ok"].astype(bool)]
+    if curves.empty or not res.factors:
+        return pd.DataFrame(columns=BY_STEP_COLS), pd.DataFrame(columns=CURVE_COLS)
+    info = res.runs.set_index("run_id")[res.factors]
+    rows, level_rows = [], []
+    for step, at in curves.groupby("step", sort=True):
+        runs = at.join(info, on="run_id")
+        a = analyse_runs(res, runs, "val_loss", margin, endpoint=False)
+        if a is None or not a.fit.has_error:
+            continue
+        for r in a.main.to_dict("records") if a.design.full_factorial else []:
+            rows.append({**r, "step": step})
+        for r in a.cells_vs_baseline.to_dict("records"):
+            rows.append({**r, "factor": "cell", "level": r["cell"], "step": step})
+        for f in res.factors:
+            for lv in res.levels[f]:
+                t = a.fit.test(_level_weights(a.design, f, lv))
+                level_rows.append({"factor": f, "level": lv, "step": step, "mean": t.estimate,
+                                   "ci_low": t.ci_low, "ci_high": t.ci_high})
+    return (round_frame(pd.DataFrame(rows, columns=BY_STEP_COLS)),
+            round_frame(pd.DataFrame(level_rows, columns=CURVE_COLS)))
+
+
+def _level_weights(design: Design, factor: str, level: str) -> np.ndarray | None:
+    """Marginal mean of a level: equal weights over the other factors (or over its cells with data)."""
+    c = design.marginal({factor: level})
+    if c is not None:
+        return c
+    i = design.factors.index(factor)
+    has = np.array([cell[i] == level for cell in design.cells], dtype=float)
+    return has / has.sum() if has.sum() else None
+
+
+PAIR_COLS = ["factor_a", "level_a", "factor_b", "level_b", "mean", "ci_low", "ci_high"]
+
+
+def _pair_means(res: Results, a: Analysis | None) -> pd.DataFrame:
+    """Marginal mean best val loss of every pair of levels of every pair of factors (full factorials)."""
+    rows = []
+    if a is not None and a.design.full_factorial and a.fit.has_error:
+        for i, fa in enumerate(res.factors):
+            for fb in res.factors[i + 1:]:
+                for la in res.levels[fa]:
+                    for lb in res.levels[fb]:
+                        t = a.fit.test(a.design.marginal({fa: la, fb: lb}))
+                        rows.append({"factor_a": fa, "level_a": la, "factor_b": fb, "level_b": lb,
+                                     "mean": t.estimate, "ci_low": t.ci_low, "ci_high": t.ci_high})
+    return pd.DataFrame(rows, columns=PAIR_COLS)
+
+
+DIVERGENCE_COLS = ["cell", "n_runs", "n_ok", "n_diverged", "n_failed", "divergence_rate", "rate_ci_low",
+                   "rate_ci_high"]
+
+
+def divergence_table(res: Results) -> pd.DataFrame:
+    """Divergence rate per cell among runs that did not crash, with a Clopper-Pearson 95% CI."""
+    rows = []
+    for cell in res.cells["cell"]:
+        runs = res.runs[res.runs["cell"] == cell]
+        counts = status_counts(runs)
+        n = int(runs["ok"].sum()) + counts["n_diverged"]
+        lo, hi = proportion_confint(counts["n_diverged"], n, alpha=ALPHA, method="beta") if n else (math.nan,) * 2
+        rows.append({"cell": cell, "n_runs": len(runs), "n_ok": int(runs["ok"].sum()), **counts,
+                     "divergence_rate": counts["n_diverged"] / n if n else math.nan,
+                     "rate_ci_low": lo, "rate_ci_high": hi})
+    return round_frame(pd.DataFrame(rows, columns=DIVERGENCE_COLS))
+
+
+SENSITIVITY_COLS = ["effect", "estimate", "call", "estimate_at_ceiling", "ci_low_at_ceiling",
+                    "ci_high_at_ceiling", "call_at_ceiling"]
+
+
+def _sensitivity(res: Results, a: Analysis | None, margin: float) -> tuple[pd.DataFrame, list[str]]:
+    """Main effects (or cells against the baseline) again, with every diverged run at the ceiling loss."""
+    diverged = res.runs["status"] == "diverged"
+    if not diverged.any():
+        return pd.DataFrame(columns=SENSITIVITY_COLS), []
+    if not math.isfinite(res.ceiling):
+        return pd.DataFrame(columns=SENSITIVITY_COLS), [
+            f"No sensitivity analysis: the ceiling loss needs the dataset, which was not found ({res.ceiling_note})."]
+    runs = res.runs[res.runs["ok"] | diverged].copy()
+    runs["loss_at_ceiling"] = np.where(runs["ok"], runs["best_val_loss"], res.ceiling)
+    b = analyse_runs(res, runs, "loss_at_ceiling", margin, endpoint=False)
+    rows = []
+    for table in ("main", "cells_vs_baseline"):
+        before = getattr(a, table) if a is not None else pd.DataFrame()
+        after = getattr(b, table)
+        for r in after.to_dict("records"):
+            name = r["cell"] if table == "cells_vs_baseline" else res.label(r["factor"], r["level"])
+            key = (lambda x: x["cell"] == r["cell"]) if table == "cells_vs_baseline" else \
+                (lambda x: (x["factor"] == r["factor"]) & (x["level"] == r["level"]))
+            old = before[key(before)] if len(before) else before
+            rows.append({"effect": name, "estimate": old["estimate"].iloc[0] if len(old) else math.nan,
+                         "call": old["call"].iloc[0] if len(old) else "",
+                         "estimate_at_ceiling": r["estimate"], "ci_low_at_ceiling": r["ci_low"],
+                         "ci_high_at_ceiling": r["ci_high"], "call_at_ceiling": r["call"]})
+    table = round_frame(pd.DataFrame(rows, columns=SENSITIVITY_COLS))
+    return table, verdicts.sensitivity(table, int(diverged.sum()), res.ceiling)

@@ -106,3 +106,16 @@ def _write_run(run_dir: Path, run_id: str, seed: int, cell: dict[str, Any], stat
                "environment": ENVIRONMENT, "config": config}
     (run_dir / "summary.json").write_text(json.dumps(summary, default=str))
     return row
+
+
+def simulate_runs(cells: Sequence[tuple], means: Sequence[float], seeds: int, rng: np.random.Generator, *,
+                  noise_sd: float | Sequence[float] = 0.01, seed_sd: float = 0.01
+                  ) -> tuple[np.ndarray, list[tuple], np.ndarray]:
+    """In-memory runs for calibration: y = mean(cell) + seed offset (shared by cells) + noise.
+
+    `noise_sd` is one SD for every cell or one per cell. Returns (y, cell of each run, seed of each run).
+    """
+    sd = np.broadcast_to(np.asarray(noise_sd, float), (len(cells),))
+    offsets = rng.normal(0.0, seed_sd, seeds)
+    y = np.array([m + offsets[s] + rng.normal(0.0, sd[i]) for i, m in enumerate(means) for s in range(seeds)])
+    return y, [c for c in cells for _ in range(seeds)], np.tile(np.arange(seeds), len(cells))

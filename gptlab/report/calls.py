@@ -1,0 +1,56 @@
+"""Calls on effects: Holm adjustment across a report's tests, TOST equivalence, and the call words.
+
+Owns the four calls (`better`, `worse`, `equivalent`, `inconclusive`), the equivalence margin
+(default, validation) and the family-wise adjustment. Losses are "lower is better", so a negative
+estimate whose Holm-adjusted p is below ALPHA is `better`. `equivalent` is the two one-sided tests
+(TOST) at ALPHA: the 90% CI lies inside +/- margin. Everything else is `inconclusive`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from gptlab.errors import GptlabError
+
+ALPHA = 0.05
+DEFAULT_MARGIN = 0.01  # nats/char
+CALLS = ("better", "worse", "equivalent", "inconclusive")
+
+
+def check_margin(value: Any, key: str = "report.equivalence_margin") -> float:
+    """The margin as a positive finite float, or a GptlabError naming `key` and what is valid."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            value = float(str(value).strip())
+        except ValueError:
+            raise GptlabError(f"{key}: must be a positive number of nats/char (e.g. 0.01), got {value!r}") from None
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise GptlabError(f"{key}: must be a positive finite number of nats/char (e.g. 0.01), got {value!r}")
+    return value
+
+
+def holm(p_values: "np.ndarray | list[float]") -> np.ndarray:
+    """Holm-adjusted p-values (Holm 1979); NaN entries stay NaN and do not count as tests.
+
+    The i-th smallest of m p-values is multiplied by m - i + 1, made monotone, capped at 1. It equals
+    statsmodels' `multipletests(method="holm")` (a test checks), which also runs a full garbage
+    collection on every call: too slow for the calibration simulations.
+    """
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    valid = np.flatnonzero(~np.isnan(p))
+    order = valid[np.argsort(p[valid], kind="stable")]
+    m = len(order)
+    out[order] = np.minimum(1.0, np.maximum.accumulate(p[order] * np.arange(m, 0, -1)))
+    return out
+
+
+def call(estimate: float, p_adjusted: float, ci90_low: float, ci90_high: float, margin: float) -> str:
+    """One effect's call from its Holm-adjusted p and its 90% CI (NaN -> inconclusive)."""
+    if not math.isnan(p_adjusted) and p_adjusted < ALPHA:
+        return "better" if estimate < 0 else "worse"
+    if not (math.isnan(ci90_low) or math.isnan(ci90_high)) and -margin < ci90_low and ci90_high < margin:
+        return "equivalent"
+    return "inconclusive"

@@ -1,0 +1,197 @@
+"""Every effect of one outcome (a loss per run): estimates, CIs, p-values, Holm adjustment and calls.
+
+Owns what a design may print. A full factorial gets averaged main effects, all two-way
+interaction contrasts, every higher-order contrast with a joint test, and simple effects. Any
+other set of cells (an `exclude`, or a cell with no successful run) gets only what it can
+estimate: each cell against the baseline cell, a level's effect from the cell that differs from
+the baseline in that factor alone, and every non-estimable term named with its alias string.
+Contrasts come from `design`, their errors from `models`; every p-value of one analysis is one
+Holm family (identical contrasts counted once) and every effect gets a call (`calls`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from gptlab.report import calls
+from gptlab.report.design import Design, Term, estimability
+from gptlab.report.models import CellFit, Test, fit_cells, mde80, seeds_for_precision
+
+Label = Callable[[str, str], str]  # (factor, level) -> "norm=post"
+STATS = ["estimate", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value", "p_adjusted", "call"]
+MAIN_COLS = ["factor", "level", "baseline", "kind"] + STATS + ["mde80", "seeds_needed", "alias"]
+INT_COLS = ["factor_a", "level_a", "factor_b", "level_b", "kind"] + STATS + ["mde80", "seeds_needed", "alias"]
+HIGHER_COLS = ["term", "order"] + STATS
+SIMPLE_COLS = ["factor", "level", "baseline", "at"] + STATS
+CELL_COLS = ["cell", "changes"] + STATS
+ALIAS_COLS = ["aliased", "estimable_as"] + STATS
+AVERAGED = "averaged over the other factors"
+AT_BASELINE = "simple effect at the baseline of the other factors"
+
+
+def term_label(term: Term, label: Label) -> str:
+    return " x ".join(label(f, lv) for f, lv in term)
+
+
+def alias_label(group: tuple[Term, ...], label: Label) -> str:
+    return " + ".join(term_label(t, label) for t in group) + ", aliased"
+
+
+@dataclass
+class Analysis:
+    """The effect tables of one outcome (unrounded), the fit behind them and what could not be estimated."""
+    design: Design
+    fit: CellFit
+    margin: float
+    main: pd.DataFrame
+    interactions: pd.DataFrame
+    higher: pd.DataFrame
+    simple: pd.DataFrame
+    cells_vs_baseline: pd.DataFrame
+    aliases: pd.DataFrame
+    higher_joint: tuple[float, int, float, float] | None = None  # F, df1, df2, p
+    not_estimable: list[str] = field(default_factory=list)
+    n_tests: int = 0
+
+
+class _Rows:
+    """Collects rows of several tables with their contrast vectors, for one Holm family."""
+
+    def __init__(self, fit: CellFit, margin: float, n_seeds: int) -> None:
+        self.fit, self.margin, self.n_seeds = fit, margin, n_seeds
+        self.rows: dict[str, list[dict]] = {}
+        self.vectors: dict[str, list[np.ndarray | None]] = {}
+
+    def add(self, table: str, row: dict, c: np.ndarray | None, precision: bool = False) -> None:
+        t = self.fit.test(c)
+        row = {**row, **_stats(t)}
+        if precision:
+            row["mde80"] = mde80(t)
+            row["seeds_needed"] = seeds_for_precision(t, self.n_seeds, len(self.fit.means), self.margin, self.fit.kind)
+        self.rows.setdefault(table, []).append(row)
+        self.vectors.setdefault(table, []).append(c if not math.isnan(t.p_value) else None)
+
+    def frame(self, table: str, cols: list[str]) -> pd.DataFrame:
+        return pd.DataFrame(self.rows.get(table, []), columns=cols)
+
+    def adjust(self) -> int:
+        """Holm across every distinct tested contrast of every table; then the calls. Returns #tests."""
+        keys, p_of_key = [], {}
+        for table, vecs in self.vectors.items():
+            for row, c in zip(self.rows[table], vecs):
+                key = None if c is None else tuple(np.round(c, 10))
+                keys.append(key)
+                if key is not None:
+                    p_of_key.setdefault(key, row["p_value"])
+        order = list(p_of_key)
+        adjusted = dict(zip(order, calls.holm([p_of_key[k] for k in order])))
+        it = iter(keys)
+        for table in self.vectors:
+            for row in self.rows[table]:
+                key = next(it)
+                row["p_adjusted"] = adjusted[key] if key is not None else math.nan
+                row["call"] = "" if math.isnan(row["p_value"]) else calls.call(  # no error, no call
+                    row["estimate"], row["p_adjusted"], row["ci90_low"], row["ci90_high"], self.margin)
+        return len(order)
+
+
+def _stats(t: Test) -> dict:
+    return {"estimate": t.estimate, "ci_low": t.ci_low, "ci_high": t.ci_high, "ci95": t.half_width,
+            "ci90_low": t.ci90_low, "ci90_high": t.ci90_high, "p_value": t.p_value}
+
+
+def analyse(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, design: Design, label: Label,
+            margin: float, endpoint: bool = True, allow_welch: bool = True) -> Analysis:
+    """All effects of outcome `y` (one value per run, run i in cell `cells[i]`).
+
+    `design.cells` must be the cells that have at least one value. With `endpoint` False only the
+    main effects (full factorial) or cells against the baseline (other designs) are computed.
+    """
+    index = {c: i for i, c in enumerate(design.cells)}
+    fit = fit_cells(np.asarray(y, float), np.array([index[tuple(c)] for c in cells]), np.asarray(seeds), design,
+                    allow_welch)
+    n_seeds = len(set(np.asarray(seeds).tolist()))
+    rows = _Rows(fit, margin, n_seeds)
+    if design.full_factorial:
+        joint, missing = _factorial(design, label, rows, endpoint, fit)
+    else:
+        joint, missing = _partial(design, label, rows, endpoint)
+    n_tests = rows.adjust()
+    return Analysis(design, fit, margin, rows.frame("main", MAIN_COLS), rows.frame("int", INT_COLS),
+                    rows.frame("higher", HIGHER_COLS), rows.frame("simple", SIMPLE_COLS),
+                    rows.frame("cells", CELL_COLS), rows.frame("alias", ALIAS_COLS), joint, missing, n_tests)
+
+
+def _factorial(design: Design, label: Label, rows: _Rows, endpoint: bool, fit: CellFit):
+    for (f, lv), in design.terms(1):
+        rows.add("main", {"factor": f, "level": lv, "baseline": design.baseline[f], "kind": AVERAGED, "alias": ""},
+                 design.interaction(((f, lv),)), precision=True)
+    if not endpoint:
+        return None, []
+    for (fa, la), (fb, lb) in design.terms(2):
+        rows.add("int", {"factor_a": fa, "level_a": la, "factor_b": fb, "level_b": lb, "kind": AVERAGED,
+                         "alias": ""}, design.interaction(((fa, la), (fb, lb))), precision=True)
+    joint = None
+    if fit.kind != "pooled":  # under `pooled` the higher-order terms are the error
+        higher = [t for k in range(3, len(design.factors) + 1) for t in design.terms(k)]
+        for t in higher:
+            rows.add("higher", {"term": term_label(t, label), "order": len(t)}, design.interaction(t))
+        if higher:
+            joint = fit.joint(np.stack([design.interaction(t) for t in higher]))
+    _simple(design, rows)
+    return joint, []
+
+
+def _simple(design: Design, rows: _Rows) -> None:
+    for f in design.factors:
+        rest = design.others([f])
+        for combo in design.combos(rest):
+            at = dict(zip(rest, combo))
+            for lv in design.non_baseline(f):
+                c = design.simple(f, lv, at)
+                if c is not None:
+                    rows.add("simple", {"factor": f, "level": lv, "baseline": design.baseline[f],
+                                        "at": ", ".join(f"{k}={v}" for k, v in at.items())}, c)
+
+
+def _partial(design: Design, label: Label, rows: _Rows, endpoint: bool):
+    est = estimability(design)
+    missing = [", ".join(label(f, v) for f, v in zip(design.factors, c)) for c in design.grid
+               if c not in set(design.cells)]
+
+    def why(t: Term) -> str:
+        if t in est.aliases:
+            return alias_label(est.aliases[t], label)
+        if design.baseline_cell not in design.cells:
+            return "not estimable: the baseline cell has no successful run"
+        return "not estimable: no cell with data contains " + term_label(t, label)
+
+    for t in design.terms(1):
+        (f, lv), = t
+        rows.add("main", {"factor": f, "level": lv, "baseline": design.baseline[f], "kind": AT_BASELINE,
+                          "alias": "" if t in est.contrasts else why(t)}, est.contrasts.get(t), precision=True)
+    for cell in design.cells:
+        if cell != design.baseline_cell:
+            rows.add("cells", {"cell": ", ".join(label(f, v) for f, v in zip(design.factors, cell)),
+                               "changes": len(design.changes(cell))},
+                     design.versus_baseline(cell))
+    if not endpoint:
+        return None, missing
+    for t in design.terms(2):
+        (fa, la), (fb, lb) = t
+        rows.add("int", {"factor_a": fa, "level_a": la, "factor_b": fb, "level_b": lb, "kind": AT_BASELINE,
+                         "alias": "" if t in est.contrasts else why(t)}, est.contrasts.get(t), precision=True)
+    for k in range(3, len(design.factors) + 1):
+        for t in design.terms(k):
+            if t in est.contrasts:
+                rows.add("higher", {"term": term_label(t, label), "order": k}, est.contrasts[t])
+    for group, c in est.alias_contrasts.items():
+        rows.add("alias", {"aliased": alias_label(group, label),
+                           "estimable_as": "the cell with all of these changes against the baseline, "
+                                           "minus its estimable terms"}, c)
+    _simple(design, rows)
+    return None, missing

@@ -1,0 +1,239 @@
+"""The statistical models of the report, stated once, and the error of any contrast of cell means.
+
+Owns the choice of error term, the fit (statsmodels OLS) and `CellFit.test`, which turns a weight
+vector over cells (from `design`) into an estimate, standard error, degrees of freedom, CI and p.
+
+Models (y = a run's loss; cell = its combination of factor levels; seed = its seed):
+
+- `pure`: the cell-means model   y ~ 0 + C(cell) + C(seed)
+  Every cell has its own mean, so no interaction of any order leaks into the error; the error is
+  pure replication error (seed-to-seed noise within cells). C(seed) is a blocking term, used when
+  there is more than one seed and it leaves residual degrees of freedom: in this lab a seed fixes
+  the batch order in every cell, so runs with the same seed are paired.
+- `welch`: the same model when cell variances differ strongly (Bartlett's test on the cells'
+  residuals, p < 0.01, e.g. a cell that never trains): each cell keeps its own residual
+  variance; a contrast's variance is the sandwich sum over cells and its degrees of freedom
+  come from Welch-Satterthwaite.
+- `pooled`: unreplicated designs (one run per cell, so no pure error) with three or more factors:
+  y ~ (C(f1) + C(f2) + ... + C(fk))**2
+  Main effects and two-way interactions only; every interaction of three or more factors is
+  ASSUMED to be zero and pooled as error. Calls made under this model carry that assumption.
+- `none`: no error estimate at all (one run per cell and fewer than three factors): estimates
+  are reported without CIs, p-values or calls.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+import statsmodels.api as sm
+from scipy import stats as st
+
+from gptlab.report.calls import ALPHA
+from gptlab.report.design import Design
+
+POWER = 0.8
+HETERO_P = 0.01  # Bartlett p below which per-cell variances are used
+FORMULAS = {
+    "pure": "y ~ 0 + C(cell) + C(seed)",
+    "welch": "y ~ 0 + C(cell) + C(seed), per-cell residual variances (Welch-Satterthwaite df)",
+    "pooled": "y ~ (C(f1) + ... + C(fk))**2, interactions of 3+ factors pooled as error (assumed zero)",
+    "none": "cell means only (no error estimate)",
+}
+
+
+@lru_cache(maxsize=4096)
+def t_quantile(q: float, df: float) -> float:
+    """Student t quantile (cached: the report asks for the same few df thousands of times)."""
+    return float(st.t.ppf(q, df))
+
+
+@dataclass(frozen=True)
+class Test:
+    """One contrast: estimate, standard error, df, 95% and 90% CIs, two-sided p."""
+    estimate: float
+    se: float = math.nan
+    df: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    ci90_low: float = math.nan
+    ci90_high: float = math.nan
+    p_value: float = math.nan
+
+    @property
+    def half_width(self) -> float:
+        return (self.ci_high - self.ci_low) / 2
+
+
+@dataclass
+class CellFit:
+    """Fitted cell means (at the average seed) with the covariance the chosen error gives them."""
+    kind: str  # "pure", "welch", "pooled" or "none"
+    means: np.ndarray  # (n_cells,) cell means, design.cells order
+    cov: np.ndarray  # (n_cells, n_cells) covariance of `means` (NaN when kind == "none")
+    df: float  # residual degrees of freedom of the model (0 when kind == "none")
+    resid_sd: float  # pooled residual SD (NaN when kind == "none")
+    seed_block: bool
+    bartlett_p: float = math.nan  # test of equal cell variances (pure error only)
+    # Welch: per-cell variance weights a_i(c) = sum over the cell's runs of (c . B)_j^2
+    _B: np.ndarray | None = field(default=None, repr=False)  # (n_cells, n_runs) means = B @ y
+    _cell_of_run: np.ndarray | None = field(default=None, repr=False)
+    _cell_var: np.ndarray | None = field(default=None, repr=False)
+    _cell_df: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def has_error(self) -> bool:
+        return self.kind != "none"
+
+    def test(self, c: np.ndarray | None) -> Test:
+        """Estimate and inference for the contrast (or weighted mean) `c` of the cell means."""
+        if c is None:
+            return Test(math.nan)
+        est = float(c @ self.means)
+        if not self.has_error:
+            return Test(est)
+        if self.kind == "welch":
+            a = np.bincount(self._cell_of_run, weights=(c @ self._B) ** 2, minlength=len(self.means))
+            parts = a * self._cell_var
+            var = float(parts.sum())
+            used = parts > 0
+            denom = float(np.sum(parts[used] ** 2 / self._cell_df[used]))
+            df = var ** 2 / denom if denom > 0 else self.df
+        else:
+            var, df = float(c @ self.cov @ c), self.df
+        if not var > 0 or not df > 0:
+            return Test(est)
+        se = math.sqrt(var)
+        t95, t90 = t_quantile(1 - ALPHA / 2, df), t_quantile(1 - ALPHA, df)
+        p = float(2 * st.t.sf(abs(est) / se, df))
+        return Test(est, se, df, est - t95 * se, est + t95 * se, est - t90 * se, est + t90 * se, p)
+
+    def joint(self, C: np.ndarray) -> tuple[float, int, float, float]:
+        """Wald F test that every row of C (contrasts) is zero: (F, numerator df, denominator df, p)."""
+        if not self.has_error or C.size == 0:
+            return math.nan, 0, math.nan, math.nan
+        est = C @ self.means
+        if self.kind == "welch":
+            resid_cov = (C @ self._B) * self._cell_var[self._cell_of_run]
+            V = resid_cov @ (C @ self._B).T
+        else:
+            V = C @ self.cov @ C.T
+        rank = np.linalg.matrix_rank(V, tol=1e-12 * max(1.0, float(np.abs(V).max())))
+        if rank == 0:
+            return math.nan, 0, math.nan, math.nan
+        F = float(est @ np.linalg.pinv(V, hermitian=True) @ est) / rank
+        return F, rank, self.df, float(st.f.sf(F, rank, self.df))
+
+
+def _ols(y: np.ndarray, X: np.ndarray):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sm.OLS(y, X).fit()
+
+
+def fit_cells(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Design,
+              allow_welch: bool = True) -> CellFit:
+    """Fit the model the data support (see the module docstring) to runs y in cells `cell_idx`."""
+    n_cells = len(design.cells)
+    counts = np.bincount(cell_idx, minlength=n_cells)
+    D = np.zeros((len(y), n_cells))
+    D[np.arange(len(y)), cell_idx] = 1.0
+    seeds = sorted(set(seed.tolist()))
+    S = np.stack([(seed == s).astype(float) for s in seeds[1:]], axis=1) if len(seeds) > 1 else np.zeros((len(y), 0))
+    seed_block = S.shape[1] > 0 and len(y) - n_cells - S.shape[1] > 0
+    if not seed_block:
+        S = S[:, :0]
+    df = len(y) - n_cells - S.shape[1]
+    if df <= 0:
+        return _pooled_or_none(y, cell_idx, design)
+    X = np.hstack([D, S])
+    fit = _ols(y, X)
+    XtX_inv = np.linalg.pinv(X.T @ X)
+    rows = np.hstack([np.eye(n_cells), np.full((n_cells, S.shape[1]), 1.0 / len(seeds))])  # average seed
+    means = rows @ fit.params
+    sigma2 = float(fit.ssr / df)
+    cov = rows @ XtX_inv @ rows.T * sigma2
+    out = CellFit("pure", means, cov, float(df), math.sqrt(sigma2), seed_block)
+    resid = y - X @ fit.params
+    groups = [resid[cell_idx == i] for i in range(n_cells) if counts[i] >= 2]
+    if len(groups) >= 2 and all(np.ptp(g) > 0 for g in groups):
+        out.bartlett_p = float(st.bartlett(*groups).pvalue)
+    if allow_welch and out.bartlett_p < HETERO_P and (counts >= 2).all():
+        scale = df / (len(y) - n_cells)  # the seed block's df, spread over the cells
+        cell_df = (counts - 1) * scale
+        cell_var = np.bincount(cell_idx, weights=resid ** 2, minlength=n_cells) / cell_df
+        B = rows @ XtX_inv @ X.T
+        cov = (B * cell_var[cell_idx]) @ B.T
+        out = CellFit("welch", means, cov, float(df), math.sqrt(sigma2), seed_block, out.bartlett_p,
+                      B, cell_idx, cell_var, cell_df)
+    return out
+
+
+def _pooled_or_none(y: np.ndarray, cell_idx: np.ndarray, design: Design) -> CellFit:
+    """No pure error: main effects + two-way interactions with higher-order terms pooled, if that leaves df."""
+    n_cells = len(design.cells)
+    means = np.bincount(cell_idx, weights=y, minlength=n_cells) / np.maximum(np.bincount(cell_idx, minlength=n_cells), 1)
+    none = CellFit("none", means, np.full((n_cells, n_cells), np.nan), 0.0, math.nan, False)
+    if len(design.factors) < 3 or not design.full_factorial:
+        return none
+    cells_X = pooled_matrix(design, design.cells)
+    X = cells_X[cell_idx]
+    rank = np.linalg.matrix_rank(X)
+    df = len(y) - rank
+    if df <= 0:
+        return none
+    fit = _ols(y, X)
+    sigma2 = float(fit.ssr / df)
+    XtX_inv = np.linalg.pinv(X.T @ X)
+    return CellFit("pooled", cells_X @ fit.params, cells_X @ XtX_inv @ cells_X.T * sigma2, float(df),
+                   math.sqrt(sigma2), False)
+
+
+def pooled_matrix(design: Design, cells: list | tuple) -> np.ndarray:
+    """Treatment-coded rows of `cells` for y ~ (C(f1) + ... + C(fk))**2: intercept, mains, two-way products."""
+    cols = [np.ones(len(cells))]
+    dummies = {}
+    for i, f in enumerate(design.factors):
+        for lv in design.non_baseline(f):
+            dummies[f, lv] = np.array([c[i] == lv for c in cells], dtype=float)
+            cols.append(dummies[f, lv])
+    keys = list(dummies)
+    for (fa, la), (fb, lb) in ((a, b) for i, a in enumerate(keys) for b in keys[i + 1:] if a[0] != b[0]):
+        cols.append(dummies[fa, la] * dummies[fb, lb])
+    return np.stack(cols, axis=1)
+
+
+def mde80(t: Test) -> float:
+    """Minimum detectable effect at 80% power, two-sided alpha 0.05: (t_0.975 + t_0.8) x SE."""
+    if math.isnan(t.se):
+        return math.nan
+    return float((t_quantile(1 - ALPHA / 2, t.df) + t_quantile(POWER, t.df)) * t.se)
+
+
+def seeds_for_precision(t: Test, n_seeds: int, n_cells: int, margin: float, kind: str) -> float:
+    """Seeds per cell for a 95% CI half-width <= margin, from this contrast's error (SE ~ 1/sqrt(seeds)).
+
+    Degrees of freedom at n seeds: the cell-means model's n_cells * (n - 1) - (n - 1); for Welch
+    they scale with n - 1. NaN when the contrast has no error estimate or needs more than 10,000 seeds.
+    """
+    if math.isnan(t.se) or n_seeds < 1:
+        return math.nan
+    for n in range(2, 10_001):
+        se = t.se * math.sqrt(n_seeds / n)
+        if kind == "welch":
+            df = t.df * (n - 1) / max(n_seeds - 1, 1)
+        else:
+            df = n_cells * (n - 1) - (n - 1)
+        if df > 0 and t_quantile(1 - ALPHA / 2, df) * se <= margin:
+            return float(n)
+    return math.nan
+
+
+def cell_frame(design: Design, fit: CellFit) -> pd.DataFrame:
+    """Fitted cell means with SE, for figures and checks."""
+    se = np.sqrt(np.clip(np.diag(fit.cov), 0, None)) if fit.has_error else np.full(len(fit.means), np.nan)
+    return pd.DataFrame({"cell": list(design.cells), "mean": fit.means, "se": se})

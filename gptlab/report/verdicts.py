@@ -1,0 +1,199 @@
+"""The report's sentences about effects: one per call, changes along training, design and model notes.
+
+Owns the wording that turns a rounded table row into a verdict. Every sentence follows the row's
+`call` (see `calls`): a difference is claimed only for `better`/`worse`, "no difference" only
+for `equivalent` (TOST within the margin), and everything else is said to be inconclusive.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from gptlab.report.fmt import fmt_loss, fmt_p
+from gptlab.report.models import FORMULAS
+
+if TYPE_CHECKING:
+    from gptlab.report.effects import Analysis
+    from gptlab.report.load import Results
+    from gptlab.report.stats import Statistics
+
+MAX_SENTENCES = 15  # called effects given a sentence in the summary; the tables hold the rest
+
+
+def _nan(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def _ci(r: dict, level: int = 95) -> str:
+    lo, hi = (r["ci_low"], r["ci_high"]) if level == 95 else (r["ci90_low"], r["ci90_high"])
+    return f"{level}% CI {fmt_loss(lo)} to {fmt_loss(hi)}"
+
+
+def _decided(r: dict, word_for: str, what: str, margin: float) -> str:
+    """Shared tail of a verdict for the four calls (`word_for` names the comparison)."""
+    if r["call"] in ("better", "worse"):
+        return (f"{word_for} by {fmt_loss(abs(r['estimate']))} nats/char ({_ci(r)}; Holm-adjusted p "
+                f"{fmt_p(r['p_adjusted'])})")
+    if r["call"] == "equivalent":
+        return (f"equivalent within +/-{margin:g} nats/char (estimate {fmt_loss(r['estimate'])}, {_ci(r, 90)})")
+    return (f"inconclusive (estimate {fmt_loss(r['estimate'])}, {_ci(r)}): neither {what} nor equivalence "
+            f"within +/-{margin:g} is shown")
+
+
+def _counts(r: dict, res: Results) -> str:
+    out = ""
+    for lvl in (r["level"], r["baseline"]):
+        runs = res.runs[res.runs[r["factor"]] == lvl]
+        for s, n in (("diverged", (runs["status"] == "diverged").sum()),
+                     ("failed", (~runs["ok"] & (runs["status"] != "diverged")).sum())):
+            if n:
+                out += f"; {n} of {len(runs)} {res.label(r['factor'], lvl)} runs {s}"
+    return out
+
+
+def main(r: dict, res: Results, margin: float) -> str:
+    """Verdict of one main-effects row (rounded)."""
+    a, b = res.label(r["factor"], r["level"]), res.label(r["factor"], r["baseline"])
+    where = "" if r["kind"].startswith("averaged") else " at the baseline of the other factors"
+    if _nan(r["estimate"]):
+        return f"{a} vs {b}: {r['alias'] or 'not estimable'}" + _counts(r, res)
+    if _nan(r["p_value"]):
+        return f"{a} vs {b}{where}: {fmt_loss(r['estimate'])} nats/char, no error estimate (no call)" + _counts(r, res)
+    if r["call"] in ("better", "worse"):
+        text = f"{a} is {r['call']} than {b}{where} " + _decided(r, "", "a difference", margin).lstrip()
+    else:
+        text = f"{a} vs {b}{where}: " + _decided(r, "", "a difference", margin)
+    return text + _counts(r, res)
+
+
+def interaction(r: dict, res: Results, margin: float) -> str:
+    """Verdict of one two-way interaction row (rounded)."""
+    pair = f"{res.label(r['factor_a'], r['level_a'])} x {res.label(r['factor_b'], r['level_b'])}"
+    if _nan(r["estimate"]):
+        return f"{pair}: not estimable: {r['alias'] or 'a cell it needs has no data'}"
+    if _nan(r["p_value"]):
+        return f"{pair}: interaction {fmt_loss(r['estimate'])} nats/char, no error estimate (no call)"
+    if r["call"] in ("better", "worse"):
+        return (f"{pair}: not additive; together they are {r['call']} than the sum of their separate effects "
+                + _decided(r, "", "", margin).lstrip())
+    return f"{pair}: " + ("additive, " if r["call"] == "equivalent" else "") + \
+        _decided(r, "", "an interaction", margin)
+
+
+def called(stats: Statistics, res: Results) -> list[str]:
+    """Sentences for every effect called better or worse, largest first (at most MAX_SENTENCES)."""
+    items: list[tuple[float, str]] = []
+    for table, col in ((stats.main, "verdict"), (stats.interactions, "verdict")):
+        for r in table.to_dict("records") if len(table) else []:
+            if r["call"] in ("better", "worse"):
+                items.append((abs(r["estimate"]), r[col]))
+    for table, name, what in ((stats.higher, "term", "interaction of {order} factors"),
+                              (stats.aliases, "aliased", "aliased sum"),
+                              (stats.cells_vs_baseline, "cell", "cell against the baseline cell")):
+        for r in table.to_dict("records") if len(table) else []:
+            if r["call"] in ("better", "worse"):
+                label = what.format(**r) if "{" in what else what
+                if name == "cell" and r["changes"] == 1:  # the same contrast as a main-effects row
+                    continue
+                items.append((abs(r["estimate"]), f"{r[name]} ({label}): {r['call']} "
+                              + _decided(r, "", "", stats.margin).lstrip()))
+    items.sort(key=lambda x: -x[0])
+    out = [text for _, text in items[:MAX_SENTENCES]]
+    if len(items) > MAX_SENTENCES:
+        out.append(f"... and {len(items) - MAX_SENTENCES} more effects called better or worse (see the tables).")
+    return out
+
+
+def trajectories(by_step: pd.DataFrame, res: Results) -> list[str]:
+    """One sentence per effect whose call changes along training in a way that matters.
+
+    Said when a called difference (better or worse) meets another decisive call along training
+    (the other sign, or equivalent), or when a called difference is gone by the last evaluation.
+    Moves between `equivalent` and `inconclusive` alone are not news.
+    """
+    out = []
+    for (factor, level), g in by_step.groupby(["factor", "level"], sort=False):
+        g = g.sort_values("step")
+        calls_ = list(g["call"].fillna(""))
+        decisive = [c for c in calls_ if c in ("better", "worse", "equivalent")]
+        differ = [c for c in decisive if c != "equivalent"]
+        lost = bool(differ) and calls_[-1] != differ[-1]  # a difference that is gone by the end
+        if not (len(set(decisive)) > 1 and differ) and not lost:
+            continue
+        segments: list[list] = []
+        for step, c, est in zip(g["step"], calls_, g["estimate"]):
+            if segments and segments[-1][0] == c:
+                segments[-1][2], segments[-1][4] = step, est
+            else:
+                segments.append([c or "no call", step, step, est, est])
+        parts = [f"{c} at step{'s' if a != b else ''} {a}{'-' + str(b) if a != b else ''} "
+                 f"({fmt_loss(e0)}{' to ' + fmt_loss(e1) if a != b else ''})" for c, a, b, e0, e1 in segments]
+        name = level if factor == "cell" else res.label(factor, level)
+        flips = {"better", "worse"} <= set(decisive)
+        out.append(f"{name}: {'changes sign' if flips else 'changes call'} along training: " + ", ".join(parts) + ".")
+    return out
+
+
+def sensitivity(table: pd.DataFrame, n_diverged: int, ceiling: float) -> list[str]:
+    changed = table[table["call"].fillna("") != table["call_at_ceiling"].fillna("")]
+    head = (f"Counting the {n_diverged} diverged run(s) at the ceiling loss {fmt_loss(ceiling)} nats/char (unigram "
+            "loss of the validation split) instead of leaving them out: ")
+    if changed.empty:
+        return [head + "no call changes."]
+    return [head + "; ".join(f"{r['effect']} {r['call'] or 'not estimable'} -> {r['call_at_ceiling']} "
+                             f"({fmt_loss(r['estimate_at_ceiling'])})" for r in changed.to_dict("records")) + "."]
+
+
+def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[str], list[str]]:
+    """(notes, warnings) about the model, its error, the design's gaps and the precision reached."""
+    notes: list[str] = [f"Equivalence margin: +/-{margin:g} nats/char (`report.equivalence_margin` or `--margin`)."]
+    warns: list[str] = []
+    if a is None:
+        return notes, ["No successful runs or no factors: no effects to estimate."]
+    fit, d = a.fit, a.design
+    notes.append(f"Model: `{FORMULAS[fit.kind]}`" + (f", {fit.df:g} residual degrees of freedom, residual SD "
+                                                      f"{fmt_loss(fit.resid_sd)} nats/char" if fit.has_error else "")
+                 + (f"; seed blocking {'on' if fit.seed_block else 'off'}" if fit.kind in ("pure", "welch") else "")
+                 + f"; {a.n_tests} distinct tests in the Holm family.")
+    if fit.kind == "welch":
+        warns.append(f"Cell variances differ (Bartlett p {fmt_p(fit.bartlett_p)}): every CI uses per-cell variances "
+                     "with Welch-Satterthwaite degrees of freedom.")
+    if fit.kind == "pooled":
+        warns.append(f"No pure error (one ok run per cell): CIs, p-values and calls ASSUME that every interaction "
+                     f"of three or more factors is zero; their {fit.df:g} degrees of freedom are pooled as error "
+                     "and no higher-order term is tested.")
+    if fit.kind == "none":
+        warns.append("No error estimate (one ok run per cell and fewer than three factors): estimates only, "
+                     "no CIs, p-values or calls. Run at least 2 seeds.")
+    ok = res.runs[res.runs["ok"] & res.runs["best_val_loss"].notna()]
+    if fit.kind in ("pure", "welch"):
+        single = [c for c, n in ok.groupby("cell").size().items() if n == 1]
+        if single:
+            warns.append(f"{len(single)} cell(s) with a single ok run ({'; '.join(single[:5])}"
+                         f"{'; ...' if len(single) > 5 else ''}): their error is assumed to equal the pooled one.")
+    dead = [c for c in res.cells["cell"] if c not in set(ok["cell"])]
+    excluded = len(d.grid) - len(res.cells)
+    if dead:
+        lost = [f"{res.label(r['factor'], r['level'])}" for r in a.main.to_dict("records") if _nan(r["estimate"])]
+        warns.append(f"{len(dead)} cell(s) with no ok run: {'; '.join(dead)}. Averaged effects need every cell"
+                     + (f"; not estimable: {', '.join(lost)}" if lost else "") + ".")
+    if not d.full_factorial:
+        notes.append(f"Not a full factorial ({excluded} cell(s) excluded by the sweep, {len(dead)} without an ok "
+                     "run): each level's effect is its simple effect against the baseline cell (from the cell that "
+                     "differs from the baseline in that factor alone), every cell is compared with the baseline "
+                     "cell, and terms the cells cannot separate are reported as aliased.")
+    if a.higher_joint is not None:
+        F, df1, df2, p = a.higher_joint
+        notes.append(f"Interactions of three or more factors, jointly: F({df1}, {df2:g}) = {F:.2f}, p {fmt_p(p)}.")
+    main = a.main.dropna(subset=["ci95"])
+    if len(main):
+        need = main["seeds_needed"].max()
+        notes.append(f"Precision: main-effect 95% CIs are +/-{fmt_loss(main['ci95'].max())} nats/char at "
+                     f"{ok['seed'].nunique()} seed(s); a half-width of the margin ({margin:g}) needs "
+                     + (f"{int(need)} seeds per cell (`seeds_needed`, from this error)." if not _nan(need)
+                        else "more than 10,000 seeds per cell."))
+    if ok["seed"].nunique() < 2:
+        warns.append("Only one seed: seed-to-seed noise cannot be separated from the effects.")
+    return notes, warns

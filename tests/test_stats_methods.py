@@ -1,0 +1,145 @@
+"""The pieces of the statistics layer: contrasts, estimability, error models, Holm, calls, precision."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import statsmodels.formula.api as smf
+from statsmodels.stats.multitest import multipletests
+
+from gptlab.errors import GptlabError
+from gptlab.report.calls import call, check_margin, holm
+from gptlab.report.design import Design, estimability
+from gptlab.report.effects import analyse
+from gptlab.report.models import fit_cells, seeds_for_precision
+from gptlab.report.synthetic import simulate_runs
+
+TWO = {"a": ("0", "1"), "b": ("0", "1")}
+
+
+def design(factors, cells=None):
+    grid = list(itertools.product(*factors.values()))
+    return Design(tuple(factors), factors, {k: v[0] for k, v in factors.items()}, tuple(cells or grid))
+
+
+def label(f, lv):
+    return f"{f}={lv}"
+
+
+def test_contrast_vectors_of_a_two_by_two():
+    d = design(TWO)  # cells 00, 01, 10, 11
+    assert list(d.interaction((("a", "1"),))) == [-0.5, -0.5, 0.5, 0.5]
+    assert list(d.interaction((("a", "1"), ("b", "1")))) == [1, -1, -1, 1]
+    assert list(d.simple("a", "1", {"b": "1"})) == [0, -1, 0, 1]
+    assert list(d.marginal({"b": "1"})) == [0, 0.5, 0, 0.5]
+    assert design(TWO, [("0", "0"), ("1", "0")]).interaction((("a", "1"),)) is None  # needs every cell
+
+
+def test_three_way_contrast_is_the_difference_of_two_way_contrasts():
+    d = design({"a": ("0", "1"), "b": ("0", "1"), "c": ("0", "1")})
+    mu = np.random.default_rng(0).normal(size=8)
+    m = dict(zip(d.cells, mu))
+    ab = [m["1", "1", c] - m["1", "0", c] - m["0", "1", c] + m["0", "0", c] for c in "01"]
+    assert d.interaction((("a", "1"), ("b", "1"), ("c", "1"))) @ mu == pytest.approx(ab[1] - ab[0])
+
+
+def test_estimability_of_one_at_a_time_plus_all():
+    f = {"x": ("0", "1"), "y": ("0", "1"), "z": ("0", "1")}
+    d = design(f, [("0", "0", "0"), ("1", "0", "0"), ("0", "1", "0"), ("0", "0", "1"), ("1", "1", "1")])
+    est = estimability(d)
+    assert set(est.contrasts) == {(("x", "1"),), (("y", "1"),), (("z", "1"),)}
+    assert list(est.contrasts[(("x", "1"),)]) == [-1, 1, 0, 0, 0]
+    group = est.aliases[(("x", "1"), ("y", "1"))]
+    assert len(group) == 4 and est.aliases[(("y", "1"), ("z", "1"))] == group
+    assert list(est.alias_contrasts[group]) == pytest.approx([2, -1, -1, -1, 1])  # all - singles + 2 x baseline
+
+
+def test_no_baseline_cell_means_nothing_against_it():
+    d = design(TWO, [("0", "1"), ("1", "1")])
+    est = estimability(d)
+    assert est.contrasts == {} and est.aliases
+
+
+def test_holm_equals_statsmodels_and_skips_nan():
+    p = np.array([0.01, 0.04, np.nan, 0.03, 0.005, 0.5])
+    ours = holm(p)
+    ref = multipletests(p[~np.isnan(p)], method="holm")[1]
+    assert np.isnan(ours[2]) and np.allclose(ours[~np.isnan(p)], ref)
+
+
+@pytest.mark.parametrize("args, expected", [
+    ((-0.05, 0.001, -0.06, -0.04, 0.01), "better"), ((0.05, 0.001, 0.04, 0.06, 0.01), "worse"),
+    ((0.001, 0.5, -0.004, 0.006, 0.01), "equivalent"), ((0.001, 0.5, -0.004, 0.011, 0.01), "inconclusive"),
+    ((0.005, 0.01, 0.002, 0.008, 0.01), "worse"),  # significant beats equivalent
+    ((0.0, math.nan, math.nan, math.nan, 0.01), "inconclusive")])
+def test_calls(args, expected):
+    assert call(*args) == expected
+
+
+@pytest.mark.parametrize("bad", ["abc", math.nan, math.inf, -0.01, 0, True, None, [0.1]])
+def test_margin_rejects_bad_values(bad):
+    with pytest.raises(GptlabError, match="report.equivalence_margin"):
+        check_margin(bad)
+
+
+def test_margin_accepts_numbers_and_numeric_text():
+    assert check_margin(0.02) == 0.02 and check_margin("0.005") == 0.005 and check_margin(1) == 1.0
+
+
+def test_pure_error_ignores_interactions_while_additive_model_pools_them():
+    d = design({"a": ("0", "1"), "b": ("0", "1"), "c": ("0", "1")})
+    mu = np.array([1.5 + 0.3 * (c[0] == c[1]) for c in d.cells])  # a pure a x b interaction, huge
+    y, cells, seeds = simulate_runs(d.cells, mu, 3, np.random.default_rng(1), noise_sd=0.01, seed_sd=0.0)
+    fit = fit_cells(y, np.array([d.cells.index(c) for c in cells]), seeds, d)
+    assert fit.kind == "pure" and fit.resid_sd == pytest.approx(0.01, rel=0.4)
+    import pandas as pd
+    df = pd.DataFrame({"y": y, "a": [c[0] for c in cells], "b": [c[1] for c in cells], "c": [c[2] for c in cells],
+                       "seed": seeds})
+    additive = smf.ols("y ~ C(a) + C(b) + C(c) + C(seed)", df).fit()
+    assert math.sqrt(additive.scale) > 10 * fit.resid_sd  # the old model's error was the interaction
+
+
+def test_unreplicated_three_factors_pool_higher_order_terms():
+    f = {"a": ("0", "1"), "b": ("0", "1", "2"), "c": ("0", "1", "2")}
+    d = design(f)
+    mu = np.array([1.5 + 0.1 * (c[0] == "1") + 0.05 * (c[1] == "2") for c in d.cells])
+    y, cells, seeds = simulate_runs(d.cells, mu, 1, np.random.default_rng(2), noise_sd=0.01, seed_sd=0.0)
+    a = analyse(y, cells, seeds, d, label, 0.01)
+    assert a.fit.kind == "pooled" and a.fit.df == 18 - 1 - 1 - 2 - 2 - (2 + 2 + 4)
+    assert a.higher.empty and a.higher_joint is None  # the higher-order terms are the error
+    row = a.main.set_index("factor").loc["a"]
+    assert row["call"] == "worse" and row["ci_low"] < 0.1 < row["ci_high"]
+
+
+def test_unreplicated_two_factors_give_estimates_without_calls():
+    d = design(TWO)
+    y, cells, seeds = simulate_runs(d.cells, [1.5, 1.5, 1.6, 1.6], 1, np.random.default_rng(3))
+    a = analyse(y, cells, seeds, d, label, 0.01)
+    assert a.fit.kind == "none" and a.main["ci_low"].isna().all() and (a.main["call"] == "").all()
+    assert not a.main["estimate"].isna().any()
+
+
+def test_seeds_for_precision_shrink_the_ci_to_the_margin():
+    d = design(TWO)
+    y, cells, seeds = simulate_runs(d.cells, [1.5] * 4, 3, np.random.default_rng(4), noise_sd=0.02)
+    a = analyse(y, cells, seeds, d, label, 0.01)
+    row = a.main.iloc[0]
+    n = int(row["seeds_needed"])
+    assert n > 3
+    t = next(iter([analyse(y, cells, seeds, d, label, 0.01).fit.test(d.interaction((("a", "1"),)))]))
+    assert seeds_for_precision(t, 3, 4, 0.01, "pure") == n
+    assert math.isnan(seeds_for_precision(t, 3, 4, 1e-9, "pure"))  # beyond 10,000 seeds
+
+
+def test_holm_family_counts_identical_contrasts_once():
+    f = {"x": ("0", "1"), "y": ("0", "1")}
+    d = design(f, [("0", "0"), ("1", "0"), ("0", "1")])
+    y, cells, seeds = simulate_runs(d.cells, [1.5, 1.6, 1.5], 3, np.random.default_rng(5))
+    a = analyse(y, cells, seeds, d, label, 0.01)
+    # main effects, cells vs baseline and simple effects are the same two contrasts
+    assert a.n_tests == 2
+    main = a.main.set_index("factor")
+    cells_ = a.cells_vs_baseline.set_index("cell")
+    assert main.loc["x", "p_adjusted"] == cells_.loc["x=1, y=0", "p_adjusted"]
