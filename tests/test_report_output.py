@@ -50,16 +50,19 @@ def report(tmp_path_factory):
 def test_report_files_default_location_and_atomic_writes(report):
     results, out, md, _ = report
     assert out == default_reports_dir(results) == results.parent.parent / "reports" / "mixed"
-    for name in ["report.md", "report.html", "tables/cells.csv", "tables/main_effects.csv",
-                 "tables/interactions.csv", "tables/failures.csv", "tables/levels.csv",
-                 "figures/val_curves.png", "figures/level_effects.png", "figures/interactions.png",
-                 "figures/throughput.png"]:
+    tables = ["cells", "levels", "main_effects", "interactions", "higher_order", "simple_effects", "effects_by_step",
+              "divergence", "sensitivity", "failures"]
+    figures = ["val_curves", "level_effects", "forest", "interactions", "simple_effects", "effects_by_step",
+               "throughput"]
+    assert sorted(p.name for p in (out / "tables").iterdir()) == sorted(f"{t}.csv" for t in tables)
+    assert sorted(p.name for p in (out / "figures").iterdir()) == sorted(f"{f}.png" for f in figures)
+    for name in ["report.md", "report.html"]:
         assert (out / name).is_file(), name
     for png in (out / "figures").glob("*.png"):
         assert f"](figures/{png.name})" in md
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     html = (out / "report.html").read_text()
-    assert html.count("src='data:image/png;base64,") == 4 and "figures/" not in html
+    assert html.count("src='data:image/png;base64,") == len(figures) and "figures/" not in html
     assert "(no checkpoint available)" in md and "(no checkpoint available)" in html
     assert not list(out.rglob("*.tmp"))
 
@@ -153,7 +156,10 @@ def test_sixteen_cell_report_without_display(tmp_path):
     assert len(pd.read_csv(out / "tables" / "cells.csv")) == 16
     assert len(pd.read_csv(out / "tables" / "interactions.csv")) == 6
     assert {p.name for p in (out / "figures").glob("*.png")} == {
-        "val_curves.png", "level_effects.png", "interactions.png", "throughput.png"}
+        "val_curves.png", "level_effects.png", "interactions.png", "throughput.png", "forest.png",
+        "simple_effects.png", "effects_by_step.png"}
+    assert len(pd.read_csv(out / "tables" / "simple_effects.csv")) == 4 * 8
+    assert len(pd.read_csv(out / "tables" / "higher_order.csv")) == 5  # four three-way terms, one four-way
     assert (out / "report.html").stat().st_size > 50_000
 
 

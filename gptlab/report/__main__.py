@@ -1,4 +1,4 @@
-"""CLI: `python -m gptlab.report results/NAME [--out DIR] [-v]` regenerates reports/NAME/.
+"""CLI: `python -m gptlab.report results/NAME [--out DIR] [--margin NATS] [-v]` regenerates reports/NAME/.
 
 Invalid input (missing directory, no summary.csv, ...) prints one line to stderr and exits 2;
 an I/O error while writing prints one line and exits 1.
@@ -17,13 +17,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results_dir", type=Path, help="a sweep's results directory, e.g. results/quick")
     parser.add_argument("--out", type=Path, default=None,
                         help="report directory (default: reports/NAME next to the results/ folder)")
+    parser.add_argument("--margin", metavar="NATS",
+                        help="equivalence margin for 'equivalent' calls, nats/char (overrides the sweep's "
+                        "report.equivalence_margin; default: that, else 0.01)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     from gptlab.errors import GptlabError
     from gptlab.report import write_report
+    from gptlab.report.calls import check_margin
     try:
-        out = write_report(args.results_dir, args.out)
+        margin = None if args.margin is None else check_margin(args.margin, "--margin")
+        out = write_report(args.results_dir, args.out, margin=margin)
     except GptlabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

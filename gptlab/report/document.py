@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -108,7 +109,8 @@ def _pick(r: dict) -> dict:
 def _count_calls(table: pd.DataFrame, what: str) -> str:
     if not len(table):
         return ""
-    counts = table["call"].fillna("").replace("", "no call").value_counts()
+    kinds = np.where(table["estimate"].isna(), "not estimable", table["call"].fillna("").replace("", "no call"))
+    counts = pd.Series(kinds).value_counts()
     return f"{what}: " + ", ".join(f"{n} {c}" for c, n in counts.items())
 
 

@@ -142,11 +142,11 @@ def _factorial(design: Design, label: Label, rows: _Rows, endpoint: bool, fit: C
             rows.add("higher", {"term": term_label(t, label), "order": len(t)}, design.interaction(t))
         if higher:
             joint = fit.joint(np.stack([design.interaction(t) for t in higher]))
-    _simple(design, rows)
+    _simple(design, rows, label)
     return joint, []
 
 
-def _simple(design: Design, rows: _Rows) -> None:
+def _simple(design: Design, rows: _Rows, label: Label) -> None:
     for f in design.factors:
         rest = design.others([f])
         for combo in design.combos(rest):
@@ -155,7 +155,7 @@ def _simple(design: Design, rows: _Rows) -> None:
                 c = design.simple(f, lv, at)
                 if c is not None:
                     rows.add("simple", {"factor": f, "level": lv, "baseline": design.baseline[f],
-                                        "at": ", ".join(f"{k}={v}" for k, v in at.items())}, c)
+                                        "at": ", ".join(label(k, v) for k, v in at.items())}, c)
 
 
 def _partial(design: Design, label: Label, rows: _Rows, endpoint: bool):
@@ -193,5 +193,5 @@ def _partial(design: Design, label: Label, rows: _Rows, endpoint: bool):
         rows.add("alias", {"aliased": alias_label(group, label),
                            "estimable_as": "the cell with all of these changes against the baseline, "
                                            "minus its estimable terms"}, c)
-    _simple(design, rows)
+    _simple(design, rows, label)
     return None, missing

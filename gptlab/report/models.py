@@ -152,6 +152,8 @@ def fit_cells(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Des
         return _pooled_or_none(y, cell_idx, design)
     X = np.hstack([D, S])
     fit = _ols(y, X)
+    if fit.ssr <= (1e-9 * max(1.0, float(np.abs(y).mean()))) ** 2 * len(y):  # no variation at all, e.g. every
+        return _pooled_or_none(y, cell_idx, design, degenerate=True)     # cell at the same loss at step 0
     XtX_inv = np.linalg.pinv(X.T @ X)
     rows = np.hstack([np.eye(n_cells), np.full((n_cells, S.shape[1]), 1.0 / len(seeds))])  # average seed
     means = rows @ fit.params
@@ -173,12 +175,12 @@ def fit_cells(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Des
     return out
 
 
-def _pooled_or_none(y: np.ndarray, cell_idx: np.ndarray, design: Design) -> CellFit:
+def _pooled_or_none(y: np.ndarray, cell_idx: np.ndarray, design: Design, degenerate: bool = False) -> CellFit:
     """No pure error: main effects + two-way interactions with higher-order terms pooled, if that leaves df."""
     n_cells = len(design.cells)
     means = np.bincount(cell_idx, weights=y, minlength=n_cells) / np.maximum(np.bincount(cell_idx, minlength=n_cells), 1)
     none = CellFit("none", means, np.full((n_cells, n_cells), np.nan), 0.0, math.nan, False)
-    if len(design.factors) < 3 or not design.full_factorial:
+    if degenerate or len(design.factors) < 3 or not design.full_factorial:
         return none
     cells_X = pooled_matrix(design, design.cells)
     X = cells_X[cell_idx]
@@ -187,6 +189,8 @@ def _pooled_or_none(y: np.ndarray, cell_idx: np.ndarray, design: Design) -> Cell
     if df <= 0:
         return none
     fit = _ols(y, X)
+    if fit.ssr <= (1e-9 * max(1.0, float(np.abs(y).mean()))) ** 2 * len(y):
+        return none
     sigma2 = float(fit.ssr / df)
     XtX_inv = np.linalg.pinv(X.T @ X)
     return CellFit("pooled", cells_X @ fit.params, cells_X @ XtX_inv @ cells_X.T * sigma2, float(df),

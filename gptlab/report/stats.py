@@ -282,3 +282,25 @@ def _sensitivity(res: Results, a: Analysis | None, margin: float) -> tuple[pd.Da
                          "ci_high_at_ceiling": r["ci_high"], "call_at_ceiling": r["call"]})
     table = round_frame(pd.DataFrame(rows, columns=SENSITIVITY_COLS))
     return table, verdicts.sensitivity(table, int(diverged.sum()), res.ceiling)
+
+
+def forest_rows(st: Statistics, res: Results) -> pd.DataFrame:
+    """Every effect with a CI, for the forest plot: group, label, estimate, ci_low, ci_high, call."""
+    parts = []
+    if len(st.main):
+        parts.append(st.main.assign(group="main effect", label=[f"{res.label(f, lv)} vs {b}" for f, lv, b in
+                                                              zip(st.main["factor"], st.main["level"], st.main["baseline"])]))
+    if len(st.interactions):
+        parts.append(st.interactions.assign(group="interaction", label=[
+            f"{res.label(a, la)} x {res.label(b, lb)}" for a, la, b, lb in
+            zip(st.interactions["factor_a"], st.interactions["level_a"], st.interactions["factor_b"],
+                st.interactions["level_b"])]))
+    for table, group, col in ((st.higher, "higher-order", "term"), (st.aliases, "aliased sum", "aliased"),
+                              (st.cells_vs_baseline, "cell vs baseline", "cell")):
+        if len(table):
+            parts.append(table.assign(group=group, label=table[col]))
+    cols = ["group", "label", "estimate", "ci_low", "ci_high", "call"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat([p[cols] for p in parts], ignore_index=True)
+    return out.dropna(subset=["ci_low"])

@@ -1,6 +1,7 @@
 """Synthetic sweep results with planted effects, for tests, benchmarks and demos of the report.
 
-Owns `make_results`, which writes a results directory in the layout of docs/CONTRACTS.md
+Owns `simulate_runs` and `calibrate` (in-memory datasets with known effects, and how often the
+report's CIs cover them and its calls are false), and `make_results`, which writes a results directory in the layout of docs/CONTRACTS.md
 (sweep.yaml, summary.csv, runs/RUN_ID/{config.yaml, metrics.csv, summary.json}) without
 training anything: each run's best val loss is `base_loss` + the planted effects of its cell +
 a per-seed offset (shared by all cells, so seeds pair) + independent noise.
@@ -10,12 +11,17 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import yaml
+
+if TYPE_CHECKING:
+    from gptlab.report.design import Design
+    from gptlab.report.effects import Analysis
 
 Effects = Mapping[tuple[tuple[str, Any], ...], float]
 ENVIRONMENT = {"device": "cpu", "torch": "2.13.0", "python": "3.11.9", "platform": "Linux-x86_64",
@@ -119,3 +125,117 @@ def simulate_runs(cells: Sequence[tuple], means: Sequence[float], seeds: int, rn
     offsets = rng.normal(0.0, seed_sd, seeds)
     y = np.array([m + offsets[s] + rng.normal(0.0, sd[i]) for i, m in enumerate(means) for s in range(seeds)])
     return y, [c for c in cells for _ in range(seeds)], np.tile(np.arange(seeds), len(cells))
+
+
+def _label(factor: str, level: str) -> str:
+    return f"{factor}={level}"
+
+
+def planted_effects(design: "Design", means: Sequence[float]) -> dict[tuple, float]:
+    """The true value of every effect the analysis of `design` can print, keyed like `printed_effects`."""
+    from gptlab.report.design import estimability
+    from gptlab.report.effects import alias_label, term_label
+    mu = np.asarray(means, float)
+    out: dict[tuple, float] = {}
+    if design.full_factorial:
+        for k in range(1, len(design.factors) + 1):
+            for t in design.terms(k):
+                out[("term", term_label(t, _label))] = float(design.interaction(t) @ mu)
+    else:
+        est = estimability(design)
+        out.update({("term", term_label(t, _label)): float(c @ mu) for t, c in est.contrasts.items()})
+        out.update({("alias", alias_label(g, _label)): float(c @ mu) for g, c in est.alias_contrasts.items()})
+        for cell in design.cells:
+            if cell != design.baseline_cell:
+                out[("cell", ", ".join(map(_label, design.factors, cell)))] = float(design.versus_baseline(cell) @ mu)
+    for f in design.factors:
+        rest = design.others([f])
+        for combo in design.combos(rest):
+            at = dict(zip(rest, combo))
+            for lv in design.non_baseline(f):
+                c = design.simple(f, lv, at)
+                if c is not None:
+                    out[("simple", f, lv, ", ".join(f"{k}={v}" for k, v in at.items()))] = float(c @ mu)
+    return out
+
+
+def printed_effects(a: "Analysis") -> list[tuple[tuple, dict]]:
+    """(key, row) for every effect of an analysis that has a CI."""
+    out = [(("term", _label(r["factor"], r["level"])), r) for r in a.main.to_dict("records")]
+    out += [(("term", f"{_label(r['factor_a'], r['level_a'])} x {_label(r['factor_b'], r['level_b'])}"), r)
+            for r in a.interactions.to_dict("records")]
+    out += [(("term", r["term"]), r) for r in a.higher.to_dict("records")]
+    out += [(("alias", r["aliased"]), r) for r in a.aliases.to_dict("records")]
+    out += [(("cell", r["cell"]), r) for r in a.cells_vs_baseline.to_dict("records")]
+    out += [(("simple", r["factor"], r["level"], r["at"]), r) for r in a.simple.to_dict("records")]
+    return [(k, r) for k, r in out if not math.isnan(r["ci_low"])]
+
+
+@dataclass
+class Calibration:
+    """How the report's statistics did on datasets simulated with known effects."""
+    coverage: float  # share of 95% CIs that contain the planted effect
+    false_calls: float  # share of truly-zero effects called better or worse
+    n_intervals: int  # CIs checked
+    n_null: int  # truly-zero effects checked
+    analyses: list  # one `effects.Analysis` per dataset
+
+
+def calibrate(design: "Design", means: Sequence[float], datasets: int, seeds: int, *, noise_sd=0.01,
+              seed_sd: float = 0.02, margin: float = 0.01, rng_seed: int = 0) -> Calibration:
+    """Simulate `datasets` sweeps of `design` with cell means `means`, analyse each, score the CIs and calls."""
+    from gptlab.report.effects import analyse
+    rng = np.random.default_rng(rng_seed)
+    truth = planted_effects(design, means)
+    covered, false_calls, analyses = [], [], []
+    for _ in range(datasets):
+        y, cells, seed = simulate_runs(design.cells, means, seeds, rng, noise_sd=noise_sd, seed_sd=seed_sd)
+        a = analyse(y, cells, seed, design, _label, margin)
+        for key, r in printed_effects(a):
+            if key not in truth:
+                raise AssertionError(f"the analysis printed {key}, which the design cannot estimate")
+            covered.append(r["ci_low"] <= truth[key] <= r["ci_high"])
+            if abs(truth[key]) < 1e-12:
+                false_calls.append(r["call"] in ("better", "worse"))
+        analyses.append(a)
+    return Calibration(float(np.mean(covered)), float(np.mean(false_calls)) if false_calls else math.nan,
+                       len(covered), len(false_calls), analyses)
+
+
+@dataclass(frozen=True)
+class CalibrationCase:
+    """One design of the calibration suite with its planted cell means."""
+    design: "Design"
+    means: tuple[float, ...]
+    datasets: int
+    seeds: int
+    noise_sd: float | tuple[float, ...]
+    rng_seed: int
+
+
+def _calibration_designs() -> dict[str, CalibrationCase]:
+    from gptlab.report.design import Design
+    fac = {"a": ("0", "1"), "b": ("0", "1"), "c": ("0", "1", "2")}
+    grid = list(itertools.product(*fac.values()))
+    full = Design(tuple(fac), fac, {k: v[0] for k, v in fac.items()}, tuple(grid))
+    # strong interactions: b x c of 0.06 and a x b x c of -0.08 against a noise SD of 0.01
+    mu = tuple(1.5 + 0.05 * (c[0] == "1") + 0.06 * (c[1] == "1") * (c[2] == "2")
+               - 0.08 * (c[0] == "1") * (c[1] == "1") * (c[2] != "0") for c in grid)
+    two = {"x": ("0", "1"), "y": ("0", "1"), "z": ("0", "1")}
+    base = {k: "0" for k in two}
+    oat = Design(tuple(two), two, base, (("0", "0", "0"), ("1", "0", "0"), ("0", "1", "0"), ("0", "0", "1"),
+                                         ("1", "1", "1")))
+    dead = Design(tuple(two), two, base, tuple(c for c in itertools.product(*two.values()) if c != ("1", "1", "0")))
+    noisy = tuple(0.1 if i == 5 else 0.01 for i in range(len(grid)))
+    return {
+        "factorial, strong interactions": CalibrationCase(full, mu, 200, 3, 0.01, 11),
+        # x has no effect alone; all three together are not additive
+        "one at a time plus all": CalibrationCase(oat, (1.5, 1.5, 1.42, 1.45, 1.30), 150, 3, 0.01, 12),
+        "factorial, a cell with no ok run": CalibrationCase(
+            dead, tuple(1.5 + 0.03 * (c[0] == "1") - 0.02 * (c[2] == "1") * (c[1] == "1") for c in dead.cells),
+            200, 3, 0.01, 13),
+        "factorial, one cell 10x noisier": CalibrationCase(full, mu, 150, 3, noisy, 14),
+    }
+
+
+CALIBRATION_DESIGNS = _calibration_designs()

@@ -111,7 +111,8 @@ def trajectories(by_step: pd.DataFrame, res: Results) -> list[str]:
 
     Said when a called difference (better or worse) meets another decisive call along training
     (the other sign, or equivalent), or when a called difference is gone by the last evaluation.
-    Moves between `equivalent` and `inconclusive` alone are not news.
+    Moves between `equivalent` and `inconclusive` alone are not news. An effect called the same
+    way at every step gets a sentence when its size changes by TREND_RATIO or more.
     """
     out = []
     for (factor, level), g in by_step.groupby(["factor", "level"], sort=False):
@@ -120,7 +121,11 @@ def trajectories(by_step: pd.DataFrame, res: Results) -> list[str]:
         decisive = [c for c in calls_ if c in ("better", "worse", "equivalent")]
         differ = [c for c in decisive if c != "equivalent"]
         lost = bool(differ) and calls_[-1] != differ[-1]  # a difference that is gone by the end
+        name = level if factor == "cell" else res.label(factor, level)
         if not (len(set(decisive)) > 1 and differ) and not lost:
+            trend = _trend(g, calls_)
+            if trend:
+                out.append(f"{name}: {trend}.")
             continue
         segments: list[list] = []
         for step, c, est in zip(g["step"], calls_, g["estimate"]):
@@ -130,10 +135,25 @@ def trajectories(by_step: pd.DataFrame, res: Results) -> list[str]:
                 segments.append([c or "no call", step, step, est, est])
         parts = [f"{c} at step{'s' if a != b else ''} {a}{'-' + str(b) if a != b else ''} "
                  f"({fmt_loss(e0)}{' to ' + fmt_loss(e1) if a != b else ''})" for c, a, b, e0, e1 in segments]
-        name = level if factor == "cell" else res.label(factor, level)
         flips = {"better", "worse"} <= set(decisive)
         out.append(f"{name}: {'changes sign' if flips else 'changes call'} along training: " + ", ".join(parts) + ".")
     return out
+
+
+TREND_RATIO = 1.5  # a called effect whose size changes by this factor along training gets a sentence
+
+
+def _trend(g: pd.DataFrame, calls_: list[str]) -> str:
+    """'grows from -0.0279 at step 250 to -0.0626 at step 2000' for an effect called the same way throughout."""
+    called = [(s, e) for s, c, e in zip(g["step"], calls_, g["estimate"]) if c in ("better", "worse")]
+    if len(called) < 2 or len(set(calls_)) != 1:
+        return ""
+    (s0, e0), (s1, e1) = called[0], called[-1]
+    ratio = abs(e1) / abs(e0) if e0 else math.inf
+    if 1 / TREND_RATIO < ratio < TREND_RATIO:
+        return ""
+    word = "grows" if ratio > 1 else "shrinks"
+    return f"{calls_[0]} throughout; the effect {word} from {fmt_loss(e0)} at step {s0} to {fmt_loss(e1)} at step {s1}"
 
 
 def sensitivity(table: pd.DataFrame, n_diverged: int, ceiling: float) -> list[str]:
