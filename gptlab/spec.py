@@ -21,9 +21,10 @@ from gptlab.config import RunConfig, get_dotted, resolve_run_config, set_dotted,
 from gptlab.errors import GptlabError, closest
 from gptlab.plugins import import_plugins, resolve_plugin
 
-TOP_KEYS = ["name", "description", "plugins", "base", "grid", "seeds", "exclude", "baseline", "executor"]
+TOP_KEYS = ["name", "description", "plugins", "base", "grid", "seeds", "exclude", "baseline", "executor", "report"]
 EXECUTOR_KEYS = ["backend", "n_jobs", "threads", "runs_per_gpu", "scheduler", "shared_dir", "on_worker_lost"]
 BACKENDS = ["loky", "dask"]
+REPORT_KEYS = ["equivalence_margin"]
 ON_WORKER_LOST = ["retry", "fail"]  # what the dask backend does with a run whose worker was lost
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -55,6 +56,7 @@ class SweepSpec:
     exclude: list[dict[str, Any]]  # cells dropped from the product
     baseline: dict[str, Any]  # reference level per factor (default: first level)
     executor: dict[str, Any]  # backend, n_jobs, threads, ...
+    report: dict[str, Any]  # report settings: equivalence_margin (nats/char), always filled
     source: str = ""  # the YAML path it came from
     search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
     runs: list[Run] = field(default_factory=list)  # expanded grid x seeds minus exclude
@@ -62,7 +64,7 @@ class SweepSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "plugins": self.plugins,
                 "base": self.base, "grid": self.grid, "seeds": self.seeds, "exclude": self.exclude,
-                "baseline": self.baseline, "executor": self.executor}
+                "baseline": self.baseline, "executor": self.executor, "report": self.report}
 
 
 def _fail(key: str, message: str) -> GptlabError:
@@ -185,8 +187,10 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
 
     executor = _check_executor({**(raw.get("executor") or {}), **executor_overrides})
 
+    report = _check_report({} if raw.get("report") is None else raw["report"])
+
     spec = SweepSpec(name, description, plugins, base, dict(grid), seeds, exclude, baseline, executor,
-                     str(path), search_path)
+                     report, str(path), search_path)
     spec.runs = expand(spec)
     if not any(r.factors == baseline for r in spec.runs):
         raise _fail("baseline", f"the cell {baseline} is excluded; name a cell that is trained")
@@ -235,6 +239,19 @@ def _check_executor(executor: Any) -> dict[str, Any]:
             raise _fail("executor.scheduler", "the dask backend needs a scheduler address (tcp://HOST:PORT) or 'local'")
         resolved.setdefault("on_worker_lost", "retry")
     return resolved
+
+
+def _check_report(report: Any) -> dict[str, Any]:
+    from gptlab.report.calls import DEFAULT_MARGIN, check_margin  # here: importing gptlab.report loads pandas
+
+    _require(report, dict, "report", "a mapping (e.g. {equivalence_margin: 0.01})")
+    for key in report:
+        if key not in REPORT_KEYS:
+            valid = [f"report.{k}" for k in REPORT_KEYS]
+            raise GptlabError(f"unknown key 'report.{key}'{closest(f'report.{key}', valid)}; valid keys under report: "
+                              f"{', '.join(REPORT_KEYS)}")
+    margin = report.get("equivalence_margin", DEFAULT_MARGIN)
+    return {"equivalence_margin": check_margin(margin, "report.equivalence_margin")}
 
 
 def cell_label(cell: tuple[tuple[str, Any], ...]) -> str:

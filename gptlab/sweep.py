@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed run")
     p.add_argument("--backend", choices=["loky", "dask"], help="executor backend (overrides executor.backend)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="dask scheduler address, or 'local'")
+    p.add_argument("--margin", metavar="NATS", help="equivalence margin for 'equivalent' calls, nats/char "
+                   "(overrides report.equivalence_margin; default 0.01)")
     p.add_argument("--list", action="store_true", help="list every registry and its entries, then exit")
     return p
 
@@ -130,6 +132,10 @@ def _main(argv: list[str] | None) -> int:
     results_dir: Path | None = None
     spec: SweepSpec | None = None
     try:
+        if args.margin is not None:
+            from gptlab.report.calls import check_margin
+
+            args.margin = check_margin(args.margin, "--margin")
         if args.list:
             list_registries(sys.stdout)
             return 0
@@ -137,6 +143,8 @@ def _main(argv: list[str] | None) -> int:
             raise GptlabError("give a sweep YAML (e.g. ablations/quick.yaml), or --list")
         executor = {k: v for k, v in {"n_jobs": args.jobs, "backend": args.backend, "scheduler": args.scheduler}.items() if v is not None}
         spec = load_spec(args.spec, parse_overrides(args.set), executor)
+        if args.margin is not None:
+            spec.report["equivalence_margin"] = args.margin  # sweep.yaml records the margin actually used
         check_datasets(spec)
         results_dir = Path(args.results_dir) / spec.name
         from gptlab.executors import estimate_run_bytes, plan_resources
@@ -224,7 +232,7 @@ def finish(spec: SweepSpec, results_dir: Path, reports_dir: Path, rows: list[dic
     except ImportError:
         print(f"summary: {results_dir / 'summary.csv'}", file=out)
     else:
-        path = write_report(results_dir, reports_dir)
+        path = write_report(results_dir, reports_dir, margin=spec.report["equivalence_margin"])
         print(f"report: {Path(path) / 'report.md'}", file=out)
     failed = sum(r["status"] == "failed" for r in rows)
     if failed:

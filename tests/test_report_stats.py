@@ -1,6 +1,7 @@
 """Statistics of the report on synthetic results with planted effects (no training, no figures)."""
 from __future__ import annotations
 
+import json
 import math
 import sys
 import types
@@ -152,5 +153,9 @@ def test_samples_use_best_seed_and_tolerate_missing_checkpoints(tmp_path, monkey
     assert [run for _, run, _ in got] == best == [c[0] for c in calls]
     assert {c[1:] for c in calls} == {("\n", 200, 0)}
     assert [t for _, _, t in got] == ["To be, or not to be", NO_CHECKPOINT]
+    # a sample drawn from a checkpoint is kept in results/NAME/samples.json for reports without checkpoints
+    assert json.loads((results / "samples.json").read_text()) == {best[0]: "To be, or not to be"}
     monkeypatch.setitem(sys.modules, "gptlab.sample", None)  # module missing -> ImportError
+    assert [t for _, _, t in samples(res)] == ["To be, or not to be", NO_CHECKPOINT]
+    (results / "samples.json").unlink()
     assert [t for _, _, t in samples(res)] == [NO_CHECKPOINT, NO_CHECKPOINT]

@@ -1,11 +1,14 @@
 """Text samples from the best checkpoint of each cell (same prompt and seed for every cell).
 
-Owns the call to `gptlab.sample.sample_from_run`, imported lazily: a missing module or a run
-without a checkpoint gives "(no checkpoint available)", any other sampling error is logged and
-shown in the report; sampling never makes the report fail.
+Owns the call to `gptlab.sample.sample_from_run`, imported lazily, and `results/NAME/samples.json`
+(run id -> text), where every sample drawn from a checkpoint is kept so that a report regenerated
+without checkpoints (a fresh clone: checkpoints are never committed) still shows it. A run with
+neither gives "(no checkpoint available)"; any other sampling error is logged and shown in the
+report; sampling never makes the report fail.
 """
 from __future__ import annotations
 
+import json
 import logging
 
 import pandas as pd
@@ -16,6 +19,7 @@ log = logging.getLogger(__name__)
 
 PROMPT, MAX_NEW_TOKENS, SEED = "\n", 200, 0
 NO_CHECKPOINT = "(no checkpoint available)"
+STORE = "samples.json"
 
 
 def best_runs(res: Results) -> pd.DataFrame:
@@ -26,24 +30,40 @@ def best_runs(res: Results) -> pd.DataFrame:
     return best.sort_values("cell", key=lambda s: s.map(order))
 
 
+def _stored(res: Results) -> dict[str, str]:
+    try:
+        data = json.loads((res.results_dir / STORE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
 def samples(res: Results) -> list[tuple[str, str, str]]:
-    """(cell, run_id, text) for the best run of every cell that has an ok run."""
+    """(cell, run_id, text) for the best run of every cell that has an ok run; new texts are stored."""
     try:
         from gptlab.sample import sample_from_run
     except Exception as exc:  # module missing or broken: the report still renders
         log.info("no sampling available (%s)", exc)
         sample_from_run = None
+    stored = _stored(res)
+    fresh: dict[str, str] = {}
     out = []
     for run in best_runs(res).itertuples():
-        text = NO_CHECKPOINT
+        text = stored.get(str(run.run_id), NO_CHECKPOINT)
         if sample_from_run is not None:
             try:
-                text = sample_from_run(res.results_dir / "runs" / str(run.run_id), prompt=PROMPT,
-                                       max_new_tokens=MAX_NEW_TOKENS, seed=SEED)
+                text = fresh[str(run.run_id)] = sample_from_run(
+                    res.results_dir / "runs" / str(run.run_id), prompt=PROMPT, max_new_tokens=MAX_NEW_TOKENS, seed=SEED)
             except FileNotFoundError:
-                text = NO_CHECKPOINT
+                pass
             except Exception as exc:  # a broken checkpoint must not break the report
                 log.warning("sampling %s failed: %s", run.run_id, exc)
                 text = f"(sampling failed: {type(exc).__name__}: {exc})"
         out.append((str(run.cell), str(run.run_id), text))
+    if fresh and any(stored.get(k) != v for k, v in fresh.items()):
+        from gptlab.report.render import atomic_write
+        try:
+            atomic_write(res.results_dir / STORE, json.dumps({**stored, **fresh}, indent=1, sort_keys=True) + "\n")
+        except OSError as exc:  # a read-only results folder still gets its report
+            log.warning("could not store samples in %s: %s", res.results_dir / STORE, exc)
     return out

@@ -153,7 +153,8 @@ def compute(res: Results, margin: float) -> Statistics:
         tables = {"main": main, "interactions": a.interactions, "higher": a.higher, "simple": a.simple,
                   "cells_vs_baseline": a.cells_vs_baseline, "aliases": a.aliases}
         tables = {k: round_frame(v) for k, v in tables.items()}
-        tables["main"]["verdict"] = [verdicts.main(r, res, margin) for r in tables["main"].to_dict("records")]
+        tables["main"]["verdict"] = [verdicts.main(r, res, margin, tables["simple"])
+                                     for r in tables["main"].to_dict("records")]
         tables["interactions"]["verdict"] = [verdicts.interaction(r, res, margin)
                                              for r in tables["interactions"].to_dict("records")]
     by_step, curves = _by_step(res, margin)

@@ -53,8 +53,21 @@ def _counts(r: dict, res: Results) -> str:
     return out
 
 
-def main(r: dict, res: Results, margin: float) -> str:
-    """Verdict of one main-effects row (rounded)."""
+def _spread(r: dict, simple: pd.DataFrame | None) -> str:
+    """'; its simple effects range from ... (6 worse, 1 better, 1 inconclusive)' when their calls disagree."""
+    if simple is None or not len(simple) or not r["kind"].startswith("averaged"):
+        return ""
+    rows = simple[(simple["factor"] == r["factor"]) & (simple["level"] == r["level"])]
+    calls_ = rows["call"].fillna("").replace("", "no call")
+    if len(set(calls_) & {"better", "worse"}) == 0 or set(calls_) == {r["call"]}:
+        return ""
+    counts = ", ".join(f"{n} {c}" for c, n in calls_.value_counts().items())
+    return (f"; its simple effects range from {fmt_loss(rows['estimate'].min())} to {fmt_loss(rows['estimate'].max())}"
+            f" ({counts}): see Simple effects")
+
+
+def main(r: dict, res: Results, margin: float, simple: pd.DataFrame | None = None) -> str:
+    """Verdict of one main-effects row (rounded); `simple` adds the spread of its simple effects."""
     a, b = res.label(r["factor"], r["level"]), res.label(r["factor"], r["baseline"])
     where = "" if r["kind"].startswith("averaged") else " at the baseline of the other factors"
     if _nan(r["estimate"]):
@@ -65,7 +78,7 @@ def main(r: dict, res: Results, margin: float) -> str:
         text = f"{a} is {r['call']} than {b}{where} " + _decided(r, "", "a difference", margin).lstrip()
     else:
         text = f"{a} vs {b}{where}: " + _decided(r, "", "a difference", margin)
-    return text + _counts(r, res)
+    return text + _spread(r, simple) + _counts(r, res)
 
 
 def interaction(r: dict, res: Results, margin: float) -> str:
