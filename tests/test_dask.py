@@ -82,7 +82,7 @@ def plugin(tmp_path_factory) -> Path:
 @pytest.fixture(autouse=True)
 def no_reports(monkeypatch):
     """Reports are built from results/NAME alone (tested elsewhere); skipping them here saves minutes."""
-    monkeypatch.setattr("gptlab.report.write_report", lambda results_dir, reports_dir: reports_dir)
+    monkeypatch.setattr("gptlab.report.write_report", lambda results_dir, reports_dir, margin=None: reports_dir)
 
 
 @pytest.fixture(scope="module")

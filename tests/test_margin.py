@@ -110,15 +110,23 @@ def test_bad_yaml_margin_through_the_sweep_cli_is_one_line_and_writes_nothing(tm
 # --- python -m gptlab.sweep --margin ----------------------------------------------------------
 
 @pytest.mark.parametrize("value", ["nan", "-1", "abc", "0", "inf"])
-def test_sweep_cli_rejects_a_bad_margin_before_anything_else(tmp_path, corpus, value):
+def test_sweep_cli_rejects_a_bad_margin_before_anything_else(tmp_path, corpus, capsys, value):
     spec = spec_with(tmp_path, corpus, None)
-    proc = subprocess.run([sys.executable, "-m", "gptlab.sweep", str(spec), "--margin", value, "--dry-run",
+    code = sweep_main([str(spec), "--margin", value, "--dry-run", "--results-dir", str(tmp_path / "results"),
+                       "--reports-dir", str(tmp_path / "rep")])
+    captured = capsys.readouterr()
+    assert code == 2 and "--margin" in one_line_error(captured.err)
+    assert captured.out == ""  # the dry run's table was never printed
+    assert not (tmp_path / "results").exists() and not (tmp_path / "rep").exists()
+
+
+def test_sweep_cli_bad_margin_as_a_process(tmp_path, corpus):
+    spec = spec_with(tmp_path, corpus, None)
+    proc = subprocess.run([sys.executable, "-m", "gptlab.sweep", str(spec), "--margin", "nan", "--dry-run",
                            "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "rep")],
                           env=ENV, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr
-    assert "--margin" in one_line_error(proc.stderr)
-    assert proc.stdout == ""  # the dry run's table was never printed
-    assert not (tmp_path / "results").exists() and not (tmp_path / "rep").exists()
+    assert proc.returncode == 2 and "--margin" in one_line_error(proc.stderr) and proc.stdout == ""
+    assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.parametrize("yaml_report, cli, expected", [
@@ -151,14 +159,20 @@ def results(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("value", ["nan", "-1", "abc", "0", "inf"])
-def test_report_cli_rejects_a_bad_margin_and_writes_nothing(results, tmp_path, value):
+def test_report_cli_rejects_a_bad_margin_and_writes_nothing(results, tmp_path, capsys, value):
     out = tmp_path / "reports" / "x"
-    proc = subprocess.run([sys.executable, "-m", "gptlab.report", str(results), "--out", str(out), "--margin", value],
-                          env=ENV, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr
-    assert "--margin" in one_line_error(proc.stderr)
-    assert proc.stdout == "" and not (tmp_path / "reports").exists()
+    code = report_main([str(results), "--out", str(out), "--margin", value])
+    captured = capsys.readouterr()
+    assert code == 2 and "--margin" in one_line_error(captured.err)
+    assert captured.out == "" and not (tmp_path / "reports").exists()
     assert not (results.parent.parent / "reports").exists()
+
+
+def test_report_cli_bad_margin_as_a_process(results, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "gptlab.report", str(results), "--out", str(tmp_path / "r"),
+                           "--margin", "-1"], env=ENV, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "--margin" in one_line_error(proc.stderr) and proc.stdout == ""
+    assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.parametrize("cli, expected", [([], None), (["--margin", "0.05"], 0.05), (["--margin", "1e-3"], 0.001)],

@@ -64,6 +64,7 @@ def test_report_files_default_location_and_atomic_writes(report):
     html = (out / "report.html").read_text()
     assert html.count("src='data:image/png;base64,") == len(figures) and "figures/" not in html
     assert "(no checkpoint available)" in md and "(no checkpoint available)" in html
+    assert "- Equivalence margin: +/-0.01 nats/char" in md
     assert not list(out.rglob("*.tmp"))
 
 
@@ -195,3 +196,64 @@ def test_discussion_next_to_the_results_is_included(tmp_path):
     md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
     assert "## Discussion\n\nPost-LN **disagrees** with the literature here.\n\n- reason one\n- reason two" in md
     assert "<strong>disagrees</strong>" in page and "<li>reason two</li>" in page
+
+
+def test_unreplicated_90_cell_grid_scales(tmp_path):
+    """3 x 5 x 3 x 2 cells, one seed: pooled error stated, per-level curves, a compact summary."""
+    grid = {"model.n_layer": [1, 2, 3], "train.lr": [1e-4, 3e-4, 1e-3, 2e-3, 3e-3],
+            "model.n_embd": [32, 64, 128], "model.bias": [False, True]}
+    results = make_results(tmp_path, grid, 1, name="wide", noise_sd=0.01,
+                           effects={(("train.lr", 1e-3),): -0.05, (("model.bias", True),): 0.02})
+    out = write_report(results)
+    md = (out / "report.md").read_text()
+    assert "ASSUME that every interaction of three or more factors is zero" in md
+    summary = md.split("\n## Summary\n", 1)[1].split("\n## ", 1)[0]
+    calls = md_table(md, "Summary")
+    assert len(calls) < 30 and set(calls["effect"][:9]) >= {"lr=0.001 vs 0.0001", "bias=True vs False"}
+    sentences = [ln for ln in summary.splitlines() if ln.startswith("- ") and " by " in ln]
+    assert 2 <= len(sentences) <= 16
+    assert sentences[0].startswith("- lr=0.001 is better than lr=0.0001")  # largest first
+    # simple effects: 2 x 30 + 4 x 18 + 2 x 30 + 1 x 45 rows, too many for the page
+    assert "see `tables/simple_effects.csv`" in md and len(pd.read_csv(out / "tables" / "simple_effects.csv")) == 237
+    from gptlab.report import figures, load_results, stats
+    res = load_results(results)
+    fig = figures._draw_level_curves(res, stats.compute(res, 0.01).level_curves)
+    axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_legend() is not None]
+    assert len(axes) == 4 and max(len(ax.get_legend().get_texts()) for ax in axes) == 5
+
+
+def test_cell_without_ok_runs_is_named_and_counted_at_the_ceiling(tmp_path, monkeypatch):
+    from conftest import SHARED_DATA
+    monkeypatch.setenv("GPTLAB_DATA_DIR", str(SHARED_DATA))
+    grid = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}
+    dead = {(("post", "relu"), s): "diverged" for s in range(3)}
+    results = make_results(tmp_path, grid, 3, name="dead", status=dead, effects={(("model.norm", "post"),): 0.05})
+    out = write_report(results)
+    md = (out / "report.md").read_text()
+    assert "1 cell(s) with no ok run: norm=post, activation=relu" in md
+    main = pd.read_csv(out / "tables" / "main_effects.csv").set_index("level")
+    assert main.loc["post", "kind"].startswith("simple effect") and main.loc["post", "call"] == "worse"
+    inter = pd.read_csv(out / "tables" / "interactions.csv")
+    assert inter["estimate"].isna().all()
+    div = pd.read_csv(out / "tables" / "divergence.csv").set_index("cell")
+    assert div.loc["norm=post, activation=relu", "divergence_rate"] == 1.0
+    assert div.loc["norm=post, activation=relu", "rate_ci_low"] == pytest.approx(0.292, abs=0.001)  # 3 of 3
+    sens = pd.read_csv(out / "tables" / "sensitivity.csv").set_index("effect")
+    # at the ceiling (unigram loss 3.35) the design is whole again: averaged effects, the dead cell far worse
+    assert sens.loc["norm=post", "estimate"] == main.loc["post", "estimate"]
+    assert sens.loc["norm=post", "estimate_at_ceiling"] == pytest.approx((0.05 + 3.3473 - 1.5) / 2, abs=0.05)
+    assert "Counting the 3 diverged run(s) at the ceiling loss 3.3473" in md
+
+
+def test_margin_comes_from_the_sweep_yaml_unless_given(tmp_path):
+    import yaml
+
+    from gptlab.report import load_results, resolve_margin, stats
+    results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 3, name="m", effects={})
+    spec = yaml.safe_load((results / "sweep.yaml").read_text())
+    (results / "sweep.yaml").write_text(yaml.safe_dump({**spec, "report": {"equivalence_margin": 0.5}}))
+    res = load_results(results)
+    assert resolve_margin(res, None) == 0.5 and resolve_margin(res, 1e-6) == 1e-6
+    wide, narrow = stats.compute(res, 0.5), stats.compute(res, 1e-6)
+    assert "Equivalence margin: +/-0.5 nats/char (`report.equivalence_margin` or `--margin`)." in wide.notes
+    assert wide.main["call"].iloc[0] == "equivalent" and narrow.main["call"].iloc[0] == "inconclusive"

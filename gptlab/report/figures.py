@@ -60,7 +60,7 @@ MAX_CELL_LINES = 8  # val_curves draws one line per cell up to this many cells
 
 def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=DPI)  # constrained layout fits the page: no second "tight" pass
     return buf.getvalue()
 
 

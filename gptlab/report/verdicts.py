@@ -182,6 +182,9 @@ def sensitivity(table: pd.DataFrame, n_diverged: int, ceiling: float) -> list[st
 def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[str], list[str]]:
     """(notes, warnings) about the model, its error, the design's gaps and the precision reached."""
     notes: list[str] = [f"Equivalence margin: +/-{margin:g} nats/char (`report.equivalence_margin` or `--margin`)."]
+    if math.isfinite(res.ceiling):
+        notes.append(f"Unigram loss of the validation split (the ceiling at which diverged runs are counted in the "
+                     f"sensitivity analysis): {fmt_loss(res.ceiling)} nats/char.")
     warns: list[str] = []
     if a is None:
         return notes, ["No successful runs or no factors: no effects to estimate."]
