@@ -143,3 +143,15 @@ def test_holm_family_counts_identical_contrasts_once():
     main = a.main.set_index("factor")
     cells_ = a.cells_vs_baseline.set_index("cell")
     assert main.loc["x", "p_adjusted"] == cells_.loc["x=1, y=0", "p_adjusted"]
+
+
+def test_unequal_variances_switch_to_welch_only_when_every_cell_is_replicated():
+    d = design({"a": ("0", "1"), "b": ("0", "1", "2")})
+    sd = [0.001, 0.001, 0.001, 0.001, 0.001, 0.2]
+    y, cells, seeds = simulate_runs(d.cells, [1.5] * 6, 6, np.random.default_rng(6), noise_sd=sd, seed_sd=0.0)
+    index = np.array([d.cells.index(c) for c in cells])
+    assert fit_cells(y, index, seeds, d).kind == "welch"
+    keep = np.ones(len(y), bool)
+    keep[np.flatnonzero(index == 0)[1:]] = False  # cell 0 keeps a single run
+    fit = fit_cells(y[keep], index[keep], seeds[keep], d)
+    assert fit.kind == "pure" and fit.bartlett_p < 0.01

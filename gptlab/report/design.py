@@ -107,6 +107,17 @@ class Design:
         """mu(level, at) - mu(baseline, at); `at` fixes every other factor."""
         return self.vector({self.cell({**at, factor: level}): 1.0, self.cell({**at, factor: self.baseline[factor]}): -1.0})
 
+    def simple_effects(self) -> Iterator[tuple[str, str, dict[str, str], np.ndarray]]:
+        """(factor, level, the other factors' levels, contrast) for every simple effect the cells allow."""
+        for f in self.factors:
+            rest = self.others([f])
+            for combo in self.combos(rest):
+                at = dict(zip(rest, combo))
+                for lv in self.non_baseline(f):
+                    c = self.simple(f, lv, at)
+                    if c is not None:
+                        yield f, lv, at, c
+
     def versus_baseline(self, cell: Cell) -> np.ndarray | None:
         return self.vector({tuple(cell): 1.0, self.baseline_cell: -1.0})
 

@@ -234,9 +234,12 @@ def training_sections(res: Results, st: Statistics, fig) -> list[Block]:
         blocks += [Bullets(st.trajectory or ["No effect changes sign or loses its call along training."])]
     else:
         blocks.append(Para("No validation curves with an error estimate: nothing to show along training."))
+    clean = st.divergence[st.divergence["n_diverged"] == 0]
+    caveat = (f" A cell where none of {int(clean['n_ok'].min())} runs diverged can still have a divergence rate up "
+              f"to {clean['rate_ci_high'].max():.3f}." if len(clean) else "")
     blocks += [Heading("Divergence"),
-               Para("Divergence rate per cell among runs that did not crash, with its Clopper-Pearson 95% CI "
-                    "(with 3 seeds and no divergence the CI still reaches 0.71). Table: `tables/divergence.csv`.")]
+               Para("Divergence rate per cell among runs that did not crash, with its Clopper-Pearson 95% CI."
+                    + caveat + " Table: `tables/divergence.csv`.")]
     blocks += _table(st.divergence, list(st.divergence.columns), "divergence.csv", "cells")
     if st.sensitivity_notes:
         blocks += [Bullets(st.sensitivity_notes)]

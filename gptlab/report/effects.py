@@ -147,15 +147,9 @@ def _factorial(design: Design, label: Label, rows: _Rows, endpoint: bool, fit: C
 
 
 def _simple(design: Design, rows: _Rows, label: Label) -> None:
-    for f in design.factors:
-        rest = design.others([f])
-        for combo in design.combos(rest):
-            at = dict(zip(rest, combo))
-            for lv in design.non_baseline(f):
-                c = design.simple(f, lv, at)
-                if c is not None:
-                    rows.add("simple", {"factor": f, "level": lv, "baseline": design.baseline[f],
-                                        "at": ", ".join(label(k, v) for k, v in at.items())}, c)
+    for f, lv, at, c in design.simple_effects():
+        rows.add("simple", {"factor": f, "level": lv, "baseline": design.baseline[f],
+                            "at": ", ".join(label(k, v) for k, v in at.items())}, c)
 
 
 def _partial(design: Design, label: Label, rows: _Rows, endpoint: bool):

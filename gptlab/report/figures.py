@@ -19,7 +19,6 @@ close, no display needed), sized by `figsize` (capped so that they stay readable
 from __future__ import annotations
 
 import io
-import itertools
 import math
 import sys
 import textwrap

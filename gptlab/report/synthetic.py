@@ -148,14 +148,8 @@ def planted_effects(design: "Design", means: Sequence[float]) -> dict[tuple, flo
         for cell in design.cells:
             if cell != design.baseline_cell:
                 out[("cell", ", ".join(map(_label, design.factors, cell)))] = float(design.versus_baseline(cell) @ mu)
-    for f in design.factors:
-        rest = design.others([f])
-        for combo in design.combos(rest):
-            at = dict(zip(rest, combo))
-            for lv in design.non_baseline(f):
-                c = design.simple(f, lv, at)
-                if c is not None:
-                    out[("simple", f, lv, ", ".join(f"{k}={v}" for k, v in at.items()))] = float(c @ mu)
+    for f, lv, at, c in design.simple_effects():
+        out[("simple", f, lv, ", ".join(map(_label, at, at.values())))] = float(c @ mu)
     return out
 
 

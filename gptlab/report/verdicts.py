@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from gptlab.report.fmt import fmt_loss, fmt_p
-from gptlab.report.models import FORMULAS
+from gptlab.report.models import FORMULAS, HETERO_P
 
 if TYPE_CHECKING:
     from gptlab.report.effects import Analysis
@@ -31,10 +31,10 @@ def _ci(r: dict, level: int = 95) -> str:
     return f"{level}% CI {fmt_loss(lo)} to {fmt_loss(hi)}"
 
 
-def _decided(r: dict, word_for: str, what: str, margin: float) -> str:
-    """Shared tail of a verdict for the four calls (`word_for` names the comparison)."""
+def _decided(r: dict, what: str, margin: float) -> str:
+    """Shared tail of a verdict for the four calls (`what` names the difference an inconclusive one lacks)."""
     if r["call"] in ("better", "worse"):
-        return (f"{word_for} by {fmt_loss(abs(r['estimate']))} nats/char ({_ci(r)}; Holm-adjusted p "
+        return (f"by {fmt_loss(abs(r['estimate']))} nats/char ({_ci(r)}; Holm-adjusted p "
                 f"{fmt_p(r['p_adjusted'])})")
     if r["call"] == "equivalent":
         return (f"equivalent within +/-{margin:g} nats/char (estimate {fmt_loss(r['estimate'])}, {_ci(r, 90)})")
@@ -75,9 +75,9 @@ def main(r: dict, res: Results, margin: float, simple: pd.DataFrame | None = Non
     if _nan(r["p_value"]):
         return f"{a} vs {b}{where}: {fmt_loss(r['estimate'])} nats/char, no error estimate (no call)" + _counts(r, res)
     if r["call"] in ("better", "worse"):
-        text = f"{a} is {r['call']} than {b}{where} " + _decided(r, "", "a difference", margin).lstrip()
+        text = f"{a} is {r['call']} than {b}{where} " + _decided(r, "a difference", margin)
     else:
-        text = f"{a} vs {b}{where}: " + _decided(r, "", "a difference", margin)
+        text = f"{a} vs {b}{where}: " + _decided(r, "a difference", margin)
     return text + _spread(r, simple) + _counts(r, res)
 
 
@@ -90,9 +90,9 @@ def interaction(r: dict, res: Results, margin: float) -> str:
         return f"{pair}: interaction {fmt_loss(r['estimate'])} nats/char, no error estimate (no call)"
     if r["call"] in ("better", "worse"):
         return (f"{pair}: not additive; together they are {r['call']} than the sum of their separate effects "
-                + _decided(r, "", "", margin).lstrip())
+                + _decided(r, "", margin))
     return f"{pair}: " + ("additive, " if r["call"] == "equivalent" else "") + \
-        _decided(r, "", "an interaction", margin)
+        _decided(r, "an interaction", margin)
 
 
 def called(stats: Statistics, res: Results) -> list[str]:
@@ -111,7 +111,7 @@ def called(stats: Statistics, res: Results) -> list[str]:
                 if name == "cell" and r["changes"] == 1:  # the same contrast as a main-effects row
                     continue
                 items.append((abs(r["estimate"]), f"{r[name]} ({label}): {r['call']} "
-                              + _decided(r, "", "", stats.margin).lstrip()))
+                              + _decided(r, "", stats.margin)))
     items.sort(key=lambda x: -x[0])
     out = [text for _, text in items[:MAX_SENTENCES]]
     if len(items) > MAX_SENTENCES:
@@ -193,6 +193,12 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
                                                       f"{fmt_loss(fit.resid_sd)} nats/char" if fit.has_error else "")
                  + (f"; seed blocking {'on' if fit.seed_block else 'off'}" if fit.kind in ("pure", "welch") else "")
                  + f"; {a.n_tests} distinct tests in the Holm family.")
+    if fit.kind == "pure" and fit.bartlett_p < HETERO_P:
+        warns.append(f"Cell variances differ (Bartlett p {fmt_p(fit.bartlett_p)}), but a cell has a single ok run, so "
+                     "per-cell variances cannot be used: CIs assume equal variances and may be too narrow.")
+    elif fit.kind == "pure" and not _nan(fit.bartlett_p):
+        notes.append(f"Equal cell variances kept (Bartlett p {fmt_p(fit.bartlett_p)}; per-cell variances are used "
+                     f"below p = {HETERO_P:g}).")
     if fit.kind == "welch":
         warns.append(f"Cell variances differ (Bartlett p {fmt_p(fit.bartlett_p)}): every CI uses per-cell variances "
                      "with Welch-Satterthwaite degrees of freedom.")
