@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-import pandas as pd
 import statsmodels.api as sm
 from scipy import stats as st
 
@@ -226,18 +225,15 @@ def seeds_for_precision(t: Test, n_seeds: int, n_cells: int, margin: float, kind
     """
     if math.isnan(t.se) or n_seeds < 1:
         return math.nan
-    for n in range(2, 10_001):
-        se = t.se * math.sqrt(n_seeds / n)
-        if kind == "welch":
-            df = t.df * (n - 1) / max(n_seeds - 1, 1)
-        else:
-            df = n_cells * (n - 1) - (n - 1)
-        if df > 0 and t_quantile(1 - ALPHA / 2, df) * se <= margin:
-            return float(n)
-    return math.nan
 
+    def half_width(n: int) -> float:  # decreases with n: fewer-seed SE and df both favour more seeds
+        df = t.df * (n - 1) / max(n_seeds - 1, 1) if kind == "welch" else n_cells * (n - 1) - (n - 1)
+        return t_quantile(1 - ALPHA / 2, df) * t.se * math.sqrt(n_seeds / n) if df > 0 else math.inf
 
-def cell_frame(design: Design, fit: CellFit) -> pd.DataFrame:
-    """Fitted cell means with SE, for figures and checks."""
-    se = np.sqrt(np.clip(np.diag(fit.cov), 0, None)) if fit.has_error else np.full(len(fit.means), np.nan)
-    return pd.DataFrame({"cell": list(design.cells), "mean": fit.means, "se": se})
+    lo, hi = 2, 10_000
+    if half_width(hi) > margin:
+        return math.nan
+    while lo < hi:  # bisection: the smallest n whose half-width is within the margin
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if half_width(mid) > margin else (lo, mid)
+    return float(lo)
