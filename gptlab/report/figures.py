@@ -262,8 +262,13 @@ def level_effects(res: Results, levels: pd.DataFrame) -> bytes | None:
     axes = fig.subplots(1, len(res.factors), sharey=True, squeeze=False)[0]
     for ax, f in zip(axes, res.factors):
         order = res.levels[f]
-        sns.stripplot(data=ok, x=f, y="best_val_loss", order=order, hue=f, hue_order=order,
-                      palette=level_palette(order, res.baseline[f]), alpha=0.6, legend=False, ax=ax)
+        state = np.random.get_state()  # seaborn jitters with the global generator: seed it so that a
+        np.random.seed(0)               # regenerated report draws the same picture, then restore it
+        try:
+            sns.stripplot(data=ok, x=f, y="best_val_loss", order=order, hue=f, hue_order=order,
+                          palette=level_palette(order, res.baseline[f]), alpha=0.6, legend=False, ax=ax)
+        finally:
+            np.random.set_state(state)
         lv = levels[levels["factor"] == f].set_index("level").reindex(order)
         ax.errorbar(range(len(order)), lv["best_val_loss"], fmt="o", color="black", capsize=5,
                     yerr=[lv["best_val_loss"] - lv["ci_low"], lv["ci_high"] - lv["best_val_loss"]])
