@@ -257,3 +257,13 @@ def test_margin_comes_from_the_sweep_yaml_unless_given(tmp_path):
     wide, narrow = stats.compute(res, 0.5), stats.compute(res, 1e-6)
     assert "Equivalence margin: +/-0.5 nats/char (`report.equivalence_margin` or `--margin`)." in wide.notes
     assert wide.main["call"].iloc[0] == "equivalent" and narrow.main["call"].iloc[0] == "inconclusive"
+
+
+def test_no_successful_run_still_writes_the_effect_tables(tmp_path):
+    status = {(("pre",), s): "failed" for s in range(2)} | {(("post",), s): "diverged" for s in range(2)}
+    results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2, name="none", status=status)
+    out = write_report(results)
+    main = pd.read_csv(out / "tables" / "main_effects.csv")
+    assert main.empty and {"estimate", "p_adjusted", "call"} <= set(main.columns)
+    md = (out / "report.md").read_text()
+    assert "No successful runs or no factors: no effects to estimate." in md and "\n- \n" not in md

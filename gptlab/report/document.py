@@ -126,7 +126,8 @@ def summary(res: Results, cells: pd.DataFrame, st: Statistics) -> list[Block]:
     if len(base) and not math.isnan(base.iloc[0]["best_val_loss"]):
         b = base.iloc[0]
         items.append(f"Baseline: {b['cell']}, {fmt_loss(b['best_val_loss'])} nats/char (rank {b['rank']}).")
-    blocks.append(Bullets(items))
+    if items:
+        blocks.append(Bullets(items))
     table = _calls_table(st, res)
     if len(table):
         blocks += [Para(f"Calls (equivalence margin +/-{st.margin:g} nats/char; `better`/`worse`: Holm-adjusted "

@@ -26,7 +26,7 @@ from statsmodels.stats.proportion import proportion_confint
 from gptlab.report import verdicts
 from gptlab.report.calls import ALPHA
 from gptlab.report.design import Design
-from gptlab.report.effects import Analysis, analyse
+from gptlab.report.effects import INT_COLS, MAIN_COLS, Analysis, analyse
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 
@@ -131,7 +131,6 @@ class Statistics:
     pair_means: pd.DataFrame
     divergence: pd.DataFrame
     sensitivity: pd.DataFrame
-    ceiling: float
     trajectory: list[str] = field(default_factory=list)
     sensitivity_notes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -147,7 +146,9 @@ def compute(res: Results, margin: float) -> Statistics:
     ok = res.runs[res.runs["ok"] & res.runs["best_val_loss"].notna()]
     a = analyse_runs(res, ok, "best_val_loss", margin)
     empty = pd.DataFrame()
-    tables = {k: empty for k in ("main", "interactions", "higher", "simple", "cells_vs_baseline", "aliases")}
+    tables = {k: empty for k in ("higher", "simple", "cells_vs_baseline", "aliases")}
+    tables["main"] = pd.DataFrame(columns=MAIN_COLS + ["n_ok", "n_ok_baseline", "n_diverged", "n_failed", "verdict"])
+    tables["interactions"] = pd.DataFrame(columns=INT_COLS + ["verdict"])
     if a is not None:
         main = _with_counts(res, a.main)
         tables = {"main": main, "interactions": a.interactions, "higher": a.higher, "simple": a.simple,
@@ -160,7 +161,7 @@ def compute(res: Results, margin: float) -> Statistics:
     by_step, curves = _by_step(res, margin)
     out = Statistics(a, margin, **tables, by_step=by_step, level_curves=curves,
                      pair_means=_pair_means(res, a), divergence=divergence_table(res),
-                     sensitivity=empty, ceiling=res.ceiling)
+                     sensitivity=empty)
     out.trajectory = verdicts.trajectories(out.by_step, res)
     out.sensitivity, out.sensitivity_notes = _sensitivity(res, a, margin)
     out.notes, out.warnings = verdicts.design_notes(res, a, margin)
