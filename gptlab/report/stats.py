@@ -40,6 +40,8 @@ def mean_ci(values: pd.Series) -> tuple[float, float]:
         return math.nan, math.nan
     if len(v) < 2:
         return float(v.mean()), math.nan
+    if v.nunique() == 1:  # no spread: a zero-width interval (scipy warns on scale 0)
+        return float(v.iloc[0]), 0.0
     lo, hi = st.t.interval(1 - ALPHA, len(v) - 1, loc=v.mean(), scale=st.sem(v))
     return float(v.mean()), float((hi - lo) / 2)
 

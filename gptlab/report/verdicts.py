@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from gptlab.report.fmt import fmt_loss, fmt_p
@@ -206,10 +207,17 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
         warns.append(f"No pure error (one ok run per cell): CIs, p-values and calls ASSUME that every interaction "
                      f"of three or more factors is zero; their {fit.df:g} degrees of freedom are pooled as error "
                      "and no higher-order term is tested.")
-    if fit.kind == "none":
+    ok = res.runs[res.runs["ok"] & np.isfinite(res.runs["best_val_loss"].astype(float))]
+    if fit.kind == "none" and ok.groupby("cell").size().max() > 1:
+        warns.append("No error estimate: the runs of each cell have identical losses, so no variation is left to "
+                     "estimate an error from. Estimates only, no CIs, p-values or calls.")
+    elif fit.kind == "none":
         warns.append("No error estimate (one ok run per cell and fewer than three factors): estimates only, "
                      "no CIs, p-values or calls. Run at least 2 seeds.")
-    ok = res.runs[res.runs["ok"] & res.runs["best_val_loss"].notna()]
+    unusable = res.runs[res.runs["ok"] & ~np.isfinite(res.runs["best_val_loss"].astype(float))]
+    if len(unusable):
+        warns.append(f"{len(unusable)} ok run(s) without a finite best_val_loss left out of every analysis: "
+                     + ", ".join(map(str, unusable["run_id"][:5])) + (", ..." if len(unusable) > 5 else "") + ".")
     if fit.kind in ("pure", "welch"):
         single = [c for c, n in ok.groupby("cell").size().items() if n == 1]
         if single:
