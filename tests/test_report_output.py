@@ -191,11 +191,16 @@ def test_cli_out_option(report, tmp_path):
 
 def test_discussion_next_to_the_results_is_included(tmp_path):
     results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2, name="disc")
-    (results / "discussion.md").write_text("Post-LN **disagrees** with the literature here.\n\n- reason one\n- reason two\n")
+    text = ("Post-LN **disagrees** with *the literature* here ([Xiong et al.](https://arxiv.org/abs/2002.04745)).\n\n"
+            "- reason one\n- reason two <script>alert(1)</script>\n")
+    (results / "discussion.md").write_text(text)
     out = write_report(results)
     md, page = (out / "report.md").read_text(), (out / "report.html").read_text()
-    assert "## Discussion\n\nPost-LN **disagrees** with the literature here.\n\n- reason one\n- reason two" in md
-    assert "<strong>disagrees</strong>" in page and "<li>reason two</li>" in page
+    assert "## Discussion\n\n" + text.strip() in md
+    assert "<strong>disagrees</strong>" in page and "<em>the literature</em>" in page
+    assert '<a href="https://arxiv.org/abs/2002.04745">Xiong et al.</a>' in page
+    assert "<li>reason one</li>" in page and "<script>" not in page and "&lt;script&gt;" in page
+    assert "class='table-wrap'" in page and "position:sticky" in page
 
 
 def test_unreplicated_90_cell_grid_scales(tmp_path):

@@ -14,7 +14,7 @@ import yaml
 
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
-from gptlab.report.render import Block, Bullets, Code, Heading, Image, Para, Table
+from gptlab.report.render import Block, Bullets, Code, Heading, Image, Markdown, Para, Table
 from gptlab.report import verdicts
 from gptlab.report.calls import ALPHA
 from gptlab.report.models import FORMULAS
@@ -147,20 +147,13 @@ def summary(res: Results, cells: pd.DataFrame, st: Statistics) -> list[Block]:
 def discussion(res: Results) -> list[Block]:
     """A human-written `discussion.md` next to the results (conclusions, literature), if any.
 
-    Paragraphs are separated by blank lines; a paragraph whose lines start with '- ' is a list.
-    It lives in the results folder so that a report regenerated from the results keeps it.
+    Any Markdown (emphasis, links, lists, tables); it lives in the results folder so that a report
+    regenerated from the results keeps it.
     """
     path = res.results_dir / "discussion.md"
     if not path.exists():
         return []
-    blocks: list[Block] = [Heading("Discussion")]
-    for chunk in path.read_text(encoding="utf-8").strip().split("\n\n"):
-        lines = [line.strip() for line in chunk.splitlines() if line.strip()]
-        if lines and all(line.startswith("- ") for line in lines):
-            blocks.append(Bullets([line[2:] for line in lines]))
-        elif lines:
-            blocks.append(Para(" ".join(lines)))
-    return blocks
+    return [Heading("Discussion"), Markdown(path.read_text(encoding="utf-8"))]
 
 
 def _table(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list[Block]:
@@ -280,6 +273,6 @@ def build(res: Results, cells: pd.DataFrame, levels: pd.DataFrame, st: Statistic
                     "prompt a newline, sampling seed 0.")]
     for cell, run_id, text in samples[:MAX_MD_ROWS]:
         blocks += [Heading(f"{cell} (run `{run_id}`)", 3), Code(text)]
-    formula = "; ".join(f"`{k}`: {v}" for k, v in FORMULAS.items())
+    formula = "; ".join(f"`{k}`: `{v}`" for k, v in FORMULAS.items())
     blocks += [Heading("Method"), Para(METHOD.format(formula=formula, alpha=ALPHA))]
     return blocks

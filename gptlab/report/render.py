@@ -1,24 +1,28 @@
 """A tiny document model rendered to GitHub Markdown and to self-contained HTML, plus atomic writes.
 
-Owns: the block types (`Heading`, `Para`, `Bullets`, `Code`, `Table`, `Image`), `to_markdown`
-(figures referenced as `figures/NAME.png`), `to_html` (the same content, figures embedded as
-base64 data URIs) and `atomic_write` (temp file in the target dir, then `os.replace`).
-Inline markup understood in text: `code` and **bold**.
+Owns: the block types (`Heading`, `Para`, `Bullets`, `Code`, `Table`, `Image`, `Markdown`),
+`to_markdown` (figures referenced as `figures/NAME.png`), `to_html` (the same content, figures
+embedded as base64 data URIs, in a Jinja2 page whose wide tables scroll under sticky headers) and
+`atomic_write` (temp file in the target dir, then `os.replace`). Every piece of text is Markdown,
+rendered to HTML by markdown-it-py (CommonMark plus tables; raw HTML in the text is escaped).
 """
 from __future__ import annotations
 
 import base64
 import html
 import os
-import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
 
 import pandas as pd
+from jinja2 import Environment
+from markdown_it import MarkdownIt
 
 from gptlab.report.fmt import fmt_value
+
+_MD = MarkdownIt("commonmark", {"html": False}).enable("table")  # html False: raw HTML is shown, not run
 
 
 @dataclass
@@ -54,7 +58,12 @@ class Image:
     png: bytes
 
 
-Block = Union[Heading, Para, Bullets, Code, Table, Image]
+@dataclass
+class Markdown:
+    text: str  # a whole Markdown document (e.g. a human-written discussion), kept as written
+
+
+Block = Union[Heading, Para, Bullets, Code, Table, Image, Markdown]
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
@@ -100,41 +109,46 @@ def to_markdown(blocks: list[Block]) -> str:
             out.append("\n".join("| " + " | ".join(r) + " |" for r in rows))
         elif isinstance(b, Image):
             out.append(f"![{b.alt}](figures/{b.name})")
+        elif isinstance(b, Markdown):
+            out.append(b.text.strip())
     return "\n\n".join(out) + "\n"
 
 
 def _inline(text: str) -> str:
-    text = html.escape(text, quote=False)
-    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
+    return _MD.renderInline(text)
 
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:1em 0;font-size:.85em;display:block;overflow-x:auto}
-th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f3f3f3}
+.table-wrap{overflow:auto;max-height:75vh;margin:1em 0;border:1px solid #ddd}
+table{border-collapse:collapse;font-size:.85em}
+th,td{border:1px solid #ccc;padding:3px 7px;text-align:right;white-space:nowrap}
+thead th{position:sticky;top:0;background:#f3f3f3;z-index:1}
 td:first-child,th:first-child{text-align:left}pre{background:#f6f8fa;padding:.8em;overflow-x:auto}
 img{max-width:100%}code{background:#f0f0f0;padding:0 3px}"""
 
+PAGE = Environment(autoescape=True).from_string(
+    "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{{ title }}</title><style>{{ css | safe }}</style>"
+    "</head><body>\n{% for part in body %}{{ part | safe }}\n{% endfor %}</body></html>\n")
+
+
+def _html_block(b: Block) -> str:
+    if isinstance(b, Heading):
+        return f"<h{b.level}>{_inline(b.text)}</h{b.level}>"
+    if isinstance(b, Para):
+        return f"<p>{_inline(b.text)}</p>"
+    if isinstance(b, Bullets):
+        return "<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in b.items) + "</ul>"
+    if isinstance(b, Code):
+        return f"<pre>{html.escape(b.text.rstrip())}</pre>"
+    if isinstance(b, Table):
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in b.df.columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(t)}</td>" for t in r) + "</tr>" for r in cell_texts(b.df))
+        return f"<div class='table-wrap'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+    if isinstance(b, Image):
+        data = base64.b64encode(b.png).decode("ascii")
+        return f"<figure><img alt='{html.escape(b.alt)}' src='data:image/png;base64,{data}'></figure>"
+    return _MD.render(b.text)  # Markdown
+
 
 def to_html(blocks: list[Block], title: str) -> str:
-    out = [f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-           f"<style>{CSS}</style></head><body>"]
-    for b in blocks:
-        if isinstance(b, Heading):
-            out.append(f"<h{b.level}>{_inline(b.text)}</h{b.level}>")
-        elif isinstance(b, Para):
-            out.append(f"<p>{_inline(b.text)}</p>")
-        elif isinstance(b, Bullets):
-            out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in b.items) + "</ul>")
-        elif isinstance(b, Code):
-            out.append(f"<pre>{html.escape(b.text.rstrip())}</pre>")
-        elif isinstance(b, Table):
-            head = "".join(f"<th>{html.escape(str(c))}</th>" for c in b.df.columns)
-            body = "".join("<tr>" + "".join(f"<td>{html.escape(t)}</td>" for t in r) + "</tr>"
-                           for r in cell_texts(b.df))
-            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
-        elif isinstance(b, Image):
-            data = base64.b64encode(b.png).decode("ascii")
-            out.append(f"<figure><img alt='{html.escape(b.alt)}' src='data:image/png;base64,{data}'></figure>")
-    out.append("</body></html>")
-    return "\n".join(out) + "\n"
+    return PAGE.render(title=title, css=CSS, body=[_html_block(b) for b in blocks])
