@@ -14,6 +14,8 @@ from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_hex
 from matplotlib.patches import Rectangle
 
+from gptlab.report import effect_figures as E
+from gptlab.report import figstyle as S
 from gptlab.report import figures as F
 from gptlab.report import load_results
 from gptlab.report.synthetic import make_results
@@ -85,8 +87,8 @@ def test_forest_groups_calls_band_and_skips_nan():
         ["interaction", "norm=post x activation=relu", 0.001, -0.004, 0.006, "equivalent"],
         ["interaction", "norm=post x position=rope", 0.008, -0.002, 0.018, "inconclusive"],
     ], columns=EFFECT_COLS)
-    assert F.forest(eff, MARGIN).startswith(PNG)
-    fig = F._draw_forest(eff, MARGIN)
+    assert E.forest(eff, MARGIN).startswith(PNG)
+    fig = E._draw_forest(eff, MARGIN)
     axes = visible(fig)
     assert [ax.get_title(loc="left") for ax in axes] == ["main effect (2)", "interaction (2)"]
     assert [t.get_text() for t in axes[0].get_yticklabels()] == ["norm=post vs pre", "activation=relu vs gelu"]
@@ -94,27 +96,27 @@ def test_forest_groups_calls_band_and_skips_nan():
     for ax in axes:
         assert bands(ax) == [pytest.approx((-MARGIN, MARGIN))]
     colours = {to_hex(c.lines[0].get_color()): c.lines[0].get_xdata()[0] for ax in axes for c in ax.containers}
-    assert colours == {F.CALL_COLOURS["worse"]: 0.04, F.CALL_COLOURS["better"]: -0.02,
-                       F.CALL_COLOURS["equivalent"]: 0.001, F.CALL_COLOURS["inconclusive"]: 0.008}
+    assert colours == {S.CALL_COLOURS["worse"]: 0.04, S.CALL_COLOURS["better"]: -0.02,
+                       S.CALL_COLOURS["equivalent"]: 0.001, S.CALL_COLOURS["inconclusive"]: 0.008}
     assert "only the" not in fig._suptitle.get_text()
 
 
 def test_forest_keeps_the_60_largest_of_100():
     eff = effects_frame(100)
     eff.index = [0] * 100  # e.g. tables concatenated without ignore_index
-    fig = F._draw_forest(eff, MARGIN)
+    fig = E._draw_forest(eff, MARGIN)
     labels = [t.get_text() for ax in visible(fig) for t in ax.get_yticklabels()]
-    assert len(labels) == F.MAX_FOREST_ROWS == 60
+    assert len(labels) == S.MAX_FOREST_ROWS == 60
     kept = eff.set_index("label").loc[labels, "estimate"].abs()
     assert kept.min() >= eff["estimate"].abs().nlargest(60).min()
     assert "60 largest |estimate| of 100" in fig._suptitle.get_text()
-    assert fig.get_figheight() <= F.MAX_HEIGHT
+    assert fig.get_figheight() <= S.MAX_HEIGHT
 
 
 def test_forest_none_without_estimates():
-    assert F.forest(pd.DataFrame(columns=EFFECT_COLS), MARGIN) is None
+    assert E.forest(pd.DataFrame(columns=EFFECT_COLS), MARGIN) is None
     nan = pd.DataFrame([["main effect", "x", math.nan, math.nan, math.nan, "inconclusive"]], columns=EFFECT_COLS)
-    assert F.forest(nan, MARGIN) is None
+    assert E.forest(nan, MARGIN) is None
 
 
 # interaction plots ---------------------------------------------------------------------------------
@@ -133,8 +135,8 @@ def pair_frame(res) -> pd.DataFrame:
 def test_interaction_plots_one_panel_per_pair(res4, res16):
     pm = pair_frame(res4)
     pm.loc[3, "mean"] = math.nan  # norm=post, activation=relu: skipped
-    assert F.interaction_plots(pm, res4).startswith(PNG)
-    (ax,) = visible(F._draw_interaction_plots(pm, res4))
+    assert E.interaction_plots(pm, res4).startswith(PNG)
+    (ax,) = visible(E._draw_interaction_plots(pm, res4))
     assert [t.get_text() for t in ax.get_xticklabels()] == ["pre", "post"]
     assert ax.get_legend().get_title().get_text() == "activation"
     assert legend_texts(ax) == ["gelu (baseline)", "relu"]
@@ -142,13 +144,13 @@ def test_interaction_plots_one_panel_per_pair(res4, res16):
     gelu, relu = (c.lines[0] for c in ax.containers)
     assert gelu.get_xdata()[0] < 0 < relu.get_xdata()[0] < 0.5  # dodged around x = 0
     assert np.isnan(relu.get_ydata()[1]) and not np.isnan(gelu.get_ydata()).any()
-    fig = F._draw_interaction_plots(pair_frame(res16), res16)
+    fig = E._draw_interaction_plots(pair_frame(res16), res16)
     assert len(visible(fig)) == 6
     assert fig.axes[0].get_subplotspec().get_geometry()[:2] == (2, 3)
 
 
 def test_interaction_plots_none_when_empty(res4):
-    assert F.interaction_plots(pair_frame(res4).iloc[:0], res4) is None
+    assert E.interaction_plots(pair_frame(res4).iloc[:0], res4) is None
 
 
 # simple effects ------------------------------------------------------------------------------------
@@ -168,32 +170,32 @@ def simple_frame(res) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_simple_effects_panels_labels_main_lines(res3):
     simple, main = simple_frame(res3)
-    assert F.simple_effects(simple, main, res3, MARGIN).startswith(PNG)
-    norm, act = visible(F._draw_simple_effects(simple, main, res3, MARGIN))
+    assert E.simple_effects(simple, main, res3, MARGIN).startswith(PNG)
+    norm, act = visible(E._draw_simple_effects(simple, main, res3, MARGIN))
     assert norm.get_title(loc="left") == "norm: post vs pre"
     assert [t.get_text() for t in norm.get_yticklabels()] == ["activation=gelu", "activation=relu", "activation=swiglu"]
     assert [t.get_text() for t in act.get_yticklabels()] == ["norm=pre", "norm=post"]
     assert bands(norm) == [pytest.approx((-MARGIN, MARGIN))]
     dashed = sorted(ln.get_xdata()[0] for ln in act.lines if ln.get_linestyle() == "--")
     assert dashed == [-0.02, 0.02]  # one per level: relu, swiglu
-    assert legend_texts(norm)[:4] == list(F.CALL_COLOURS)  # one level: colour by call
+    assert legend_texts(norm)[:4] == list(S.CALL_COLOURS)  # one level: colour by call
     assert legend_texts(act)[:2] == ["activation=relu", "activation=swiglu"]  # several: colour by level
-    pal = F.level_palette(res3.levels["model.activation"], "gelu")
+    pal = S.level_palette(res3.levels["model.activation"], "gelu")
     assert {to_hex(c.lines[0].get_color()) for c in act.containers} == {to_hex(pal["relu"]), to_hex(pal["swiglu"])}
-    assert {to_hex(c.lines[0].get_color()) for c in norm.containers} == {F.CALL_COLOURS["worse"]}
+    assert {to_hex(c.lines[0].get_color()) for c in norm.containers} == {S.CALL_COLOURS["worse"]}
 
 
 def test_simple_effects_many_combinations_drop_tick_labels(tmp_path):
     grid = {"model.a": ["x", "y"], "model.b": [1, 2, 3], "model.c": [1, 2, 3], "model.d": [1, 2, 3]}
     res = load_results(make_results(tmp_path, grid, 1))
     simple, main = simple_frame(res)
-    ax = visible(F._draw_simple_effects(simple[simple["factor"] == "model.a"], main, res, MARGIN))[0]
+    ax = visible(E._draw_simple_effects(simple[simple["factor"] == "model.a"], main, res, MARGIN))[0]
     assert ax.get_yticklabels() == [] and "27 combinations" in ax.get_title(loc="left")
 
 
 def test_simple_effects_none_when_empty(res3):
     simple, main = simple_frame(res3)
-    assert F.simple_effects(simple.iloc[:0], main, res3, MARGIN) is None
+    assert E.simple_effects(simple.iloc[:0], main, res3, MARGIN) is None
 
 
 # effects by step -----------------------------------------------------------------------------------
@@ -211,28 +213,28 @@ def by_step_frame(res, cells: bool = False) -> pd.DataFrame:
 
 def test_effects_by_step_panels_bands_and_labels(res4):
     data = pd.concat([by_step_frame(res4), by_step_frame(res4, cells=True)])
-    assert F.effects_by_step(data, res4, MARGIN).startswith(PNG)
-    axes = visible(F._draw_effects_by_step(data, res4, MARGIN))
+    assert E.effects_by_step(data, res4, MARGIN).startswith(PNG)
+    axes = visible(E._draw_effects_by_step(data, res4, MARGIN))
     assert [ax.get_title() for ax in axes] == ["norm (baseline: pre)", "activation (baseline: gelu)",
                                                "cells vs the baseline cell"]
     assert legend_texts(axes[0]) == ["norm=post (equivalent)", "equivalence margin +/- 0.01"]
     assert len(legend_texts(axes[2])) == 3 + 1  # three cells and the band
     assert bands(axes[1]) == [pytest.approx((-MARGIN, MARGIN))]
     assert sum(isinstance(c, PolyCollection) for c in axes[2].collections) == 3  # a CI band per cell
-    assert axes[0].get_xlabel() == "step" and axes[0].get_ylabel() == F.EFFECT_LABEL
+    assert axes[0].get_xlabel() == "step" and axes[0].get_ylabel() == S.EFFECT_LABEL
 
 
 def test_effects_by_step_four_panels_a_row_and_short_legends(tmp_path):
     grid = {f"model.f{i}": ["a", "b"] for i in range(5)}
     res = load_results(make_results(tmp_path, grid, 1))
     data = pd.concat([by_step_frame(res), by_step_frame(res, cells=True)])
-    fig = F._draw_effects_by_step(data, res, MARGIN)
+    fig = E._draw_effects_by_step(data, res, MARGIN)
     axes = visible(fig)
     assert len(axes) == 6 and axes[0].get_subplotspec().get_geometry()[:2] == (3, 4)  # 4 + 1 factors, cells
     assert axes[-1].get_title() == "cells vs the baseline cell" and axes[-1].get_subplotspec().colspan == range(4)
     cell_legend = legend_texts(axes[-1])
-    assert len(cell_legend) <= F.MAX_LEGEND and "22 smaller effects" in cell_legend  # 31 cells: 9 drawn in colour
-    assert F.effects_by_step(data.iloc[:0], res, MARGIN) is None
+    assert len(cell_legend) <= S.MAX_LEGEND and "22 smaller effects" in cell_legend  # 31 cells: 9 drawn in colour
+    assert E.effects_by_step(data.iloc[:0], res, MARGIN) is None
 
 
 # validation curves ---------------------------------------------------------------------------------
@@ -249,9 +251,9 @@ def level_curves_frame(res) -> pd.DataFrame:
 
 @pytest.fixture
 def drawn(monkeypatch):
-    """The figures handed to `_png` (so the public functions can be inspected)."""
+    """The figures handed to `to_png` (so the public functions can be inspected)."""
     figs = []
-    monkeypatch.setattr(F, "_png", lambda fig: figs.append(fig) or PNG)
+    monkeypatch.setattr(S, "to_png", lambda fig: figs.append(fig) or PNG)
     return figs
 
 
@@ -282,5 +284,5 @@ def test_val_curves_four_cells_one_line_per_cell(res4, drawn):
 
 
 def test_figsize_caps():
-    assert F.figsize(100, 100) == (F.MAX_WIDTH, F.MAX_HEIGHT)
-    assert F.figsize(1, 1) == (4.0, 2.5)
+    assert S.figsize(100, 100) == (S.MAX_WIDTH, S.MAX_HEIGHT)
+    assert S.figsize(1, 1) == (4.0, 2.5)

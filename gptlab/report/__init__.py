@@ -4,7 +4,8 @@ Public API: `write_report(results_dir, reports_dir=None, *, margin=None) -> Path
 `load_results`, `Results`, `ReportError`. CLI: `python -m gptlab.report results/NAME [--out DIR]`.
 Modules: `load` (reading results), `design` (cells and contrasts), `models` (the models, stated
 once, and the error of a contrast), `calls` (Holm, TOST, margin), `effects` (every effect of one
-outcome), `stats` (which runs, tables, along training, divergence), `verdicts` (sentences), `figures` (seaborn PNGs),
+outcome), `stats` (which runs, tables, along training, divergence), `verdicts` (sentences), `figures` (which figures, and the run figures),
+`effect_figures` (forest, interactions, simple effects, along training), `figstyle` (shared look),
 `samples` (text from checkpoints), `document` (content), `render` (Markdown/HTML, atomic writes),
 `fmt` (number precision), `synthetic` (fake results for tests and benchmarks).
 """
