@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from gptlab.activations import ACTIVATIONS
 from gptlab.errors import GptlabError
 from gptlab.fields import setting
-from gptlab.norms import NORM_TYPES, NORMS, make_norm
+from gptlab.norms import NORM_TYPES, NORMS, make_norm, norm_at
 from gptlab.positions import EMBEDDING_INIT_STD, POSITIONS, PositionEncoding
 from gptlab.tying import TYING
 
@@ -113,19 +113,25 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """One transformer block; `ln_1`/`ln_2` wrap attention/MLP with the chosen norm placement."""
+    """One transformer block: x = sum_norm(x + out_norm(f(in_norm(x)))) for f = attention, then MLP.
+
+    The placement (`model.norm`) decides which norm positions hold a norm; the others are
+    parameter-free identities. Pre-LN's input norms are `ln_1`/`ln_2`, as in nanoGPT.
+    """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        placement = NORMS.get(cfg.norm)
-        self.ln_1 = placement(cfg)
+        p = NORMS.get(cfg.norm)
+        self.ln_1 = norm_at(cfg, p.in_norm)
         self.attn = CausalSelfAttention(cfg)
-        self.ln_2 = placement(cfg)
+        self.ln_1_out, self.ln_1_sum = norm_at(cfg, p.out_norm), norm_at(cfg, p.sum_norm)
+        self.ln_2 = norm_at(cfg, p.in_norm)
         self.mlp = MLP(cfg)
+        self.ln_2_out, self.ln_2_sum = norm_at(cfg, p.out_norm), norm_at(cfg, p.sum_norm)
 
     def forward(self, x: torch.Tensor, pos: PositionEncoding) -> torch.Tensor:
-        x = self.ln_1(x, lambda h: self.attn(h, pos))
-        return self.ln_2(x, self.mlp)
+        x = self.ln_1_sum(x + self.ln_1_out(self.attn(self.ln_1(x), pos)))  # (B, T, C)
+        return self.ln_2_sum(x + self.ln_2_out(self.mlp(self.ln_2(x))))  # (B, T, C)
 
 
 class GPT(nn.Module):

@@ -1,10 +1,11 @@
 """Axes `model.norm` and `model.norm_type`: where each normalisation sits, and what it computes.
 
-A placement entry (`NORMS`) wraps one sublayer (attention or MLP) together with its residual
-connection and owns the norms it needs. Its class attribute `final_norm` says whether the model
-must end with a norm before the head (needed whenever the residual stream itself is never
-normalised, as in pre-LN). Every norm it owns comes from `make_norm`, which builds the
-`model.norm_type` entry (`NORM_TYPES`), so the two axes combine freely.
+A placement entry (`NORMS`) says where a block's norms sit around each sublayer (attention or
+MLP): on the branch's input, on its output, or on the sum after the residual add (see
+`NormPlacement`); the block itself does the adds. `final_norm` says whether the model must end
+with a norm before the head. Every norm comes from `make_norm`, which builds the `model.norm_type`
+entry (`NORM_TYPES`), so the two axes combine freely. Pre-LN puts its norms at the input
+positions, named `ln_1`/`ln_2`, so the baseline's state_dict is nanoGPT's key for key.
 
 Parameter count of one norm, with C = n_embd: layernorm C (2C with model.bias), rmsnorm C.
 Norms per model, with L = n_layer: pre 2L + 1, post 2L, sandwich 4L + 1, none 0.
@@ -21,7 +22,6 @@ from gptlab.registry import Registry
 if TYPE_CHECKING:
     from gptlab.model import ModelConfig
 
-Sublayer = Callable[[torch.Tensor], torch.Tensor]
 NormFactory = Callable[["ModelConfig"], nn.Module]
 
 NORMS: Registry[type["NormPlacement"]] = Registry("norm", "placement of normalisation around each sublayer")
@@ -62,42 +62,39 @@ def make_norm(cfg: "ModelConfig") -> nn.Module:
     return NORM_TYPES.get(cfg.norm_type)(cfg)
 
 
-class NormPlacement(nn.Module):
-    """Base class: `forward(x, sublayer)` returns the block's residual update of `x`."""
+class NormPlacement:
+    """Base class of a placement: which of a block's three norm positions hold a norm.
 
-    final_norm: bool = True
+    Every block computes, for each sublayer f (attention, then MLP),
 
-    def forward(self, x: torch.Tensor, sublayer: Sublayer) -> torch.Tensor:  # pragma: no cover
-        raise NotImplementedError
+        x = sum_norm(x + out_norm(f(in_norm(x))))
+
+    and a placement says which of `in_norm`, `out_norm` and `sum_norm` are a norm (from
+    `make_norm`) rather than the identity, and whether the model ends with a final norm
+    (`final_norm`: needed whenever the residual stream itself is never normalised).
+    """
+
+    in_norm: bool = False
+    out_norm: bool = False
+    sum_norm: bool = False
+    final_norm: bool = False
 
 
 @NORMS.register("pre")
 class PreNorm(NormPlacement):
     """Pre-LN x + f(LN(x)), final LN before the head (GPT-2; Xiong et al. 2020)."""
 
-    final_norm = True
-
-    def __init__(self, cfg: "ModelConfig") -> None:
-        super().__init__()
-        self.ln = make_norm(cfg)
-
-    def forward(self, x: torch.Tensor, sublayer: Sublayer) -> torch.Tensor:
-        return x + sublayer(self.ln(x))
+    in_norm, final_norm = True, True
 
 
 @NORMS.register("post")
 class PostNorm(NormPlacement):
-    """Post-LN LN(x + f(x)), no final LN (Vaswani et al. 2017; GPT-1)."""
+    """Post-LN LN(x + f(x)), no final LN (Vaswani et al. 2017; GPT-1).
 
-    # The last block already ends in a LN, so a final one would normalise twice.
-    final_norm = False
+    The last block already ends in a LN, so a final one would normalise twice.
+    """
 
-    def __init__(self, cfg: "ModelConfig") -> None:
-        super().__init__()
-        self.ln = make_norm(cfg)
-
-    def forward(self, x: torch.Tensor, sublayer: Sublayer) -> torch.Tensor:
-        return self.ln(x + sublayer(x))
+    sum_norm = True
 
 
 @NORMS.register("sandwich")
@@ -109,15 +106,7 @@ class SandwichNorm(NormPlacement):
     touches, exactly as in pre-LN, so it keeps pre-LN's final LN.
     """
 
-    final_norm = True
-
-    def __init__(self, cfg: "ModelConfig") -> None:
-        super().__init__()
-        self.ln = make_norm(cfg)
-        self.ln_out = make_norm(cfg)
-
-    def forward(self, x: torch.Tensor, sublayer: Sublayer) -> torch.Tensor:
-        return x + self.ln_out(sublayer(self.ln(x)))
+    in_norm, out_norm, final_norm = True, True, True
 
 
 @NORMS.register("none")
@@ -129,10 +118,7 @@ class NoNorm(NormPlacement):
     diverge (Zhang et al. 2019, Fixup, show what it takes to train without norms).
     """
 
-    final_norm = False
 
-    def __init__(self, cfg: "ModelConfig") -> None:
-        super().__init__()
-
-    def forward(self, x: torch.Tensor, sublayer: Sublayer) -> torch.Tensor:
-        return x + sublayer(x)
+def norm_at(cfg: "ModelConfig", used: bool) -> nn.Module:
+    """A norm where the placement puts one, the identity (no parameters) elsewhere."""
+    return make_norm(cfg) if used else nn.Identity()

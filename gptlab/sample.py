@@ -1,7 +1,10 @@
 """Text generation from a run's checkpoint: `sample_from_run` and `python -m gptlab.sample`.
 
 Checkpoints carry the run config and the vocabulary, so sampling needs neither the dataset nor
-the sweep that trained the run.
+the sweep that trained the run. A nanoGPT `ckpt.pt` (`--nanogpt-ckpt`) loads into the lab's
+baseline model (pre-LN, GELU, learned positions, tied head), whose state_dict is nanoGPT's key for
+key; its character vocabulary is rebuilt from the text it was trained on (nanoGPT keeps it in a
+pickle, which the lab does not load), and `--eval` prints its full validation loss.
 """
 from __future__ import annotations
 
@@ -33,19 +36,64 @@ def load_checkpoint_model(run_dir: str | Path, which: str = "best") -> tuple[GPT
     return model.eval(), tokenizer
 
 
-def sample_from_run(run_dir: str | Path, prompt: str = "\n", max_new_tokens: int = 200, seed: int = 0,
-                    temperature: float = 0.8, top_k: int | None = None, which: str = "best") -> str:
-    """Generate `max_new_tokens` characters after `prompt`; same seed, same text."""
-    model, tokenizer = load_checkpoint_model(run_dir, which)
+NANOGPT_PREFIX = "_orig_mod."  # what torch.compile puts before every key of a compiled model's state_dict
+
+
+def load_nanogpt_checkpoint(path: str | Path, dataset: str = "tinyshakespeare",
+                            data_path: str | None = None) -> tuple[GPT, CharTokenizer, torch.Tensor]:
+    """A nanoGPT checkpoint as the lab's baseline model, with the tokenizer and val split of its text."""
+    from gptlab.data import load_dataset
+    from gptlab.model import ModelConfig
+    path = Path(path)
+    if not path.is_file():
+        raise GptlabError(f"--nanogpt-ckpt: no file at {path}")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        args, weights = dict(state["model_args"]), state["model"]
+    except Exception as err:  # pickle errors, a foreign file, missing keys
+        raise GptlabError(f"--nanogpt-ckpt: {path} is not a nanoGPT checkpoint (needs 'model' and 'model_args'; "
+                          f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
+    weights = {k.removeprefix(NANOGPT_PREFIX): v for k, v in weights.items()}
+    weights = {k: v for k, v in weights.items() if not (k.endswith(".attn.bias") and v.dim() == 4)}  # causal mask
+    data = load_dataset(dataset, data_path)
+    if data.tokenizer.vocab_size != args.get("vocab_size"):
+        raise GptlabError(f"--nanogpt-ckpt: the checkpoint has {args.get('vocab_size')} tokens, the text's character "
+                          f"vocabulary {data.tokenizer.vocab_size}: pass --data with the text it was trained on")
+    cfg = ModelConfig(vocab_size=int(args["vocab_size"]), block_size=int(args["block_size"]),
+                      n_layer=int(args["n_layer"]), n_head=int(args["n_head"]), n_embd=int(args["n_embd"]),
+                      dropout=0.0, bias=bool(args.get("bias", False)), norm="pre", norm_type="layernorm",
+                      activation="gelu", position="learned", tying="tied")
+    model = build_model(cfg)
+    try:
+        model.load_state_dict(weights, strict=True)
+    except RuntimeError as err:
+        raise GptlabError(f"--nanogpt-ckpt: {str(err).splitlines()[0]}") from None
+    return model.eval(), data.tokenizer, data.val
+
+
+def generate(model: GPT, tokenizer: CharTokenizer, prompt: str = "\n", max_new_tokens: int = 200, seed: int = 0,
+             temperature: float = 0.8, top_k: int | None = None) -> str:
+    """`max_new_tokens` characters after `prompt`; same seed, same text."""
     idx = torch.tensor([tokenizer.encode(prompt or "\n")], dtype=torch.long)
     generator = torch.Generator().manual_seed(seed)
     out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
     return tokenizer.decode(out[0, idx.size(1):])
 
 
+def sample_from_run(run_dir: str | Path, prompt: str = "\n", max_new_tokens: int = 200, seed: int = 0,
+                    temperature: float = 0.8, top_k: int | None = None, which: str = "best") -> str:
+    """Generate `max_new_tokens` characters after `prompt`; same seed, same text."""
+    model, tokenizer = load_checkpoint_model(run_dir, which)
+    return generate(model, tokenizer, prompt, max_new_tokens, seed, temperature, top_k)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gptlab.sample", description="Sample text from a trained run.")
-    parser.add_argument("run_dir", help="a run directory holding ckpt_best.pt / ckpt_last.pt")
+    parser.add_argument("run_dir", nargs="?", help="a run directory holding ckpt_best.pt / ckpt_last.pt")
+    parser.add_argument("--nanogpt-ckpt", metavar="PATH", help="a nanoGPT ckpt.pt instead of a run directory")
+    parser.add_argument("--data", metavar="PATH", help="with --nanogpt-ckpt: the text it was trained on "
+                        "(default: Tiny Shakespeare)")
+    parser.add_argument("--eval", action="store_true", help="with --nanogpt-ckpt: print the full validation loss")
     parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     parser.add_argument("--tokens", type=int, default=500, help="characters to generate")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
@@ -53,8 +101,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top-k", type=int, default=None, help="sample only from the k likeliest tokens")
     parser.add_argument("--which", choices=["best", "last"], default="best", help="which checkpoint")
     args = parser.parse_args(argv)
+    if (args.run_dir is None) == (args.nanogpt_ckpt is None):
+        parser.error("give a run directory or --nanogpt-ckpt PATH (one of the two)")
     try:
-        text = sample_from_run(args.run_dir, args.prompt, args.tokens, args.seed, args.temperature, args.top_k, args.which)
+        if args.nanogpt_ckpt:
+            model, tokenizer, val = load_nanogpt_checkpoint(args.nanogpt_ckpt, data_path=args.data)
+            if args.eval:
+                from gptlab.train import evaluate
+                loss = evaluate(model, val, model.config.block_size, 64, torch.device("cpu"),
+                                torch.autocast("cpu", enabled=False))
+                print(f"val loss {loss:.4f} nats/char (full validation split)")
+            text = generate(model, tokenizer, args.prompt, args.tokens, args.seed, args.temperature, args.top_k)
+        else:
+            text = sample_from_run(args.run_dir, args.prompt, args.tokens, args.seed, args.temperature, args.top_k,
+                                   args.which)
     except (GptlabError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from gptlab import REGISTRIES, GptlabError, ModelConfig, build_model
 from gptlab.activations import ACTIVATIONS
 from gptlab.model import Block
-from gptlab.norms import NORMS, make_norm
+from gptlab.norms import make_norm
 from gptlab.positions import ALiBiPosition, RotaryPosition, alibi_slopes
 from gptlab.spec import load_spec
 from gptlab.sweep import main as sweep_main
@@ -173,12 +173,22 @@ def test_sandwich_normalises_each_branch_output_and_none_adds_it_raw(norm_type):
     cfg = ModelConfig(**SMALL, norm="sandwich", norm_type=norm_type)
     x = torch.randn(2, T, 16)
 
-    def branch(h: torch.Tensor) -> torch.Tensor:
-        return 7.0 * h + 3.0
+    class Branch(torch.nn.Module):  # stands in for attention (7h + 3) and for the MLP (adds nothing)
+        def __init__(self, scale: float, shift: float) -> None:
+            super().__init__()
+            self.scale, self.shift = scale, shift
 
-    update = NORMS.get("sandwich")(cfg)(x, branch) - x
+        def forward(self, h: torch.Tensor, pos=None) -> torch.Tensor:
+            return self.scale * h + self.shift
+
+    def block(norm: str) -> Block:
+        b = Block(ModelConfig(**SMALL, norm=norm, norm_type=norm_type))
+        b.attn, b.mlp = Branch(7.0, 3.0), Branch(0.0, 0.0)
+        return b
+
+    update = block("sandwich")(x, None) - x
     assert torch.allclose(update.pow(2).mean(-1), torch.ones(2, T), atol=1e-3)  # unit RMS (weight 1 at init)
-    assert torch.equal(NORMS.get("none")(cfg)(x, branch), x + branch(x))
+    assert torch.allclose(block("none")(x, None), x + (7.0 * x + 3.0))  # the raw branch, no norm anywhere
     assert isinstance(build_model(cfg).transformer.ln_f, type(make_norm(cfg)))  # a final norm, like pre-LN
     model = build_model(ModelConfig(**SMALL, norm="none"))
     assert isinstance(model.transformer.ln_f, torch.nn.Identity)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import itertools
 
 import pytest
@@ -137,3 +138,106 @@ def test_config_is_a_frozen_dataclass_with_help_on_every_field():
     assert all(f.metadata.get("help") for f in fields)
     with pytest.raises(dataclasses.FrozenInstanceError):
         small().n_layer = 3
+
+
+def _nanogpt_state_dict(V: int, T: int, C: int, L: int, bias: bool, seed: int = 0) -> dict:
+    """A state_dict with nanoGPT's `GPT` key names and shapes (public facts of its model.py), random values."""
+    g = torch.Generator().manual_seed(seed)
+
+    def t(*shape):
+        return torch.randn(*shape, generator=g) * 0.1
+
+    sd = {"transformer.wte.weight": t(V, C), "transformer.wpe.weight": t(T, C)}
+    for i in range(L):
+        h = f"transformer.h.{i}."
+        shapes = {"ln_1": (C,), "attn.c_attn": (3 * C, C), "attn.c_proj": (C, C), "ln_2": (C,),
+                  "mlp.c_fc": (4 * C, C), "mlp.c_proj": (C, 4 * C)}
+        for name, shape in shapes.items():
+            sd[h + name + ".weight"] = 1.0 + t(*shape) if name.startswith("ln") else t(*shape)
+            if bias:
+                sd[h + name + ".bias"] = t(shape[0])
+    sd["transformer.ln_f.weight"] = 1.0 + t(C)
+    if bias:
+        sd["transformer.ln_f.bias"] = t(C)
+    sd["lm_head.weight"] = sd["transformer.wte.weight"]  # nanoGPT ties them
+    return sd
+
+
+def _reference_forward(sd: dict, idx: torch.Tensor, n_layer: int, n_head: int, bias: bool) -> torch.Tensor:
+    """GPT-2 / nanoGPT forward pass written out with plain tensor ops (no gptlab code)."""
+    import torch.nn.functional as F
+
+    def b(name):
+        return sd.get(name + ".bias") if bias else None
+
+    def ln(x, name):
+        return F.layer_norm(x, x.shape[-1:], sd[name + ".weight"], b(name), eps=1e-5)
+
+    def lin(x, name):
+        y = x @ sd[name + ".weight"].T
+        return y + sd[name + ".bias"] if bias else y
+
+    B, T = idx.shape
+    x = sd["transformer.wte.weight"][idx] + sd["transformer.wpe.weight"][:T]
+    C = x.shape[-1]
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for i in range(n_layer):
+        h = f"transformer.h.{i}."
+        q, k, v = lin(ln(x, h + "ln_1"), h + "attn.c_attn").split(C, dim=2)
+        q, k, v = (z.view(B, T, n_head, C // n_head).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // n_head)
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + lin(y, h + "attn.c_proj")
+        m = lin(ln(x, h + "ln_2"), h + "mlp.c_fc")
+        x = x + lin(0.5 * m * (1 + torch.erf(m / math.sqrt(2))), h + "mlp.c_proj")  # exact GELU
+    return ln(x, "transformer.ln_f") @ sd["lm_head.weight"].T
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_nanogpt_state_dict_loads_strictly_and_gives_the_same_logits(bias):
+    V, T, C, L, H = 65, 16, 32, 2, 4
+    model = build_model(ModelConfig(vocab_size=V, block_size=T, n_layer=L, n_head=H, n_embd=C, bias=bias,
+                                    norm="pre", activation="gelu", position="learned", tying="tied"))
+    sd = _nanogpt_state_dict(V, T, C, L, bias)
+    assert list(model.state_dict()) == list(sd)  # the same keys in the same order
+    assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == {k: tuple(v.shape) for k, v in sd.items()}
+    model.load_state_dict(sd, strict=True)
+    model.eval()
+    idx = torch.randint(0, V, (3, T), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits, _ = model(idx, idx)
+        expected = _reference_forward(sd, idx, L, H, bias)
+    assert logits.shape == expected.shape == (3, T, V)
+    torch.testing.assert_close(logits, expected, atol=2e-5, rtol=1e-4)
+    assert model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr()  # still tied
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_nanogpt_checkpoint_is_sampled_and_evaluated(tmp_path, corpus, capsys, compiled):
+    from gptlab.data import load_dataset
+    from gptlab.sample import load_nanogpt_checkpoint, main
+    V = load_dataset("tiny", str(corpus)).tokenizer.vocab_size
+    sd = _nanogpt_state_dict(V, 16, 32, 2, bias=True)
+    prefix = "_orig_mod." if compiled else ""
+    ckpt = {"model": {prefix + k: v for k, v in sd.items()}, "iter_num": 5, "best_val_loss": torch.tensor(2.0),
+            "model_args": {"n_layer": 2, "n_head": 4, "n_embd": 32, "block_size": 16, "bias": True,
+                           "vocab_size": V, "dropout": 0.0}}
+    torch.save(ckpt, tmp_path / "ckpt.pt")
+    model, tokenizer, val = load_nanogpt_checkpoint(tmp_path / "ckpt.pt", data_path=str(corpus))
+    idx = val[:16].view(1, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx)[0], _reference_forward(sd, idx, 2, 4, True), atol=2e-5, rtol=1e-4)
+    assert main(["--nanogpt-ckpt", str(tmp_path / "ckpt.pt"), "--data", str(corpus), "--eval", "--tokens", "30",
+                 "--prompt", "The"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("val loss ") and out[0].endswith(" nats/char (full validation split)")
+    assert float(out[0].split()[2]) > 0 and out[1].startswith("The")
+
+
+def test_a_file_that_is_not_a_nanogpt_checkpoint_is_one_line(tmp_path, corpus, capsys):
+    from gptlab.sample import main
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "other.pt")
+    assert main(["--nanogpt-ckpt", str(tmp_path / "other.pt"), "--data", str(corpus)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --nanogpt-ckpt:") and "not a nanoGPT checkpoint" in err and "\n" not in err
