@@ -9,7 +9,6 @@ one or the other, never both, so a preset can never silently overwrite what the 
 from __future__ import annotations
 
 import copy
-import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from gptlab.cells import design_cells
 from gptlab.config import RunConfig, get_dotted, resolve_run_config, set_dotted, valid_keys
 from gptlab.errors import GptlabError, closest
 from gptlab.plugins import import_plugins, resolve_plugin
@@ -263,8 +263,7 @@ def cell_label(cell: tuple[tuple[str, Any], ...]) -> str:
 def expand(spec: SweepSpec) -> list[Run]:
     """grid product minus exclude, times seeds; every config resolved (and so validated)."""
     factors = list(spec.grid)
-    cells = [tuple(zip(factors, levels)) for levels in itertools.product(*spec.grid.values())]
-    cells = [c for c in cells if not any(all(dict(c)[k] == v for k, v in rule.items()) for rule in spec.exclude)]
+    cells = [tuple(zip(factors, levels)) for levels in design_cells(spec.grid, spec.exclude)]
     if not cells:
         raise _fail("exclude", "removes every cell of the grid; nothing would be trained")
     runs: list[Run] = []

@@ -155,3 +155,11 @@ def test_unequal_variances_switch_to_welch_only_when_every_cell_is_replicated():
     keep[np.flatnonzero(index == 0)[1:]] = False  # cell 0 keeps a single run
     fit = fit_cells(y[keep], index[keep], seeds[keep], d)
     assert fit.kind == "pure" and fit.bartlett_p < 0.01
+
+
+def test_design_cells_is_the_grid_minus_its_excludes_in_grid_order():
+    from gptlab.cells import design_cells
+    grid = {"a": ["0", "1"], "b": ["x", "y", "z"]}
+    assert design_cells(grid) == [("0", "x"), ("0", "y"), ("0", "z"), ("1", "x"), ("1", "y"), ("1", "z")]
+    assert design_cells(grid, [{"a": "1", "b": "y"}, {"b": "z"}]) == [("0", "x"), ("0", "y"), ("1", "x")]
+    assert design_cells(grid, [{"c": "9"}]) == design_cells(grid)  # names no grid factor: excludes nothing

@@ -6,7 +6,7 @@ Modules: `load` (reading results), `design` (cells and contrasts), `models` (the
 once, and the error of a contrast), `calls` (Holm, TOST, margin), `effects` (every effect of one
 outcome), `stats` (which runs, tables, along training, divergence), `verdicts` (sentences), `figures` (which figures, and the run figures),
 `effect_figures` (forest, interactions, simple effects, along training), `figstyle` (shared look),
-`samples` (text from checkpoints), `document` (content), `render` (Markdown/HTML, atomic writes),
+`samples` (text from checkpoints), `document` (content), `render` (Markdown/HTML),
 `fmt` (number precision), `synthetic` (fake results for tests and benchmarks).
 """
 from __future__ import annotations
@@ -47,7 +47,8 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     the input is invalid.
     """
     from gptlab.report import document, figures, samples, stats
-    from gptlab.report.render import atomic_write, to_html, to_markdown
+    from gptlab.report.render import to_html, to_markdown
+    from gptlab.runio import atomic_write_bytes, atomic_write_text
 
     res = load_results(results_dir)
     margin = resolve_margin(res, margin)
@@ -63,14 +64,14 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     tables = {name: df for name, df in tables.items() if len(df.columns)
               and (len(df) or name in ("main_effects", "interactions", "failures"))}
     for name, df in tables.items():
-        atomic_write(out / "tables" / f"{name}.csv", df.to_csv(index=False))
+        atomic_write_text(out / "tables" / f"{name}.csv", df.to_csv(index=False))
     for name, png in figs.items():
-        atomic_write(out / "figures" / name, png)
+        atomic_write_bytes(out / "figures" / name, png)
     for folder, keep in (("tables", {f"{n}.csv" for n in tables}), ("figures", set(figs))):
         for stale in (out / folder).glob("*.csv" if folder == "tables" else "*.png"):
             if stale.name not in keep:
                 stale.unlink()
-    atomic_write(out / "report.md", to_markdown(blocks))
-    atomic_write(out / "report.html", to_html(blocks, f"Ablation report: {res.name}"))
+    atomic_write_text(out / "report.md", to_markdown(blocks))
+    atomic_write_text(out / "report.html", to_html(blocks, f"Ablation report: {res.name}"))
     log.info("report written to %s", out)
     return out

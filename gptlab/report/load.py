@@ -6,7 +6,6 @@ order, the baseline, cell labels, run environments and the validation curves of 
 """
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import logging
@@ -18,6 +17,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from gptlab.cells import design_cells
 from gptlab.errors import GptlabError
 
 log = logging.getLogger(__name__)
@@ -143,8 +143,7 @@ def _cells(spec: dict[str, Any], factors: list[str], levels: dict[str, list[str]
            runs: pd.DataFrame, cell_label: Callable[[dict[str, str]], str]) -> pd.DataFrame:
     """Every cell of the design in grid order (grid minus exclude, plus any unexpected ones seen)."""
     exclude = [{k: _match(levels.get(k, []), v) for k, v in e.items()} for e in spec.get("exclude") or []]
-    combos = [c for c in itertools.product(*(levels[f] for f in factors))
-              if not any(all(dict(zip(factors, c)).get(k) == v for k, v in e.items()) for e in exclude)]
+    combos = design_cells({f: levels[f] for f in factors}, exclude)
     seen = set(combos)
     combos += [c for c in dict.fromkeys(map(tuple, runs[factors].to_numpy().tolist())) if c not in seen]
     cells = pd.DataFrame(combos, columns=factors) if factors else pd.DataFrame(index=[0])

@@ -1,19 +1,16 @@
-"""A tiny document model rendered to GitHub Markdown and to self-contained HTML, plus atomic writes.
+"""A tiny document model rendered to GitHub Markdown and to self-contained HTML.
 
 Owns: the block types (`Heading`, `Para`, `Bullets`, `Code`, `Table`, `Image`, `Markdown`),
 `to_markdown` (figures referenced as `figures/NAME.png`), `to_html` (the same content, figures
-embedded as base64 data URIs, in a Jinja2 page whose wide tables scroll under sticky headers) and
-`atomic_write` (temp file in the target dir, then `os.replace`). Every piece of text is Markdown,
+embedded as base64 data URIs, in a Jinja2 page whose wide tables scroll under sticky headers).
+Files are written by `gptlab.runio`'s atomic writes. Every piece of text is Markdown,
 rendered to HTML by markdown-it-py (CommonMark plus tables; raw HTML in the text is escaped).
 """
 from __future__ import annotations
 
 import base64
 import html
-import os
-import secrets
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Union
 
 import pandas as pd
@@ -64,21 +61,6 @@ class Markdown:
 
 
 Block = Union[Heading, Para, Bullets, Code, Table, Image, Markdown]
-
-
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write `data` to `path` via a temp file in the same directory and os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # mode honours the umask
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def cell_texts(df: pd.DataFrame) -> list[list[str]]:

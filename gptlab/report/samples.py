@@ -61,9 +61,9 @@ def samples(res: Results) -> list[tuple[str, str, str]]:
                 text = f"(sampling failed: {type(exc).__name__}: {exc})"
         out.append((str(run.cell), str(run.run_id), text))
     if fresh and any(stored.get(k) != v for k, v in fresh.items()):
-        from gptlab.report.render import atomic_write
+        from gptlab.runio import atomic_write_text
         try:
-            atomic_write(res.results_dir / STORE, json.dumps({**stored, **fresh}, indent=1, sort_keys=True) + "\n")
+            atomic_write_text(res.results_dir / STORE, json.dumps({**stored, **fresh}, indent=1, sort_keys=True) + "\n")
         except OSError as exc:  # a read-only results folder still gets its report
             log.warning("could not store samples in %s: %s", res.results_dir / STORE, exc)
     return out

@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from gptlab.cells import design_cells
+
 if TYPE_CHECKING:
     from gptlab.report.design import Design
     from gptlab.report.effects import Analysis
@@ -61,8 +63,7 @@ def make_results(root: Path, grid: Mapping[str, Sequence[Any]], seeds: int | Seq
         spec["baseline"] = dict(baseline)
     (out / "sweep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     rows = []
-    combos = [c for c in itertools.product(*grid.values())
-              if not any(all(dict(zip(factors, c))[k] == v for k, v in e.items()) for e in exclude)]
+    combos = design_cells(grid, exclude)
     for ci, combo in enumerate(combos):
         cell = dict(zip(factors, combo))
         for seed in seeds:
