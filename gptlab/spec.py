@@ -83,6 +83,8 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
         raise GptlabError(f"sweep file {path} not found")
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise GptlabError(f"{path}: not UTF-8 text (byte {err.start}); a sweep is a YAML file") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -183,3 +183,11 @@ def test_report_cli_passes_the_margin(results, tmp_path, monkeypatch, capsys, cl
     assert report_main([str(results), "--out", str(tmp_path / "r"), *cli]) == 0
     assert fake.calls == [((results, tmp_path / "r"), {"margin": expected})]
     assert capsys.readouterr().out.strip() == str(fake.out / "report.md")
+
+
+def test_a_binary_sweep_file_is_one_line(tmp_path, capsys):
+    spec = tmp_path / "bin.yaml"
+    spec.write_bytes(b"\xc1\xff" + bytes(range(256)))
+    assert sweep_main([str(spec), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 2
+    err = one_line_error(capsys.readouterr().err)
+    assert "not UTF-8 text" in err and str(spec) in err and not (tmp_path / "results").exists()

@@ -272,3 +272,15 @@ def test_no_successful_run_still_writes_the_effect_tables(tmp_path):
     assert main.empty and {"estimate", "p_adjusted", "call"} <= set(main.columns)
     md = (out / "report.md").read_text()
     assert "No successful runs or no factors: no effects to estimate." in md and "\n- \n" not in md
+
+
+@pytest.mark.parametrize("name", ["summary.csv", "sweep.yaml", "discussion.md"])
+def test_a_binary_results_file_is_one_line_and_writes_nothing(tmp_path, name):
+    results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2, name="bin")
+    (results / name).write_bytes(b"\xff\xfe\x00\x81" + bytes(range(256)) * 4)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, "-m", "gptlab.report", str(results)], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and name in proc.stderr
+    assert not (tmp_path / "reports").exists()

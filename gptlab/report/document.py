@@ -145,15 +145,12 @@ def summary(res: Results, cells: pd.DataFrame, st: Statistics) -> list[Block]:
 
 
 def discussion(res: Results) -> list[Block]:
-    """A human-written `discussion.md` next to the results (conclusions, literature), if any.
+    """The human-written `results/NAME/discussion.md` (conclusions, literature), if any.
 
     Any Markdown (emphasis, links, lists, tables); it lives in the results folder so that a report
     regenerated from the results keeps it.
     """
-    path = res.results_dir / "discussion.md"
-    if not path.exists():
-        return []
-    return [Heading("Discussion"), Markdown(path.read_text(encoding="utf-8"))]
+    return [Heading("Discussion"), Markdown(res.discussion)] if res.discussion is not None else []
 
 
 def _table(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list[Block]:

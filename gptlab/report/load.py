@@ -52,6 +52,7 @@ class Results:
     environment: dict[str, list[str]] = field(default_factory=dict)
     ceiling: float = math.nan  # unigram loss of the validation split (diverged runs' sensitivity value)
     ceiling_note: str = ""  # where the ceiling came from, or why there is none
+    discussion: str | None = None  # results/NAME/discussion.md, written by a person (Markdown), if any
 
     def short(self, factor: str) -> str:
         """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""
@@ -77,13 +78,21 @@ def _key(value: Any) -> str:
         return text.lower()
 
 
+def read_text(path: Path) -> str:
+    """A results file as UTF-8 text; a binary or mis-encoded file is a `ReportError` naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReportError(f"{path}: not UTF-8 text (byte {exc.start}); is it the file you meant?") from None
+
+
 def _read_spec(results_dir: Path) -> dict[str, Any]:
     path = results_dir / "sweep.yaml"
     if not path.exists():
         log.warning("%s missing: factors are inferred from summary.csv", path)
         return {}
     try:
-        spec = yaml.safe_load(path.read_text()) or {}
+        spec = yaml.safe_load(read_text(path)) or {}
     except yaml.YAMLError as exc:
         raise ReportError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(spec, dict):
@@ -99,7 +108,7 @@ def _read_summary(results_dir: Path) -> pd.DataFrame:
         raise ReportError(f"{path} not found: is {results_dir} a sweep's results directory?")
     try:
         runs = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise ReportError(f"{path}: unreadable CSV ({exc})") from None
     missing = [c for c in REQUIRED if c not in runs.columns]
     if missing:
@@ -174,8 +183,8 @@ def _read_run_json(results_dir: Path, runs: pd.DataFrame) -> dict[str, list[str]
     for run_id in runs["run_id"]:
         path = results_dir / "runs" / str(run_id) / "summary.json"
         try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # missing, unreadable, not UTF-8 or not JSON
             data = {}
         diverged.append(data.get("diverged_step"))
         for key, value in (data.get("environment") or {}).items():
@@ -215,6 +224,8 @@ def load_results(results_dir: Path | str) -> Results:
     res.environment = _read_run_json(results_dir, runs)
     res.curves = _read_curves(results_dir, runs)
     res.ceiling, res.ceiling_note = _ceiling(results_dir, runs)
+    if (results_dir / "discussion.md").is_file():
+        res.discussion = read_text(results_dir / "discussion.md")
     return res
 
 
@@ -222,8 +233,9 @@ def _ceiling(results_dir: Path, runs: pd.DataFrame) -> tuple[float, str]:
     """Unigram validation loss of the runs' dataset (from a run's config.yaml; never downloads)."""
     for run_id in runs["run_id"]:
         try:
-            data = (yaml.safe_load((results_dir / "runs" / str(run_id) / "config.yaml").read_text()) or {}).get("data")
-        except (OSError, yaml.YAMLError, AttributeError):
+            data = (yaml.safe_load((results_dir / "runs" / str(run_id) / "config.yaml").read_text(encoding="utf-8"))
+                    or {}).get("data")
+        except (OSError, ValueError, yaml.YAMLError, AttributeError):
             continue
         if isinstance(data, dict):
             break
