@@ -10,15 +10,13 @@ The peak is measured here, at the same thread count: the best of several large f
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
-from pathlib import Path
 
 import torch
 import yaml
 
-from gptlab.config import resolve_run_config, set_dotted
-from gptlab.train import Trainer
+from gptlab.run.config import resolve_run_config, set_dotted
+from gptlab.sweep.estimate import build_trainer, time_train_steps
 
 NANOGPT_CPU = {"model": {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64},
                "train": {"batch_size": 12, "device": "cpu"}}
@@ -50,10 +48,9 @@ def main() -> None:
         key, value = item.split("=", 1)
         set_dotted(config, key, yaml.safe_load(value))
     cfg = resolve_run_config(config)
-    with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(cfg, Path(tmp), "mfu")
-        per_step = trainer.seconds_per_step(args.steps, warmup=5)
-        n = trainer.model.num_params(non_embedding=True)
+    trainer = build_trainer(cfg.to_dict(), "mfu")
+    per_step = time_train_steps(trainer, args.steps, warmup=5)
+    n = trainer.model.num_params(non_embedding=True)
     m = cfg.model
     flops_per_token = 6 * n + 12 * m.n_layer * m.n_embd * m.block_size
     tokens = cfg.train.batch_size * m.block_size

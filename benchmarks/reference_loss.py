@@ -15,8 +15,8 @@ import time
 
 import yaml
 
-from gptlab.config import set_dotted
-from gptlab.train import train_run
+from gptlab.run.config import set_dotted
+from gptlab.run.runner import train_run
 
 NANOGPT_CPU = {
     "model": {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64, "dropout": 0.0, "bias": False,

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gptlab.data import load_dataset, resolve_dataset
+from gptlab.run.data import load_dataset, resolve_dataset
 from gptlab.runio import read_json
 
 SETTINGS = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch_size=12, dropout=0.0, lr=1e-3,

@@ -1,7 +1,7 @@
-"""Atomic file writes and the small files of a run directory (config, metrics, summary).
+"""Atomic file writes (the only ones in gptlab) and plain json/yaml/csv reading and writing.
 
-Every file is written to a temp file in the same directory and renamed over the target, so an
-interrupted writer leaves either the old file or the new one, never half of one.
+Every file is written to a temp file in the same directory, fsynced and renamed over the target,
+so an interrupted writer leaves either the old file or the new one, never half of one.
 """
 from __future__ import annotations
 
@@ -12,12 +12,9 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Callable, Iterable
 
 import yaml
-
-METRIC_COLUMNS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens", "elapsed_s"]
-
 
 def _current_umask() -> int:
     mask = os.umask(0)
@@ -29,20 +26,48 @@ def _current_umask() -> int:
 FILE_MODE = 0o666 & ~_current_umask()
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write `data` to `path` through a temp file and a rename (permissions as open() would give)."""
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
+    """The one atomic write: `write(f)` fills a temp file beside `path`, which is fsynced, then renamed.
+
+    If `write` raises, the temp file is removed and `path` keeps its old content (or stays absent).
+    The fsync before the rename makes a power cut leave the old file or the new one, never an
+    empty one (ext4 and XFS may otherwise commit the rename before the data). Permissions are
+    those a plain open() would give.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Persist a rename (best effort: not every OS or file system lets a directory be fsynced)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to `path` atomically (see `atomic_write`)."""
+    atomic_write(path, lambda f: f.write(data))
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -9,14 +9,14 @@ pickle, which the lab does not load), and `--eval` prints its full validation lo
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
 import torch
 
-from gptlab.config import resolve_run_config
-from gptlab.data import CharTokenizer
+from gptlab.run.config import resolve_run_config
+from gptlab.run.data import CharTokenizer
+from gptlab.run.rundir import RunDir
 from gptlab.errors import GptlabError
 from gptlab.model import GPT, build_model
 
@@ -25,13 +25,12 @@ def load_checkpoint_model(run_dir: str | Path, which: str = "best") -> tuple[GPT
     """The model and tokenizer saved in `run_dir/ckpt_{which}.pt` (loaded on CPU, eval mode)."""
     if which not in ("best", "last"):
         raise GptlabError(f"which must be 'best' or 'last', got {which!r}")
-    path = Path(run_dir) / f"ckpt_{which}.pt"
-    if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = RunDir(run_dir).load_checkpoint(which)
+    if state is None:
+        raise FileNotFoundError(f"no checkpoint at {RunDir(run_dir) / (RunDir.BEST if which == 'best' else RunDir.LAST)}")
     tokenizer = CharTokenizer(state["vocab"])
-    cfg = resolve_run_config(state["config"])
-    model = build_model(dataclasses.replace(cfg.model, vocab_size=tokenizer.vocab_size))
+    cfg = resolve_run_config(state["config"]).bind_vocab(tokenizer.vocab_size)
+    model = build_model(cfg.model)
     model.load_state_dict(state["model"])
     return model.eval(), tokenizer
 
@@ -42,7 +41,7 @@ NANOGPT_PREFIX = "_orig_mod."  # what torch.compile puts before every key of a c
 def load_nanogpt_checkpoint(path: str | Path, dataset: str = "tinyshakespeare",
                             data_path: str | None = None) -> tuple[GPT, CharTokenizer, torch.Tensor]:
     """A nanoGPT checkpoint as the lab's baseline model, with the tokenizer and val split of its text."""
-    from gptlab.data import load_dataset
+    from gptlab.run.data import load_dataset
     from gptlab.model import ModelConfig
     path = Path(path)
     if not path.is_file():
@@ -107,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.nanogpt_ckpt:
             model, tokenizer, val = load_nanogpt_checkpoint(args.nanogpt_ckpt, data_path=args.data)
             if args.eval:
-                from gptlab.train import evaluate
+                from gptlab.run.trainer import evaluate
                 loss = evaluate(model, val, model.config.block_size, 64, torch.device("cpu"),
                                 torch.autocast("cpu", enabled=False))
                 print(f"val loss {loss:.4f} nats/char (full validation split)")

@@ -17,7 +17,7 @@ import yaml
 
 from gptlab.sweep import main as sweep_main
 
-from conftest import REPO, tiny_config
+from helpers import REPO, tiny_config
 
 distributed = pytest.importorskip("distributed")
 
@@ -26,7 +26,7 @@ PLUGIN = '''
 """Test plugin: GELU activations that SIGKILL their worker process, once or always."""
 import os, signal
 import torch
-from gptlab.activations import ACTIVATIONS, Activation
+from gptlab.model.activations import ACTIVATIONS, Activation
 
 MARKERS = {markers!r}
 

@@ -5,16 +5,15 @@ import hashlib
 import http.server
 import socket
 import threading
-from pathlib import Path
 
 import pytest
 import torch
 
-from gptlab import data as gdata
-from gptlab.data import BatchSampler, CharTokenizer, DatasetSource, eval_windows, load_dataset, resolve_dataset
+from gptlab.run import data as gdata
+from gptlab.run.data import BatchSampler, CharTokenizer, DatasetSource, eval_windows, load_dataset, resolve_dataset
 from gptlab.errors import GptlabError
 
-from conftest import SHAKESPEARE, SHARED_DATA
+from helpers import SHAKESPEARE, SHARED_DATA
 
 PAYLOAD = b"To be, or not to be, that is the question.\n" * 50
 

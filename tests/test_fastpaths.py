@@ -7,20 +7,21 @@ fused AdamW kernel. Each is checked against a plain implementation here (equival
 from __future__ import annotations
 
 import dataclasses
-import math
-from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
 
-from gptlab.config import resolve_run_config
-from gptlab.data import BatchSampler, load_dataset
+from gptlab.run.config import resolve_run_config
+from gptlab.run.data import BatchSampler, load_dataset
 from gptlab.model import build_model
-from gptlab.train import Trainer, evaluate, lr_at
+from gptlab.run.trainer import evaluate, lr_at
+from gptlab.run.runner import train_run
+from gptlab.sweep.estimate import build_trainer, time_train_steps
 from gptlab.runio import read_json
 
-from conftest import tiny_config
+from helpers import tiny_config
 
 
 def test_gather_batches_equal_a_python_loop_over_offsets():
@@ -73,14 +74,13 @@ def test_fused_adamw_follows_the_foreach_implementation():
 def test_trainer_losses_equal_a_plain_training_loop(corpus, tmp_path):
     """The trainer (deferred host syncs, fused AdamW, buffers) against a textbook loop with .item()."""
     config = tiny_config(corpus, max_iters=30, eval_interval=30, log_interval=10)
-    trainer = Trainer(resolve_run_config(config), tmp_path / "run", "run")
-    trainer.run()
-    rows = [r for r in trainer.rows if r["train_loss"] is not None]
+    train_run(config, tmp_path / "run")
+    rows = pd.read_csv(tmp_path / "run" / "metrics.csv").dropna(subset=["train_loss"]).to_dict("records")
 
     cfg = resolve_run_config(config)
     ds = load_dataset("tiny", str(corpus))
     torch.manual_seed(cfg.seed)
-    model = build_model(dataclasses.replace(cfg.model, vocab_size=ds.tokenizer.vocab_size))
+    model = build_model(cfg.bind_vocab(ds.tokenizer.vocab_size).model)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.train.weight_decay},
@@ -105,6 +105,6 @@ def test_trainer_losses_equal_a_plain_training_loop(corpus, tmp_path):
 
 def test_timing_steps_never_overflows_the_loss_buffer(corpus, tmp_path):
     config = tiny_config(corpus, log_interval=2, eval_interval=4)
-    trainer = Trainer(resolve_run_config(config), tmp_path / "run", "run")
-    assert trainer.seconds_per_step(10, warmup=3) > 0
-    assert trainer.pending == 0
+    trainer = build_trainer(config)
+    assert time_train_steps(trainer, 10, warmup=3) > 0
+    assert trainer.recent_train_loss() is None  # timed steps leave nothing for the next metrics row

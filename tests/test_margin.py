@@ -13,10 +13,10 @@ import gptlab.report
 from gptlab.errors import GptlabError
 from gptlab.report.__main__ import main as report_main
 from gptlab.report.synthetic import make_results
-from gptlab.spec import load_spec
+from gptlab.sweep.spec import load_spec
 from gptlab.sweep import main as sweep_main
 
-from conftest import REPO, tiny_config
+from helpers import REPO, tiny_config
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 GRID = {"model.norm": ["pre", "post"]}

@@ -215,7 +215,7 @@ def test_a_nanogpt_state_dict_loads_strictly_and_gives_the_same_logits(bias):
 
 @pytest.mark.parametrize("compiled", [False, True])
 def test_a_nanogpt_checkpoint_is_sampled_and_evaluated(tmp_path, corpus, capsys, compiled):
-    from gptlab.data import load_dataset
+    from gptlab.run.data import load_dataset
     from gptlab.sample import load_nanogpt_checkpoint, main
     V = load_dataset("tiny", str(corpus)).tokenizer.vocab_size
     sd = _nanogpt_state_dict(V, 16, 32, 2, bias=True)

@@ -12,7 +12,7 @@ import pytest
 
 from gptlab.report import write_report
 
-from conftest import REPO
+from helpers import REPO
 
 STUDIES = sorted(p.name for p in (REPO / "results").iterdir() if (p / "summary.csv").exists()
                  and (REPO / "reports" / p.name / "tables").is_dir())

@@ -228,7 +228,7 @@ def test_unreplicated_90_cell_grid_scales(tmp_path):
 
 
 def test_cell_without_ok_runs_is_named_and_counted_at_the_ceiling(tmp_path, monkeypatch):
-    from conftest import SHARED_DATA
+    from helpers import SHARED_DATA
     monkeypatch.setenv("GPTLAB_DATA_DIR", str(SHARED_DATA))
     grid = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}
     dead = {(("post", "relu"), s): "diverged" for s in range(3)}

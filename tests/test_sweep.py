@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gptlab.executors import WORKER_DIED, plan_resources
+from gptlab.executors import WORKER_DIED, ExecutorConfig, plan_resources
 from gptlab.sweep import main as sweep_main
 
-from conftest import REPO, tiny_config
+from helpers import REPO, tiny_config
 
 PLUGIN = '''
 """Test plugin: activations that misbehave on purpose."""
 import os, signal
 import torch
-from gptlab.activations import ACTIVATIONS, Activation
+from gptlab.model.activations import ACTIVATIONS, Activation
 
 @ACTIVATIONS.register("boom")
 class Boom(Activation):
@@ -289,15 +289,15 @@ def test_list_shows_every_registry_entry(capsys):
 def test_plan_uses_every_core_once_and_respects_memory(monkeypatch):
     import psutil
 
-    monkeypatch.setattr("gptlab.executors.available_cores", lambda: 8)
-    plan = plan_resources(32, {"n_jobs": "auto", "threads": "auto"}, "cpu", 2**20)
+    monkeypatch.setattr("gptlab.executors.plan.available_cores", lambda: 8)
+    plan = plan_resources(32, ExecutorConfig(), "cpu", 2**20)
     assert (plan.workers, plan.threads) == (8, 1)
-    plan = plan_resources(3, {"n_jobs": "auto", "threads": "auto"}, "cpu", 2**20)
+    plan = plan_resources(3, ExecutorConfig(), "cpu", 2**20)
     assert (plan.workers, plan.threads) == (3, 2)
-    plan = plan_resources(32, {"n_jobs": 2, "threads": "auto"}, "cpu", 2**20)
+    plan = plan_resources(32, ExecutorConfig(n_jobs=2), "cpu", 2**20)
     assert (plan.workers, plan.threads) == (2, 4)
     available = psutil.virtual_memory().available
-    plan = plan_resources(32, {"n_jobs": "auto", "threads": "auto"}, "cpu", int(available / 2))
+    plan = plan_resources(32, ExecutorConfig(), "cpu", int(available / 2))
     assert plan.workers == 1 and "memory allows 1" in plan.reason
 
 

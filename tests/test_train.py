@@ -14,14 +14,16 @@ import pytest
 import torch
 import yaml
 
-from gptlab import data as gdata
-from gptlab.config import TrainConfig, resolve_run_config
-from gptlab.data import DatasetSource
+from gptlab.run import data as gdata
+from gptlab.run.config import TrainConfig, resolve_run_config
+from gptlab.run.data import DatasetSource
 from gptlab.model import GPT, ModelConfig, build_model
 from gptlab.sample import sample_from_run
-from gptlab.train import lr_at, main as train_main, make_optimizer, train_run
+from gptlab.run.runner import train_run
+from gptlab.run.trainer import lr_at, make_optimizer
+from gptlab.train import main as train_main
 
-from conftest import REPO, tiny_config
+from helpers import REPO, tiny_config
 
 LOSS_COLUMNS = ("step", "train_loss", "val_loss", "grad_norm", "lr", "tokens")
 

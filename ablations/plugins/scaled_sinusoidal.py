@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 
 from gptlab.model import ModelConfig
-from gptlab.positions import POSITIONS, SinusoidalPosition
+from gptlab.model.positions import POSITIONS, SinusoidalPosition
 
 
 @POSITIONS.register("scaled_sinusoidal")

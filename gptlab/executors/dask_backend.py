@@ -3,7 +3,7 @@
 This module owns everything between a sweep's task list and a dask scheduler: connecting (or
 starting a `LocalCluster` for `scheduler: local`), one task per run, shipping each run's small
 files back to the driver, and what happens when a worker is lost. Training itself is the shared
-worker-side task `gptlab.executors.execute_run`, exactly as in the local backend.
+worker-side task `gptlab.executors.worker.execute_run`, exactly as in the local backend.
 
 Why `distributed.Client` and not joblib's `Parallel(backend="dask")`: joblib treats the runs as
 one batch. The first task that raises, including the `KilledWorker` dask raises once a task has
@@ -12,8 +12,8 @@ flight. It offers no way to tell a lost worker from a run's own error, to resubm
 to fail one run and carry on. `Client.submit` with `as_completed` gives a future per run: each
 outcome is handled on its own, and `--fail-fast` is a plain `cancel`.
 
-Results: a task returns the run's plain result dict plus the text of its run files
-(`config.yaml`, `metrics.csv`, `train.log`, `error.txt` of a failed run, `summary.json`). The
+Results: a task returns the run's `RunResult` plus the text of its run files
+(`RunDir.SHIPPED`: config, metrics, log, the error of a failed run, summary). The
 driver writes them atomically into `results/NAME/runs/RUN_ID/`, `summary.json` last, so reports
 and resume cannot tell which backend trained a run. Checkpoints (`*.pt`) never travel. A worker
 trains in `executor.shared_dir/NAME/runs/RUN_ID` when a shared directory is given: an
@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-import math
 import pickle
 import shutil
 import tempfile
@@ -46,17 +46,17 @@ import uuid
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from gptlab.errors import GptlabError
-from gptlab.executors import RUNNING_MARKER, Plan, execute_run
-from gptlab.runio import atomic_write_text, read_json, write_json
+from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Plan, RunResult, Task
+from gptlab.executors.worker import execute_run, failed_result, with_run_dir
+from gptlab.run.rundir import RunDir
+from gptlab.runio import atomic_write_text
 
 log = logging.getLogger("gptlab.executors.dask")
 
 CONNECT_TIMEOUT_S = 5
-# The run files a task sends back; summary.json is written last, as the driver's "finished" mark.
-RUN_FILES = ("config.yaml", "metrics.csv", "train.log", "error.txt", "summary.json")
 STARTS = "gptlab-starts"  # task-metadata field counting how often a task began on some worker
 MAX_RESUBMITS = 3  # KilledWorker resubmissions per run, for workers that die before a run even starts
 KEY_PREFIX = "train_run"  # the dashboard groups every run's task under this name
@@ -66,7 +66,7 @@ KEY_PREFIX = "train_run"  # the dashboard groups every run's task under this nam
 class _Job:
     """One run as the driver tracks it across resubmissions."""
 
-    task: dict[str, Any]  # the sweep's task; task["run_dir"] is the driver's results folder
+    task: Task  # the sweep's task; task.run_dir is the driver's results folder
     worker_dir: str | None  # where the worker trains; None: a scratch folder on the worker
     lost_before: int = 0  # workers lost by earlier submissions of this run while it trained
     resubmits: int = 0  # times the driver submitted it again after a KilledWorker
@@ -103,41 +103,25 @@ def _count_start() -> int:
     return starts
 
 
-def train_on_worker(task: dict[str, Any], worker_dir: str | None, allowed_losses: int,
-                    lost_before: int) -> dict[str, Any]:
+def train_on_worker(task: Task, worker_dir: str | None, allowed_losses: int, lost_before: int) -> dict[str, Any]:
     """Worker side: train one run (or record that its worker was lost too often); return its files."""
     from distributed import get_worker
 
-    from gptlab.train import write_failure
-
     losses = lost_before + _count_start() - 1
-    scratch = None if worker_dir else tempfile.mkdtemp(prefix=f"{task['run_id']}.", dir=get_worker().local_directory)
-    run_dir = Path(worker_dir or scratch)
+    scratch = None if worker_dir else tempfile.mkdtemp(prefix=f"{task.run_id}.", dir=get_worker().local_directory)
+    local = with_run_dir(task, worker_dir or scratch)
+    folder = RunDir(local.run_dir)
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        folder.path.mkdir(parents=True, exist_ok=True)
         if losses > allowed_losses:
-            (run_dir / RUNNING_MARKER).unlink(missing_ok=True)
-            summary = write_failure(run_dir, task["run_id"], task["config"], worker_lost_message(losses))
-            result = {"run_id": task["run_id"], "summary": summary, "seconds": math.nan}
+            result = failed_result(local, worker_lost_message(losses))
         else:
-            _clear_failure(run_dir)
-            result = execute_run({**task, "run_dir": str(run_dir)})
-        failed = result["summary"].get("status") == "failed"
-        files = {name: (run_dir / name).read_text(encoding="utf-8") for name in RUN_FILES
-                 if (run_dir / name).is_file() and (failed or name != "error.txt")}
-        return {"result": result, "files": files}
+            folder.clear_failure()  # a failed run sent again (--rerun-failed) trains again
+            result = execute_run(local)
+        return {"result": result, "files": folder.shipped_files(failed=result.status == "failed")}
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _clear_failure(run_dir: Path) -> None:
-    """A failed run sent again (--rerun-failed) trains again, from its checkpoint if it has one."""
-    summary = run_dir / "summary.json"
-    with contextlib.suppress(OSError, ValueError):
-        if read_json(summary).get("status") == "failed":
-            summary.unlink()
-            (run_dir / "error.txt").unlink(missing_ok=True)
 
 
 # -- driver side ---------------------------------------------------------------------------------
@@ -158,13 +142,13 @@ def _probe(address: str, timeout: float) -> dict[str, Any]:
         return pool.submit(asyncio.run, identity()).result()
 
 
-def check_scheduler(executor: dict[str, Any]) -> None:
+def check_scheduler(executor: ExecutorConfig) -> None:
     """Fail fast, in one line naming the address, when the scheduler cannot be used."""
     try:
         import distributed  # noqa: F401
     except ImportError:
         raise GptlabError("executor.backend dask needs dask.distributed: pip install -e \".[distributed]\"") from None
-    address = str(executor["scheduler"])
+    address = str(executor.scheduler)
     if address == "local":
         return
     try:
@@ -179,12 +163,12 @@ def check_scheduler(executor: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def connect(executor: dict[str, Any], plan: Plan) -> Iterator[tuple[Any, bool]]:
+def connect(executor: ExecutorConfig, plan: Plan) -> Iterator[tuple[Any, bool]]:
     """Yield (client, is_local): a Client of the scheduler, or of a LocalCluster for 'local'."""
     check_scheduler(executor)
     from distributed import Client, LocalCluster
 
-    address = str(executor["scheduler"])
+    address = str(executor.scheduler)
     if address == "local":
         cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=1, processes=True, host="127.0.0.1")
         client = Client(cluster)
@@ -204,14 +188,14 @@ def connect(executor: dict[str, Any], plan: Plan) -> Iterator[tuple[Any, bool]]:
         client.close()
 
 
-def run_threads(executor: dict[str, Any], plan: Plan, local: bool) -> int:
+def run_threads(executor: ExecutorConfig, plan: Plan, local: bool) -> int:
     """Torch threads per run: executor.threads; else the local plan on 'local', else 1.
 
     A worker runs as many runs at once as its `--nthreads`, so each of its thread slots is one
     core for one run. One thread is also what makes a run's CPU losses the same wherever it trains.
     """
-    if isinstance(executor.get("threads"), int):
-        return executor["threads"]
+    if isinstance(executor.threads, int):
+        return executor.threads
     return plan.threads if local else 1
 
 
@@ -223,47 +207,52 @@ def _describe(client: Any, address: str, threads: int) -> str:
             f"dashboard {client.dashboard_link}")
 
 
-def _deliver(job: _Job, payload: dict[str, Any]) -> dict[str, Any]:
+def _deliver(job: _Job, payload: dict[str, Any]) -> RunResult:
     """Write a finished run's files into the driver's run folder (unless it trained there)."""
-    target = Path(job.task["run_dir"])
-    result = payload["result"]
-    if job.worker_dir and Path(job.worker_dir) == target:
+    target = RunDir(job.task.run_dir)
+    result: RunResult = payload["result"]
+    if job.worker_dir and Path(job.worker_dir) == target.path:
         return result
     files = payload["files"]
     for name, text in files.items():
-        if name != "summary.json":
+        if name != RunDir.SUMMARY:
             atomic_write_text(target / name, text)
     # Leftovers of an earlier attempt in this folder would contradict the run just received.
-    stale = [target / RUNNING_MARKER, *target.glob("ckpt_*.pt"), *([target / "error.txt"] if "error.txt" not in files else [])]
-    for path in stale:
-        path.unlink(missing_ok=True)
-    if "summary.json" in files:
-        atomic_write_text(target / "summary.json", files["summary.json"])
+    target.clear_stale(keep_error=RunDir.ERROR in files)
+    if RunDir.SUMMARY in files:
+        atomic_write_text(target / RunDir.SUMMARY, files[RunDir.SUMMARY])
     else:
-        write_json(target / "summary.json", result["summary"])
+        target.write_summary(dict(result.summary))
     return result
 
 
-def _record_failure(job: _Job, error: BaseException | str) -> dict[str, Any]:
-    from gptlab.train import write_failure
+@BACKENDS.register("dask")
+class DaskBackend:
+    """Tasks on a dask.distributed cluster (`executor.scheduler`), or a local one for 'local'."""
 
-    task = job.task
-    (Path(task["run_dir"]) / RUNNING_MARKER).unlink(missing_ok=True)
-    summary = write_failure(task["run_dir"], task["run_id"], task["config"], error)
-    return {"run_id": task["run_id"], "summary": summary, "seconds": math.nan}
+    def __init__(self, config: ExecutorConfig) -> None:
+        self.config = config
+
+    def check(self) -> None:
+        check_scheduler(self.config)  # an unreachable scheduler fails before anything is written
+
+    def describe(self, plan: Plan) -> str | None:
+        return None  # logged once the cluster is seen: its workers, not this machine, make the plan
+
+    def run(self, tasks: Sequence[Task], plan: Plan, on_result: OnResult, fail_fast: bool = False) -> None:
+        run_dask(tasks, plan, self.config, on_result, fail_fast)
 
 
-def run_dask(tasks: list[dict[str, Any]], plan: Plan, executor: dict[str, Any],
-             on_result: Callable[[dict[str, Any]], None], fail_fast: bool = False) -> None:
-    """Train `tasks` on a dask cluster, calling `on_result` once per finished run (as run_local)."""
+def run_dask(tasks: Sequence[Task], plan: Plan, executor: ExecutorConfig, on_result: OnResult,
+             fail_fast: bool = False) -> None:
+    """Train `tasks` on a dask cluster, calling `on_result` once per finished run."""
     if not tasks:
         return
     from distributed import KilledWorker, as_completed
 
-    allowed = 1 if executor.get("on_worker_lost", "retry") == "retry" else 0
-    shared = executor.get("shared_dir")
-    shared_root = Path(shared).expanduser().resolve() if shared else None
-    address = str(executor["scheduler"])
+    allowed = 1 if executor.on_worker_lost == "retry" else 0
+    shared_root = Path(executor.shared_dir).expanduser().resolve() if executor.shared_dir else None
+    address = str(executor.scheduler)
     with connect(executor, plan) as (client, local):
         threads = run_threads(executor, plan, local)
         log.info("%s", _describe(client, address, threads))
@@ -273,16 +262,16 @@ def run_dask(tasks: list[dict[str, Any]], plan: Plan, executor: dict[str, Any],
         pending = as_completed()
 
         def submit(job: _Job) -> None:
-            task = {**job.task, "threads": threads, "gpus": 0}  # a worker trains on the device it sees
-            key = f"{KEY_PREFIX}-{uuid.uuid4().hex[:8]}-{task['run_id']}"
+            task = dataclasses.replace(job.task, threads=threads, gpus=0)  # a worker trains on the device it sees
+            key = f"{KEY_PREFIX}-{uuid.uuid4().hex[:8]}-{task.run_id}"
             call = _CallOnLoad(train_on_worker, (task, job.worker_dir, allowed, job.lost_before))
             future = client.submit(pickle.loads, pickle.dumps(call, protocol=5), key=key)
             jobs[future.key] = (future, job)
             pending.add(future)
 
         for task in tasks:
-            run_dir = Path(task["run_dir"])
-            worker_dir = str(shared_root / run_dir.parent.parent.name / "runs" / task["run_id"]) if shared_root else None
+            run_dir = Path(task.run_dir)
+            worker_dir = str(shared_root / run_dir.parent.parent.name / "runs" / task.run_id) if shared_root else None
             submit(_Job(task, worker_dir))
         try:
             for future in pending:
@@ -293,20 +282,20 @@ def run_dask(tasks: list[dict[str, Any]], plan: Plan, executor: dict[str, Any],
                     # Only starts count: the scheduler also blames runs merely queued on a lost worker.
                     losses = job.lost_before + int(client.get_metadata([future.key, STARTS], 0))
                     if losses <= allowed and job.resubmits < MAX_RESUBMITS:
-                        log.warning("worker lost while training %s; retrying it", job.task["run_id"])
+                        log.warning("worker lost while training %s; retrying it", job.task.run_id)
                         submit(_Job(job.task, job.worker_dir, losses, job.resubmits + 1))
                         continue
-                    result = _record_failure(job, worker_lost_message(max(losses, 1)))
+                    result = failed_result(job.task, worker_lost_message(max(losses, 1)))
                 except (CancelledError, asyncio.CancelledError) as err:  # the scheduler went away, or a cancel
-                    raise GptlabError(f"the dask scheduler at {address} dropped run {job.task['run_id']} "
+                    raise GptlabError(f"the dask scheduler at {address} dropped run {job.task.run_id} "
                                       f"({getattr(err, 'reason', 'cancelled')}); finished runs are kept, "
                                       "rerun the same command to train the rest") from None
                 except Exception as err:  # e.g. gptlab not importable on the worker
-                    result = _record_failure(job, err)
+                    result = failed_result(job.task, err)
                 finally:
                     future.release()
                 on_result(result)
-                if fail_fast and result["summary"].get("status") == "failed":
+                if fail_fast and result.status == "failed":
                     log.info("--fail-fast: stopping at the first failed run")
                     return
         finally:

@@ -1,16 +1,16 @@
-"""The local backend: runs in joblib/loky worker processes on this machine.
+"""The `loky` backend: runs in joblib/loky worker processes on this machine.
 
-`run_local` survives workers that die (killed, out of memory): the runs that were in flight are
-retried one at a time, and only a run whose worker dies while it trains alone is marked failed.
+It survives workers that die (killed, out of memory): the runs that were in flight are retried
+one at a time, and only a run whose worker dies while it trains alone is marked failed.
 """
 from __future__ import annotations
 
 import logging
-import math
-from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Iterator, Sequence
 
-from gptlab.executors import RUNNING_MARKER, WORKER_DIED, Plan, execute_run
+from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Plan, RunResult, Task
+from gptlab.executors.worker import WORKER_DIED, execute_run, failed_result
+from gptlab.run.rundir import RunDir
 
 log = logging.getLogger("gptlab.executors.local")
 
@@ -28,7 +28,7 @@ def thread_env(threads: int) -> dict[str, str]:
     return {name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
 
 
-def _parallel(tasks: list[dict[str, Any]], workers: int, threads: int) -> Iterator[dict[str, Any]]:
+def _parallel(tasks: Sequence[Task], workers: int, threads: int) -> Iterator[RunResult]:
     """Results of `tasks` as they finish, each trained in a loky worker process.
 
     joblib's `Parallel` runs a single job in the calling process; the loky executor it is built on
@@ -54,44 +54,52 @@ class FailFast(Exception):
     """Raised inside the result loop to stop the executor at the first failed run."""
 
 
-def run_local(tasks: list[dict[str, Any]], plan: Plan, on_result: Callable[[dict[str, Any]], None],
-              fail_fast: bool = False) -> None:
-    """Train `tasks` on this machine in loky worker processes, calling `on_result` as each finishes."""
-    died = _worker_died_errors()
-    queue = list(tasks)
-    while queue:
-        for task in queue:
-            (Path(task["run_dir"]) / RUNNING_MARKER).unlink(missing_ok=True)
-        done: set[str] = set()
-        try:
-            for result in _parallel(queue, min(plan.workers, len(queue)), plan.threads):
-                done.add(result["run_id"])
-                on_result(result)
-                if fail_fast and result["summary"]["status"] == "failed":
-                    raise FailFast(result["run_id"])
-            return
-        except FailFast:
-            return
-        except died as err:
-            left = [t for t in queue if t["run_id"] not in done]
-            suspects = [t for t in left if (Path(t["run_dir"]) / RUNNING_MARKER).exists()]
-            log.warning("a worker died (%s); retrying the %d run(s) that were in flight, one at a time",
-                        type(err).__name__, len(suspects))
-            for task in suspects:
-                (Path(task["run_dir"]) / RUNNING_MARKER).unlink(missing_ok=True)
-                result = _run_alone(task, plan.threads, died)
-                on_result(result)
-                if fail_fast and result["summary"]["status"] == "failed":
-                    return
-            queue = [t for t in left if t not in suspects]
+@BACKENDS.register("loky")
+class LocalBackend:
+    """Worker processes on this machine (joblib's loky), one run per worker."""
+
+    def __init__(self, config: ExecutorConfig) -> None:
+        self.config = config
+
+    def check(self) -> None:
+        """Nothing to check: this machine is always there."""
+
+    def describe(self, plan: Plan) -> str | None:
+        return plan.describe()
+
+    def run(self, tasks: Sequence[Task], plan: Plan, on_result: OnResult, fail_fast: bool = False) -> None:
+        died = _worker_died_errors()
+        queue = list(tasks)
+        while queue:
+            for task in queue:
+                RunDir(task.run_dir).clear_running()
+            done: set[str] = set()
+            try:
+                for result in _parallel(queue, min(plan.workers, len(queue)), plan.threads):
+                    done.add(result.run_id)
+                    on_result(result)
+                    if fail_fast and result.status == "failed":
+                        raise FailFast(result.run_id)
+                return
+            except FailFast:
+                return
+            except died as err:
+                left = [t for t in queue if t.run_id not in done]
+                suspects = [t for t in left if RunDir(t.run_dir).is_running()]
+                log.warning("a worker died (%s); retrying the %d run(s) that were in flight, one at a time",
+                            type(err).__name__, len(suspects))
+                for task in suspects:
+                    RunDir(task.run_dir).clear_running()
+                    result = _run_alone(task, plan.threads, died)
+                    on_result(result)
+                    if fail_fast and result.status == "failed":
+                        return
+                queue = [t for t in left if t not in suspects]
 
 
-def _run_alone(task: dict[str, Any], threads: int, died: tuple[type[BaseException], ...]) -> dict[str, Any]:
+def _run_alone(task: Task, threads: int, died: tuple[type[BaseException], ...]) -> RunResult:
     """Retry one suspect in a worker of its own: if that worker dies too, the run is the cause."""
-    from gptlab.train import write_failure
-
     try:
         return next(iter(_parallel([task], 1, threads)))
     except died:
-        summary = write_failure(task["run_dir"], task["run_id"], task["config"], WORKER_DIED)
-        return {"run_id": task["run_id"], "summary": summary, "seconds": math.nan}
+        return failed_result(task, WORKER_DIED)

@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from gptlab.layout import DISCUSSION_MD, SUMMARY_CSV, SWEEP_YAML, run_path
+from gptlab.run.rundir import RunDir
 from gptlab.cells import design_cells
 from gptlab.errors import GptlabError
 
@@ -87,7 +89,7 @@ def read_text(path: Path) -> str:
 
 
 def _read_spec(results_dir: Path) -> dict[str, Any]:
-    path = results_dir / "sweep.yaml"
+    path = results_dir / SWEEP_YAML
     if not path.exists():
         log.warning("%s missing: factors are inferred from summary.csv", path)
         return {}
@@ -103,7 +105,7 @@ def _read_spec(results_dir: Path) -> dict[str, Any]:
 def _read_summary(results_dir: Path) -> pd.DataFrame:
     if not results_dir.is_dir():
         raise ReportError(f"results directory not found: {results_dir}")
-    path = results_dir / "summary.csv"
+    path = results_dir / SUMMARY_CSV
     if not path.is_file():
         raise ReportError(f"{path} not found: is {results_dir} a sweep's results directory?")
     try:
@@ -164,7 +166,7 @@ def _read_curves(results_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
     """Validation points (rows with a val_loss) of every run that has a metrics.csv."""
     frames = []
     for run in runs.itertuples():
-        path = results_dir / "runs" / str(run.run_id) / "metrics.csv"
+        path = run_path(results_dir, run.run_id) / RunDir.METRICS
         try:
             m = pd.read_csv(path, usecols=["step", "val_loss"])
         except (FileNotFoundError, pd.errors.EmptyDataError, ValueError):
@@ -181,7 +183,7 @@ def _read_run_json(results_dir: Path, runs: pd.DataFrame) -> dict[str, list[str]
     env: dict[str, list[str]] = {}
     diverged = []
     for run_id in runs["run_id"]:
-        path = results_dir / "runs" / str(run_id) / "summary.json"
+        path = run_path(results_dir, run_id) / RunDir.SUMMARY
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):  # missing, unreadable, not UTF-8 or not JSON
@@ -224,8 +226,8 @@ def load_results(results_dir: Path | str) -> Results:
     res.environment = _read_run_json(results_dir, runs)
     res.curves = _read_curves(results_dir, runs)
     res.ceiling, res.ceiling_note = _ceiling(results_dir, runs)
-    if (results_dir / "discussion.md").is_file():
-        res.discussion = read_text(results_dir / "discussion.md")
+    if (results_dir / DISCUSSION_MD).is_file():
+        res.discussion = read_text(results_dir / DISCUSSION_MD)
     return res
 
 
@@ -233,7 +235,7 @@ def _ceiling(results_dir: Path, runs: pd.DataFrame) -> tuple[float, str]:
     """Unigram validation loss of the runs' dataset (from a run's config.yaml; never downloads)."""
     for run_id in runs["run_id"]:
         try:
-            data = (yaml.safe_load((results_dir / "runs" / str(run_id) / "config.yaml").read_text(encoding="utf-8"))
+            data = (yaml.safe_load((run_path(results_dir, run_id) / RunDir.CONFIG).read_text(encoding="utf-8"))
                     or {}).get("data")
         except (OSError, ValueError, yaml.YAMLError, AttributeError):
             continue
@@ -241,7 +243,7 @@ def _ceiling(results_dir: Path, runs: pd.DataFrame) -> tuple[float, str]:
             break
     else:
         return math.nan, "no run's config.yaml names its data"
-    from gptlab.data import unigram_val_loss
+    from gptlab.run.data import unigram_val_loss
     from gptlab.errors import GptlabError
     name = str(data.get("dataset") or "tinyshakespeare")
     try:

@@ -13,13 +13,14 @@ import logging
 
 import pandas as pd
 
+from gptlab.layout import SAMPLES_JSON, run_path
 from gptlab.report.load import Results
 
 log = logging.getLogger(__name__)
 
 PROMPT, MAX_NEW_TOKENS, SEED = "\n", 200, 0
 NO_CHECKPOINT = "(no checkpoint available)"
-STORE = "samples.json"
+STORE = SAMPLES_JSON
 
 
 def best_runs(res: Results) -> pd.DataFrame:
@@ -53,7 +54,7 @@ def samples(res: Results) -> list[tuple[str, str, str]]:
         if sample_from_run is not None:
             try:
                 text = fresh[str(run.run_id)] = sample_from_run(
-                    res.results_dir / "runs" / str(run.run_id), prompt=PROMPT, max_new_tokens=MAX_NEW_TOKENS, seed=SEED)
+                    run_path(res.results_dir, run.run_id), prompt=PROMPT, max_new_tokens=MAX_NEW_TOKENS, seed=SEED)
             except FileNotFoundError:
                 pass
             except Exception as exc:  # a broken checkpoint must not break the report

@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from gptlab.layout import RUNS, SUMMARY_CSV, SWEEP_YAML, run_path
+from gptlab.run.rundir import RunDir
 from gptlab.cells import design_cells
 
 if TYPE_CHECKING:
@@ -53,7 +55,7 @@ def make_results(root: Path, grid: Mapping[str, Sequence[Any]], seeds: int | Seq
     rng = np.random.default_rng(rng_seed)
     seed_offset = {s: rng.normal(0.0, seed_sd) for s in seeds}
     out = Path(root) / "results" / name
-    (out / "runs").mkdir(parents=True, exist_ok=True)
+    (out / RUNS).mkdir(parents=True, exist_ok=True)
     factors = list(grid)
     spec = {"name": name, "description": f"synthetic sweep over {', '.join(factors) or 'nothing'}",
             "plugins": [], "base": {"model": {"n_layer": 2, "n_embd": 64}, "train": {"max_iters": max_iters}},
@@ -61,7 +63,7 @@ def make_results(root: Path, grid: Mapping[str, Sequence[Any]], seeds: int | Seq
             "executor": {"backend": "loky", "n_jobs": 2}, "command": f"python -m gptlab.sweep ablations/{name}.yaml"}
     if baseline:
         spec["baseline"] = dict(baseline)
-    (out / "sweep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    (out / SWEEP_YAML).write_text(yaml.safe_dump(spec, sort_keys=False))
     rows = []
     combos = design_cells(grid, exclude)
     for ci, combo in enumerate(combos):
@@ -70,9 +72,9 @@ def make_results(root: Path, grid: Mapping[str, Sequence[Any]], seeds: int | Seq
             run_id = f"run{ci:02d}s{seed}"
             st = status.get((tuple(combo), seed), "ok")
             best = base_loss + _loss(cell, effects) + seed_offset[seed] + rng.normal(0.0, noise_sd)
-            rows.append(_write_run(out / "runs" / run_id, run_id, seed, cell, st, best,
+            rows.append(_write_run(run_path(out, run_id), run_id, seed, cell, st, best,
                                    100_000 + 1_000 * ci, max_iters, eval_interval, rng))
-    pd.DataFrame(rows).to_csv(out / "summary.csv", index=False)
+    pd.DataFrame(rows).to_csv(out / SUMMARY_CSV, index=False)
     return out
 
 
@@ -84,7 +86,7 @@ def _write_run(run_dir: Path, run_id: str, seed: int, cell: dict[str, Any], stat
     for key, level in cell.items():
         section, _, field = key.partition(".")
         config.setdefault(section, {})[field] = level
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    (run_dir / RunDir.CONFIG).write_text(yaml.safe_dump(config))
     steps = list(range(0, max_iters + 1, eval_interval))
     stop = len(steps) if status == "ok" else (len(steps) // 2 if status == "diverged" else 0)
     metrics, elapsed = [], 0.0
@@ -97,7 +99,7 @@ def _write_run(run_dir: Path, run_id: str, seed: int, cell: dict[str, Any], stat
             metrics.append({"step": step + eval_interval // 2, "train_loss": val - 0.01, "val_loss": None,
                             "lr": 1e-3, "grad_norm": 1.0, "tokens": 0, "elapsed_s": elapsed + 0.1})
     cols = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens", "elapsed_s"]
-    pd.DataFrame(metrics, columns=cols).to_csv(run_dir / "metrics.csv", index=False)
+    pd.DataFrame(metrics, columns=cols).to_csv(run_dir / RunDir.METRICS, index=False)
     evals = [m["val_loss"] for m in metrics if m["val_loss"] is not None]
     row: dict[str, Any] = {"run_id": run_id, "seed": seed, **cell, "status": status}
     if evals:
@@ -111,7 +113,7 @@ def _write_run(run_dir: Path, run_id: str, seed: int, cell: dict[str, Any], stat
                error={"failed": "RuntimeError: CUDA out of memory", "diverged": "loss is nan"}.get(status, ""))
     summary = {**row, "eval_s": 0.1, "diverged_step": steps[stop] if status == "diverged" else None,
                "environment": ENVIRONMENT, "config": config}
-    (run_dir / "summary.json").write_text(json.dumps(summary, default=str))
+    (run_dir / RunDir.SUMMARY).write_text(json.dumps(summary, default=str))
     return row
 
 

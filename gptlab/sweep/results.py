@@ -8,28 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gptlab.runio import read_json, write_csv
-from gptlab.spec import Run, SweepSpec
+from gptlab.layout import SUMMARY_CSV, run_path
+from gptlab.run.rundir import RunDir
+from gptlab.runio import write_csv
+from gptlab.sweep.spec import Run, SweepSpec
 
 METRIC_FIELDS = ["status", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
                  "params_non_embedding", "tokens_per_sec", "wall_s", "error"]
-FINISHED = ("ok", "diverged")
 
 
-def run_dir(results_dir: Path, run: Run) -> Path:
-    return results_dir / "runs" / run.run_id
-
-
-def run_state(results_dir: Path, run: Run) -> str:
-    """ok | diverged | failed (finished with that status), partial (has a checkpoint), pending."""
-    folder = run_dir(results_dir, run)
-    summary = folder / "summary.json"
-    if summary.exists():
-        try:
-            return read_json(summary).get("status", "failed")
-        except ValueError:
-            return "failed"
-    return "partial" if (folder / "ckpt_last.pt").exists() else "pending"
+def run_dir(results_dir: Path, run: Run) -> RunDir:
+    return RunDir(run_path(results_dir, run.run_id))
 
 
 def summary_columns(spec: SweepSpec) -> list[str]:
@@ -40,10 +29,10 @@ def summary_rows(spec: SweepSpec, results_dir: Path) -> list[dict[str, Any]]:
     """One row per run of the spec that has a summary.json, in grid order."""
     rows = []
     for run in spec.runs:
-        path = run_dir(results_dir, run) / "summary.json"
-        if not path.exists():
+        folder = run_dir(results_dir, run)
+        if not (folder / RunDir.SUMMARY).exists():
             continue
-        summary = read_json(path)
+        summary = folder.summary() or {"status": "failed", "error": f"unreadable {folder / RunDir.SUMMARY}"}
         rows.append({"run_id": run.run_id, "seed": run.seed, **run.factors,
                      **{k: summary.get(k) for k in METRIC_FIELDS}})
     return rows
@@ -51,5 +40,5 @@ def summary_rows(spec: SweepSpec, results_dir: Path) -> list[dict[str, Any]]:
 
 def write_summary(spec: SweepSpec, results_dir: Path) -> list[dict[str, Any]]:
     rows = summary_rows(spec, results_dir)
-    write_csv(results_dir / "summary.csv", rows, summary_columns(spec))
+    write_csv(results_dir / SUMMARY_CSV, rows, summary_columns(spec))
     return rows

@@ -13,15 +13,16 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gptlab.activations import ACTIVATIONS
+from gptlab.model.activations import ACTIVATIONS
 from gptlab.errors import GptlabError
 from gptlab.fields import setting
-from gptlab.norms import NORM_TYPES, NORMS, make_norm, norm_at
-from gptlab.positions import EMBEDDING_INIT_STD, POSITIONS, PositionEncoding
-from gptlab.tying import TYING
+from gptlab.model.norms import NORM_TYPES, make_norm, norm_at
+from gptlab.model.placements import NORM_PLACEMENTS
+from gptlab.model.positions import EMBEDDING_INIT_STD, POSITIONS, PositionEncoding
+from gptlab.model.tying import TYING
 
 # Key order is the order of `--list`; every key is also a string field of ModelConfig.
-REGISTRIES = {"norm": NORMS, "norm_type": NORM_TYPES, "activation": ACTIVATIONS, "position": POSITIONS, "tying": TYING}
+REGISTRIES = {"norm": NORM_PLACEMENTS, "norm_type": NORM_TYPES, "activation": ACTIVATIONS, "position": POSITIONS, "tying": TYING}
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class Block(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        p = NORMS.get(cfg.norm)
+        p = NORM_PLACEMENTS.get(cfg.norm)
         self.ln_1 = norm_at(cfg, p.in_norm)
         self.attn = CausalSelfAttention(cfg)
         self.ln_1_out, self.ln_1_sum = norm_at(cfg, p.out_norm), norm_at(cfg, p.sum_norm)
@@ -146,7 +147,7 @@ class GPT(nn.Module):
                 wpe=POSITIONS.get(cfg.position)(cfg),
                 drop=nn.Dropout(cfg.dropout),
                 h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
-                ln_f=make_norm(cfg) if NORMS.get(cfg.norm).final_norm else nn.Identity(),
+                ln_f=make_norm(cfg) if NORM_PLACEMENTS.get(cfg.norm).final_norm else nn.Identity(),
             )
         )
         self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)

@@ -20,7 +20,7 @@ import torch.nn as nn
 from gptlab.registry import Registry
 
 if TYPE_CHECKING:
-    from gptlab.model import ModelConfig
+    from gptlab.model.gpt import ModelConfig
 
 POSITIONS: Registry[type["PositionEncoding"]] = Registry("position", "position information scheme")
 

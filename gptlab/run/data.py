@@ -11,20 +11,19 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import tempfile
 import urllib.request
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 import numpy as np
 import torch
 
 from gptlab.errors import GptlabError
-from gptlab.runio import FILE_MODE
+from gptlab.runio import atomic_write
 
-log = logging.getLogger("gptlab.data")
+log = logging.getLogger("gptlab.run.data")
 
 
 @dataclass(frozen=True)
@@ -71,12 +70,11 @@ def _verify(path: Path, source: DatasetSource, name: str) -> Path:
 
 
 def download(url: str, dest: Path, sha256: str | None = None, timeout: float = 30.0) -> Path:
-    """Download `url` to `dest` atomically (temp file + rename), checking the sha256 if given."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
-            digest = hashlib.sha256()
+    """Download `url` to `dest` atomically, checking the sha256 if given (a mismatch saves nothing)."""
+
+    def fetch(out: BinaryIO) -> None:
+        digest = hashlib.sha256()
+        with urllib.request.urlopen(url, timeout=timeout) as response:
             for chunk in iter(lambda: response.read(1 << 16), b""):
                 digest.update(chunk)
                 out.write(chunk)
@@ -85,11 +83,8 @@ def download(url: str, dest: Path, sha256: str | None = None, timeout: float = 3
                 f"download from {url} has sha256 {digest.hexdigest()[:12]}..., expected {sha256[:12]}...; "
                 "nothing was saved"
             )
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+
+    atomic_write(dest, fetch)
     return dest
 
 

@@ -79,12 +79,19 @@ class DataConfig:
 class RunConfig:
     """One fully resolved training run."""
 
-    model: ModelConfig  # architecture (vocab_size is set from the dataset at run time)
+    model: ModelConfig  # architecture; its vocab_size is the derived field below
     train: TrainConfig  # optimisation settings
     data: DataConfig  # corpus
     seed: int = 0  # seeds the initialisation, the batch order and dropout
+    vocab_size: int | None = None  # derived, never set by hand: the tokenizer's size (bind_vocab); not hashed
+
+    def bind_vocab(self, vocab_size: int) -> "RunConfig":
+        """This config with its derived vocabulary size set (in `model` too), as a run needs it."""
+        model = dataclasses.replace(self.model, vocab_size=vocab_size)
+        return dataclasses.replace(self, model=model, vocab_size=vocab_size)
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings only: the derived vocab_size is left out (and so out of the run's hash)."""
         model = dataclasses.asdict(self.model)
         model.pop("vocab_size")
         return {

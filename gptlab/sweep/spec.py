@@ -17,15 +17,13 @@ from typing import Any
 import yaml
 
 from gptlab.cells import design_cells
-from gptlab.config import RunConfig, get_dotted, resolve_run_config, set_dotted, valid_keys
+from gptlab.run.config import RunConfig, get_dotted, resolve_run_config, set_dotted, valid_keys
 from gptlab.errors import GptlabError, closest
+from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
 
 TOP_KEYS = ["name", "description", "plugins", "base", "grid", "seeds", "exclude", "baseline", "executor", "report"]
-EXECUTOR_KEYS = ["backend", "n_jobs", "threads", "runs_per_gpu", "scheduler", "shared_dir", "on_worker_lost"]
-BACKENDS = ["loky", "dask"]
 REPORT_KEYS = ["equivalence_margin"]
-ON_WORKER_LOST = ["retry", "fail"]  # what the dask backend does with a run whose worker was lost
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -55,7 +53,7 @@ class SweepSpec:
     seeds: list[int]  # seeds every cell is trained with
     exclude: list[dict[str, Any]]  # cells dropped from the product
     baseline: dict[str, Any]  # reference level per factor (default: first level)
-    executor: dict[str, Any]  # backend, n_jobs, threads, ...
+    executor: ExecutorConfig  # how and where the runs train
     report: dict[str, Any]  # report settings: equivalence_margin (nats/char), always filled
     source: str = ""  # the YAML path it came from
     search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
@@ -64,7 +62,7 @@ class SweepSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "plugins": self.plugins,
                 "base": self.base, "grid": self.grid, "seeds": self.seeds, "exclude": self.exclude,
-                "baseline": self.baseline, "executor": self.executor, "report": self.report}
+                "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report}
 
 
 def _fail(key: str, message: str) -> GptlabError:
@@ -187,7 +185,9 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
     _check_cell_mapping(baseline, grid, "baseline")
     baseline = {k: baseline.get(k, levels[0]) for k, levels in grid.items()}
 
-    executor = _check_executor({**(raw.get("executor") or {}), **executor_overrides})
+    executor = raw.get("executor") or {}
+    _require(executor, dict, "executor", "a mapping")
+    executor = ExecutorConfig.from_mapping({**executor, **executor_overrides})
 
     report = _check_report({} if raw.get("report") is None else raw["report"])
 
@@ -214,33 +214,6 @@ def _check_cell_mapping(rule: Any, grid: dict[str, list[Any]], key: str) -> None
             raise _fail(key, f"'{factor}' is not a grid factor{closest(factor, grid)}; factors: {', '.join(grid)}")
         if level not in grid[factor]:
             raise _fail(key, f"{factor} level {level!r} is not in the grid; levels: {grid[factor]}")
-
-
-def _check_executor(executor: Any) -> dict[str, Any]:
-    _require(executor, dict, "executor", "a mapping")
-    for key in executor:
-        if key not in EXECUTOR_KEYS:
-            raise GptlabError(f"executor: unknown key '{key}'{closest(key, EXECUTOR_KEYS)}; valid: {', '.join(EXECUTOR_KEYS)}")
-    resolved = {"backend": "loky", "n_jobs": "auto", "threads": "auto", "runs_per_gpu": 1, **executor}
-    if resolved["backend"] not in BACKENDS:
-        raise _fail("executor.backend", f"unknown backend {resolved['backend']!r}{closest(resolved['backend'], BACKENDS)}; valid: {', '.join(BACKENDS)}")
-    for key in ("n_jobs", "threads"):
-        value = resolved[key]
-        if value != "auto" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise _fail(f"executor.{key}", f"must be 'auto' or a positive integer, got {value!r}")
-    runs_per_gpu = resolved["runs_per_gpu"]
-    if not isinstance(runs_per_gpu, int) or isinstance(runs_per_gpu, bool) or runs_per_gpu < 1:
-        raise _fail("executor.runs_per_gpu", f"must be a positive integer, got {runs_per_gpu!r}")
-    for key in ("scheduler", "shared_dir"):
-        if key in resolved and (not isinstance(resolved[key], str) or not resolved[key].strip()):
-            raise _fail(f"executor.{key}", f"must be a non-empty string, got {resolved[key]!r}")
-    if resolved.get("on_worker_lost", "retry") not in ON_WORKER_LOST:
-        raise _fail("executor.on_worker_lost", f"must be one of {', '.join(ON_WORKER_LOST)}, got {resolved['on_worker_lost']!r}")
-    if resolved["backend"] == "dask":
-        if not resolved.get("scheduler"):
-            raise _fail("executor.scheduler", "the dask backend needs a scheduler address (tcp://HOST:PORT) or 'local'")
-        resolved.setdefault("on_worker_lost", "retry")
-    return resolved
 
 
 def _check_report(report: Any) -> dict[str, Any]:

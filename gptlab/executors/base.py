@@ -1,0 +1,138 @@
+"""What crosses the boundary between the sweep and its executors, and the `BACKENDS` registry.
+
+The sweep hands a backend a list of `Task`s and a `Plan`, and gets one `RunResult` per run back;
+`ExecutorConfig` is the YAML's `executor:` section, validated. A backend is a `BACKENDS` entry: a
+factory taking the `ExecutorConfig` and returning an object with the `Backend` protocol.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from gptlab.errors import GptlabError, closest
+from gptlab.fields import setting
+from gptlab.registry import Registry
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """How and where the runs of a sweep train (the sweep YAML's `executor:` section)."""
+
+    backend: str = setting("loky", "where runs train: loky (worker processes here) or dask (a dask.distributed cluster)")
+    n_jobs: int | str = setting("auto", "runs trained at once: auto (one per core, or per GPU slot) or a positive integer")
+    threads: int | str = setting("auto", "torch threads per run: auto (cores / runs at once) or a positive integer")
+    runs_per_gpu: int = setting(1, "runs sharing one GPU at once")
+    scheduler: str | None = setting(None, "dask: the scheduler address (tcp://HOST:PORT), or 'local' for a local cluster")
+    shared_dir: str | None = setting(None, "dask: a folder every worker sees, where runs train (and resume) in place")
+    on_worker_lost: str = setting("retry", "dask: retry (once) or fail a run whose worker was lost")
+
+    @classmethod
+    def from_mapping(cls, raw: Any) -> "ExecutorConfig":
+        """Validate a YAML mapping, naming the `executor.KEY` of every problem."""
+        if not isinstance(raw, Mapping):
+            raise GptlabError(f"executor: must be a mapping, got {raw!r}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in raw:
+            if key not in names:
+                raise GptlabError(f"executor: unknown key '{key}'{closest(str(key), names)}; valid: {', '.join(names)}")
+        config = cls(**raw)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if not isinstance(self.backend, str) or self.backend not in BACKENDS:
+            raise _fail("backend", f"unknown backend {self.backend!r}{closest(str(self.backend), BACKENDS.names())}; "
+                        f"valid: {', '.join(BACKENDS.names())}")
+        for key in ("n_jobs", "threads"):
+            value = getattr(self, key)
+            if value != "auto" and not _positive_int(value):
+                raise _fail(key, f"must be 'auto' or a positive integer, got {value!r}")
+        if not _positive_int(self.runs_per_gpu):
+            raise _fail("runs_per_gpu", f"must be a positive integer, got {self.runs_per_gpu!r}")
+        for key in ("scheduler", "shared_dir"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise _fail(key, f"must be a non-empty string, got {value!r}")
+        if self.on_worker_lost not in ON_WORKER_LOST:
+            raise _fail("on_worker_lost", f"must be one of {', '.join(ON_WORKER_LOST)}, got {self.on_worker_lost!r}")
+        if self.backend == "dask" and not self.scheduler:
+            raise _fail("scheduler", "the dask backend needs a scheduler address (tcp://HOST:PORT) or 'local'")
+
+    def to_dict(self) -> dict[str, Any]:
+        """As recorded in results/NAME/sweep.yaml (unset optional keys left out)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+ON_WORKER_LOST = ("retry", "fail")
+
+
+def _fail(key: str, message: str) -> GptlabError:
+    return GptlabError(f"executor.{key}: {message}")
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a sweep uses the machine."""
+
+    workers: int  # runs trained at once
+    threads: int  # torch / OpenMP threads per run
+    device: str  # cpu | cuda | mps
+    gpus: int  # GPUs shared by the workers (0 on CPU)
+    reason: str  # one line explaining the choice
+    run_bytes: int = 0  # estimated peak memory of one run, which caps the number of workers
+
+    def describe(self) -> str:
+        where = f"{self.gpus} GPU(s)" if self.gpus else "CPU"
+        return f"plan: {self.workers} worker(s) x {self.threads} thread(s) on {where} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One run as a worker receives it: everything it needs, nothing it must look up."""
+
+    run_id: str  # the run's folder name and label
+    config: Mapping[str, Any]  # the resolved run config (plain, as in config.yaml)
+    run_dir: str  # absolute path of the run's folder as the driver sees it
+    threads: int  # torch threads for this run
+    plugins: tuple[str, ...] = ()  # plugin modules / .py paths to import before training
+    search_path: tuple[str, ...] = ()  # folders added to sys.path for the plugins
+    gpus: int = 0  # GPUs the workers share (a run takes a free slot among them); 0 on CPU
+    runs_per_gpu: int = 1  # slots per GPU
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a backend reports for one run: its summary.json and the seconds it took here."""
+
+    run_id: str
+    summary: Mapping[str, Any]  # the run's summary.json (status ok | diverged | failed)
+    seconds: float  # wall time of this attempt (NaN when the run never started)
+
+    @property
+    def status(self) -> str:
+        return str(self.summary.get("status", "failed"))
+
+
+OnResult = Callable[[RunResult], None]
+
+
+class Backend(Protocol):
+    """What every `BACKENDS` entry builds from an `ExecutorConfig`."""
+
+    def check(self) -> None:
+        """Refuse, before anything is written, a backend that cannot run (e.g. no scheduler)."""
+
+    def describe(self, plan: Plan) -> str | None:
+        """The plan line to print before training; None when the backend logs its own."""
+
+    def run(self, tasks: Sequence[Task], plan: Plan, on_result: OnResult, fail_fast: bool = False) -> None:
+        """Train `tasks`, calling `on_result` once per run as it finishes (in the calling thread)."""
+
+
+BackendFactory = Callable[[ExecutorConfig], Backend]
+BACKENDS: Registry[BackendFactory] = Registry("backend", "where the runs of a sweep train")

@@ -1,0 +1,53 @@
+"""The plan: how many runs train at once, with how many threads, from the machine and `executor:`."""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from gptlab.executors.base import ExecutorConfig, Plan
+
+# Resident memory of a worker beyond its model: the Python interpreter, torch and the dataset.
+WORKER_BASE_BYTES = 600 * 2**20
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
+
+
+def estimate_run_bytes(config: Mapping[str, Any]) -> int:
+    """Rough peak memory of one training run: weights, grads, two Adam moments, activations."""
+    m, t = config["model"], config["train"]
+    C, L, T, B = m["n_embd"], m["n_layer"], m["block_size"], max(t["batch_size"], t["eval_batch_size"])
+    params = 12 * L * C * C + 2 * 256 * C + T * C
+    activations = B * T * L * (34 * C + 5 * m["n_head"] * T) * 4  # Korthikanti et al. 2022, fp32
+    return WORKER_BASE_BYTES + 16 * params + activations
+
+
+def plan_resources(n_runs: int, executor: ExecutorConfig, device: str, run_bytes: int) -> Plan:
+    """Choose workers x threads so that cores (or GPUs) are busy without oversubscription."""
+    import psutil
+
+    cores = available_cores()
+    n_jobs, threads = executor.n_jobs, executor.threads
+    memory_cap = max(1, int(0.8 * psutil.virtual_memory().available // max(run_bytes, 1)))
+    if device == "cuda":
+        import torch
+
+        gpus = torch.cuda.device_count()
+        slots = gpus * executor.runs_per_gpu
+        workers = slots if n_jobs == "auto" else min(int(n_jobs), slots)
+        reason = f"{executor.runs_per_gpu} run(s) per GPU"
+    else:
+        gpus = 0
+        # Small models scale poorly across threads; one run per core keeps every core busy.
+        workers = cores if n_jobs == "auto" else int(n_jobs)
+        reason = f"{cores} core(s)"
+    workers = max(1, min(workers, n_runs))
+    if workers > memory_cap:
+        reason += f"; memory allows {memory_cap} run(s) of ~{run_bytes / 2**30:.1f} GiB"
+        workers = memory_cap
+    per_run = max(1, cores // workers) if threads == "auto" else int(threads)
+    return Plan(workers, per_run, device, gpus, reason, run_bytes)

@@ -1,0 +1,1 @@
+"""One run: its config, its data, the training loop and the run directory it lives in."""

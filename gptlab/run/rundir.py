@@ -1,0 +1,191 @@
+"""The run-directory protocol: what lives in `results/NAME/runs/RUN_ID/` and how it is written.
+
+`RunDir` is the one owner of a run folder's file names, of which statuses count as finished, of
+the config check that keeps two configs out of one folder, of checkpoints, metric rows, the
+summary, the failure record, the in-flight marker and the live progress file. Every file goes
+through `gptlab.runio`'s atomic write. The files themselves are described in docs/CONTRACTS.md.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Iterator
+
+from gptlab.errors import GptlabError
+from gptlab.runio import atomic_write, atomic_write_text, read_json, read_yaml, write_csv, write_json, write_yaml
+
+FINISHED = ("ok", "diverged")  # statuses of a run that is a result (a diverged run is one too)
+STATUSES = ("ok", "diverged", "failed")  # every status a summary.json can hold
+METRIC_COLUMNS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens", "elapsed_s"]
+
+
+class RunDir:
+    """One run's folder; every read and write of its files goes through here."""
+
+    CONFIG = "config.yaml"  # the resolved run config
+    METRICS = "metrics.csv"  # one row per log interval and per evaluation
+    SUMMARY = "summary.json"  # written last: its presence with a FINISHED status means done
+    LOG = "train.log"  # the run's log records
+    ERROR = "error.txt"  # the traceback of a failed run
+    LAST = "ckpt_last.pt"  # the checkpoint a killed run resumes from
+    BEST = "ckpt_best.pt"  # the checkpoint with the best validation loss
+    RUNNING = "running.json"  # present while a worker trains the run (who and since when)
+    PROGRESS = "progress.json"  # step, loss and time of a run in flight, for the live display
+    # The small files a remote worker ships back; summary.json is last, the driver's "finished" mark.
+    SHIPPED = (CONFIG, METRICS, LOG, ERROR, SUMMARY)
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def __truediv__(self, name: str) -> Path:
+        return self.path / name
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    # -- state -------------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any] | None:
+        """The run's summary.json, or None when there is none (or it cannot be read)."""
+        return _read_mapping(self / self.SUMMARY)
+
+    def state(self) -> str:
+        """ok | diverged | failed (finished with that status), partial (has a checkpoint), pending."""
+        if (self / self.SUMMARY).exists():
+            summary = self.summary()
+            status = summary.get("status") if summary else None
+            return status if status in STATUSES else "failed"
+        return "partial" if (self / self.LAST).exists() else "pending"
+
+    def finished_summary(self) -> dict[str, Any] | None:
+        """The summary of a finished run (ok or diverged), else None."""
+        summary = self.summary()
+        return summary if summary and summary.get("status") in FINISHED else None
+
+    # -- config ------------------------------------------------------------------------------
+    def claim(self, config: dict[str, Any]) -> None:
+        """Record `config` as this folder's run; refuse a folder that holds another config."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        path = self / self.CONFIG
+        if path.exists() and read_yaml(path) != config:
+            raise GptlabError(f"{self.path} holds a run with a different config; use another directory")
+        write_yaml(path, config)
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def save_checkpoint(self, state: dict[str, Any], *, best: bool = False) -> None:
+        """Save `state` as the last checkpoint, and as the best one too when `best`."""
+        import torch
+
+        if best:
+            atomic_write(self / self.BEST, lambda f: torch.save(state, f))
+        atomic_write(self / self.LAST, lambda f: torch.save(state, f))
+
+    def load_checkpoint(self, which: str = "last", map_location: Any = "cpu") -> dict[str, Any] | None:
+        """The `last` or `best` checkpoint (tensors only, `weights_only=True`), or None if absent."""
+        import torch
+
+        path = self / (self.LAST if which == "last" else self.BEST)
+        if not path.exists():
+            return None
+        return torch.load(path, map_location=map_location, weights_only=True)
+
+    # -- metrics, summary, failure -----------------------------------------------------------
+    def write_metrics(self, rows: list[dict[str, Any]]) -> None:
+        write_csv(self / self.METRICS, rows, METRIC_COLUMNS)
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        write_json(self / self.SUMMARY, summary)
+
+    def record_failure(self, run_id: str, config: dict[str, Any], error: BaseException | str) -> dict[str, Any]:
+        """Record a run that raised: `error.txt` holds the traceback, `summary.json` says failed."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        if isinstance(error, BaseException):
+            text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+            message = f"{type(error).__name__}: {error}".splitlines()[0]
+        else:
+            text = message = error
+        atomic_write_text(self / self.ERROR, text)
+        summary = {"run_id": run_id, "seed": config.get("seed"), "status": "failed", "error": message,
+                   "log": str(self / self.ERROR), "config": config}
+        self.write_summary(summary)
+        return summary
+
+    def clear_failure(self) -> bool:
+        """Forget a failed outcome so the run trains again (from its checkpoint if it has one)."""
+        summary = self.summary()
+        if (self / self.SUMMARY).exists() and (summary is None or summary.get("status") not in FINISHED):
+            (self / self.SUMMARY).unlink()
+            (self / self.ERROR).unlink(missing_ok=True)
+            return True
+        return False
+
+    def clear_stale(self, keep_error: bool) -> None:
+        """Remove what an earlier attempt left that would contradict a result just received."""
+        stale = [self / self.RUNNING, self / self.PROGRESS, *self.path.glob("ckpt_*.pt")]
+        if not keep_error:
+            stale.append(self / self.ERROR)
+        for path in stale:
+            path.unlink(missing_ok=True)
+
+    # -- a run in flight ---------------------------------------------------------------------
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Mark the run as in flight (process, host, start) while the block runs."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        marker = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+        atomic_write_text(self / self.RUNNING, json.dumps(marker))
+        try:
+            yield
+        finally:
+            self.clear_running()
+
+    def is_running(self) -> bool:
+        return (self / self.RUNNING).exists()
+
+    def clear_running(self) -> None:
+        (self / self.RUNNING).unlink(missing_ok=True)
+        (self / self.PROGRESS).unlink(missing_ok=True)
+
+    def write_progress(self, progress: dict[str, Any]) -> None:
+        write_json(self / self.PROGRESS, progress)
+
+    def progress(self) -> dict[str, Any] | None:
+        """The last progress record of a run in flight, or None."""
+        return _read_mapping(self / self.PROGRESS)
+
+    def shipped_files(self, failed: bool) -> dict[str, str]:
+        """The text of the small files a remote worker sends back (error.txt only for a failed run)."""
+        return {name: (self / name).read_text(encoding="utf-8") for name in self.SHIPPED
+                if (self / name).is_file() and (failed or name != self.ERROR)}
+
+    # -- the run's log -----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def logging_to_file(self) -> Iterator[None]:
+        """Send the library's log records (INFO and up) to `train.log` while the block runs."""
+        handler = logging.FileHandler(self / self.LOG, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger = logging.getLogger("gptlab")
+        previous = logger.level
+        logger.addHandler(handler)
+        if previous == logging.NOTSET or previous > logging.INFO:
+            logger.setLevel(logging.INFO)
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            handler.close()
+            logger.setLevel(previous)
+
+
+def _read_mapping(path: Path) -> dict[str, Any] | None:
+    """A JSON object from `path`, or None when it is missing, unreadable or not an object."""
+    try:
+        data = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

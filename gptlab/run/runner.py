@@ -1,0 +1,133 @@
+"""`train_run(config, run_dir)`: one run from start (or from its checkpoint) to its summary.
+
+It joins the loop (`Trainer`) to the run directory (`RunDir`): a callback writes the metrics
+rows, a checkpoint at every evaluation and the live progress record; at the end the summary
+gathers the loop's results, the environment and the config. Process-wide settings (threads,
+TF32) are not set here: the process that trains sets them (`gptlab.run.device.configure_process`).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import platform
+import sys
+import time
+from typing import Any
+
+import torch
+
+import gptlab
+from gptlab.run.config import RunConfig, resolve_run_config
+from gptlab.run.data import load_dataset
+from gptlab.run.device import resolve_device
+from gptlab.run.rundir import RunDir
+from gptlab.run.trainer import Outcome, Trainer, TrainerCallback, fmt_loss
+
+log = logging.getLogger("gptlab.train")
+
+PROGRESS_EVERY_S = 2.0  # a run in flight rewrites progress.json at most this often
+
+
+class RunDirWriter(TrainerCallback):
+    """Writes what the loop produces into the run directory, as it produces it."""
+
+    def __init__(self, run_dir: RunDir, progress_every_s: float = PROGRESS_EVERY_S) -> None:
+        self.run_dir, self.progress_every_s = run_dir, progress_every_s
+        self.last_progress = -math.inf
+
+    def on_row(self, trainer: Trainer, row: dict[str, Any]) -> None:
+        self.run_dir.write_metrics(trainer.rows)
+
+    def on_evaluation(self, trainer: Trainer, val_loss: float, improved: bool) -> None:
+        self.run_dir.save_checkpoint(trainer.state_dict(), best=improved)
+
+    def on_step(self, trainer: Trainer) -> None:
+        now = time.monotonic()
+        if now - self.last_progress < self.progress_every_s:
+            return
+        self.last_progress = now
+        last_row = trainer.rows[-1] if trainer.rows else {}
+        recent = trainer.recent_train_loss()
+        self.run_dir.write_progress({
+            "run_id": trainer.run_id, "step": trainer.step, "max_iters": trainer.cfg.train.max_iters,
+            "train_loss": recent if recent is not None else last_row.get("train_loss"),
+            "best_val_loss": trainer.best_val_loss if math.isfinite(trainer.best_val_loss) else None,
+            "train_s": round(trainer.train_s, 3), "eval_s": round(trainer.eval_s, 3), "time": time.time(),
+        })
+
+
+def train_run(config: dict[str, Any] | RunConfig, run_dir: str | os.PathLike, *, run_id: str | None = None) -> dict[str, Any]:
+    """Train (or resume, or return the finished result of) one run; returns its summary as a plain dict.
+
+    A run directory whose summary says ok/diverged is finished and returned as is; one holding a
+    last checkpoint resumes from it. Exceptions propagate (the sweep records them).
+    """
+    cfg = resolve_run_config(config)
+    folder = RunDir(run_dir)
+    finished = folder.finished_summary()
+    if finished is not None:
+        return finished
+    folder.claim(cfg.to_dict())
+    run_id = run_id or folder.path.name
+    with folder.logging_to_file():
+        device = resolve_device(cfg.train.device)
+        dataset = load_dataset(cfg.data.dataset, cfg.data.path, cfg.data.val_fraction)
+        cfg = cfg.bind_vocab(dataset.tokenizer.vocab_size)
+        trainer = Trainer(cfg, dataset, device, [RunDirWriter(folder)], run_id)
+        state = folder.load_checkpoint("last", map_location=device)
+        if state is not None:
+            trainer.load_state_dict(state)
+        outcome = trainer.run()
+        summary = run_summary(trainer, outcome)
+        folder.write_summary(summary)
+        log.info("run %s finished: %s, best val %s at step %s, %.1f s", run_id, outcome.status,
+                 fmt_loss(summary["best_val_loss"]), summary["best_step"], trainer.elapsed_s)
+    return summary
+
+
+def run_summary(trainer: Trainer, outcome: Outcome) -> dict[str, Any]:
+    """The run's summary.json (docs/CONTRACTS.md) from a loop that has ended."""
+    cfg = trainer.cfg
+    evals = [r for r in trainer.rows if r["val_loss"] is not None]
+    trains = [r for r in trainer.rows if r["train_loss"] is not None and math.isfinite(r["train_loss"])]
+    tokens = trainer.step * cfg.train.batch_size * cfg.model.block_size
+    diverged_step = outcome.diverged_step
+    return {
+        "run_id": trainer.run_id,
+        "seed": cfg.seed,
+        "status": outcome.status,
+        "best_val_loss": trainer.best_val_loss if evals else None,
+        "best_step": trainer.best_step if evals else None,
+        "final_val_loss": evals[-1]["val_loss"] if evals else None,
+        "final_train_loss": trains[-1]["train_loss"] if trains else None,
+        "params": trainer.model.num_params(),
+        "params_non_embedding": trainer.model.num_params(non_embedding=True),
+        "tokens_per_sec": tokens / trainer.train_s if trainer.train_s > 0 else None,
+        "wall_s": round(trainer.elapsed_s, 3),
+        "eval_s": round(trainer.eval_s, 3),
+        "peak_rss_mb": peak_rss_mb(),
+        "error": f"non-finite training loss at step {diverged_step}" if diverged_step else None,
+        "diverged_step": diverged_step,
+        "environment": environment(trainer.device),
+        "config": cfg.to_dict(),
+    }
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB (a worker's high-water mark)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)  # bytes on macOS, KiB on Linux
+
+
+def environment(device: torch.device) -> dict[str, Any]:
+    return {
+        "device": str(device) if device.type != "cuda" else torch.cuda.get_device_name(device),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "gptlab": gptlab.__version__,
+        "threads": torch.get_num_threads(),
+    }

@@ -1,0 +1,7 @@
+"""The sweep: a YAML grid x seeds (`spec`), its results folder (`results`), progress and the CLI.
+
+`python -m gptlab.sweep SPEC.yaml` runs `gptlab.sweep.cli.main`.
+"""
+from gptlab.sweep.cli import main
+
+__all__ = ["main"]

@@ -1,0 +1,5 @@
+import sys
+
+from gptlab.sweep.cli import main
+
+sys.exit(main())

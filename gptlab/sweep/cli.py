@@ -1,0 +1,138 @@
+"""`python -m gptlab.sweep SPEC.yaml`: train a YAML grid x seeds, resumably, then write the report.
+
+The console shows the runs in flight (step, loss, ETA) and one line per finished run; each run
+logs to its own directory. Exit status: 0 when every run finished (ok or diverged), 1 when some
+run failed, 2 on invalid input, 130 when interrupted (rerun the same command to resume).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, TextIO
+
+from gptlab.errors import GptlabError
+from gptlab.model import REGISTRIES
+from gptlab.run.rundir import FINISHED
+from gptlab.sweep.execute import SweepOptions, execute
+from gptlab.sweep.progress import clock
+from gptlab.sweep.results import run_dir, write_summary
+from gptlab.sweep.spec import SweepSpec, load_spec, parse_overrides
+
+log = logging.getLogger("gptlab.sweep")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from gptlab.executors import BACKENDS
+
+    p = argparse.ArgumentParser(prog="python -m gptlab.sweep", description="Train every cell of an ablation grid x seeds, then report.")
+    p.add_argument("spec", nargs="?", help="sweep YAML, e.g. ablations/quick.yaml")
+    p.add_argument("--dry-run", action="store_true", help="print the runs and a time estimate, train nothing")
+    p.add_argument("--jobs", type=int, metavar="N", help="runs trained at once (overrides executor.n_jobs)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a base key, e.g. train.max_iters=500")
+    p.add_argument("--results-dir", default="results", help="parent folder of results/NAME (default: results)")
+    p.add_argument("--reports-dir", default="reports", help="parent folder of reports/NAME (default: reports)")
+    p.add_argument("--rerun-failed", action="store_true", help="train failed runs again (from their last checkpoint)")
+    p.add_argument("--fail-fast", action="store_true", help="stop at the first failed run")
+    p.add_argument("--backend", choices=BACKENDS.names(), help="executor backend (overrides executor.backend)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="dask scheduler address, or 'local'")
+    p.add_argument("--margin", metavar="NATS", help="equivalence margin for 'equivalent' calls, nats/char "
+                   "(overrides report.equivalence_margin; default 0.01)")
+    p.add_argument("--list", action="store_true", help="list every registry and its entries, then exit")
+    return p
+
+
+def list_registries(stream: TextIO) -> None:
+    for axis, registry in REGISTRIES.items():
+        print(f"model.{axis}: {registry.description}", file=stream)
+        for name in registry.names():
+            print(f"  {name:<14} {registry.summary(name)}", file=stream)
+
+
+def dry_run(spec: SweepSpec, results_dir: Path, plan_line: str, workers: int, threads: int, stream: TextIO) -> None:
+    from gptlab.run.device import configure_process
+    from gptlab.sweep.estimate import estimate_run_seconds
+
+    factors = list(spec.grid)
+    header = [*factors, "seed", "run_id", "state"]
+    rows = [[*map(str, r.factors.values()), str(r.seed), r.run_id, run_dir(results_dir, r).state()] for r in spec.runs]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    for line in [header, ["-" * w for w in widths], *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip(), file=stream)
+    pending = [r for r in spec.runs if run_dir(results_dir, r).state() not in FINISHED + ("failed",)]
+    print(f"\n{len(spec.runs)} runs: {len(spec.runs) - len(pending)} finished, {len(pending)} to train", file=stream)
+    print(plan_line, file=stream)
+    if pending:
+        configure_process(threads)
+        per_run = estimate_run_seconds(pending[0].config)
+        waves = -(-len(pending) // workers)
+        print(f"estimate: ~{clock(per_run)} per run (timed from the first steps of {pending[0].run_id}), "
+              f"~{clock(per_run * waves)} in all", file=stream)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # `kill` stops a sweep as Ctrl-C does: workers stopped, summary rebuilt
+
+
+def main(argv: list[str] | None = None) -> int:
+    if threading.current_thread() is not threading.main_thread():  # signals belong to the main thread
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    out = sys.stderr
+    results_dir: Path | None = None
+    spec: SweepSpec | None = None
+    try:
+        if args.margin is not None:
+            from gptlab.report.calls import check_margin
+
+            args.margin = check_margin(args.margin, "--margin")
+        if args.list:
+            list_registries(sys.stdout)
+            return 0
+        if not args.spec:
+            raise GptlabError("give a sweep YAML (e.g. ablations/quick.yaml), or --list")
+        executor = {k: v for k, v in {"n_jobs": args.jobs, "backend": args.backend, "scheduler": args.scheduler}.items() if v is not None}
+        spec = load_spec(args.spec, parse_overrides(args.set), executor)
+        if args.margin is not None:
+            spec.report["equivalence_margin"] = args.margin  # sweep.yaml records the margin actually used
+        from gptlab.sweep.estimate import check_datasets
+
+        check_datasets(spec)
+        results_dir = Path(args.results_dir) / spec.name
+        from gptlab.executors import estimate_run_bytes, plan_resources
+        from gptlab.run.device import resolve_device
+
+        device = resolve_device(spec.runs[0].config["train"]["device"]).type
+        # Planned for the whole sweep, not just what is left, so that a resumed or retrained run
+        # gets the same thread count as its siblings: CPU float reductions depend on it.
+        plan = plan_resources(len(spec.runs), spec.executor, device, max(estimate_run_bytes(r.config) for r in spec.runs))
+        if args.dry_run:
+            dry_run(spec, results_dir, plan.describe(), plan.workers, plan.threads, sys.stdout)
+            return 0
+        options = SweepOptions(results_dir, Path(args.reports_dir) / spec.name,
+                               command="python -m gptlab.sweep " + " ".join(shlex.quote(a) for a in argv),
+                               rerun_failed=args.rerun_failed, fail_fast=args.fail_fast, stream=out)
+        return execute(spec, plan, options)
+    except GptlabError as err:
+        print(f"error: {err}", file=out)
+        return 2
+    except KeyboardInterrupt:
+        if spec is not None and results_dir is not None and results_dir.exists():
+            rows = write_summary(spec, results_dir)
+            print(f"\ninterrupted: {len(rows)} of {len(spec.runs)} runs finished; run the same command "
+                  "again to resume (each run continues from its last checkpoint)", file=out)
+        return 130

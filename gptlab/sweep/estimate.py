@@ -1,0 +1,58 @@
+"""Before training: the datasets a sweep needs, and how long one of its runs should take."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Mapping
+
+from gptlab.sweep.spec import SweepSpec
+
+
+def check_datasets(spec: SweepSpec) -> None:
+    """Resolve every dataset the runs need (downloading if allowed) before anything is trained."""
+    from gptlab.run.data import load_dataset
+
+    for data in {tuple(sorted(r.config["data"].items())) for r in spec.runs}:
+        d = dict(data)
+        load_dataset(d["dataset"], d["path"], d["val_fraction"])
+
+
+def time_train_steps(trainer: Any, steps: int, warmup: int = 1) -> float:
+    """Seconds per training step of `trainer`, timed over `steps` after `warmup` untimed ones.
+
+    The steps really train the model; their losses are discarded, not logged.
+    """
+    for step in range(warmup + steps):
+        if step == warmup:
+            tick = time.perf_counter()
+        trainer.train_step(step, record=False)
+    return (time.perf_counter() - tick) / steps
+
+
+def build_trainer(config: Mapping[str, Any], run_id: str = "estimate") -> Any:
+    """A `Trainer` for `config` that writes nothing anywhere (for timing and benchmarks)."""
+    from gptlab.run.config import resolve_run_config
+    from gptlab.run.data import load_dataset
+    from gptlab.run.device import resolve_device
+    from gptlab.run.trainer import Trainer
+
+    cfg = resolve_run_config(dict(config))
+    dataset = load_dataset(cfg.data.dataset, cfg.data.path, cfg.data.val_fraction)
+    return Trainer(cfg.bind_vocab(dataset.tokenizer.vocab_size), dataset, resolve_device(cfg.train.device), run_id=run_id)
+
+
+def estimate_run_seconds(config: Mapping[str, Any], steps: int = 6) -> float:
+    """Seconds one run of `config` should take, from timing its first few steps and one eval batch."""
+    from gptlab.run.trainer import evaluate
+
+    trainer = build_trainer(config)
+    cfg = trainer.cfg
+    per_step = time_train_steps(trainer, steps)
+    window = cfg.train.eval_batch_size * cfg.model.block_size
+    tick = time.perf_counter()
+    evaluate(trainer.model, trainer.dataset.val[: window + 1], cfg.model.block_size, cfg.train.eval_batch_size,
+             trainer.device, trainer.autocast)
+    per_batch = time.perf_counter() - tick
+    n_batches = math.ceil(len(trainer.dataset.val) / window)
+    n_evals = cfg.train.max_iters // cfg.train.eval_interval + 2
+    return cfg.train.max_iters * per_step + n_evals * n_batches * per_batch

@@ -1,0 +1,99 @@
+"""Training a validated sweep: `execute(spec, plan, options)` and `finish` (report, exit status).
+
+No CLI objects here: the command line (`gptlab.sweep.cli`) turns its flags into `SweepOptions`.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from gptlab.executors import BACKENDS, Plan, RunResult, Task
+from gptlab.layout import SUMMARY_CSV, SWEEP_YAML, run_path
+from gptlab.run.rundir import FINISHED, RunDir
+from gptlab.runio import write_yaml
+from gptlab.sweep.progress import Progress
+from gptlab.sweep.results import run_dir, write_summary
+from gptlab.sweep.spec import Run, SweepSpec
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """How one invocation trains a sweep (the CLI's flags, as data)."""
+
+    results_dir: Path  # results/NAME
+    reports_dir: Path  # reports/NAME
+    command: str = ""  # how to reproduce, recorded in sweep.yaml
+    rerun_failed: bool = False  # train failed runs again (from their last checkpoint)
+    fail_fast: bool = False  # stop at the first failed run
+    progress_every_s: float | None = None  # seconds between live progress looks (None: the default)
+    stream: TextIO = field(default=sys.stderr, compare=False)  # where progress and the summary go
+
+
+def runs_to_train(spec: SweepSpec, results_dir: Path, rerun_failed: bool) -> list[Run]:
+    """Pending and partial runs, and failed ones when asked to rerun them."""
+    wanted = ("pending", "partial", *(("failed",) if rerun_failed else ()))
+    return [r for r in spec.runs if run_dir(results_dir, r).state() in wanted]
+
+
+def execute(spec: SweepSpec, plan: Plan, options: SweepOptions) -> int:
+    """Train what is left of `spec` with `plan`, rebuild summary.csv, write the report; the exit status."""
+    out, results_dir = options.stream, options.results_dir
+    todo = runs_to_train(spec, results_dir, options.rerun_failed)
+    backend = BACKENDS.get(spec.executor.backend)(spec.executor)
+    if todo:
+        backend.check()
+    results_dir.mkdir(parents=True, exist_ok=True)
+    write_yaml(results_dir / SWEEP_YAML, {**spec.to_dict(), "command": options.command})
+    for run in todo:
+        run_dir(results_dir, run).clear_failure()  # a failed run the user asked to rerun
+    skipped = len(spec.runs) - len(todo)
+    print(f"sweep {spec.name}: {len(spec.runs)} runs ({len(spec.runs) // len(spec.seeds)} cells x {len(spec.seeds)} seeds), "
+          f"{skipped} already finished, {len(todo)} to train", file=out)
+    plan_line = backend.describe(plan)
+    if plan_line:
+        print(plan_line, file=out)
+    tasks = [Task(r.run_id, r.config, str(run_dir(results_dir, r).path.resolve()), plan.threads,
+                  tuple(spec.plugins), tuple(spec.search_path), plan.gpus, spec.executor.runs_per_gpu) for r in todo]
+    with Progress(spec.runs, todo, results_dir, plan.workers, out, options.progress_every_s) as progress:
+
+        def on_result(result: RunResult) -> None:
+            progress.finished(result)
+            write_summary(spec, results_dir)
+
+        backend.run(tasks, plan, on_result, fail_fast=options.fail_fast)
+    rows = write_summary(spec, results_dir)
+    peaks = [s.get("peak_rss_mb") for s in (run_dir(results_dir, r).summary() for r in todo) if s]
+    peaks = [p for p in peaks if p]
+    if peaks:
+        print(f"peak resident memory per worker: {max(peaks):.0f} MiB "
+              f"(planned {plan.run_bytes / 2**20:.0f} MiB per run)", file=out)
+    return finish(spec, results_dir, options.reports_dir, rows, out)
+
+
+def finish(spec: SweepSpec, results_dir: Path, reports_dir: Path, rows: list[dict[str, Any]], out: TextIO) -> int:
+    """Print what did not finish ok, write the report, and choose the exit status."""
+    not_ok = [r for r in rows if r["status"] != "ok"]
+    missing = len(spec.runs) - len(rows)
+    if not_ok:
+        print(f"\n{len(not_ok)} run(s) did not finish ok:", file=out)
+        for row in not_ok:
+            folder = RunDir(run_path(results_dir, row["run_id"]))
+            log_file = folder / (RunDir.ERROR if row["status"] not in FINISHED else RunDir.LOG)
+            print(f"  {row['status']:<8} {row['run_id']}  {row.get('error') or ''}  log: {log_file}", file=out)
+    try:
+        from gptlab.report import write_report
+    except ImportError:
+        print(f"summary: {results_dir / SUMMARY_CSV}", file=out)
+    else:
+        path = write_report(results_dir, reports_dir, margin=spec.report["equivalence_margin"])
+        print(f"report: {Path(path) / 'report.md'}", file=out)
+    failed = sum(r["status"] == "failed" for r in rows)
+    if failed:
+        print(f"{failed} run(s) failed; fix the cause and rerun with --rerun-failed", file=out)
+        return 1
+    if missing:
+        print(f"{missing} run(s) were not trained (stopped early); rerun to continue", file=out)
+        return 1
+    return 0
