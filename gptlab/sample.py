@@ -1,7 +1,6 @@
-"""Text generation from a run's checkpoint: `sample_from_run` and `python -m gptlab.sample`.
+"""`python -m gptlab.sample`: text from a run's checkpoint (`gptlab.run.sampling`), or from nanoGPT's.
 
-Checkpoints carry the run config and the vocabulary, so sampling needs neither the dataset nor
-the sweep that trained the run. A nanoGPT `ckpt.pt` (`--nanogpt-ckpt`) loads into the lab's
+A nanoGPT `ckpt.pt` (`--nanogpt-ckpt`) loads into the lab's
 baseline model (pre-LN, GELU, learned positions, tied head), whose state_dict is nanoGPT's key for
 key; its character vocabulary is rebuilt from the text it was trained on (nanoGPT keeps it in a
 pickle, which the lab does not load), and `--eval` prints its full validation loss.
@@ -14,25 +13,12 @@ from pathlib import Path
 
 import torch
 
-from gptlab.run.config import resolve_run_config
-from gptlab.run.data import CharTokenizer
-from gptlab.run.rundir import RunDir
 from gptlab.errors import GptlabError
 from gptlab.model import GPT, build_model
+from gptlab.run.data import CharTokenizer
+from gptlab.run.sampling import generate, load_checkpoint_model, sample_from_run
 
-
-def load_checkpoint_model(run_dir: str | Path, which: str = "best") -> tuple[GPT, CharTokenizer]:
-    """The model and tokenizer saved in `run_dir/ckpt_{which}.pt` (loaded on CPU, eval mode)."""
-    if which not in ("best", "last"):
-        raise GptlabError(f"which must be 'best' or 'last', got {which!r}")
-    state = RunDir(run_dir).load_checkpoint(which)
-    if state is None:
-        raise FileNotFoundError(f"no checkpoint at {RunDir(run_dir) / (RunDir.BEST if which == 'best' else RunDir.LAST)}")
-    tokenizer = CharTokenizer(state["vocab"])
-    cfg = resolve_run_config(state["config"]).bind_vocab(tokenizer.vocab_size)
-    model = build_model(cfg.model)
-    model.load_state_dict(state["model"])
-    return model.eval(), tokenizer
+__all__ = ["generate", "load_checkpoint_model", "load_nanogpt_checkpoint", "main", "sample_from_run"]
 
 
 NANOGPT_PREFIX = "_orig_mod."  # what torch.compile puts before every key of a compiled model's state_dict
@@ -68,22 +54,6 @@ def load_nanogpt_checkpoint(path: str | Path, dataset: str = "tinyshakespeare",
     except RuntimeError as err:
         raise GptlabError(f"--nanogpt-ckpt: {str(err).splitlines()[0]}") from None
     return model.eval(), data.tokenizer, data.val
-
-
-def generate(model: GPT, tokenizer: CharTokenizer, prompt: str = "\n", max_new_tokens: int = 200, seed: int = 0,
-             temperature: float = 0.8, top_k: int | None = None) -> str:
-    """`max_new_tokens` characters after `prompt`; same seed, same text."""
-    idx = torch.tensor([tokenizer.encode(prompt or "\n")], dtype=torch.long)
-    generator = torch.Generator().manual_seed(seed)
-    out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
-    return tokenizer.decode(out[0, idx.size(1):])
-
-
-def sample_from_run(run_dir: str | Path, prompt: str = "\n", max_new_tokens: int = 200, seed: int = 0,
-                    temperature: float = 0.8, top_k: int | None = None, which: str = "best") -> str:
-    """Generate `max_new_tokens` characters after `prompt`; same seed, same text."""
-    model, tokenizer = load_checkpoint_model(run_dir, which)
-    return generate(model, tokenizer, prompt, max_new_tokens, seed, temperature, top_k)
 
 
 def main(argv: list[str] | None = None) -> int:

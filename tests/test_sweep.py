@@ -175,6 +175,21 @@ def test_failed_and_diverged_runs_are_recorded_and_siblings_finish(tmp_path, cor
     # Without the failing cell the same kind of sweep (one diverged run) exits 0.
     spec = write_spec(tmp_path, corpus, {"model.activation": ["plugin_gelu", "nan_soon"]}, seeds=1, plugins=[plugin])
     assert sweep_main([str(spec), "--results-dir", str(tmp_path / "r2"), "--reports-dir", str(tmp_path / "rep2")]) == 0
+    capsys.readouterr()
+    # A diverged run is a result: a rerun does not train it again.
+    assert sweep_main([str(spec), "--results-dir", str(tmp_path / "r2"), "--reports-dir", str(tmp_path / "rep2")]) == 0
+    assert "2 already finished, 0 to train" in capsys.readouterr().err
+
+
+def test_fail_fast_stops_the_local_backend_at_the_first_failure(tmp_path, corpus, plugin, capsys):
+    spec = write_spec(tmp_path, corpus, {"model.activation": ["boom", "plugin_gelu"]}, seeds=3, plugins=[plugin])
+    code = sweep_main([str(spec), "--jobs", "1", "--fail-fast", "--results-dir", str(tmp_path / "results"),
+                       "--reports-dir", str(tmp_path / "rep")])
+    assert code == 1
+    rows = read_summary(tmp_path / "results" / "t")
+    assert rows[0]["model.activation"] == "boom" and rows[0]["status"] == "failed"
+    assert len(rows) <= 2, "--fail-fast went on training after the first failure"
+    assert "1 run(s) failed; fix the cause" in capsys.readouterr().err
 
 
 def test_failed_runs_are_rerun_only_when_asked(tmp_path, corpus, plugin, capsys):
@@ -213,10 +228,10 @@ BAD_SPECS = [
     ({"grid": {"train.weight_decay": ["lots"]}}, "train.weight_decay must be float, got 'lots'"),
     ({"base": {"train": {"max_iter": 5}}}, "base: unknown key 'train.max_iter' (did you mean 'max_iters'?)"),
     ({"base": {"model": {"norm": "pre"}}}, "model.norm is set in both base and grid"),
-    ({"seeds": 0}, "seeds: must be >= 1"),
+    ({"seeds": 0}, "seeds: a count must be between 1 and 10,000, got 0"),
     ({"seeds": [0, 0]}, "seeds: lists a seed twice"),
     ({"exclude": [{"model.norm": "pre"}, {"model.norm": "post"}]}, "exclude: removes every cell of the grid"),
-    ({"exclude": [{"model.norm": "sandwich"}]}, "exclude[0]: model.norm level 'sandwich' is not in the grid"),
+    ({"exclude": [{"model.norm": "sandwich"}]}, "exclude[0]: model.norm level 'sandwich' (str) is not in the grid"),
     ({"grid": {"train.weight_decay": [0.1, 1.0e-1]}}, "grid.train.weight_decay: lists a level twice"),
     ({"grid": {"train.weight_decay": [0.1, "1e-1"]}},
      "grid: cells {'train.weight_decay': 0.1} and {'train.weight_decay': '1e-1'} resolve to the same config"),
@@ -224,7 +239,7 @@ BAD_SPECS = [
     ({"executor": {"n_jobs": 0}}, "executor.n_jobs: must be 'auto' or a positive integer"),
     ({"plugins": ["no_such_plugin_module"]}, "plugins: cannot import 'no_such_plugin_module'"),
     ({"name": "../escape"}, "name: must be a folder-safe name"),
-    ({"baseline": {"model.norm": "mid"}}, "baseline: model.norm level 'mid' is not in the grid"),
+    ({"baseline": {"model.norm": "mid"}}, "baseline: model.norm level 'mid' (str) is not in the grid"),
     ({"data": {"dataset": "x"}}, "unknown key 'data': run settings go under base (base.data)"),
 ]
 

@@ -7,6 +7,7 @@ factory taking the `ExecutorConfig` and returning an object with the `Backend` p
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
@@ -58,6 +59,20 @@ class ExecutorConfig:
             raise _fail("on_worker_lost", f"must be one of {', '.join(ON_WORKER_LOST)}, got {self.on_worker_lost!r}")
         if self.backend == "dask" and not self.scheduler:
             raise _fail("scheduler", "the dask backend needs a scheduler address (tcp://HOST:PORT) or 'local'")
+        for key in ("scheduler", "shared_dir"):
+            if self.backend != "dask" and getattr(self, key) is not None:
+                raise _fail(key, f"only the dask backend uses it, and the backend is {self.backend!r}; "
+                            "add executor.backend: dask (or --backend dask), or remove it")
+        if self.shared_dir is not None and not os.path.isabs(os.path.expanduser(self.shared_dir)):
+            raise _fail("shared_dir", f"must be an absolute path (every worker resolves it on its own machine), "
+                        f"got {self.shared_dir!r}")
+        if self.backend == "loky" and isinstance(self.threads, int):
+            from gptlab.executors.plan import available_cores
+
+            cores = available_cores()
+            if self.threads > cores:
+                raise _fail("threads", f"{self.threads} threads per run, but this machine has {cores} core(s); "
+                            f"use at most {cores}, or auto")
 
     def to_dict(self) -> dict[str, Any]:
         """As recorded in results/NAME/sweep.yaml (unset optional keys left out)."""
@@ -127,8 +142,8 @@ class Backend(Protocol):
     def check(self) -> None:
         """Refuse, before anything is written, a backend that cannot run (e.g. no scheduler)."""
 
-    def describe(self, plan: Plan) -> str | None:
-        """The plan line to print before training; None when the backend logs its own."""
+    def describe(self, plan: Plan, dry_run: bool = False) -> str | None:
+        """The plan line to print (before training, or for `--dry-run`); None: it logs its own later."""
 
     def run(self, tasks: Sequence[Task], plan: Plan, on_result: OnResult, fail_fast: bool = False) -> None:
         """Train `tasks`, calling `on_result` once per run as it finishes (in the calling thread)."""

@@ -236,8 +236,20 @@ class DaskBackend:
     def check(self) -> None:
         check_scheduler(self.config)  # an unreachable scheduler fails before anything is written
 
-    def describe(self, plan: Plan) -> str | None:
-        return None  # logged once the cluster is seen: its workers, not this machine, make the plan
+    def describe(self, plan: Plan, dry_run: bool = False) -> str | None:
+        """For a dry run, what the scheduler reports now; before training, None (logged once connected)."""
+        if not dry_run:
+            return None
+        address = str(self.config.scheduler)
+        if address == "local":
+            threads = run_threads(self.config, plan, True)
+            return (f"plan: a local dask cluster of {plan.workers} worker(s), {threads} thread(s) per run "
+                    f"({plan.reason})")
+        check_scheduler(self.config)
+        workers = _probe(address, CONNECT_TIMEOUT_S).get("workers") or {}
+        slots = sum(int(w.get("nthreads", 0)) for w in workers.values() if isinstance(w, dict))
+        return (f"plan: dask scheduler {address} with {len(workers)} worker(s) and {slots} task slot(s) now, "
+                f"{run_threads(self.config, plan, False)} thread(s) per run")
 
     def run(self, tasks: Sequence[Task], plan: Plan, on_result: OnResult, fail_fast: bool = False) -> None:
         run_dask(tasks, plan, self.config, on_result, fail_fast)

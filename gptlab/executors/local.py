@@ -64,7 +64,7 @@ class LocalBackend:
     def check(self) -> None:
         """Nothing to check: this machine is always there."""
 
-    def describe(self, plan: Plan) -> str | None:
+    def describe(self, plan: Plan, dry_run: bool = False) -> str | None:
         return plan.describe()
 
     def run(self, tasks: Sequence[Task], plan: Plan, on_result: OnResult, fail_fast: bool = False) -> None:

@@ -17,13 +17,24 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def estimate_run_bytes(config: Mapping[str, Any]) -> int:
-    """Rough peak memory of one training run: weights, grads, two Adam moments, activations."""
+def estimate_run_bytes(config: Mapping[str, Any], vocab_size: int = 256) -> int:
+    """Rough peak memory of one training run, in bytes (an upper estimate, fp32 throughout).
+
+    Weights, gradients and two Adam moments (16 bytes per parameter); activations kept for the
+    backward pass at the training batch (Korthikanti et al. 2022, ~34 C + 5 n_head T values per
+    token and layer) plus the logits; the evaluation batch's logits; position tables; the loss
+    buffers; and the worker process itself.
+    """
     m, t = config["model"], config["train"]
-    C, L, T, B = m["n_embd"], m["n_layer"], m["block_size"], max(t["batch_size"], t["eval_batch_size"])
-    params = 12 * L * C * C + 2 * 256 * C + T * C
-    activations = B * T * L * (34 * C + 5 * m["n_head"] * T) * 4  # Korthikanti et al. 2022, fp32
-    return WORKER_BASE_BYTES + 16 * params + activations
+    C, L, T, H, V = m["n_embd"], m["n_layer"], m["block_size"], m["n_head"], vocab_size
+    B, E = t["batch_size"], t["eval_batch_size"]
+    params = 12 * L * C * C + 2 * V * C + T * C
+    training = 16 * params
+    activations = 4 * B * T * (L * (34 * C + 5 * H * T) + 3 * V)
+    evaluation = 4 * E * T * (3 * V + 2 * C + H * T)
+    tables = 4 * (T * C + H * T * T)  # sinusoidal / rotary tables, an ALiBi bias
+    loss_buffers = 8 * min(t["log_interval"], t["eval_interval"], t["max_iters"])
+    return WORKER_BASE_BYTES + training + activations + evaluation + tables + loss_buffers
 
 
 def plan_resources(n_runs: int, executor: ExecutorConfig, device: str, run_bytes: int) -> Plan:

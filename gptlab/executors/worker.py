@@ -48,8 +48,8 @@ def execute_run(task: Task) -> RunResult:
     from gptlab.run.runner import train_run
 
     folder = RunDir(task.run_dir)
-    started = time.perf_counter()
     config = dict(task.config)
+    started = time.perf_counter()
     with folder.running():
         try:
             configure_process(task.threads)

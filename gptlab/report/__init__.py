@@ -42,8 +42,8 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     """Regenerate the report of `results_dir` (from its files alone) and return the report dir.
 
     `margin` (nats/char) overrides the sweep's `report.equivalence_margin` (default 0.01). Every
-    file is written atomically; figures and tables of an older report that no longer apply are
-    removed. Raises `ReportError` (or `GptlabError` for a bad margin) before writing anything when
+    file is written atomically; files the previous generation wrote (its `.manifest.json`) that this
+    one does not are removed, and nothing else in the folder is touched. Raises `ReportError` (or `GptlabError` for a bad margin) before writing anything when
     the input is invalid.
     """
     from gptlab.report import document, figures, samples, stats
@@ -67,11 +67,29 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
         atomic_write_text(out / "tables" / f"{name}.csv", df.to_csv(index=False))
     for name, png in figs.items():
         atomic_write_bytes(out / "figures" / name, png)
-    for folder, keep in (("tables", {f"{n}.csv" for n in tables}), ("figures", set(figs))):
-        for stale in (out / folder).glob("*.csv" if folder == "tables" else "*.png"):
-            if stale.name not in keep:
-                stale.unlink()
     atomic_write_text(out / "report.md", to_markdown(blocks))
     atomic_write_text(out / "report.html", to_html(blocks, f"Ablation report: {res.name}"))
+    written = sorted([f"tables/{n}.csv" for n in tables] + [f"figures/{n}" for n in figs] + ["report.md", "report.html"])
+    _replace_manifest(out, written)
     log.info("report written to %s", out)
     return out
+
+
+MANIFEST = ".manifest.json"  # the files the last generation of a report wrote, relative to its folder
+
+
+def _replace_manifest(out: Path, written: list[str]) -> None:
+    """Remove what the previous generation wrote and this one did not; record this generation."""
+    import json
+
+    from gptlab.runio import atomic_write_text
+
+    try:
+        previous = json.loads((out / MANIFEST).read_text(encoding="utf-8")).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        previous = []
+    for name in previous:
+        path = (out / str(name)).resolve()
+        if name not in written and path.is_relative_to(out.resolve()) and path.is_file():
+            path.unlink()
+    atomic_write_text(out / MANIFEST, json.dumps({"files": written}, indent=1) + "\n")

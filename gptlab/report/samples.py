@@ -14,11 +14,11 @@ import logging
 import pandas as pd
 
 from gptlab.layout import SAMPLES_JSON, run_path
+from gptlab.run.rundir import RunDir
 from gptlab.report.load import Results
 
 log = logging.getLogger(__name__)
 
-PROMPT, MAX_NEW_TOKENS, SEED = "\n", 200, 0
 NO_CHECKPOINT = "(no checkpoint available)"
 STORE = SAMPLES_JSON
 
@@ -39,9 +39,18 @@ def _stored(res: Results) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
+def _run_sample(res: Results, run_id: str) -> str | None:
+    """The sample the run wrote at the end of its training (`sample.txt`), if any."""
+    try:
+        return (run_path(res.results_dir, run_id) / RunDir.SAMPLE).read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return None
+
+
 def samples(res: Results) -> list[tuple[str, str, str]]:
     """(cell, run_id, text) for the best run of every cell that has an ok run; new texts are stored."""
     try:
+        from gptlab.run.sampling import MAX_NEW_TOKENS, PROMPT, SEED
         from gptlab.sample import sample_from_run
     except Exception as exc:  # module missing or broken: the report still renders
         log.info("no sampling available (%s)", exc)
@@ -50,7 +59,7 @@ def samples(res: Results) -> list[tuple[str, str, str]]:
     fresh: dict[str, str] = {}
     out = []
     for run in best_runs(res).itertuples():
-        text = stored.get(str(run.run_id), NO_CHECKPOINT)
+        text = _run_sample(res, str(run.run_id)) or stored.get(str(run.run_id), NO_CHECKPOINT)
         if sample_from_run is not None:
             try:
                 text = fresh[str(run.run_id)] = sample_from_run(

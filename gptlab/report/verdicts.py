@@ -186,9 +186,9 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     if math.isfinite(res.ceiling):
         notes.append(f"Unigram loss of the validation split (the ceiling at which diverged runs are counted in the "
                      f"sensitivity analysis): {fmt_loss(res.ceiling)} nats/char.")
-    warns: list[str] = []
+    warns: list[str] = mixed_code(res)
     if a is None:
-        return notes, ["No successful runs or no factors: no effects to estimate."]
+        return notes, warns + ["No successful runs or no factors: no effects to estimate."]
     fit, d = a.fit, a.design
     notes.append(f"Model: `{FORMULAS[fit.kind]}`" + (f", {fit.df:g} residual degrees of freedom, residual SD "
                                                       f"{fmt_loss(fit.resid_sd)} nats/char" if fit.has_error else "")
@@ -247,3 +247,14 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     if ok["seed"].nunique() < 2:
         warns.append("Only one seed: seed-to-seed noise cannot be separated from the effects.")
     return notes, warns
+
+
+def mixed_code(res: Results) -> list[str]:
+    """A warning when the runs were trained by different gptlab versions or commits."""
+    seen = {key: res.environment.get(key, []) for key in ("gptlab", "git_commit")}
+    mixed = {key: values for key, values in seen.items() if len(values) > 1}
+    if not mixed:
+        return []
+    what = "; ".join(f"{'versions' if key == 'gptlab' else 'commits'} {', '.join(values)}" for key, values in mixed.items())
+    return [f"The runs were trained by different code ({what}): a difference between cells may come from the "
+            "code rather than the design. Rerun the sweep into a new results folder with one version."]

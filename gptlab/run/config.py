@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
+import re
 import json
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from gptlab.errors import GptlabError, closest
 from gptlab.fields import setting
 from gptlab.model import ModelConfig
+
+
+DEVICE_PATTERN = re.compile(r"auto|cpu|mps|cuda(:[0-9]{1,3})?")
+MAX_SEED = 2**63  # seeds are int64 for torch: [0, 2**63)
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,9 @@ class TrainConfig:
     compile: bool | None = setting(None, "torch.compile the model (default: on for CUDA, off elsewhere)")
 
     def __post_init__(self) -> None:
+        for name in ("lr", "min_lr", "weight_decay", "beta1", "beta2", "grad_clip"):
+            if not math.isfinite(getattr(self, name)):  # NaN passes every range check below
+                raise GptlabError(f"train.{name} must be a finite number, got {getattr(self, name)}")
         for name in ("max_iters", "batch_size", "eval_interval", "eval_batch_size", "log_interval"):
             if getattr(self, name) < 1:
                 raise GptlabError(f"train.{name} must be >= 1, got {getattr(self, name)}")
@@ -58,7 +67,7 @@ class TrainConfig:
             raise GptlabError("train.weight_decay and train.grad_clip must be >= 0")
         if self.dtype not in ("auto", "float32", "bfloat16"):
             raise GptlabError(f"train.dtype must be one of auto, float32, bfloat16, got {self.dtype!r}")
-        if self.device != "auto" and self.device.split(":")[0] not in ("cpu", "cuda", "mps"):
+        if not DEVICE_PATTERN.fullmatch(self.device):
             raise GptlabError(f"train.device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
 
 
@@ -101,10 +110,39 @@ class RunConfig:
             "seed": self.seed,
         }
 
-    def run_hash(self) -> str:
-        """Deterministic short hash of the resolved config (seed included)."""
-        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+    def identity(self, sources: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """What makes two runs the same run: the settings, and the content of what they read.
+
+        Every setting of the first release is always in it; a setting added since enters only when
+        it differs from its default, so adding a field never orphans finished results (a rerun
+        of an old sweep finds them). `sources` maps a file the run reads (a user corpus, a plugin)
+        to its sha256, so editing one makes a new run rather than reusing an old result.
+        """
+        settings = self.to_dict()
+        defaults = RunConfig(ModelConfig(), TrainConfig(), DataConfig()).to_dict()
+        for section in ("model", "train", "data"):
+            for name in list(settings[section]):
+                dotted = f"{section}.{name}"
+                if dotted not in FIRST_RELEASE_KEYS and settings[section][name] == defaults[section][name]:
+                    del settings[section][name]
+        return {**settings, **({"sources": dict(sorted(sources.items()))} if sources else {})}
+
+    def run_hash(self, sources: Mapping[str, str] | None = None) -> str:
+        """Deterministic short hash of the run's identity (seed included)."""
+        text = json.dumps(self.identity(sources), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+# The settings of the first release (those of the shipped studies' config.yaml). Always hashed;
+# any setting added later is hashed only when it differs from its default (RunConfig.identity).
+FIRST_RELEASE_KEYS = frozenset(
+    [f"model.{k}" for k in ("block_size", "n_layer", "n_head", "n_embd", "dropout", "bias", "norm", "norm_type",
+                            "activation", "position", "tying")]
+    + [f"train.{k}" for k in ("max_iters", "batch_size", "lr", "min_lr", "warmup_iters", "lr_decay_iters",
+                              "weight_decay", "beta1", "beta2", "grad_clip", "eval_interval", "eval_batch_size",
+                              "log_interval", "device", "dtype", "compile")]
+    + [f"data.{k}" for k in ("dataset", "path", "val_fraction")]
+)
 
 
 SECTIONS: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
@@ -131,22 +169,38 @@ def coerce(key: str, value: Any, annotation: Any) -> Any:
         if type(None) in options:
             return None
         raise GptlabError(f"{key} must not be empty (null)")
+    number = _as_number(value)  # YAML 1.1 reads 1e-3 and 1e4 (no dot) as strings: the number meant
+    if number is not None and not math.isfinite(number):
+        raise GptlabError(f"{key} must be a finite number, got {value!r}")
     for kind in options:
         if kind is bool and isinstance(value, bool):
             return value
-        if kind is int and isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if kind is float and isinstance(value, str):
-            try:  # YAML 1.1 reads 1e-3 (no dot) as a string; accept it as the number it means
-                return float(value)
-            except ValueError:
-                pass
+        if kind is int and number is not None and float(number).is_integer():
+            if isinstance(number, float) and abs(number) >= 2**53:
+                raise GptlabError(f"{key} must be an integer below 2**53 when written as {value!r}")
+            return int(number)  # 10000, 1e4 and 10000.0 all mean 10000
+        if kind is float and number is not None:
+            return float(number)
         if kind is str and isinstance(value, str):
+            if any(ord(c) < 32 or ord(c) == 127 for c in value):
+                raise GptlabError(f"{key} must not contain control characters (newlines, tabs...), got {value!r}")
             return value
     names = " or ".join("null" if k is type(None) else k.__name__ for k in options)
     raise GptlabError(f"{key} must be {names}, got {value!r} ({type(value).__name__})")
+
+
+def _as_number(value: Any) -> int | float | None:
+    """`value` as an int or float if it is one (or a string spelling one), else None; bools are not numbers."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
 
 
 def build_section(section: str, values: dict[str, Any]) -> Any:
@@ -179,6 +233,8 @@ def resolve_run_config(raw: dict[str, Any] | RunConfig) -> RunConfig:
             raise GptlabError(f"unknown key '{key}'{closest(key, allowed)}; valid: {', '.join(allowed)}")
     sections = {s: build_section(s, raw.get(s) or {}) for s in SECTIONS}
     seed = coerce("seed", raw.get("seed", 0), int)
+    if not 0 <= seed < MAX_SEED:
+        raise GptlabError(f"seed must be in [0, 2**63), got {seed}")
     return RunConfig(seed=seed, **sections)
 
 

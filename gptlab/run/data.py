@@ -160,10 +160,25 @@ class CharDataset:
     train: torch.Tensor  # (N_train,) int64 token ids
     val: torch.Tensor  # (N_val,) int64 token ids
 
+    def check_fits(self, block_size: int, where: str) -> None:
+        """Refuse a corpus too short for `block_size`: training needs one window, validation one too."""
+        need = block_size + 2  # a window of block_size inputs and its targets, plus one offset to sample
+        for split, ids in (("training", self.train), ("validation", self.val)):
+            if len(ids) < need:
+                raise GptlabError(f"{where}: the {split} split has {len(ids):,} characters, too few for "
+                                  f"model.block_size {block_size:,} (it needs at least {need:,}); use a longer "
+                                  "text, a smaller block_size or another data.val_fraction")
+
 
 @lru_cache(maxsize=4)
 def _load(path: Path, val_fraction: float) -> CharDataset:
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise GptlabError(f"data: {path} is not UTF-8 text (byte {err.start} cannot be decoded); "
+                          "a corpus is a plain text file") from None
+    if "\x00" in text:
+        raise GptlabError(f"data: {path} holds NUL bytes (a binary file?); a corpus is a plain text file")
     if len(text) < 2:
         raise GptlabError(f"dataset {path} is empty")
     tokenizer = CharTokenizer(text)

@@ -20,9 +20,18 @@ def resolve_device(name: str) -> torch.device:
         if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise GptlabError(f"train.device is {name!r} but CUDA is not available; use auto or cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise GptlabError(f"train.device must be auto, cpu, cuda, cuda:N or mps, got {name!r}") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise GptlabError(f"train.device is {name!r} but CUDA is not available here; use auto or cpu")
+        count = torch.cuda.device_count()
+        if device.index is not None and device.index >= count:
+            raise GptlabError(f"train.device is {name!r} but this machine has {count} GPU(s): cuda:0 to cuda:{count - 1}")
+    if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise GptlabError(f"train.device is {name!r} but MPS (Apple GPUs) is not available here; use auto or cpu")
     return device
 
 

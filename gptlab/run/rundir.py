@@ -37,8 +37,10 @@ class RunDir:
     BEST = "ckpt_best.pt"  # the checkpoint with the best validation loss
     RUNNING = "running.json"  # present while a worker trains the run (who and since when)
     PROGRESS = "progress.json"  # step, loss and time of a run in flight, for the live display
+    LOCK = ".lock"  # held by the process training the run
+    SAMPLE = "sample.txt"  # text sampled from the best checkpoint at the end of training
     # The small files a remote worker ships back; summary.json is last, the driver's "finished" mark.
-    SHIPPED = (CONFIG, METRICS, LOG, ERROR, SUMMARY)
+    SHIPPED = (CONFIG, METRICS, LOG, ERROR, SAMPLE, SUMMARY)
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
@@ -133,6 +135,15 @@ class RunDir:
             path.unlink(missing_ok=True)
 
     # -- a run in flight ---------------------------------------------------------------------
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold this run's folder lock (an OS lock: released when its process dies, however it dies)."""
+        from filelock import FileLock
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self / self.LOCK)):
+            yield
+
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
         """Mark the run as in flight (process, host, start) while the block runs."""

@@ -7,11 +7,14 @@ TF32) are not set here: the process that trains sets them (`gptlab.run.device.co
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
 import platform
+import subprocess
 import sys
+from pathlib import Path
 import time
 from typing import Any
 
@@ -23,6 +26,7 @@ from gptlab.run.data import load_dataset
 from gptlab.run.device import resolve_device
 from gptlab.run.rundir import RunDir
 from gptlab.run.trainer import Outcome, Trainer, TrainerCallback, fmt_loss
+from gptlab.runio import atomic_write_text
 
 log = logging.getLogger("gptlab.train")
 
@@ -65,6 +69,13 @@ def train_run(config: dict[str, Any] | RunConfig, run_dir: str | os.PathLike, *,
     """
     cfg = resolve_run_config(config)
     folder = RunDir(run_dir)
+    # One trainer per run folder: a worker orphaned by a killed driver, or a second terminal, may
+    # be training this run; wait for it (it then leaves a finished run, or a checkpoint to resume).
+    with folder.exclusive():
+        return _train_locked(cfg, folder, run_id)
+
+
+def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None) -> dict[str, Any]:
     finished = folder.finished_summary()
     if finished is not None:
         return finished
@@ -73,17 +84,27 @@ def train_run(config: dict[str, Any] | RunConfig, run_dir: str | os.PathLike, *,
     with folder.logging_to_file():
         device = resolve_device(cfg.train.device)
         dataset = load_dataset(cfg.data.dataset, cfg.data.path, cfg.data.val_fraction)
+        dataset.check_fits(cfg.model.block_size, f"data {cfg.data.path or cfg.data.dataset}")
         cfg = cfg.bind_vocab(dataset.tokenizer.vocab_size)
         trainer = Trainer(cfg, dataset, device, [RunDirWriter(folder)], run_id)
         state = folder.load_checkpoint("last", map_location=device)
         if state is not None:
             trainer.load_state_dict(state)
         outcome = trainer.run()
+        write_sample(folder)
         summary = run_summary(trainer, outcome)
         folder.write_summary(summary)
         log.info("run %s finished: %s, best val %s at step %s, %.1f s", run_id, outcome.status,
                  fmt_loss(summary["best_val_loss"]), summary["best_step"], trainer.elapsed_s)
     return summary
+
+
+def write_sample(folder: RunDir) -> None:
+    """Keep a text sample of the best checkpoint beside the metrics: reports need no checkpoint then."""
+    from gptlab.run.sampling import sample_from_run
+
+    if (folder / RunDir.BEST).exists():
+        atomic_write_text(folder / RunDir.SAMPLE, sample_from_run(folder.path))
 
 
 def run_summary(trainer: Trainer, outcome: Outcome) -> dict[str, Any]:
@@ -129,5 +150,21 @@ def environment(device: torch.device) -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "gptlab": gptlab.__version__,
+        **({"git_commit": commit} if (commit := git_commit()) else {}),
         "threads": torch.get_num_threads(),
     }
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """The commit of the gptlab checkout this process runs (with `+dirty` if gptlab/ has edits), if any."""
+    root = Path(gptlab.__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):  # no git, or a slow file system
+        return None
+    return head.stdout.strip()[:12] + ("+dirty" if dirty.stdout.strip() else "")

@@ -116,8 +116,9 @@ class Trainer:
         self.best_val_loss, self.best_step = math.inf, -1
         self.elapsed_s = self.train_s = self.eval_s = 0.0
         self.resumed = False
-        # Rows come at least every min(log_interval, eval_interval) steps: that many losses wait at most.
-        self._losses = torch.zeros(min(t.log_interval, t.eval_interval), device=device)
+        # Rows come at least every min(log_interval, eval_interval) steps, and at max_iters: that
+        # many losses wait at most (a log_interval of 1e9 must not allocate 1e9 floats).
+        self._losses = torch.zeros(min(t.log_interval, t.eval_interval, t.max_iters), device=device)
         self._grad_norms = torch.zeros_like(self._losses)
         self._pending = 0  # steps whose loss sits in self._losses, not yet in a metrics row
 

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from gptlab.errors import GptlabError
 from gptlab.model import REGISTRIES
 from gptlab.run.rundir import FINISHED
-from gptlab.sweep.execute import SweepOptions, execute
+from gptlab.sweep.execute import SweepOptions, execute, warn_other_runs
 from gptlab.sweep.progress import clock
 from gptlab.sweep.results import run_dir, write_summary
 from gptlab.sweep.spec import SweepSpec, load_spec, parse_overrides
@@ -63,6 +63,7 @@ def dry_run(spec: SweepSpec, results_dir: Path, plan_line: str, workers: int, th
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     for line in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip(), file=stream)
+    warn_other_runs(spec, results_dir, stream)
     pending = [r for r in spec.runs if run_dir(results_dir, r).state() not in FINISHED + ("failed",)]
     print(f"\n{len(spec.runs)} runs: {len(spec.runs) - len(pending)} finished, {len(pending)} to train", file=stream)
     print(plan_line, file=stream)
@@ -109,19 +110,19 @@ def _main(argv: list[str] | None) -> int:
         spec = load_spec(args.spec, parse_overrides(args.set), executor)
         if args.margin is not None:
             spec.report["equivalence_margin"] = args.margin  # sweep.yaml records the margin actually used
-        from gptlab.sweep.estimate import check_datasets
+        from gptlab.executors import plan_resources
+        from gptlab.sweep.preflight import preflight
 
-        check_datasets(spec)
+        device, run_bytes = preflight(spec)
         results_dir = Path(args.results_dir) / spec.name
-        from gptlab.executors import estimate_run_bytes, plan_resources
-        from gptlab.run.device import resolve_device
-
-        device = resolve_device(spec.runs[0].config["train"]["device"]).type
         # Planned for the whole sweep, not just what is left, so that a resumed or retrained run
         # gets the same thread count as its siblings: CPU float reductions depend on it.
-        plan = plan_resources(len(spec.runs), spec.executor, device, max(estimate_run_bytes(r.config) for r in spec.runs))
+        plan = plan_resources(len(spec.runs), spec.executor, device, run_bytes)
         if args.dry_run:
-            dry_run(spec, results_dir, plan.describe(), plan.workers, plan.threads, sys.stdout)
+            from gptlab.executors import BACKENDS
+
+            plan_line = BACKENDS.get(spec.executor.backend)(spec.executor).describe(plan, dry_run=True)
+            dry_run(spec, results_dir, plan_line or plan.describe(), plan.workers, plan.threads, sys.stdout)
             return 0
         options = SweepOptions(results_dir, Path(args.reports_dir) / spec.name,
                                command="python -m gptlab.sweep " + " ".join(shlex.quote(a) for a in argv),

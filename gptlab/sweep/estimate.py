@@ -1,20 +1,10 @@
-"""Before training: the datasets a sweep needs, and how long one of its runs should take."""
+"""How long one run of a sweep should take (for `--dry-run`), and a Trainer that writes nothing."""
 from __future__ import annotations
 
 import math
 import time
 from typing import Any, Mapping
 
-from gptlab.sweep.spec import SweepSpec
-
-
-def check_datasets(spec: SweepSpec) -> None:
-    """Resolve every dataset the runs need (downloading if allowed) before anything is trained."""
-    from gptlab.run.data import load_dataset
-
-    for data in {tuple(sorted(r.config["data"].items())) for r in spec.runs}:
-        d = dict(data)
-        load_dataset(d["dataset"], d["path"], d["val_fraction"])
 
 
 def time_train_steps(trainer: Any, steps: int, warmup: int = 1) -> float:

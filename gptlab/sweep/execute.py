@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gptlab.executors import BACKENDS, Plan, RunResult, Task
-from gptlab.layout import SUMMARY_CSV, SWEEP_YAML, run_path
+from gptlab.layout import RUNS, SUMMARY_CSV, SWEEP_YAML, run_path
 from gptlab.run.rundir import FINISHED, RunDir
 from gptlab.runio import write_yaml
+from gptlab.sweep.lock import SweepLock
 from gptlab.sweep.progress import Progress
 from gptlab.sweep.results import run_dir, write_summary
 from gptlab.sweep.spec import Run, SweepSpec
@@ -39,12 +40,32 @@ def runs_to_train(spec: SweepSpec, results_dir: Path, rerun_failed: bool) -> lis
 
 def execute(spec: SweepSpec, plan: Plan, options: SweepOptions) -> int:
     """Train what is left of `spec` with `plan`, rebuild summary.csv, write the report; the exit status."""
+    backend = BACKENDS.get(spec.executor.backend)(spec.executor)
+    if runs_to_train(spec, options.results_dir, options.rerun_failed):
+        backend.check()  # an unreachable scheduler fails before anything is written
+    with SweepLock(options.results_dir, options.command):
+        return _execute_locked(spec, plan, options, backend)
+
+
+def other_finished_runs(spec: SweepSpec, results_dir: Path) -> list[RunDir]:
+    """Finished runs in results/NAME/runs/ that this spec does not name (the spec changed since)."""
+    named = {r.run_id for r in spec.runs}
+    folder = results_dir / RUNS
+    others = [RunDir(p) for p in sorted(folder.iterdir()) if p.is_dir() and p.name not in named] if folder.is_dir() else []
+    return [r for r in others if r.state() in FINISHED]
+
+
+def warn_other_runs(spec: SweepSpec, results_dir: Path, out: TextIO) -> None:
+    others = other_finished_runs(spec, results_dir)
+    if others:
+        print(f"note: {len(others)} finished run(s) in {results_dir / RUNS} are not in this spec (it changed since "
+              "they ran); they stay on disk, out of summary.csv and the report", file=out)
+
+
+def _execute_locked(spec: SweepSpec, plan: Plan, options: SweepOptions, backend: Any) -> int:
     out, results_dir = options.stream, options.results_dir
     todo = runs_to_train(spec, results_dir, options.rerun_failed)
-    backend = BACKENDS.get(spec.executor.backend)(spec.executor)
-    if todo:
-        backend.check()
-    results_dir.mkdir(parents=True, exist_ok=True)
+    warn_other_runs(spec, results_dir, out)
     write_yaml(results_dir / SWEEP_YAML, {**spec.to_dict(), "command": options.command})
     for run in todo:
         run_dir(results_dir, run).clear_failure()  # a failed run the user asked to rerun

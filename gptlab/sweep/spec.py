@@ -9,7 +9,10 @@ one or the other, never both, so a preset can never silently overwrite what the 
 from __future__ import annotations
 
 import copy
+import functools
+import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,14 +20,15 @@ from typing import Any
 import yaml
 
 from gptlab.cells import design_cells
-from gptlab.run.config import RunConfig, get_dotted, resolve_run_config, set_dotted, valid_keys
+from gptlab.run.config import MAX_SEED, RunConfig, get_dotted, resolve_run_config, set_dotted, valid_keys
 from gptlab.errors import GptlabError, closest
 from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
 
 TOP_KEYS = ["name", "description", "plugins", "base", "grid", "seeds", "exclude", "baseline", "executor", "report"]
 REPORT_KEYS = ["equivalence_margin"]
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: $ would allow a final newline
+MAX_SEEDS = 10_000
 
 
 @dataclass(frozen=True)
@@ -123,8 +127,9 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
         if key not in raw:
             raise _fail(key, "is required")
     name = raw["name"]
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise _fail("name", f"must be a folder-safe name (letters, digits, _ . -), got {name!r}")
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        shown = repr(name) if not isinstance(name, str) or len(name) <= 40 else f"{name[:40]!r}... ({len(name)} characters)"
+        raise _fail("name", f"must be a folder-safe name of 1 to 100 characters (letters, digits, _ . -), got {shown}")
     description = raw.get("description") or ""
     _require(description, str, "description", "a string")
 
@@ -165,16 +170,7 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
         else:
             raise GptlabError(f"{dotted} is set in both base and grid; keep it in one place")
 
-    seeds = raw.get("seeds", 1)
-    if isinstance(seeds, int) and not isinstance(seeds, bool):
-        if seeds < 1:
-            raise _fail("seeds", f"must be >= 1, got {seeds}")
-        seeds = list(range(seeds))
-    elif isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
-        if len(set(seeds)) != len(seeds):
-            raise _fail("seeds", f"lists a seed twice: {seeds}")
-    else:
-        raise _fail("seeds", f"must be a count (e.g. 3) or a list of non-negative integers, got {seeds!r}")
+    seeds = _check_seeds(raw.get("seeds", 1))
 
     exclude = raw.get("exclude") or []
     _require(exclude, list, "exclude", "a list of {factor: level} mappings")
@@ -206,14 +202,37 @@ def _check_base(base: dict[str, Any]) -> None:
         raise GptlabError(f"base: {err}") from None
 
 
+def _check_seeds(seeds: Any) -> list[int]:
+    """A count or a list of seeds in [0, 2**63), at most MAX_SEEDS of them, none twice."""
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise _fail("seeds", f"a count must be between 1 and {MAX_SEEDS:,}, got {seeds:,}")
+        return list(range(seeds))
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise _fail("seeds", f"must be a count (e.g. 3) or a list of non-negative integers, got {seeds!r}")
+    if len(seeds) > MAX_SEEDS:
+        raise _fail("seeds", f"lists {len(seeds):,} seeds; at most {MAX_SEEDS:,}")
+    bad = next((s for s in seeds if not 0 <= s < MAX_SEED), None)
+    if bad is not None:
+        raise _fail("seeds", f"each seed must be in [0, 2**63), got {bad}")
+    if len(set(seeds)) != len(seeds):
+        raise _fail("seeds", f"lists a seed twice: {seeds}")
+    return seeds
+
+
+def _same_level(a: Any, b: Any) -> bool:
+    """Levels match only with the same type: 1 is not True, and '1' is not 1."""
+    return type(a) is type(b) and a == b or (type(a), type(b)) in ((int, float), (float, int)) and a == b
+
+
 def _check_cell_mapping(rule: Any, grid: dict[str, list[Any]], key: str) -> None:
     if not isinstance(rule, dict) or (key.startswith("exclude") and not rule):
         raise _fail(key, f"must be a mapping of grid factors to levels, got {rule!r}")
     for factor, level in rule.items():
         if factor not in grid:
-            raise _fail(key, f"'{factor}' is not a grid factor{closest(factor, grid)}; factors: {', '.join(grid)}")
-        if level not in grid[factor]:
-            raise _fail(key, f"{factor} level {level!r} is not in the grid; levels: {grid[factor]}")
+            raise _fail(key, f"'{factor}' is not a grid factor{closest(str(factor), grid)}; factors: {', '.join(grid)}")
+        if not any(_same_level(level, candidate) for candidate in grid[factor]):
+            raise _fail(key, f"{factor} level {level!r} ({type(level).__name__}) is not in the grid; levels: {grid[factor]}")
 
 
 def _check_report(report: Any) -> dict[str, Any]:
@@ -256,8 +275,41 @@ def expand(spec: SweepSpec) -> list[Run]:
         if key in seen:
             raise _fail("grid", f"cells {dict(seen[key])} and {dict(cell)} resolve to the same config")
         seen[key] = cell
+        sources = {**plugin_sources(spec.plugins), **corpus_source(resolved.data.path)}
         for seed in spec.seeds:
             run_cfg = RunConfig(resolved.model, resolved.train, resolved.data, seed)
-            run_id = f"{cell_label(cell)}_s{seed}_{run_cfg.run_hash()}"
+            run_id = f"{cell_label(cell)}_s{seed}_{run_cfg.run_hash(sources)}"
             runs.append(Run(run_id, cell, seed, run_cfg.to_dict()))
     return runs
+
+
+def plugin_sources(plugins: list[str]) -> dict[str, str]:
+    """sha256 of each (already imported) plugin's file: a fixed plugin makes new runs, not reused ones."""
+    sources = {}
+    for entry in plugins:
+        path = entry if entry.endswith(".py") else getattr(sys.modules.get(entry), "__file__", None)
+        if path:
+            sources[f"plugin:{Path(entry).name}"] = _sha256(path)  # by name: moving the project keeps ids
+    return sources
+
+
+def corpus_source(path: str | None) -> dict[str, str]:
+    """sha256 of a user corpus (`data.path`); named datasets are fixed by their own checksum."""
+    if path is None:
+        return {}
+    try:
+        return {"corpus": _sha256(str(Path(path).expanduser().resolve()))}
+    except OSError:
+        raise _fail("base.data.path", f"cannot read {path}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_cached(path: str, mtime_ns: int, size: int) -> str:
+    from gptlab.run.data import sha256_of
+
+    return sha256_of(Path(path))
+
+
+def _sha256(path: str) -> str:
+    stat = os.stat(path)
+    return _sha256_cached(path, stat.st_mtime_ns, stat.st_size)

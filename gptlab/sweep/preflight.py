@@ -1,0 +1,82 @@
+"""Checks that need the machine or the data, run before anything is built or written.
+
+`load_spec` validates what the YAML says; `preflight` asks whether this machine can do it: the
+devices exist, every corpus is UTF-8 text long enough for its block size, and the largest run fits
+in the memory a run gets. `--dry-run` runs the same checks first.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from gptlab.errors import GptlabError
+from gptlab.executors.plan import estimate_run_bytes
+from gptlab.sweep.spec import SweepSpec
+
+MEMORY_SHARE = 0.8  # of the memory available now, what one run may plan to use
+
+
+def check_devices(spec: SweepSpec) -> str:
+    """Resolve every `train.device` of the sweep here; return the device type of the first run."""
+    from gptlab.run.device import resolve_device
+
+    kinds = {name: resolve_device(name).type for name in {r.config["train"]["device"] for r in spec.runs}}
+    return kinds[spec.runs[0].config["train"]["device"]]
+
+
+def check_datasets(spec: SweepSpec) -> dict[tuple[Any, ...], int]:
+    """Load every corpus the runs need (downloading if allowed) and check it fits each block size.
+
+    Returns the vocabulary size of each corpus, keyed like `data_key`.
+    """
+    from gptlab.run.data import load_dataset
+
+    vocab: dict[tuple[Any, ...], int] = {}
+    for run in spec.runs:
+        key = data_key(run.config)
+        d = run.config["data"]
+        dataset = load_dataset(d["dataset"], d["path"], d["val_fraction"])
+        dataset.check_fits(run.config["model"]["block_size"], f"data {d['path'] or d['dataset']}")
+        vocab[key] = dataset.tokenizer.vocab_size
+    return vocab
+
+
+def data_key(config: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(sorted(config["data"].items()))
+
+
+def memory_budget(device: str) -> tuple[int, str]:
+    """Bytes one run may use on `device`, and where they come from (for the message)."""
+    if device == "cuda":
+        import torch
+
+        total = min(torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count()))
+        return int(MEMORY_SHARE * total), "of one GPU's memory"
+    import psutil
+
+    return int(MEMORY_SHARE * psutil.virtual_memory().available), "of the memory available now"
+
+
+def check_memory(spec: SweepSpec, device: str, vocab: dict[tuple[Any, ...], int]) -> int:
+    """Refuse a sweep whose largest run would not fit; return that run's estimated bytes."""
+    sizes = {r.run_id: estimate_run_bytes(r.config, vocab[data_key(r.config)]) for r in spec.runs}
+    largest = max(spec.runs, key=lambda r: sizes[r.run_id])
+    budget, where = memory_budget(device)
+    if sizes[largest.run_id] > budget:
+        m, t = largest.config["model"], largest.config["train"]
+        shape = (f"n_layer {m['n_layer']}, n_embd {m['n_embd']}, n_head {m['n_head']}, block_size {m['block_size']}, "
+                 f"batch_size {t['batch_size']}, eval_batch_size {t['eval_batch_size']}")
+        raise GptlabError(f"model/train sizes: run {largest.run_id} needs about {_gib(sizes[largest.run_id])} "
+                          f"({shape}), more than the {_gib(budget)} a run can have here "
+                          f"({MEMORY_SHARE:.0%} {where}); make the model or the batches smaller")
+    return sizes[largest.run_id]
+
+
+def preflight(spec: SweepSpec) -> tuple[str, int]:
+    """All the checks, in order; returns (device type, estimated bytes of the largest run)."""
+    device = check_devices(spec)
+    vocab = check_datasets(spec)
+    return device, check_memory(spec, device, vocab)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"

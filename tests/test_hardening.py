@@ -1,0 +1,133 @@
+"""Odd but plausible input: each case is refused in one line (exit 2) before anything is written."""
+from __future__ import annotations
+
+import copy
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from gptlab.run.config import resolve_run_config
+from gptlab.sweep import main as sweep_main
+
+from helpers import REPO, tiny_config
+
+
+def base_spec(corpus: Path) -> dict:
+    config = tiny_config(corpus)
+    return {"name": "odd", "base": {k: config[k] for k in ("model", "train", "data")},
+            "grid": {"model.norm": ["pre", "post"]}, "seeds": 1, "executor": {"backend": "loky", "n_jobs": 1}}
+
+
+def setting(spec: dict, dotted: str, value) -> dict:
+    spec = copy.deepcopy(spec)
+    node = spec
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+    return spec
+
+
+def binary_file(folder: Path) -> str:
+    path = folder / "blob.bin"
+    path.write_bytes(bytes(range(256)) * 64)
+    return str(path)
+
+
+def short_corpus(folder: Path) -> str:
+    path = folder / "short.txt"
+    path.write_text("To be, or not to be: that is the question.\n" * 2, encoding="utf-8")
+    return str(path)
+
+
+# (id, how to change the spec, words the one-line error must contain)
+CASES = [
+    ("name-newline", lambda s, d: {**s, "name": "quick\n"}, "name: must be a folder-safe name"),
+    ("name-300", lambda s, d: {**s, "name": "a" * 300}, "1 to 100 characters"),
+    ("seed-2^64", lambda s, d: {**s, "seeds": [2**64]}, "seeds: each seed must be in [0, 2**63)"),
+    ("seeds-billion", lambda s, d: {**s, "seeds": 1_000_000_000}, "seeds: a count must be between 1 and 10,000"),
+    ("binary-corpus", lambda s, d: setting(s, "base.data.path", binary_file(d)), "is not UTF-8 text"),
+    ("short-corpus", lambda s, d: setting(s, "base.data.path", short_corpus(d)), "too few for model.block_size"),
+    ("device-cuda-x", lambda s, d: setting(s, "base.train.device", "cuda:x"), "train.device must be auto, cpu"),
+    ("lr-inf", lambda s, d: setting(s, "base.train.lr", float("inf")), "train.lr must be a finite number"),
+    ("min_lr-nan", lambda s, d: setting(s, "base.train.min_lr", float("nan")), "train.min_lr must be a finite number"),
+    ("grad_clip-nan", lambda s, d: setting(s, "base.train.grad_clip", float("nan")), "train.grad_clip must be a finite"),
+    ("weight_decay-nan", lambda s, d: setting(s, "base.train.weight_decay", float("nan")), "train.weight_decay must be a finite"),
+    ("grid-level-nan", lambda s, d: {**s, "grid": {"train.weight_decay": [0.1, float("nan")]}}, "train.weight_decay must be a finite number"),
+    ("threads-100000", lambda s, d: setting(s, "executor.threads", 100_000), "executor.threads: 100000 threads per run"),
+    ("shared_dir-relative", lambda s, d: {**s, "executor": {"backend": "dask", "scheduler": "local", "shared_dir": "scratch"}},
+     "executor.shared_dir: must be an absolute path"),
+    ("scheduler-with-loky", lambda s, d: setting(s, "executor.scheduler", "tcp://127.0.0.1:8786"),
+     "executor.scheduler: only the dask backend uses it"),
+    ("exclude-int-for-bool", lambda s, d: {**s, "grid": {"model.bias": [True, False]}, "exclude": [{"model.bias": 1}]},
+     "model.bias level 1 (int) is not in the grid"),
+    ("baseline-str-for-float", lambda s, d: {**s, "grid": {"train.beta2": [0.95, 0.99]}, "baseline": {"train.beta2": "0.99"}},
+     "level '0.99' (str) is not in the grid"),
+    ("block_size-10M", lambda s, d: setting(s, "base.model.block_size", 10_000_000), "too few for model.block_size"),
+    ("n_layer-10000", lambda s, d: setting(setting(setting(s, "base.model.n_layer", 10_000), "base.model.n_embd", 128),
+                                          "base.model.n_head", 4), "more than the"),
+    *([("device-mps", lambda s, d: setting(s, "base.train.device", "mps"), "MPS (Apple GPUs) is not available")]
+      if not torch.backends.mps.is_available() else []),
+    *([("device-cuda", lambda s, d: setting(s, "base.train.device", "cuda:0"), "CUDA is not available here")]
+      if not torch.cuda.is_available() else [("device-cuda-99", lambda s, d: setting(s, "base.train.device", "cuda:99"),
+                                              "GPU(s): cuda:0 to")]),
+    ("n_embd-huge", lambda s, d: setting(setting(s, "base.model.n_embd", 65536), "base.model.n_head", 1), "make the model or the batches smaller"),
+]
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])
+@pytest.mark.parametrize("case, change, words", CASES, ids=[c[0] for c in CASES])
+def test_odd_input_is_refused_in_one_line_before_anything_is_written(case, change, words, dry_run, tmp_path, corpus, capsys):
+    spec_path = tmp_path / "odd.yaml"
+    spec_path.write_text(yaml.safe_dump(change(base_spec(corpus), tmp_path), sort_keys=False))
+    results = tmp_path / "results"
+    argv = [str(spec_path), "--results-dir", str(results), "--reports-dir", str(tmp_path / "reports")]
+    code = sweep_main(argv + (["--dry-run"] if dry_run else []))
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.startswith("error: ") and len(err.splitlines()) == 1, err
+    assert words in err
+    assert not results.exists() and not (tmp_path / "reports").exists()
+
+
+def test_a_huge_model_is_refused_without_being_built(tmp_path, corpus):
+    """The memory estimate refuses it: the refusing process never grows past a few hundred MiB."""
+    spec = setting(setting(base_spec(corpus), "base.model.n_layer", 2_000), "base.model.n_embd", 1024)
+    spec = setting(spec, "base.model.n_head", 8)
+    path = tmp_path / "huge.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = subprocess.run([sys.executable, "-m", "gptlab.sweep", str(path), "--results-dir", str(tmp_path / "r")],
+                          cwd=REPO, capture_output=True, text=True)
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert proc.returncode == 2 and "make the model or the batches smaller" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert peak_mib < 600 or before / 1024 >= 600, f"the refusing process peaked at {peak_mib:.0f} MiB"
+
+
+@pytest.mark.parametrize("written, meant", [("1e4", 10000), (10000.0, 10000), ("2.5e3", 2500)])
+def test_an_integral_number_in_any_spelling_is_an_int(written, meant):
+    cfg = resolve_run_config({"train": {"max_iters": written}})
+    assert cfg.train.max_iters == meant and isinstance(cfg.train.max_iters, int)
+
+
+@pytest.mark.parametrize("written", ["1.5e3x", 12.5, True])
+def test_a_non_integral_value_for_an_int_is_refused(written):
+    from gptlab.errors import GptlabError
+
+    with pytest.raises(GptlabError, match="train.max_iters must be int"):
+        resolve_run_config({"train": {"max_iters": written}})
+
+
+def test_a_sweep_with_max_iters_1e4_and_huge_intervals_is_accepted(tmp_path, corpus, capsys):
+    spec = setting(base_spec(corpus), "base.train.max_iters", "1e4")
+    spec = setting(setting(spec, "base.train.eval_interval", 10**9), "base.train.log_interval", 10**9)
+    path = tmp_path / "ok.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert sweep_main([str(path), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0
+    assert "2 runs: 0 finished, 2 to train" in capsys.readouterr().out

@@ -1,0 +1,186 @@
+"""Nothing is lost: one sweep per results folder, runs a changed spec no longer names are kept."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from gptlab.sweep import main as sweep_main
+
+from helpers import REPO, tiny_config
+
+
+def write_spec(folder: Path, corpus: Path, name: str = "safe", **train) -> Path:
+    config = tiny_config(corpus, **train)
+    spec = {"name": name, "base": {k: config[k] for k in ("model", "train", "data")},
+            "grid": {"model.norm": ["pre", "post"]}, "seeds": 1, "executor": {"backend": "loky", "n_jobs": 2}}
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def sweep_cmd(spec: Path, folder: Path) -> list[str]:
+    return [sys.executable, "-m", "gptlab.sweep", str(spec), "--results-dir", str(folder / "results"),
+            "--reports-dir", str(folder / "reports")]
+
+
+def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_path, corpus):
+    spec = write_spec(tmp_path, corpus, max_iters=1500, eval_interval=500)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    first = subprocess.Popen(sweep_cmd(spec, tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    holder = tmp_path / "results" / "safe" / ".lock.json"
+    deadline = time.monotonic() + 60
+    while not holder.exists() and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.1)
+    assert holder.exists(), "the first sweep never took the lock"
+    second = subprocess.run(sweep_cmd(spec, tmp_path), env=env, capture_output=True, text=True)
+    assert second.returncode == 2
+    assert second.stderr.strip().splitlines() == [second.stderr.strip()]  # one line
+    assert f"is in use by another sweep (process {first.pid} on " in second.stderr
+    _, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    summary = (tmp_path / "results" / "safe" / "summary.csv").read_text().splitlines()
+    assert len(summary) == 3 and all(",ok," in line for line in summary[1:])
+    assert not holder.exists()
+
+
+def test_a_lock_left_by_a_killed_sweep_is_taken_over(tmp_path, corpus, capsys):
+    spec = write_spec(tmp_path, corpus)
+    results = tmp_path / "results" / "safe"
+    results.mkdir(parents=True)
+    grab = ("import os, signal, sys; from filelock import FileLock; "
+            "FileLock(sys.argv[1]).acquire(); open(sys.argv[2], 'w').write('{\"pid\": 1}'); "
+            "os.kill(os.getpid(), signal.SIGKILL)")
+    proc = subprocess.run([sys.executable, "-c", grab, str(results / ".lock"), str(results / ".lock.json")])
+    assert proc.returncode == -9 and (results / ".lock").exists() and (results / ".lock.json").exists()
+    code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")])
+    assert code == 0, capsys.readouterr().err
+
+
+def test_rerunning_a_changed_spec_warns_and_keeps_the_runs_it_no_longer_names(tmp_path, corpus, capsys):
+    spec = write_spec(tmp_path, corpus)
+    args = ["--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")]
+    assert sweep_main([str(spec), *args]) == 0
+    runs = tmp_path / "results" / "safe" / "runs"
+    before = sorted(p.name for p in runs.iterdir())
+    capsys.readouterr()
+    assert sweep_main([str(spec), *args, "--set", "train.max_iters=30", "--dry-run"]) == 0
+    assert "note: 2 finished run(s) in " in capsys.readouterr().out  # --dry-run prints to stdout
+    assert sweep_main([str(spec), *args, "--set", "train.max_iters=30"]) == 0
+    err = capsys.readouterr().err
+    assert "note: 2 finished run(s) in " in err and "they stay on disk" in err
+    after = sorted(p.name for p in runs.iterdir())
+    assert set(before) < set(after) and len(after) == 4
+    assert len((tmp_path / "results" / "safe" / "summary.csv").read_text().splitlines()) == 3
+
+
+# -- result identity -------------------------------------------------------------------------------
+def test_the_shipped_studies_still_name_all_their_finished_runs():
+    """Their YAMLs, resolved by today's code, find every committed run finished (no orphans)."""
+    from gptlab.sweep.results import run_dir
+    from gptlab.sweep.spec import load_spec
+
+    for name in ("four_axes", "postln_warmup", "beyond"):
+        spec = load_spec(REPO / "ablations" / f"{name}.yaml")
+        states = {run_dir(REPO / "results" / name, r).state() for r in spec.runs}
+        assert states == {"ok"}, (name, states)
+
+
+def test_an_edited_corpus_or_plugin_makes_new_runs(tmp_path, corpus):
+    from gptlab.sweep.spec import load_spec
+
+    text = tmp_path / "text.txt"
+    text.write_text(corpus.read_text(), encoding="utf-8")
+    plugin = tmp_path / "noop_plugin.py"
+    plugin.write_text("X = 1\n")
+    spec = yaml.safe_load(write_spec(tmp_path, text).read_text())
+    spec["plugins"] = [str(plugin)]
+    path = tmp_path / "ids.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    ids = [r.run_id for r in load_spec(path).runs]
+    assert [r.run_id for r in load_spec(path).runs] == ids  # deterministic
+    text.write_text(corpus.read_text() + "\nOne more line.", encoding="utf-8")
+    after_corpus = [r.run_id for r in load_spec(path).runs]
+    plugin.write_text("X = 2\n")
+    after_plugin = [r.run_id for r in load_spec(path).runs]
+    assert len({tuple(ids), tuple(after_corpus), tuple(after_plugin)}) == 3
+
+
+def test_a_setting_added_later_is_hashed_only_when_it_leaves_its_default(monkeypatch):
+    from gptlab.run import config as config_module
+    from gptlab.run.config import resolve_run_config
+
+    default, changed = resolve_run_config({}), resolve_run_config({"train": {"compile": True}})
+    released = default.run_hash()
+    # Pretend train.compile came after the first release: a default value no longer enters the hash...
+    monkeypatch.setattr(config_module, "FIRST_RELEASE_KEYS", config_module.FIRST_RELEASE_KEYS - {"train.compile"})
+    assert "compile" not in default.identity()["train"] and changed.identity()["train"]["compile"] is True
+    assert default.run_hash() != released  # (the hash of a run that has the field is what it was)
+    # ...so a config written before the field existed and one at its default are the same run.
+    before = {k: v for k, v in default.to_dict()["train"].items() if k != "compile"}
+    assert default.identity()["train"] == before
+    assert changed.run_hash() != default.run_hash()
+
+
+def test_the_report_warns_when_runs_come_from_different_code():
+    from types import SimpleNamespace
+
+    from gptlab.report.verdicts import mixed_code
+
+    assert mixed_code(SimpleNamespace(environment={"gptlab": ["0.1.0"], "git_commit": ["abc"]})) == []
+    warning = mixed_code(SimpleNamespace(environment={"gptlab": ["0.1.0", "0.2.0"]}))
+    assert len(warning) == 1 and "different code (versions 0.1.0, 0.2.0)" in warning[0]
+
+
+def test_the_report_removes_only_what_its_previous_generation_wrote(tmp_path):
+    import json
+
+    from gptlab.report import write_report
+    from gptlab.report.synthetic import make_results
+
+    results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2)
+    out = tmp_path / "report"
+    write_report(results, out)
+    manifest = json.loads((out / ".manifest.json").read_text())["files"]
+    assert "report.md" in manifest and any(f.startswith("figures/") for f in manifest)
+    (out / "tables" / "my_notes.csv").write_text("mine\n")
+    (out / "figures" / "my_plot.png").write_bytes(b"png")
+    (out / "README.txt").write_text("mine\n")
+    # Pretend the previous generation also wrote a table this one no longer does.
+    json.dump({"files": manifest + ["tables/old_table.csv"]}, open(out / ".manifest.json", "w"))
+    (out / "tables" / "old_table.csv").write_text("old\n")
+    write_report(results, out)
+    assert not (out / "tables" / "old_table.csv").exists()
+    for mine in ("tables/my_notes.csv", "figures/my_plot.png", "README.txt"):
+        assert (out / mine).exists(), mine
+    assert json.loads((out / ".manifest.json").read_text())["files"] == manifest
+
+
+def test_a_dask_dry_run_prints_the_dask_plan(tmp_path, corpus, capsys):
+    spec = yaml.safe_load(write_spec(tmp_path, corpus).read_text())
+    spec["executor"] = {"backend": "dask", "scheduler": "local", "n_jobs": 2}
+    path = tmp_path / "dask.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert sweep_main([str(path), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0
+    assert "plan: a local dask cluster of 2 worker(s), " in capsys.readouterr().out
+
+
+def test_a_run_keeps_its_sample_so_a_report_without_checkpoints_shows_it(tmp_path, corpus):
+    from gptlab.report import write_report
+    from gptlab.run.sampling import sample_from_run
+
+    spec = write_spec(tmp_path, corpus)
+    assert sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")]) == 0
+    run = next((tmp_path / "results" / "safe" / "runs").iterdir())
+    text = (run / "sample.txt").read_text(encoding="utf-8")
+    assert text == sample_from_run(run) and len(text) == 200
+    for results_run in (tmp_path / "results" / "safe" / "runs").iterdir():
+        for ckpt in results_run.glob("ckpt_*.pt"):
+            ckpt.unlink()
+    (tmp_path / "results" / "safe" / "samples.json").unlink(missing_ok=True)
+    report = write_report(tmp_path / "results" / "safe", tmp_path / "again")
+    assert text.strip().splitlines()[0] in (report / "report.md").read_text(encoding="utf-8")
