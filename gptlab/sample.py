@@ -15,7 +15,7 @@ import torch
 
 from gptlab.errors import GptlabError
 from gptlab.model import GPT, build_model
-from gptlab.run.data import CharTokenizer
+from gptlab.run.tokenizers import CharTokenizer
 from gptlab.run.sampling import generate, load_checkpoint_model, sample_from_run
 
 __all__ = ["generate", "load_checkpoint_model", "load_nanogpt_checkpoint", "main", "sample_from_run"]

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from gptlab.run import data as gdata
-from gptlab.run.data import BatchSampler, CharTokenizer, DatasetSource, eval_windows, load_dataset, resolve_dataset
+from gptlab.run.data import BatchSampler, DatasetSource, eval_windows, load_dataset, resolve_dataset
+from gptlab.run.tokenizers import CharTokenizer
 from gptlab.errors import GptlabError
 
 from helpers import SHAKESPEARE, SHARED_DATA

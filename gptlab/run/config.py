@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from gptlab.errors import GptlabError, closest
 from gptlab.fields import setting
 from gptlab.model import ModelConfig
+from gptlab.run.tokenizers import TOKENIZERS, check_vocab_size
 
 
 DEVICE_PATTERN = re.compile(r"auto|cpu|mps|cuda(:[0-9]{1,3})?")
@@ -78,10 +79,22 @@ class DataConfig:
     dataset: str = setting("tinyshakespeare", "dataset name (tinyshakespeare) or a label for data.path")
     path: str | None = setting(None, "explicit path to a UTF-8 text file (overrides the dataset lookup)")
     val_fraction: float = setting(0.1, "last fraction of the text held out for validation")
+    tokenizer: str = setting("char", "how text becomes tokens: char | bpe | a plugin's (--list)")
+    vocab_size: int | None = setting(None, "tokens of a trained tokenizer (bpe: 257..65536, default 1024; char ignores it)")
 
     def __post_init__(self) -> None:
         if not 0 < self.val_fraction < 1:
             raise GptlabError(f"data.val_fraction must be in (0, 1), got {self.val_fraction}")
+        try:
+            tokenizer = TOKENIZERS.get(self.tokenizer)
+        except GptlabError as err:
+            raise GptlabError(f"data.tokenizer: {err}") from None
+        if tokenizer.uses_vocab_size and self.vocab_size is not None:
+            check_vocab_size(self.vocab_size)
+
+    @property
+    def uses_vocab_size(self) -> bool:
+        return TOKENIZERS.get(self.tokenizer).uses_vocab_size
 
 
 @dataclass(frozen=True)
@@ -119,6 +132,8 @@ class RunConfig:
         to its sha256, so editing one makes a new run rather than reusing an old result.
         """
         settings = self.to_dict()
+        if not self.data.uses_vocab_size:
+            settings["data"]["vocab_size"] = None  # char ignores it: one base serves every tokenizer
         defaults = RunConfig(ModelConfig(), TrainConfig(), DataConfig()).to_dict()
         for section in ("model", "train", "data"):
             for name in list(settings[section]):

@@ -1,4 +1,4 @@
-"""Datasets: locate or download the corpus, tokenize it by character, split it, batch it.
+"""Datasets: locate or download the corpus, split it, tokenize it (`tokenizers`), batch it.
 
 Resolution order (DESIGN.md): explicit `data.path` -> `$GPTLAB_DATA_DIR/NAME/input.txt` ->
 user cache (`$GPTLAB_CACHE_DIR`, else `$XDG_CACHE_HOME/gptlab`, else `~/.cache/gptlab`) ->
@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import urllib.request
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator
 
-import numpy as np
 import torch
 
 from gptlab.errors import GptlabError
+from gptlab.run.tokenizers import TOKENIZERS, Tokenizer
 from gptlab.runio import atomic_write
 
 log = logging.getLogger("gptlab.run.data")
@@ -120,58 +121,33 @@ def resolve_dataset(name: str, path: str | os.PathLike | None = None, download_m
         ) from None
 
 
-class CharTokenizer:
-    """Character-level tokenizer: one id per distinct character of the corpus, sorted."""
-
-    def __init__(self, chars: str) -> None:
-        self.chars = "".join(sorted(set(chars)))
-        self.stoi = {c: i for i, c in enumerate(self.chars)}
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.chars)
-
-    def encode(self, text: str) -> list[int]:
-        try:
-            return [self.stoi[c] for c in text]
-        except KeyError as err:
-            raise GptlabError(f"character {err.args[0]!r} is not in the vocabulary") from None
-
-    def decode(self, ids: list[int] | torch.Tensor) -> str:
-        if isinstance(ids, torch.Tensor):
-            ids = ids.tolist()
-        return "".join(self.chars[i] for i in ids)
-
-    def encode_array(self, text: str) -> np.ndarray:
-        """Vectorised encode of a whole corpus (int64)."""
-        if text.isascii():
-            lut = np.zeros(128, dtype=np.int64)
-            for c, i in self.stoi.items():
-                lut[ord(c)] = i
-            return lut[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
-        return np.array(self.encode(text), dtype=np.int64)
-
-
 @dataclass
-class CharDataset:
-    """A tokenized corpus split into the first (1 - val_fraction) for training and the rest for validation."""
+class TextDataset:
+    """A corpus split by characters into the first (1 - val_fraction) for training and the rest for
+    validation, each tokenized on its own."""
 
-    tokenizer: CharTokenizer  # built from the whole corpus
+    tokenizer: Tokenizer  # from the `data.tokenizer` registry
     train: torch.Tensor  # (N_train,) int64 token ids
     val: torch.Tensor  # (N_val,) int64 token ids
+    val_chars_scored: int  # characters of the validation targets (every token but the first)
+
+    @property
+    def bits_per_char_factor(self) -> float:
+        """Multiply a validation loss (nats/token) by this for bits per character: summed NLL / characters / ln 2."""
+        return (len(self.val) - 1) / self.val_chars_scored / math.log(2)
 
     def check_fits(self, block_size: int, where: str) -> None:
         """Refuse a corpus too short for `block_size`: training needs one window, validation one too."""
         need = block_size + 2  # a window of block_size inputs and its targets, plus one offset to sample
         for split, ids in (("training", self.train), ("validation", self.val)):
             if len(ids) < need:
-                raise GptlabError(f"{where}: the {split} split has {len(ids):,} characters, too few for "
+                raise GptlabError(f"{where}: the {split} split has {len(ids):,} tokens, too few for "
                                   f"model.block_size {block_size:,} (it needs at least {need:,}); use a longer "
                                   "text, a smaller block_size or another data.val_fraction")
 
 
 @lru_cache(maxsize=4)
-def _load(path: Path, val_fraction: float) -> CharDataset:
+def _read(path: Path) -> str:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
@@ -181,25 +157,38 @@ def _load(path: Path, val_fraction: float) -> CharDataset:
         raise GptlabError(f"data: {path} holds NUL bytes (a binary file?); a corpus is a plain text file")
     if len(text) < 2:
         raise GptlabError(f"dataset {path} is empty")
-    tokenizer = CharTokenizer(text)
-    ids = torch.from_numpy(tokenizer.encode_array(text))
-    n_train = int(len(ids) * (1 - val_fraction))
-    return CharDataset(tokenizer, ids[:n_train], ids[n_train:])
+    return text
 
 
-def load_dataset(name: str = "tinyshakespeare", path: str | None = None, val_fraction: float = 0.1) -> CharDataset:
-    """Resolve, read and split a dataset (cached per process: sweeps reuse it across runs)."""
-    return _load(resolve_dataset(name, path).resolve(), val_fraction)
+@lru_cache(maxsize=4)
+def _load(path: Path, val_fraction: float, tokenizer: str = "char", vocab_size: int | None = None) -> TextDataset:
+    text = _read(path)
+    n_train = int(len(text) * (1 - val_fraction))  # split by characters: the same text for every tokenizer
+    tok = TOKENIZERS.get(tokenizer).train(text, n_train, vocab_size)
+    train_text, val_text = text[:n_train], text[n_train:]
+    train, val = (torch.from_numpy(tok.encode_array(t)) for t in (train_text, val_text))
+    return TextDataset(tok, train, val, max(len(val_text) - tok.first_token_chars(val_text), 1))
+
+
+def load_dataset(name: str = "tinyshakespeare", path: str | None = None, val_fraction: float = 0.1,
+                 tokenizer: str = "char", vocab_size: int | None = None) -> TextDataset:
+    """Resolve, read, split and tokenize a dataset (cached per process: sweeps reuse it across runs)."""
+    return _load(resolve_dataset(name, path).resolve(), val_fraction, tokenizer, vocab_size)
+
+
+def load_run_dataset(data: Any) -> TextDataset:
+    """The dataset a run's `data` section (a `DataConfig`) names."""
+    return load_dataset(data.dataset, data.path, data.val_fraction, data.tokenizer, data.vocab_size)
 
 
 def unigram_val_loss(name: str = "tinyshakespeare", path: str | None = None, val_fraction: float = 0.1,
-                     download_missing: bool = False) -> float:
+                     download_missing: bool = False, tokenizer: str = "char", vocab_size: int | None = None) -> float:
     """Cross-entropy (nats/token) of the validation split under the training split's token frequencies.
 
     The loss of a model that learned only how often each token occurs: the ceiling at which the
     report counts a diverged run. Tokens unseen in training get add-one smoothed counts.
     """
-    data = _load(resolve_dataset(name, path, download_missing).resolve(), val_fraction)
+    data = _load(resolve_dataset(name, path, download_missing).resolve(), val_fraction, tokenizer, vocab_size)
     vocab = data.tokenizer.vocab_size
     counts = torch.bincount(data.train, minlength=vocab).double() + 1.0
     log_p = torch.log(counts / counts.sum())

@@ -22,7 +22,7 @@ import torch
 
 import gptlab
 from gptlab.run.config import RunConfig, resolve_run_config
-from gptlab.run.data import load_dataset
+from gptlab.run.data import load_run_dataset
 from gptlab.run.device import resolve_device
 from gptlab.run.rundir import RunDir
 from gptlab.run.trainer import Outcome, Trainer, TrainerCallback, fmt_loss
@@ -83,7 +83,7 @@ def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None) -> dict[st
     run_id = run_id or folder.path.name
     with folder.logging_to_file():
         device = resolve_device(cfg.train.device)
-        dataset = load_dataset(cfg.data.dataset, cfg.data.path, cfg.data.val_fraction)
+        dataset = load_run_dataset(cfg.data)
         dataset.check_fits(cfg.model.block_size, f"data {cfg.data.path or cfg.data.dataset}")
         cfg = cfg.bind_vocab(dataset.tokenizer.vocab_size)
         trainer = Trainer(cfg, dataset, device, [RunDirWriter(folder)], run_id)
@@ -119,6 +119,8 @@ def run_summary(trainer: Trainer, outcome: Outcome) -> dict[str, Any]:
         "seed": cfg.seed,
         "status": outcome.status,
         "best_val_loss": trainer.best_val_loss if evals else None,
+        "best_val_bpc": trainer.best_val_loss * trainer.dataset.bits_per_char_factor if evals else None,
+        "val_bpc_factor": trainer.dataset.bits_per_char_factor,  # val_loss (nats/token) x this = bits/char
         "best_step": trainer.best_step if evals else None,
         "final_val_loss": evals[-1]["val_loss"] if evals else None,
         "final_train_loss": trains[-1]["train_loss"] if trains else None,

@@ -12,28 +12,28 @@ import torch
 from gptlab.errors import GptlabError
 from gptlab.model import GPT, build_model
 from gptlab.run.config import resolve_run_config
-from gptlab.run.data import CharTokenizer
+from gptlab.run.tokenizers import Tokenizer, tokenizer_from_state
 from gptlab.run.rundir import RunDir
 
 # The sample a run writes at its end and the report shows: same prompt, length and seed everywhere.
 PROMPT, MAX_NEW_TOKENS, SEED = "\n", 200, 0
 
 
-def load_checkpoint_model(run_dir: str | Path, which: str = "best") -> tuple[GPT, CharTokenizer]:
+def load_checkpoint_model(run_dir: str | Path, which: str = "best") -> tuple[GPT, Tokenizer]:
     """The model and tokenizer saved in `run_dir/ckpt_{which}.pt` (loaded on CPU, eval mode)."""
     if which not in ("best", "last"):
         raise GptlabError(f"which must be 'best' or 'last', got {which!r}")
     state = RunDir(run_dir).load_checkpoint(which)
     if state is None:
         raise FileNotFoundError(f"no checkpoint at {RunDir(run_dir) / (RunDir.BEST if which == 'best' else RunDir.LAST)}")
-    tokenizer = CharTokenizer(state["vocab"])
+    tokenizer = tokenizer_from_state(state["tokenizer"] if "tokenizer" in state else state["vocab"])
     cfg = resolve_run_config(state["config"]).bind_vocab(tokenizer.vocab_size)
     model = build_model(cfg.model)
     model.load_state_dict(state["model"])
     return model.eval(), tokenizer
 
 
-def generate(model: GPT, tokenizer: CharTokenizer, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW_TOKENS, seed: int = SEED,
+def generate(model: GPT, tokenizer: Tokenizer, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW_TOKENS, seed: int = SEED,
              temperature: float = 0.8, top_k: int | None = None) -> str:
     """`max_new_tokens` characters after `prompt`; same seed, same text."""
     idx = torch.tensor([tokenizer.encode(prompt or "\n")], dtype=torch.long)

@@ -21,7 +21,7 @@ import torch
 
 from gptlab.model import GPT, build_model
 from gptlab.run.config import RunConfig, TrainConfig
-from gptlab.run.data import BatchSampler, CharDataset, eval_windows
+from gptlab.run.data import BatchSampler, TextDataset, eval_windows
 from gptlab.run.device import autocast_for
 
 log = logging.getLogger("gptlab.train")
@@ -97,7 +97,7 @@ class Outcome:
 class Trainer:
     """The state of one run between its steps; `run()` trains it to `max_iters`."""
 
-    def __init__(self, cfg: RunConfig, dataset: CharDataset, device: torch.device,
+    def __init__(self, cfg: RunConfig, dataset: TextDataset, device: torch.device,
                  callbacks: Sequence[TrainerCallback] = (), run_id: str = "run") -> None:
         if cfg.vocab_size is None:
             raise ValueError("bind the run config to its tokenizer first: cfg.bind_vocab(dataset.tokenizer.vocab_size)")
@@ -136,7 +136,7 @@ class Trainer:
             "rng": {"cpu": torch.get_rng_state(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
             "config": self.cfg.to_dict(),
-            "vocab": self.dataset.tokenizer.chars,
+            "tokenizer": self.dataset.tokenizer.to_state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

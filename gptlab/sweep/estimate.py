@@ -22,12 +22,12 @@ def time_train_steps(trainer: Any, steps: int, warmup: int = 1) -> float:
 def build_trainer(config: Mapping[str, Any], run_id: str = "estimate") -> Any:
     """A `Trainer` for `config` that writes nothing anywhere (for timing and benchmarks)."""
     from gptlab.run.config import resolve_run_config
-    from gptlab.run.data import load_dataset
+    from gptlab.run.data import load_run_dataset
     from gptlab.run.device import resolve_device
     from gptlab.run.trainer import Trainer
 
     cfg = resolve_run_config(dict(config))
-    dataset = load_dataset(cfg.data.dataset, cfg.data.path, cfg.data.val_fraction)
+    dataset = load_run_dataset(cfg.data)
     return Trainer(cfg.bind_vocab(dataset.tokenizer.vocab_size), dataset, resolve_device(cfg.train.device), run_id=run_id)
 
 

@@ -28,13 +28,14 @@ def check_datasets(spec: SweepSpec) -> dict[tuple[Any, ...], int]:
 
     Returns the vocabulary size of each corpus, keyed like `data_key`.
     """
-    from gptlab.run.data import load_dataset
+    from gptlab.run.config import DataConfig
+    from gptlab.run.data import load_run_dataset
 
     vocab: dict[tuple[Any, ...], int] = {}
     for run in spec.runs:
         key = data_key(run.config)
         d = run.config["data"]
-        dataset = load_dataset(d["dataset"], d["path"], d["val_fraction"])
+        dataset = load_run_dataset(DataConfig(**d))
         dataset.check_fits(run.config["model"]["block_size"], f"data {d['path'] or d['dataset']}")
         vocab[key] = dataset.tokenizer.vocab_size
     return vocab

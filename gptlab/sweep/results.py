@@ -14,7 +14,7 @@ from gptlab.runio import write_csv
 from gptlab.sweep.spec import Run, SweepSpec
 
 METRIC_FIELDS = ["status", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
-                 "params_non_embedding", "tokens_per_sec", "wall_s", "error"]
+                 "params_non_embedding", "tokens_per_sec", "wall_s", "error", "best_val_bpc"]
 
 
 def run_dir(results_dir: Path, run: Run) -> RunDir:

@@ -25,7 +25,7 @@ from gptlab.errors import GptlabError, closest
 from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
 
-TOP_KEYS = ["name", "description", "plugins", "base", "grid", "seeds", "exclude", "baseline", "executor", "report"]
+TOP_KEYS = ["name", "description", "plugins", "base", "grid", "scale", "seeds", "exclude", "baseline", "executor", "report"]
 REPORT_KEYS = ["equivalence_margin"]
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: $ would allow a final newline
 MAX_SEEDS = 10_000
@@ -59,6 +59,7 @@ class SweepSpec:
     baseline: dict[str, Any]  # reference level per factor (default: first level)
     executor: ExecutorConfig  # how and where the runs train
     report: dict[str, Any]  # report settings: equivalence_margin (nats/char), always filled
+    scale: list[str] = field(default_factory=list)  # grid keys reported as scale (effects per level), not effects
     source: str = ""  # the YAML path it came from
     search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
     runs: list[Run] = field(default_factory=list)  # expanded grid x seeds minus exclude
@@ -66,7 +67,8 @@ class SweepSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "plugins": self.plugins,
                 "base": self.base, "grid": self.grid, "seeds": self.seeds, "exclude": self.exclude,
-                "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report}
+                "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report,
+                **({"scale": self.scale} if self.scale else {})}
 
 
 def _fail(key: str, message: str) -> GptlabError:
@@ -187,12 +189,26 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
 
     report = _check_report({} if raw.get("report") is None else raw["report"])
 
+    scale = _check_scale(raw.get("scale") or [], grid)
     spec = SweepSpec(name, description, plugins, base, dict(grid), seeds, exclude, baseline, executor,
-                     report, str(path), search_path)
+                     report, scale, str(path), search_path)
     spec.runs = expand(spec)
     if not any(r.factors == baseline for r in spec.runs):
         raise _fail("baseline", f"the cell {baseline} is excluded; name a cell that is trained")
     return spec
+
+
+def _check_scale(scale: Any, grid: dict[str, list[Any]]) -> list[str]:
+    """Grid keys whose levels are scales (training length, width, tokenizer), at least one factor left."""
+    _require(scale, list, "scale", "a list of grid keys, e.g. [train.max_iters]")
+    for key in scale:
+        if key not in grid:
+            raise _fail("scale", f"'{key}' is not a grid factor{closest(str(key), grid)}; factors: {', '.join(grid)}")
+    if len(set(scale)) != len(scale):
+        raise _fail("scale", f"lists a key twice: {scale}")
+    if len(scale) == len(grid):
+        raise _fail("scale", "names every grid factor; at least one must stay a scientific factor whose effect is reported")
+    return list(scale)
 
 
 def _check_base(base: dict[str, Any]) -> None:

@@ -1,0 +1,190 @@
+"""Axis `data.tokenizer`: how a corpus becomes token ids, and the registry of tokenizers.
+
+An entry is a class with `train(corpus, n_train_chars, vocab_size)` returning a tokenizer that
+encodes and decodes, `to_state()` (what a checkpoint stores to rebuild it) and `from_state`.
+`uses_vocab_size` says whether `data.vocab_size` means anything to it: `char` ignores it (its
+vocabulary is the corpus's characters), so one base can serve both tokenizers and a char run's
+identity does not change with it.
+
+- `char`: one id per distinct character of the whole corpus (the first release's behaviour).
+- `bpe`: byte-level BPE (Sennrich et al. 2016; GPT-2's byte-level variant) trained with the
+  `tokenizers` package on the training split only, never the validation text, and cached on
+  disk by a hash of that text and the settings, so every run of a sweep shares one tokenizer.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+import torch
+
+from gptlab.errors import GptlabError
+from gptlab.registry import Registry
+
+log = logging.getLogger("gptlab.run.tokenizers")
+
+MIN_BPE_VOCAB, MAX_BPE_VOCAB = 257, 65_536  # byte-level BPE starts from 256 byte tokens
+
+
+class Tokenizer(Protocol):
+    """What a run needs of a tokenizer."""
+
+    uses_vocab_size: ClassVar[bool]
+
+    @property
+    def vocab_size(self) -> int: ...
+    def encode(self, text: str) -> list[int]: ...
+    def encode_array(self, text: str) -> np.ndarray: ...
+    def decode(self, ids: list[int] | torch.Tensor) -> str: ...
+    def first_token_chars(self, text: str) -> int: ...
+    def to_state(self) -> dict[str, Any]: ...
+
+
+TOKENIZERS: Registry[type] = Registry("tokenizer", "how text becomes token ids (data.tokenizer)")
+
+
+@TOKENIZERS.register("char")
+class CharTokenizer:
+    """One id per distinct character of the corpus, sorted (nanoGPT's shakespeare_char)."""
+
+    uses_vocab_size: ClassVar[bool] = False
+
+    def __init__(self, chars: str) -> None:
+        self.chars = "".join(sorted(set(chars)))
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+
+    @classmethod
+    def train(cls, corpus: str, n_train_chars: int, vocab_size: int | None) -> "CharTokenizer":
+        # The whole corpus, as in the first release: a validation character unseen in training
+        # still gets an id (its embedding simply never trains).
+        return cls(corpus)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any] | str) -> "CharTokenizer":
+        return cls(state if isinstance(state, str) else state["chars"])  # a str: checkpoints before tokenizers
+
+    def to_state(self) -> dict[str, Any]:
+        return {"name": "char", "chars": self.chars}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> list[int]:
+        try:
+            return [self.stoi[c] for c in text]
+        except KeyError as err:
+            raise GptlabError(f"character {err.args[0]!r} is not in the vocabulary") from None
+
+    def decode(self, ids: list[int] | torch.Tensor) -> str:
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        return "".join(self.chars[i] for i in ids)
+
+    def encode_array(self, text: str) -> np.ndarray:
+        """Vectorised encode of a whole corpus (int64)."""
+        if text.isascii():
+            lut = np.zeros(128, dtype=np.int64)
+            for c, i in self.stoi.items():
+                lut[ord(c)] = i
+            return lut[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
+        return np.array(self.encode(text), dtype=np.int64)
+
+    def first_token_chars(self, text: str) -> int:
+        return 1 if text else 0
+
+
+@TOKENIZERS.register("bpe")
+class BPETokenizer:
+    """Byte-level BPE trained on the training split only, data.vocab_size tokens (default 1024)."""
+
+    uses_vocab_size: ClassVar[bool] = True
+    DEFAULT_VOCAB: ClassVar[int] = 1024
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def train(cls, corpus: str, n_train_chars: int, vocab_size: int | None) -> "BPETokenizer":
+        from tokenizers import Tokenizer as HFTokenizer
+
+        vocab_size = cls.DEFAULT_VOCAB if vocab_size is None else vocab_size
+        check_vocab_size(vocab_size)
+        train_text = corpus[:n_train_chars]
+        key = hashlib.sha256(f"bpe-bytelevel-v1:{vocab_size}:".encode() + train_text.encode("utf-8")).hexdigest()[:16]
+        path = tokenizer_cache() / f"bpe-{vocab_size}-{key}.json"
+        if not path.is_file():
+            from filelock import FileLock
+
+            from gptlab.runio import atomic_write_text
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(path) + ".lock"):  # the workers of a sweep train it once, not once each
+                if not path.is_file():
+                    atomic_write_text(path, _train_bpe(train_text, vocab_size).to_str())
+                    log.info("trained a %d-token byte-level BPE on %d characters: %s", vocab_size,
+                             len(train_text), path)
+        return cls(HFTokenizer.from_file(str(path)))
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "BPETokenizer":
+        from tokenizers import Tokenizer as HFTokenizer
+
+        return cls(HFTokenizer.from_str(state["json"]))
+
+    def to_state(self) -> dict[str, Any]:
+        return {"name": "bpe", "json": self.tokenizer.to_str()}
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text).ids
+
+    def encode_array(self, text: str) -> np.ndarray:
+        return np.asarray(self.encode(text), dtype=np.int64)
+
+    def decode(self, ids: list[int] | torch.Tensor) -> str:
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        return self.tokenizer.decode(ids)
+
+    def first_token_chars(self, text: str) -> int:
+        encoding = self.tokenizer.encode(text[:256])
+        return encoding.offsets[1][0] if len(encoding.ids) > 1 else len(text)
+
+
+def _train_bpe(text: str, vocab_size: int) -> Any:
+    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = HFTokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=[], show_progress=False)
+    lines = text.splitlines(keepends=True)
+    tokenizer.train_from_iterator((("".join(lines[i:i + 1000])) for i in range(0, len(lines), 1000)), trainer)
+    return tokenizer
+
+
+def check_vocab_size(vocab_size: int) -> None:
+    if not MIN_BPE_VOCAB <= vocab_size <= MAX_BPE_VOCAB:
+        raise GptlabError(f"data.vocab_size must be between {MIN_BPE_VOCAB} and {MAX_BPE_VOCAB:,} for a byte-level "
+                          f"BPE (256 byte tokens plus merges), got {vocab_size:,}")
+
+
+def tokenizer_cache() -> Path:
+    from gptlab.run.data import cache_dir
+
+    return cache_dir() / "tokenizers"
+
+
+def tokenizer_from_state(state: dict[str, Any] | str) -> Tokenizer:
+    """Rebuild the tokenizer a checkpoint stored (a bare string: a char vocabulary of the first release)."""
+    if isinstance(state, str):
+        return CharTokenizer.from_state(state)
+    return TOKENIZERS.get(state["name"]).from_state(state)
