@@ -159,3 +159,9 @@ def test_samples_use_best_seed_and_tolerate_missing_checkpoints(tmp_path, monkey
     assert [t for _, _, t in samples(res)] == ["To be, or not to be", NO_CHECKPOINT]
     (results / "samples.json").unlink()
     assert [t for _, _, t in samples(res)] == [NO_CHECKPOINT, NO_CHECKPOINT]
+    # the run's own sample.txt (same checkpoint, same settings) is used as is: no model is loaded
+    (results / "runs" / best[0]).mkdir(parents=True, exist_ok=True)
+    (results / "runs" / best[0] / "sample.txt").write_text("From the run itself")
+    calls.clear()
+    monkeypatch.setitem(sys.modules, "gptlab.sample", types.SimpleNamespace(sample_from_run=fake_sample))
+    assert [t for _, _, t in samples(res)][0] == "From the run itself" and best[0] not in [c[0] for c in calls]

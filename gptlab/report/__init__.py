@@ -46,7 +46,7 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     one does not are removed, and nothing else in the folder is touched. Raises `ReportError` (or `GptlabError` for a bad margin) before writing anything when
     the input is invalid.
     """
-    from gptlab.report import document, figures, samples, stats
+    from gptlab.report import document, figures, rounds, samples, stats
     from gptlab.report.render import to_html, to_markdown
     from gptlab.runio import atomic_write_bytes, atomic_write_text
 
@@ -56,11 +56,16 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     cells, levels, failures = stats.cell_table(res), stats.level_table(res), stats.failure_table(res)
     st = stats.compute(res, margin)
     figs = figures.make_figures(res, levels, st)
-    blocks = document.build(res, cells, levels, st, failures, figs, samples.samples(res))
+    adaptive = rounds.adaptive_view(res)
+    if adaptive is not None:
+        figs["precision.png"] = figures.precision_curves(adaptive.curve)
+        figs = {name: png for name, png in figs.items() if png is not None}
+    blocks = document.build(res, cells, levels, st, failures, figs, samples.samples(res), adaptive)
     tables = {"cells": cells, "levels": levels, "main_effects": st.main, "interactions": st.interactions,
               "higher_order": st.higher, "simple_effects": st.simple, "cells_vs_baseline": st.cells_vs_baseline,
               "aliases": st.aliases, "effects_by_step": st.by_step, "divergence": st.divergence,
-              "sensitivity": st.sensitivity, "failures": failures}
+              "sensitivity": st.sensitivity, "failures": failures,
+              **({"rounds": adaptive.rounds, "precision": adaptive.outcomes} if adaptive is not None else {})}
     tables = {name: df for name, df in tables.items() if len(df.columns)
               and (len(df) or name in ("main_effects", "interactions", "failures"))}
     for name, df in tables.items():

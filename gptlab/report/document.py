@@ -18,6 +18,7 @@ from gptlab.report.render import Block, Bullets, Code, Heading, Image, Markdown,
 from gptlab.report import verdicts
 from gptlab.report.calls import ALPHA
 from gptlab.report.models import FORMULAS
+from gptlab.report.rounds import AdaptiveView, rule_sentence
 from gptlab.report.stats import Statistics
 
 CELL_MD_COLS = ["rank", "cell", "baseline", "best_val_loss", "best_val_loss_ci95", "best_val_bpc",
@@ -69,7 +70,9 @@ def header(res: Results) -> list[Block]:
         lv = ", ".join(f"**{lvl}** (baseline)" if lvl == res.baseline[f] else lvl for lvl in res.levels[f])
         items.append(f"**Factor** `{f}`: {lv}")
     seeds = spec.get("seeds") if isinstance(spec.get("seeds"), list) else res.seeds
-    items.append(f"**Seeds**: {', '.join(map(str, seeds))}")
+    adaptive = f" (adaptive: {yaml.safe_dump(spec['seeds'], default_flow_style=True).strip()})" \
+        if isinstance(spec.get("seeds"), dict) else ""
+    items.append(f"**Seeds**: {', '.join(map(str, seeds))}{adaptive}")
     for e in spec.get("exclude") or []:
         items.append("**Excluded cell**: " + ", ".join(f"{k}={v}" for k, v in e.items()))
     if spec.get("plugins"):
@@ -240,13 +243,34 @@ def training_sections(res: Results, st: Statistics, fig) -> list[Block]:
     return blocks
 
 
+def adaptive_section(view: AdaptiveView | None, fig) -> list[Block]:
+    """Adaptive sweeps: the stopping rule, each round, and whether each called effect reached the target."""
+    if view is None:
+        return []
+    blocks: list[Block] = [Heading("Seeds: adaptive rounds"), Para(rule_sentence(view.rule))]
+    if view.rounds.empty:
+        return blocks + [Para("No round has finished yet (results/NAME/rounds.csv is missing).")]
+    blocks += [Para("Rounds (`rounds.csv`): seeds per cell after the round, runs the round added, and the widest "
+                    "95% half-width among the called effects, with round 1's variance.")]
+    blocks += _table(view.rounds, list(view.rounds.columns), "rounds.csv", "rounds")
+    outcomes = view.outcomes
+    if len(outcomes):
+        reached = int((outcomes["outcome"] == "reached the target").sum())
+        blocks.append(Para(f"{reached} of {len(outcomes)} called effects reached the target half-width of "
+                           f"{view.rule.precision:g} at {int(outcomes['seeds'].max())} seeds per cell "
+                           f"(max {view.rule.max}). Table: `tables/precision.csv`."))
+        blocks += _table(outcomes, list(outcomes.columns), "precision.csv", "effects")
+    return blocks + fig("precision.png", "Half-width of each called effect against seeds per cell")
+
+
 def build(res: Results, cells: pd.DataFrame, levels: pd.DataFrame, st: Statistics, failures: pd.DataFrame,
-          figures: dict[str, bytes], samples: list[tuple[str, str, str]]) -> list[Block]:
+          figures: dict[str, bytes], samples: list[tuple[str, str, str]],
+          adaptive: AdaptiveView | None = None) -> list[Block]:
     """All blocks of the report, in order."""
     def fig(name: str, alt: str) -> list[Block]:
         return [Image(name, alt, figures[name])] if name in figures else []
 
-    blocks = header(res) + summary(res, cells, st) + discussion(res)
+    blocks = header(res) + summary(res, cells, st) + adaptive_section(adaptive, fig) + discussion(res)
     blocks += [Heading("Cells"),
                Para("One row per combination of factor levels, ranked by mean best val loss over ok seeds "
                     "(nats/char; `_ci95` = half-width of the 95% CI; bpc = bits/char). "

@@ -105,15 +105,17 @@ def _stats(t: Test) -> dict:
 
 
 def analyse(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, design: Design, label: Label,
-            margin: float, endpoint: bool = True, allow_welch: bool = True) -> Analysis:
+            margin: float, endpoint: bool = True, allow_welch: bool = True,
+            error_mask: np.ndarray | None = None) -> Analysis:
     """All effects of outcome `y` (one value per run, run i in cell `cells[i]`).
 
     `design.cells` must be the cells that have at least one value. With `endpoint` False only the
     main effects (full factorial) or cells against the baseline (other designs) are computed.
+    `error_mask` (an adaptive sweep's first-round runs): the error comes from those alone (`models`).
     """
     index = {c: i for i, c in enumerate(design.cells)}
     fit = fit_cells(np.asarray(y, float), np.array([index[tuple(c)] for c in cells]), np.asarray(seeds), design,
-                    allow_welch)
+                    allow_welch, error_mask)
     n_seeds = len(set(np.asarray(seeds).tolist()))
     rows = _Rows(fit, margin, n_seeds)
     if design.full_factorial:

@@ -21,6 +21,7 @@ from gptlab.layout import DISCUSSION_MD, SUMMARY_CSV, SWEEP_YAML, run_path
 from gptlab.run.rundir import RunDir
 from gptlab.cells import design_cells
 from gptlab.errors import GptlabError
+from gptlab.report.precision import SeedRule
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,12 @@ class Results:
     @property
     def seeds(self) -> list[int]:
         return sorted(int(s) for s in self.runs["seed"].dropna().unique())
+
+    @property
+    def seed_rule(self) -> SeedRule | None:
+        """The adaptive-seed rule of the sweep (`seeds: {min, max, precision}`), None for fixed seeds."""
+        raw = self.spec.get("seeds")
+        return SeedRule.from_mapping(raw, max_seeds=10**9, key="sweep.yaml: seeds") if isinstance(raw, dict) else None
 
 
 def _key(value: Any) -> str:

@@ -18,6 +18,9 @@ Models (y = a run's loss; cell = its combination of factor levels; seed = its se
   y ~ (C(f1) + C(f2) + ... + C(fk))**2
   Main effects and two-way interactions only; every interaction of three or more factors is
   ASSUMED to be zero and pooled as error. Calls made under this model carry that assumption.
+- `stein`: an adaptive sweep (`report.precision`): the cell means of every run, with the pure
+  error of the first round's runs alone (its variance and its degrees of freedom), so that the
+  number of seeds, chosen from that variance, leaves every CI exact (Stein's two-stage rule).
 - `none`: no error estimate at all (one run per cell and fewer than three factors): estimates
   are reported without CIs, p-values or calls.
 """
@@ -41,6 +44,7 @@ FORMULAS = {
     "pure": "y ~ 0 + C(cell) + C(seed)",
     "welch": "y ~ 0 + C(cell) + C(seed), per-cell residual variances (Welch-Satterthwaite df)",
     "pooled": "y ~ (C(f1) + ... + C(fk))**2, interactions of 3+ factors pooled as error (assumed zero)",
+    "stein": "y ~ 0 + C(cell) + C(seed), error variance and df from the first round's runs only (Stein two-stage)",
     "none": "cell means only (no error estimate)",
 }
 
@@ -71,7 +75,7 @@ class Test:
 @dataclass
 class CellFit:
     """Fitted cell means (at the average seed) with the covariance the chosen error gives them."""
-    kind: str  # "pure", "welch", "pooled" or "none"
+    kind: str  # "pure", "welch", "pooled", "stein" or "none"
     means: np.ndarray  # (n_cells,) cell means, design.cells order
     cov: np.ndarray  # (n_cells, n_cells) covariance of `means` (NaN when kind == "none")
     df: float  # residual degrees of freedom of the model (0 when kind == "none")
@@ -135,8 +139,13 @@ def _ols(y: np.ndarray, X: np.ndarray):
 
 
 def fit_cells(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Design,
-              allow_welch: bool = True) -> CellFit:
-    """Fit the model the data support (see the module docstring) to runs y in cells `cell_idx`."""
+              allow_welch: bool = True, error_mask: np.ndarray | None = None) -> CellFit:
+    """Fit the model the data support (see the module docstring) to runs y in cells `cell_idx`.
+
+    `error_mask` (an adaptive sweep's first-round runs) makes it `stein`: the error comes from those runs only.
+    """
+    if error_mask is not None:
+        return _stein(y, cell_idx, seed, design, np.asarray(error_mask, bool))
     n_cells = len(design.cells)
     counts = np.bincount(cell_idx, minlength=n_cells)
     D = np.zeros((len(y), n_cells))
@@ -172,6 +181,17 @@ def fit_cells(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Des
         out = CellFit("welch", means, cov, float(df), math.sqrt(sigma2), seed_block, out.bartlett_p,
                       B, cell_idx, cell_var, cell_df)
     return out
+
+
+def _stein(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Design, first: np.ndarray) -> CellFit:
+    """Means from every run; variance and df from the first round's pure error alone."""
+    every = fit_cells(y, cell_idx, seed, design, allow_welch=False)
+    round1 = fit_cells(y[first], cell_idx[first], seed[first], design, allow_welch=False)
+    if every.kind != "pure" or round1.kind != "pure":  # no replication: nothing to scale (never for min >= 2)
+        return every
+    scale = (round1.resid_sd / every.resid_sd) ** 2
+    return CellFit("stein", every.means, every.cov * scale, round1.df, round1.resid_sd, every.seed_block,
+                   round1.bartlett_p)
 
 
 def _pooled_or_none(y: np.ndarray, cell_idx: np.ndarray, design: Design, degenerate: bool = False) -> CellFit:
@@ -227,7 +247,10 @@ def seeds_for_precision(t: Test, n_seeds: int, n_cells: int, margin: float, kind
         return math.nan
 
     def half_width(n: int) -> float:  # decreases with n: fewer-seed SE and df both favour more seeds
-        df = t.df * (n - 1) / max(n_seeds - 1, 1) if kind == "welch" else n_cells * (n - 1) - (n - 1)
+        if kind == "stein":  # the first round's df, whatever n
+            df = t.df
+        else:
+            df = t.df * (n - 1) / max(n_seeds - 1, 1) if kind == "welch" else n_cells * (n - 1) - (n - 1)
         return t_quantile(1 - ALPHA / 2, df) * t.se * math.sqrt(n_seeds / n) if df > 0 else math.inf
 
     lo, hi = 2, 10_000

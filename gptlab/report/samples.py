@@ -59,8 +59,9 @@ def samples(res: Results) -> list[tuple[str, str, str]]:
     fresh: dict[str, str] = {}
     out = []
     for run in best_runs(res).itertuples():
-        text = _run_sample(res, str(run.run_id)) or stored.get(str(run.run_id), NO_CHECKPOINT)
-        if sample_from_run is not None:
+        own = _run_sample(res, str(run.run_id))  # written by the run from the same checkpoint and settings
+        text = own or stored.get(str(run.run_id), NO_CHECKPOINT)
+        if own is None and sample_from_run is not None:
             try:
                 text = fresh[str(run.run_id)] = sample_from_run(
                     run_path(res.results_dir, run.run_id), prompt=PROMPT, max_new_tokens=MAX_NEW_TOKENS, seed=SEED)

@@ -113,8 +113,10 @@ def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoi
     if runs.empty or not res.factors:
         return None
     cells = list(map(tuple, runs[res.factors].to_numpy().tolist()))
+    rule = res.seed_rule  # an adaptive sweep: the error of its first round alone (report.precision)
+    first_round = (runs["seed"].astype(int) < rule.min).to_numpy() if rule else None
     return analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design_for(res, runs), res.label,
-                   margin, endpoint)
+                   margin, endpoint, error_mask=first_round)
 
 
 @dataclass

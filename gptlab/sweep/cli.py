@@ -73,6 +73,15 @@ def dry_run(spec: SweepSpec, results_dir: Path, plan_line: str, workers: int, th
         waves = -(-len(pending) // workers)
         print(f"estimate: ~{clock(per_run)} per run (timed from the first steps of {pending[0].run_id}), "
               f"~{clock(per_run * waves)} in all", file=stream)
+    rule = spec.seed_rule
+    if rule is not None:
+        print(f"adaptive seeds: round 1 trains {rule.min} seeds per cell; round 1's noise then fixes the seed count "
+              f"in [{rule.min}, {rule.max}] for a 95% half-width of {rule.precision:g}", file=stream)
+        for what, n in (("minimum", rule.min), ("worst case", rule.max)):
+            runs = [r for r in spec.runs if r.seed < n]
+            left = [r for r in runs if r in pending]
+            time = f", ~{clock(per_run * -(-len(left) // workers))}" if pending else ""
+            print(f"  {what}: {n} seeds per cell, {len(runs)} runs, {len(left)} to train{time}", file=stream)
 
 
 def _terminate(signum: int, frame: Any) -> None:

@@ -32,16 +32,16 @@ class SweepOptions:
     stream: TextIO = field(default=sys.stderr, compare=False)  # where progress and the summary go
 
 
-def runs_to_train(spec: SweepSpec, results_dir: Path, rerun_failed: bool) -> list[Run]:
+def runs_to_train(runs: list[Run], results_dir: Path, rerun_failed: bool) -> list[Run]:
     """Pending and partial runs, and failed ones when asked to rerun them."""
     wanted = ("pending", "partial", *(("failed",) if rerun_failed else ()))
-    return [r for r in spec.runs if run_dir(results_dir, r).state() in wanted]
+    return [r for r in runs if run_dir(results_dir, r).state() in wanted]
 
 
 def execute(spec: SweepSpec, plan: Plan, options: SweepOptions) -> int:
     """Train what is left of `spec` with `plan`, rebuild summary.csv, write the report; the exit status."""
     backend = BACKENDS.get(spec.executor.backend)(spec.executor)
-    if runs_to_train(spec, options.results_dir, options.rerun_failed):
+    if runs_to_train(spec.runs, options.results_dir, options.rerun_failed):
         backend.check()  # an unreachable scheduler fails before anything is written
     with SweepLock(options.results_dir, options.command):
         return _execute_locked(spec, plan, options, backend)
@@ -63,40 +63,53 @@ def warn_other_runs(spec: SweepSpec, results_dir: Path, out: TextIO) -> None:
 
 
 def _execute_locked(spec: SweepSpec, plan: Plan, options: SweepOptions, backend: Any) -> int:
+    warn_other_runs(spec, options.results_dir, options.stream)
+    write_yaml(options.results_dir / SWEEP_YAML, {**spec.to_dict(), "command": options.command})
+    if spec.seed_rule is not None:
+        from gptlab.sweep.adaptive import run_rounds
+
+        return run_rounds(spec, plan, options, backend)
+    rows = train(spec, spec.runs, plan, options, backend, f"sweep {spec.name}")
+    return finish(spec, options.results_dir, options.reports_dir, rows, options.stream)
+
+
+def train(spec: SweepSpec, runs: list[Run], plan: Plan, options: SweepOptions, backend: Any,
+          stage: str) -> list[dict[str, Any]]:
+    """Train what is left of `runs` (live progress under the title `stage`); summary.csv holds `runs`' rows."""
     out, results_dir = options.stream, options.results_dir
-    todo = runs_to_train(spec, results_dir, options.rerun_failed)
-    warn_other_runs(spec, results_dir, out)
-    write_yaml(results_dir / SWEEP_YAML, {**spec.to_dict(), "command": options.command})
+    todo = runs_to_train(runs, results_dir, options.rerun_failed)
     for run in todo:
         run_dir(results_dir, run).clear_failure()  # a failed run the user asked to rerun
-    skipped = len(spec.runs) - len(todo)
-    print(f"sweep {spec.name}: {len(spec.runs)} runs ({len(spec.runs) // len(spec.seeds)} cells x {len(spec.seeds)} seeds), "
-          f"{skipped} already finished, {len(todo)} to train", file=out)
+    seeds = len({r.seed for r in runs})
+    print(f"{stage}: {len(runs)} runs ({len(runs) // seeds} cells x {seeds} seeds), "
+          f"{len(runs) - len(todo)} already finished, {len(todo)} to train", file=out)
     plan_line = backend.describe(plan)
     if plan_line:
         print(plan_line, file=out)
     tasks = [Task(r.run_id, r.config, str(run_dir(results_dir, r).path.resolve()), plan.threads,
                   tuple(spec.plugins), tuple(spec.search_path), plan.gpus, spec.executor.runs_per_gpu) for r in todo]
-    with Progress(spec.runs, todo, results_dir, plan.workers, out, options.progress_every_s) as progress:
+    title = stage if spec.seed_rule is not None else ""
+    with Progress(runs, todo, results_dir, plan.workers, out, options.progress_every_s, stage=title) as progress:
 
         def on_result(result: RunResult) -> None:
             progress.finished(result)
-            write_summary(spec, results_dir)
+            write_summary(spec, results_dir, runs)
 
         backend.run(tasks, plan, on_result, fail_fast=options.fail_fast)
-    rows = write_summary(spec, results_dir)
+    rows = write_summary(spec, results_dir, runs)
     peaks = [s.get("peak_rss_mb") for s in (run_dir(results_dir, r).summary() for r in todo) if s]
     peaks = [p for p in peaks if p]
     if peaks:
         print(f"peak resident memory per worker: {max(peaks):.0f} MiB "
               f"(planned {plan.run_bytes / 2**20:.0f} MiB per run)", file=out)
-    return finish(spec, results_dir, options.reports_dir, rows, out)
+    return rows
 
 
-def finish(spec: SweepSpec, results_dir: Path, reports_dir: Path, rows: list[dict[str, Any]], out: TextIO) -> int:
-    """Print what did not finish ok, write the report, and choose the exit status."""
+def finish(spec: SweepSpec, results_dir: Path, reports_dir: Path, rows: list[dict[str, Any]], out: TextIO,
+           planned: int | None = None) -> int:
+    """Print what did not finish ok, write the report, and choose the exit status (`planned`: runs meant to exist)."""
     not_ok = [r for r in rows if r["status"] != "ok"]
-    missing = len(spec.runs) - len(rows)
+    missing = (len(spec.runs) if planned is None else planned) - len(rows)
     if not_ok:
         print(f"\n{len(not_ok)} run(s) did not finish ok:", file=out)
         for row in not_ok:

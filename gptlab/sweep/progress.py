@@ -58,7 +58,8 @@ class Progress:
     """Live progress of one sweep; use as a context manager around the backend's run."""
 
     def __init__(self, runs: Sequence[Run], todo: Sequence[Run], results_dir: Path, workers: int,
-                 stream: TextIO, every_s: float | None = None, live: bool | None = None) -> None:
+                 stream: TextIO, every_s: float | None = None, live: bool | None = None, stage: str = "") -> None:
+        self.stage = f"{stage}: " if stage else ""  # e.g. "round 2 of 2" in an adaptive sweep
         self.runs, self.results_dir, self.workers, self.stream = list(runs), results_dir, max(1, workers), stream
         self.labels = {r.run_id: f"{cell_label(r.cell)} seed {r.seed}" for r in runs}
         self.open = {r.run_id: r for r in todo}  # runs of this session not finished yet
@@ -100,7 +101,7 @@ class Progress:
             loss = f"best val {best:.4f}" if isinstance(best, float) else "no val loss"
             took = f"{result.seconds:.1f} s" if math.isfinite(result.seconds) else "-"
             filled = round(20 * self.done / self.total)
-            line = (f"[{self.done:>{len(str(self.total))}}/{self.total}] {self.labels.get(result.run_id, result.run_id)}: "
+            line = (f"{self.stage}[{self.done:>{len(str(self.total))}}/{self.total}] {self.labels.get(result.run_id, result.run_id)}: "
                     f"{result.status}, {loss}, {took}  |{'#' * filled}{'.' * (20 - filled)}| "
                     f"elapsed {clock(self._elapsed())}, ETA {clock(self._eta(self._in_flight()))}")
             self._print(line)
@@ -116,7 +117,7 @@ class Progress:
                     self.live.update(self._table(flying), refresh=True)
                 elif flying:
                     lines = [f.line() for f in flying]
-                    lines.append(f"  sweep: {self.done}/{self.total} runs finished, {len(flying)} in flight, "
+                    lines.append(f"  sweep: {self.stage}{self.done}/{self.total} runs finished, {len(flying)} in flight, "
                                  f"elapsed {clock(self._elapsed())}, ETA {clock(self._eta(flying))}")
                     self._print("\n".join(lines))
 
@@ -175,6 +176,6 @@ class Progress:
         for f in flying:
             table.add_row(f.label, f"{f.step}/{f.max_iters}", "-" if f.train_loss is None else f"{f.train_loss:.4f}",
                           clock(f.eta))
-        header = (f"{self.done}/{self.total} runs finished, {len(flying)} in flight, "
+        header = (f"{self.stage}{self.done}/{self.total} runs finished, {len(flying)} in flight, "
                   f"elapsed {clock(self._elapsed())}, ETA {clock(self._eta(flying))}")
         return Group(Text(header, style="bold"), table)

@@ -25,10 +25,10 @@ def summary_columns(spec: SweepSpec) -> list[str]:
     return ["run_id", "seed", *spec.grid, *METRIC_FIELDS]
 
 
-def summary_rows(spec: SweepSpec, results_dir: Path) -> list[dict[str, Any]]:
-    """One row per run of the spec that has a summary.json, in grid order."""
+def summary_rows(spec: SweepSpec, results_dir: Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
+    """One row per run of `runs` (default: the spec's) that has a summary.json, in grid order."""
     rows = []
-    for run in spec.runs:
+    for run in spec.runs if runs is None else runs:
         folder = run_dir(results_dir, run)
         if not (folder / RunDir.SUMMARY).exists():
             continue
@@ -38,7 +38,7 @@ def summary_rows(spec: SweepSpec, results_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def write_summary(spec: SweepSpec, results_dir: Path) -> list[dict[str, Any]]:
-    rows = summary_rows(spec, results_dir)
+def write_summary(spec: SweepSpec, results_dir: Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
+    rows = summary_rows(spec, results_dir, runs)
     write_csv(results_dir / SUMMARY_CSV, rows, summary_columns(spec))
     return rows

@@ -60,13 +60,15 @@ class SweepSpec:
     executor: ExecutorConfig  # how and where the runs train
     report: dict[str, Any]  # report settings: equivalence_margin (nats/char), always filled
     scale: list[str] = field(default_factory=list)  # grid keys reported as scale (effects per level), not effects
+    seed_rule: Any = None  # report.precision.SeedRule of an adaptive sweep (seeds 0..max-1), None for fixed seeds
     source: str = ""  # the YAML path it came from
     search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
     runs: list[Run] = field(default_factory=list)  # expanded grid x seeds minus exclude
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "plugins": self.plugins,
-                "base": self.base, "grid": self.grid, "seeds": self.seeds, "exclude": self.exclude,
+                "base": self.base, "grid": self.grid,
+                "seeds": self.seed_rule.to_dict() if self.seed_rule else self.seeds, "exclude": self.exclude,
                 "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report,
                 **({"scale": self.scale} if self.scale else {})}
 
@@ -172,7 +174,14 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
         else:
             raise GptlabError(f"{dotted} is set in both base and grid; keep it in one place")
 
-    seeds = _check_seeds(raw.get("seeds", 1))
+    seed_rule = None
+    if isinstance(raw.get("seeds"), dict):
+        from gptlab.report.precision import SeedRule  # lazily, as report.calls below
+
+        seed_rule = SeedRule.from_mapping(raw["seeds"], MAX_SEEDS)
+        seeds = list(range(seed_rule.max))
+    else:
+        seeds = _check_seeds(raw.get("seeds", 1))
 
     exclude = raw.get("exclude") or []
     _require(exclude, list, "exclude", "a list of {factor: level} mappings")
@@ -191,7 +200,7 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
 
     scale = _check_scale(raw.get("scale") or [], grid)
     spec = SweepSpec(name, description, plugins, base, dict(grid), seeds, exclude, baseline, executor,
-                     report, scale, str(path), search_path)
+                     report, scale, seed_rule, str(path), search_path)
     spec.runs = expand(spec)
     if not any(r.factors == baseline for r in spec.runs):
         raise _fail("baseline", f"the cell {baseline} is excluded; name a cell that is trained")
@@ -225,7 +234,8 @@ def _check_seeds(seeds: Any) -> list[int]:
             raise _fail("seeds", f"a count must be between 1 and {MAX_SEEDS:,}, got {seeds:,}")
         return list(range(seeds))
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-        raise _fail("seeds", f"must be a count (e.g. 3) or a list of non-negative integers, got {seeds!r}")
+        raise _fail("seeds", f"must be a count (e.g. 3), a list of non-negative integers or an adaptive rule "
+                    f"{{min: 3, max: 12, precision: 0.005}}, got {seeds!r}")
     if len(seeds) > MAX_SEEDS:
         raise _fail("seeds", f"lists {len(seeds):,} seeds; at most {MAX_SEEDS:,}")
     bad = next((s for s in seeds if not 0 <= s < MAX_SEED), None)

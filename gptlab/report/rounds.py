@@ -1,0 +1,110 @@
+"""The rounds of an adaptive sweep, read from its results: what the sweep decides on and the report shows.
+
+`widest_at(res, n)` is the rule's input: the widest 95% half-width among the called effects
+(`precision.called_rows`) of the runs with seeds 0..n-1, with the first round's error (`stein`).
+The sweep calls it after round 1 to choose the seed count, and after round 2 to record it; the
+report calls `half_width_curve` for its figure and `read_rounds` for its table. rounds.csv is
+written by the sweep (`gptlab.sweep.adaptive`) and only read here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from gptlab.layout import ROUNDS_CSV
+from gptlab.report.calls import DEFAULT_MARGIN
+from gptlab.report.fmt import round_frame
+from gptlab.report.load import Results, read_text
+from gptlab.report.precision import SeedRule, Widest, called_rows
+from gptlab.report.stats import analyse_runs
+
+ROUND_COLS = ["round", "seeds", "runs_trained", "widest_half_width", "effect"]
+
+
+def _called(res: Results, rule: SeedRule, n_seeds: int) -> pd.DataFrame:
+    runs = res.runs[res.runs["ok"] & res.runs["best_val_loss"].notna() & (res.runs["seed"].astype(int) < n_seeds)]
+    analysis = analyse_runs(res, runs, "best_val_loss", DEFAULT_MARGIN,  # the margin changes no half-width
+                            endpoint=rule.precision_for == "interactions")  # main/per-cell effects need no more
+    if analysis is None:
+        return pd.DataFrame(columns=["effect", "half_width"])
+    return called_rows(analysis, rule, res.label)
+
+
+def widest_at(res: Results, n_seeds: int) -> Widest:
+    """The widest called half-width with seeds 0..n_seeds-1, and its effect."""
+    rule = res.seed_rule
+    if rule is None:
+        raise ValueError(f"{res.results_dir} is not an adaptive sweep")
+    return Widest.of(_called(res, rule, n_seeds))
+
+
+def half_width_curve(res: Results) -> pd.DataFrame:
+    """Every called effect's half-width at each seed count from min to the seeds trained.
+
+    Columns effect, seeds, half_width, target. Seeds beyond round 1 change the estimate and shrink
+    the half-width by sqrt(min / n); the variance stays round 1's (that is what keeps CIs exact).
+    """
+    rule = res.seed_rule
+    if rule is None or res.runs.empty:
+        return pd.DataFrame(columns=["effect", "seeds", "half_width", "target"])
+    top = max(res.seeds) + 1
+    frames = []
+    for n in range(rule.min, top + 1):
+        rows = _called(res, rule, n)
+        frames.append(rows.assign(seeds=n, target=rule.precision))
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return out[["effect", "seeds", "half_width", "target"]]
+
+
+def effect_outcomes(res: Results, curve: pd.DataFrame) -> pd.DataFrame:
+    """Per called effect (of `half_width_curve`): its final half-width, and whether it reached the target or max."""
+    rule = res.seed_rule
+    if curve.empty or rule is None:
+        return pd.DataFrame(columns=["effect", "seeds", "half_width", "target", "outcome"])
+    last = curve[curve["seeds"] == curve["seeds"].max()].copy()
+    last["outcome"] = ["reached the target" if w <= rule.precision + 1e-12
+                       else ("hit max" if s >= rule.max else "not reached (the sweep is not finished)")
+                       for w, s in zip(last["half_width"], last["seeds"])]
+    return last.reset_index(drop=True)
+
+
+def read_rounds(results_dir: Path) -> pd.DataFrame:
+    """results/NAME/rounds.csv, or an empty frame when the sweep has none."""
+    path = Path(results_dir) / ROUNDS_CSV
+    if not path.is_file():
+        return pd.DataFrame(columns=ROUND_COLS)
+    read_text(path)  # a binary file is one line of error, not a parser traceback
+    frame = pd.read_csv(path)
+    return frame if set(ROUND_COLS) <= set(frame.columns) else pd.DataFrame(columns=ROUND_COLS)
+
+
+def rule_sentence(rule: SeedRule) -> str:
+    """The stopping rule in one sentence, for the report."""
+    what = "every main effect (or cell against the baseline)" + (
+        " and every two-way interaction" if rule.precision_for == "interactions" else "")
+    return (f"Seeds were chosen by Stein's two-stage rule: round 1 trained {rule.min} seeds per cell; its pure-error "
+            f"variance alone fixed the seed count N in [{rule.min}, {rule.max}] at which {what} reaches a 95% CI "
+            f"half-width of {rule.precision:g}; all N seeds enter the estimates, and every CI, p-value and call uses "
+            "round 1's variance and degrees of freedom, which keeps them exact whatever N was chosen. "
+            "Stopping never looked at an estimate or a p-value.")
+
+
+@dataclass(frozen=True)
+class AdaptiveView:
+    """What the report shows of an adaptive sweep."""
+
+    rule: SeedRule
+    rounds: pd.DataFrame  # rounds.csv as the sweep wrote it
+    outcomes: pd.DataFrame  # per called effect: seeds, half_width, target, outcome
+    curve: pd.DataFrame  # per called effect and seed count: half_width (the figure)
+
+
+def adaptive_view(res: Results) -> AdaptiveView | None:
+    """The adaptive section's data, or None for a sweep with a fixed seed list."""
+    rule = res.seed_rule
+    if rule is None:
+        return None
+    curve = half_width_curve(res)
+    return AdaptiveView(rule, round_frame(read_rounds(res.results_dir)), round_frame(effect_outcomes(res, curve)), curve)

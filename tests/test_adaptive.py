@@ -1,0 +1,199 @@
+"""Adaptive seeds (`seeds: {min, max, precision}`): the rule's guarantee by simulation, the sweep's rounds."""
+from __future__ import annotations
+
+import csv
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats as st
+
+from gptlab.errors import GptlabError
+from gptlab.report.adaptive_sim import main_effect_contrasts, precision_for_seeds, simulate_null
+from gptlab.report.design import Design
+from gptlab.report.effects import analyse
+from gptlab.report.precision import SeedRule
+from gptlab.sweep import main as sweep_main
+from gptlab.sweep.spec import load_spec
+
+from helpers import REPO, tiny_config
+
+# -- the rule's guarantee, by simulation ----------------------------------------------------------
+
+DESIGNS = [(1, 2), (2, 2), (3, 3), (4, 2)]  # (factors of a 2^k factorial: 2 to 16 cells, round-1 seeds)
+
+
+def _null_runs(which: str, sweeps_each: int, seed: int):
+    rng = np.random.default_rng(seed)
+    return [simulate_null(k, SeedRule(m, 12, precision_for_seeds(k, m, 6)), sweeps_each, rng, which)
+            for k, m in DESIGNS]
+
+
+def test_stein_rule_keeps_false_calls_at_5_percent_over_20000_null_sweeps():
+    results = _null_runs("stein", 5_000, seed=1)
+    sweeps = sum(r.sweeps for r in results)
+    rate = sum(r.false_first for r in results) / sweeps
+    se = math.sqrt(0.05 * 0.95 / sweeps)
+    assert sweeps >= 20_000
+    assert abs(rate - 0.05) < 3 * se, f"false-call rate {rate:.4f} (MC SE {se:.4f})"
+    for r in results:
+        assert abs(r.rate - 0.05) < 4 * r.mc_se, f"{r.cells} cells: {r.rate:.4f}"
+        assert r.min_seeds < r.mean_seeds < 12 and r.at_max < 0.5  # the rule adapted, rarely at max
+
+
+def test_the_naive_rule_inflates_false_calls_so_the_simulation_can_see_it():
+    results = _null_runs("naive", 5_000, seed=2)
+    sweeps = sum(r.sweeps for r in results)
+    rate = sum(r.false_first for r in results) / sweeps
+    assert rate > 0.05 + 3 * math.sqrt(0.05 * 0.95 / sweeps), f"naive rule: {rate:.4f}"
+
+
+def test_the_simulation_closed_form_is_the_report_model():
+    """Same data through `effects.analyse` (stein error): same estimates and half-widths as the closed form."""
+    rng = np.random.default_rng(3)
+    k_factors, rule = 2, SeedRule(2, 6, 0.3)
+    C = main_effect_contrasts(k_factors)
+    K = C.shape[1]
+    y = rng.normal(0, 1, (K, rule.max)) + rng.normal(0, 0.5, (1, rule.max))
+    z = y[:, :rule.min]
+    resid = z - z.mean(1, keepdims=True) - z.mean(0, keepdims=True) + z.mean()
+    df0 = (K - 1) * (rule.min - 1)
+    s2 = (resid ** 2).sum() / df0
+    t0 = st.t.ppf(0.975, df0)
+    n = rule.seeds_needed(t0 * math.sqrt(s2 * 4 / K / rule.min))
+    assert rule.min < n <= rule.max
+    levels = [tuple(c) for c in np.array(np.meshgrid(*[["a", "b"]] * k_factors, indexing="ij")).reshape(k_factors, -1).T]
+    design = Design(("f0", "f1"), {"f0": ("a", "b"), "f1": ("a", "b")}, {"f0": "a", "f1": "a"}, tuple(levels))
+    cells = [levels[i] for i in range(K) for _ in range(n)]
+    seeds = np.array([s for _ in range(K) for s in range(n)])
+    values = np.array([y[i, s] for i in range(K) for s in range(n)])
+    a = analyse(values, cells, seeds, design, lambda f, lv: f"{f}={lv}", 0.01, endpoint=False,
+                error_mask=seeds < rule.min)
+    assert a.fit.kind == "stein" and a.fit.df == df0
+    means = y[:, :n].mean(1)
+    for row, c in zip(a.main.to_dict("records"), C):
+        assert row["estimate"] == pytest.approx(float(c @ means), abs=1e-10)
+        assert row["ci95"] == pytest.approx(t0 * math.sqrt(s2 * float(c @ c) / n), rel=1e-9)
+
+
+# -- the rule itself ------------------------------------------------------------------------------
+
+def test_seeds_needed_is_the_fewest_seeds_that_reach_the_target():
+    rule = SeedRule(3, 12, 0.01)
+    assert rule.seeds_needed(0.01) == 3  # already there
+    assert rule.seeds_needed(0.02) == 12  # 3 * 4 = 12 exactly
+    assert rule.seeds_needed(0.0201) == 12  # would need 13: capped at max
+    assert rule.seeds_needed(0.015) == 7  # 3 * 2.25 = 6.75
+    assert rule.seeds_needed(0.001) == 3
+    assert rule.seeds_needed(math.nan) == 12  # no error estimate: as many as allowed
+    assert list(rule.seeds_needed(np.array([0.01, 0.015]))) == [3, 7]
+
+
+@pytest.mark.parametrize("seeds, message", [
+    ({"min": 3, "max": 2, "precision": 0.01}, "need 2 <= min <= max"),
+    ({"min": 1, "max": 5, "precision": 0.01}, "need 2 <= min <= max"),
+    ({"min": 2, "max": 20000, "precision": 0.01}, "need 2 <= min <= max <= 10,000"),
+    ({"min": 2, "max": 5}, "needs precision"),
+    ({"min": 2, "max": 5, "precision": -1}, "seeds.precision: must be a positive number"),
+    ({"min": 2, "max": 5, "precision": float("nan")}, "seeds.precision: must be a positive number"),
+    ({"min": 2.5, "max": 5, "precision": 0.01}, "seeds.min: must be an integer"),
+    ({"min": 2, "max": 5, "precision": 0.01, "precision_for": "all"}, "seeds.precision_for: must be one of"),
+    ({"min": 2, "max": 5, "precision": 0.01, "step": 1}, "seeds: unknown key 'step'"),
+])
+def test_bad_adaptive_seeds_are_refused_in_one_line(tmp_path, corpus, seeds, message):
+    path = _spec(tmp_path, corpus, seeds)
+    with pytest.raises(GptlabError, match=message.replace("(", r"\(")):
+        load_spec(path)
+
+
+def test_an_adaptive_spec_plans_seeds_up_to_max_and_records_the_rule(tmp_path, corpus):
+    spec = load_spec(_spec(tmp_path, corpus, {"min": 2, "max": 4, "precision": "1e-2"}))
+    assert spec.seeds == [0, 1, 2, 3] and spec.seed_rule == SeedRule(2, 4, 0.01)
+    assert spec.to_dict()["seeds"] == {"min": 2, "max": 4, "precision": 0.01, "precision_for": "effects"}
+
+
+# -- sweeps -------------------------------------------------------------------------------------
+
+def _spec(folder: Path, corpus: Path, seeds, grid=None, name: str = "ad") -> Path:
+    config = tiny_config(corpus, max_iters=20, eval_interval=10, log_interval=10)
+    config["model"].update(n_layer=1, n_embd=16, block_size=16)
+    spec = {"name": name, "base": {k: config[k] for k in ("model", "train", "data")},
+            "grid": grid or {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"]},
+            "seeds": seeds, "executor": {"backend": "loky", "n_jobs": 2}}
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_an_adaptive_sweep_stops_at_the_seed_count_its_rule_computes(tmp_path, corpus, capsys):
+    results, reports = tmp_path / "results", tmp_path / "reports"
+    args = ["--results-dir", str(results), "--reports-dir", str(reports)]
+    # A loose target: round 1 is enough; one round, min seeds.
+    assert sweep_main([str(_spec(tmp_path, corpus, {"min": 2, "max": 5, "precision": 10.0})), *args]) == 0
+    rounds = _rows(results / "ad" / "rounds.csv")
+    assert [r["round"] for r in rounds] == ["1"] and len(_rows(results / "ad" / "summary.csv")) == 8
+    w1 = float(rounds[0]["widest_half_width"])
+    assert 0 < w1 <= 10.0
+
+    # A target round 1 reaches at 3.5 seeds: the rule asks for ceil(3.5) = 4, and round 1's 8 runs are reused.
+    target = w1 * math.sqrt(2 / 3.5)
+    capsys.readouterr()
+    assert sweep_main([str(_spec(tmp_path, corpus, {"min": 2, "max": 5, "precision": target})), *args]) == 0
+    err = capsys.readouterr().err
+    assert "round 1 (2 seeds): 8 runs (4 cells x 2 seeds), 8 already finished, 0 to train" in err
+    assert "-> 4 seeds per cell" in err and "round 2 (4 seeds): 16 runs" in err
+    rounds = _rows(results / "ad" / "rounds.csv")
+    assert [(r["round"], r["seeds"], r["runs_trained"]) for r in rounds] == [("1", "2", "8"), ("2", "4", "8")]
+    assert float(rounds[0]["widest_half_width"]) == pytest.approx(w1, rel=1e-12)  # round 1 decides, always
+    assert float(rounds[1]["widest_half_width"]) <= target
+    assert sorted({int(r["seed"]) for r in _rows(results / "ad" / "summary.csv")}) == [0, 1, 2, 3]
+    report = (reports / "ad" / "report.md").read_text()
+    assert "Seeds: adaptive rounds" in report and "Stein's two-stage rule" in report
+    assert "2 of 2 called effects reached the target" in report
+    assert (reports / "ad" / "figures" / "precision.png").stat().st_size > 5_000
+    precision = _rows(reports / "ad" / "tables" / "precision.csv")
+    assert {r["outcome"] for r in precision} == {"reached the target"}
+    main = _rows(reports / "ad" / "tables" / "main_effects.csv")
+    assert all(float(r["ci95"]) <= target + 1e-4 for r in main)  # rounded to 4 decimals in the table
+
+
+def test_a_killed_adaptive_sweep_resumes_to_the_same_rounds(tmp_path, corpus):
+    """Killed in round 2 and rerun: the same seed count, rounds.csv and losses as an uninterrupted sweep."""
+    spec = _spec(tmp_path, corpus, {"min": 2, "max": 4, "precision": 1e-6}, grid={"model.activation": ["gelu", "relu"]})
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def cmd(where: str) -> list[str]:
+        return [sys.executable, "-m", "gptlab.sweep", str(spec), "--results-dir", str(tmp_path / where),
+                "--reports-dir", str(tmp_path / f"{where}-reports")]
+
+    subprocess.run(cmd("clean"), env=env, check=True, capture_output=True, timeout=300)
+    proc = subprocess.Popen(cmd("killed"), env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    for line in proc.stderr:  # kill as soon as round 2 has begun
+        if line.startswith("round 2") or time.time() > deadline:
+            break
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    killed = tmp_path / "killed" / "ad"
+    assert len(list((killed / "runs").glob("*/summary.json"))) < 8, "the sweep finished before it could be killed"
+    assert [r["round"] for r in _rows(killed / "rounds.csv")] == ["1"]
+
+    subprocess.run(cmd("killed"), env=env, check=True, capture_output=True, timeout=300)
+    assert _rows(killed / "rounds.csv") == _rows(tmp_path / "clean" / "ad" / "rounds.csv")
+    keep = ("run_id", "status", "best_val_loss", "final_val_loss")
+    clean = _rows(tmp_path / "clean" / "ad" / "summary.csv")
+    assert [{k: r[k] for k in keep} for r in _rows(killed / "summary.csv")] == [{k: r[k] for k in keep} for r in clean]
+    assert len(clean) == 8  # precision unreachable: max seeds
