@@ -140,7 +140,7 @@ def test_interaction_plots_one_panel_per_pair(res4, res16):
     assert [t.get_text() for t in ax.get_xticklabels()] == ["pre", "post"]
     assert ax.get_legend().get_title().get_text() == "activation"
     assert legend_texts(ax) == ["gelu (baseline)", "relu"]
-    assert ax.get_ylabel() == "mean best val loss (nats/char)"
+    assert ax.get_ylabel() == "mean best val loss"
     gelu, relu = (c.lines[0] for c in ax.containers)
     assert gelu.get_xdata()[0] < 0 < relu.get_xdata()[0] < 0.5  # dodged around x = 0
     assert np.isnan(relu.get_ydata()[1]) and not np.isnan(gelu.get_ydata()).any()

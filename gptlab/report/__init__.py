@@ -46,7 +46,7 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     one does not are removed, and nothing else in the folder is touched. Raises `ReportError` (or `GptlabError` for a bad margin) before writing anything when
     the input is invalid.
     """
-    from gptlab.report import document, figures, rounds, samples, stats
+    from gptlab.report import document, figures, rounds, samples, scale, stats
     from gptlab.report.render import to_html, to_markdown
     from gptlab.runio import atomic_write_bytes, atomic_write_text
 
@@ -57,15 +57,18 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     st = stats.compute(res, margin)
     figs = figures.make_figures(res, levels, st)
     adaptive = rounds.adaptive_view(res)
-    if adaptive is not None:
-        figs["precision.png"] = figures.precision_curves(adaptive.curve)
-        figs = {name: png for name, png in figs.items() if png is not None}
-    blocks = document.build(res, cells, levels, st, failures, figs, samples.samples(res), adaptive)
+    by_scale = scale.effects_by_scale(res, margin)
+    figs["precision.png"] = figures.precision_curves(adaptive.curve) if adaptive is not None else None
+    figs["effects_by_scale.png"] = figures.effects_by_scale(by_scale, res) if len(by_scale) else None
+    figs = {name: png for name, png in figs.items() if png is not None}
+    blocks = document.build(res, cells, levels, st, failures, figs, samples.samples(res), adaptive,
+                            (by_scale, scale.scale_verdicts(by_scale, res)))
     tables = {"cells": cells, "levels": levels, "main_effects": st.main, "interactions": st.interactions,
               "higher_order": st.higher, "simple_effects": st.simple, "cells_vs_baseline": st.cells_vs_baseline,
               "aliases": st.aliases, "effects_by_step": st.by_step, "divergence": st.divergence,
               "sensitivity": st.sensitivity, "failures": failures,
-              **({"rounds": adaptive.rounds, "precision": adaptive.outcomes} if adaptive is not None else {})}
+              **({"rounds": adaptive.rounds, "precision": adaptive.outcomes} if adaptive is not None else {}),
+              **({"effects_by_scale": by_scale} if res.scale else {})}
     tables = {name: df for name, df in tables.items() if len(df.columns)
               and (len(df) or name in ("main_effects", "interactions", "failures"))}
     for name, df in tables.items():

@@ -48,7 +48,7 @@ METHOD = (
     "effect at 80% power, (t_0.975 + t_0.8) x SE; `seeds_needed`: seeds per cell for a 95% CI half-width of "
     "the margin, from the same error. Effects over training use the same model on the val loss at each "
     "evaluated step, each step its own Holm family. Cell tables: mean over ok seeds with 95% t interval "
-    "half-width (`*_ci95`); bpc = nats / ln 2; gap = final_val_loss - final_train_loss; params = unique parameters."
+    "half-width (`*_ci95`); bpc = bits per character (summed validation NLL / characters / ln 2); gap = final_val_loss - final_train_loss; params = unique parameters."
 )
 
 
@@ -77,6 +77,9 @@ def header(res: Results) -> list[Block]:
         items.append("**Excluded cell**: " + ", ".join(f"{k}={v}" for k, v in e.items()))
     if spec.get("plugins"):
         items.append(f"**Plugins**: {', '.join(map(str, spec['plugins']))}")
+    items.append(f"**Loss unit**: {res.unit}" + (" (the sweep mixes tokenizers: every loss is converted to bits per "
+                                                 "character, the validation split's summed NLL / characters / ln 2)"
+                                                 if res.unit == "bits/char" else ""))
     items += [f"**Runs**: {len(runs)} ({status}) in {len(res.cells)} cells",
               f"**Total compute**: {total:.1f} s ({total / 3600:.2f} h, sum of wall_s over all runs)"]
     if res.environment:
@@ -123,17 +126,17 @@ def summary(res: Results, cells: pd.DataFrame, st: Statistics) -> list[Block]:
     ranked = cells.dropna(subset=["best_val_loss"])
     if len(ranked):
         best = ranked.iloc[0]
-        items.append(f"Best cell: **{best['cell']}**, best val loss {fmt_loss(best['best_val_loss'])} nats/char "
+        items.append(f"Best cell: **{best['cell']}**, best val loss {fmt_loss(best['best_val_loss'])} {res.unit} "
                      f"({fmt_loss(best['best_val_bpc'])} bits/char) over {best['n_seeds']} seed(s).")
     base = cells[cells["baseline"]]
     if len(base) and not math.isnan(base.iloc[0]["best_val_loss"]):
         b = base.iloc[0]
-        items.append(f"Baseline: {b['cell']}, {fmt_loss(b['best_val_loss'])} nats/char (rank {b['rank']}).")
+        items.append(f"Baseline: {b['cell']}, {fmt_loss(b['best_val_loss'])} {res.unit} (rank {b['rank']}).")
     if items:
         blocks.append(Bullets(items))
     table = _calls_table(st, res)
     if len(table):
-        blocks += [Para(f"Calls (equivalence margin +/-{st.margin:g} nats/char; `better`/`worse`: Holm-adjusted "
+        blocks += [Para(f"Calls (equivalence margin +/-{st.margin:g} {res.unit}; `better`/`worse`: Holm-adjusted "
                         f"p < {ALPHA}; `equivalent`: 90% CI inside the margin). Every main effect, and every other "
                         "effect called better or worse:"), Table(table)]
     counts = [c for c in (_count_calls(st.interactions, "Two-way interactions"),
@@ -173,7 +176,7 @@ def effects_sections(res: Results, st: Statistics, fig) -> list[Block]:
     if len(st.main):
         what = ("averaged over every combination of the other factors (equal weights)" if st.factorial else
                 "against the baseline cell, from the cell that differs from it in that factor alone")
-        blocks += [Para(f"Difference in best val loss (nats/char) between each level and the baseline level of "
+        blocks += [Para(f"Difference in best val loss ({res.unit}) between each level and the baseline level of "
                         f"its factor, {what}; positive = worse. Table: `tables/main_effects.csv`.")]
         blocks += _table(st.main, MAIN_MD_COLS, "main_effects.csv", "main effects")
         blocks += [Bullets(list(st.main["verdict"]))]
@@ -182,7 +185,7 @@ def effects_sections(res: Results, st: Statistics, fig) -> list[Block]:
     blocks += fig("level_effects.png", "Best val loss per level of each factor")
     blocks += [Heading("Interactions")]
     if len(st.interactions):
-        blocks += [Para("Two-way interaction contrast (nats/char): how much worse (positive) or better (negative) "
+        blocks += [Para(f"Two-way interaction contrast ({res.unit}): how much worse (positive) or better (negative) "
                         "the combination is than the sum of the two separate effects"
                         + (", averaged over the other factors. " if st.factorial else
                            ", at the baseline of the other factors; aliased where the cells cannot separate it. ")
@@ -199,7 +202,7 @@ def effects_sections(res: Results, st: Statistics, fig) -> list[Block]:
         blocks += _table(st.higher, ["term", "order"] + EFFECT_COLS, "higher_order.csv", "higher-order contrasts")
     if len(st.cells_vs_baseline):
         blocks += [Heading("Cells against the baseline cell"),
-                   Para("Each cell minus the baseline cell (nats/char). Table: `tables/cells_vs_baseline.csv`.")]
+                   Para(f"Each cell minus the baseline cell ({res.unit}). Table: `tables/cells_vs_baseline.csv`.")]
         blocks += _table(st.cells_vs_baseline, ["cell"] + EFFECT_COLS, "cells_vs_baseline.csv", "cells")
     if len(st.aliases):
         blocks += [Heading("Aliased terms"),
@@ -263,9 +266,29 @@ def adaptive_section(view: AdaptiveView | None, fig) -> list[Block]:
     return blocks + fig("precision.png", "Half-width of each called effect against seeds per cell")
 
 
+def scale_section(res: Results, by_scale: tuple[pd.DataFrame, list[str]] | None, fig) -> list[Block]:
+    """Sweeps with `scale:`: every scientific effect at each level of each scale factor, and whether its call holds."""
+    if not res.scale:
+        return []
+    table, sentences = by_scale if by_scale is not None else (pd.DataFrame(), [])
+    scales = ", ".join(f"`{s}`" for s in res.scale)
+    blocks: list[Block] = [Heading("Effects by scale"), Para(
+        f"Scale factors: {scales}. They are not reported as effects: each scientific factor's main effect "
+        f"({res.unit}, level - baseline, averaged over the other scientific factors) is estimated at every level of "
+        "each scale factor, the other scale factors at their baseline, each level its own model and Holm family. "
+        "A call holds (the same at every level), changes, or reverses (better at one level, worse at another). "
+        "Table: `tables/effects_by_scale.csv`.")]
+    if not len(table):
+        return blocks + [Para("No scale level has successful runs of every scientific cell.")]
+    blocks.append(Bullets(sentences))
+    blocks += _table(table, list(table.columns), "effects_by_scale.csv", "rows")
+    return blocks + fig("effects_by_scale.png", "Effects at each level of each scale factor")
+
+
 def build(res: Results, cells: pd.DataFrame, levels: pd.DataFrame, st: Statistics, failures: pd.DataFrame,
           figures: dict[str, bytes], samples: list[tuple[str, str, str]],
-          adaptive: AdaptiveView | None = None) -> list[Block]:
+          adaptive: AdaptiveView | None = None,
+          by_scale: tuple[pd.DataFrame, list[str]] | None = None) -> list[Block]:
     """All blocks of the report, in order."""
     def fig(name: str, alt: str) -> list[Block]:
         return [Image(name, alt, figures[name])] if name in figures else []
@@ -273,10 +296,11 @@ def build(res: Results, cells: pd.DataFrame, levels: pd.DataFrame, st: Statistic
     blocks = header(res) + summary(res, cells, st) + adaptive_section(adaptive, fig) + discussion(res)
     blocks += [Heading("Cells"),
                Para("One row per combination of factor levels, ranked by mean best val loss over ok seeds "
-                    "(nats/char; `_ci95` = half-width of the 95% CI; bpc = bits/char). "
+                    f"({res.unit}; `_ci95` = half-width of the 95% CI; bpc = bits/char). "
                     "`baseline` marks the baseline cell. Table: `tables/cells.csv`.")]
     blocks += _table(cells, CELL_MD_COLS, "cells.csv", "cells")
     blocks += fig("val_curves.png", "Validation loss curves")
+    blocks += scale_section(res, by_scale, fig)
     blocks += effects_sections(res, st, fig) + training_sections(res, st, fig)
     blocks += [Heading("Throughput")] + (fig("throughput.png", "Tokens per second per cell")
                                           or [Para("No throughput measurements.")])

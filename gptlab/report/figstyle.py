@@ -4,7 +4,7 @@ band, legends and titles, and PNG encoding.
 Conventions: colours are fixed per cell (curves, throughput, per-cell effects), per level index
 (the baseline is always the first colour) and per call (better green, worse red, equivalent blue,
 inconclusive grey; markers by call too: better a down triangle, worse an up triangle). Effects are
-level minus baseline in nats/char (negative = better), drawn with a line at 0 and the equivalence
+level minus baseline in the report's loss unit (negative = better), drawn with a line at 0 and the equivalence
 band [-margin, +margin] shaded. Figures are `matplotlib.figure.Figure` objects (no pyplot state,
 nothing to close, no display needed), sized by `figsize` (capped so that they stay readable).
 """
@@ -32,10 +32,11 @@ from matplotlib.patches import Patch  # noqa: E402
 from gptlab.report.load import Results  # noqa: E402
 
 DPI = 90
-LOSS_LABEL = "val loss (nats/char)"
-BEST_LABEL = "best val loss (nats/char)"
-MEAN_LABEL = "mean best val loss (nats/char)"
-EFFECT_LABEL = "effect on val loss (nats/char, level - baseline)"
+# No unit in the labels: the report states it once (nats/char, nats/token, or bits/char when tokenizers mix).
+LOSS_LABEL = "val loss"
+BEST_LABEL = "best val loss"
+MEAN_LABEL = "mean best val loss"
+EFFECT_LABEL = "effect on val loss (level - baseline)"
 CALL_COLOURS = {"better": "#2ca02c", "worse": "#d62728", "equivalent": "#1f77b4", "inconclusive": "#7f7f7f"}
 CALL_MARKERS = {"better": "v", "worse": "^", "equivalent": "D", "inconclusive": "o"}
 BAND_COLOUR = "#c6dbef"

@@ -26,7 +26,9 @@ from gptlab.report.precision import SeedRule
 log = logging.getLogger(__name__)
 
 NUMERIC = ["seed", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
-           "params_non_embedding", "tokens_per_sec", "wall_s"]
+           "params_non_embedding", "tokens_per_sec", "wall_s", "best_val_bpc"]
+LOSS_COLUMNS = ("best_val_loss", "final_val_loss", "final_train_loss")  # converted to bits/char when tokenizers mix
+CHAR_BPC_FACTOR = 1 / math.log(2)  # a char tokenizer's nats/token -> bits/char (runs from before tokenizers)
 REQUIRED = ["run_id", "seed", "status", "best_val_loss"]
 KNOWN = set(NUMERIC) | {"run_id", "status", "error"}
 
@@ -55,6 +57,7 @@ class Results:
     environment: dict[str, list[str]] = field(default_factory=dict)
     ceiling: float = math.nan  # unigram loss of the validation split (diverged runs' sensitivity value)
     ceiling_note: str = ""  # where the ceiling came from, or why there is none
+    unit: str = "nats/char"  # of every loss in runs and curves: nats/char, nats/token, or bits/char (tokenizers mix)
     discussion: str | None = None  # results/NAME/discussion.md, written by a person (Markdown), if any
 
     def short(self, factor: str) -> str:
@@ -69,6 +72,16 @@ class Results:
     @property
     def seeds(self) -> list[int]:
         return sorted(int(s) for s in self.runs["seed"].dropna().unique())
+
+    @property
+    def scale(self) -> list[str]:
+        """Grid keys the sweep names as scale (`scale:`): effects are reported per level, never as effects."""
+        return [f for f in (self.spec.get("scale") or []) if f in self.factors]
+
+    @property
+    def scientific(self) -> list[str]:
+        """The factors whose effects the report makes calls on (every factor that is not a scale)."""
+        return [f for f in self.factors if f not in self.scale]
 
     @property
     def seed_rule(self) -> SeedRule | None:
@@ -170,7 +183,7 @@ def _cells(spec: dict[str, Any], factors: list[str], levels: dict[str, list[str]
 
 
 def _read_curves(results_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
-    """Validation points (rows with a val_loss) of every run that has a metrics.csv."""
+    """Validation points (rows with a val_loss) of every run that has a metrics.csv, in the runs' unit."""
     frames = []
     for run in runs.itertuples():
         path = run_path(results_dir, run.run_id) / RunDir.METRICS
@@ -180,6 +193,7 @@ def _read_curves(results_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
             continue
         m["val_loss"] = pd.to_numeric(m["val_loss"], errors="coerce")
         m = m.dropna(subset=["val_loss"])
+        m["val_loss"] *= run.loss_scale
         frames.append(m.assign(run_id=run.run_id, cell=run.cell, seed=run.seed, ok=run.ok))
     cols = ["step", "val_loss", "run_id", "cell", "seed", "ok"]
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
@@ -188,7 +202,7 @@ def _read_curves(results_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
 def _read_run_json(results_dir: Path, runs: pd.DataFrame) -> dict[str, list[str]]:
     """Set `diverged_step` on `runs` and return the environment values seen across runs."""
     env: dict[str, list[str]] = {}
-    diverged = []
+    diverged, factors = [], []
     for run_id in runs["run_id"]:
         path = run_path(results_dir, run_id) / RunDir.SUMMARY
         try:
@@ -196,12 +210,31 @@ def _read_run_json(results_dir: Path, runs: pd.DataFrame) -> dict[str, list[str]
         except (OSError, ValueError):  # missing, unreadable, not UTF-8 or not JSON
             data = {}
         diverged.append(data.get("diverged_step"))
+        factors.append(data.get("val_bpc_factor") or CHAR_BPC_FACTOR)
         for key, value in (data.get("environment") or {}).items():
             env.setdefault(key, [])
             if str(value) not in env[key]:
                 env[key].append(str(value))
     runs["diverged_step"] = pd.to_numeric(pd.Series(diverged, index=runs.index, dtype=object), errors="coerce")
+    runs["val_bpc_factor"] = pd.to_numeric(pd.Series(factors, index=runs.index, dtype=object), errors="coerce")
     return env
+
+
+def _units(runs: pd.DataFrame) -> str:
+    """Choose the unit of every loss and set `loss_scale` (what a run's nats/token are multiplied by).
+
+    One tokenizer: losses stay as trained (nats/char for `char`, nats/token otherwise). Tokenizers
+    that differ (their bits-per-char factors differ) make nats/token incomparable: every loss is
+    then converted to bits per character, the val split's summed NLL over its characters / ln 2.
+    """
+    factors = runs["val_bpc_factor"].fillna(CHAR_BPC_FACTOR)
+    if np.allclose(factors, factors.iloc[0], rtol=1e-9):
+        runs["loss_scale"] = 1.0
+        return "nats/char" if np.isclose(factors.iloc[0], CHAR_BPC_FACTOR, rtol=1e-9) else "nats/token"
+    runs["loss_scale"] = factors
+    for col in LOSS_COLUMNS:
+        runs[col] = runs[col] * factors  # train losses too: an approximation (the train text's chars/token)
+    return "bits/char"
 
 
 def load_results(results_dir: Path | str) -> Results:
@@ -231,15 +264,21 @@ def load_results(results_dir: Path | str) -> Results:
     res.cells = _cells(spec, factors, levels, runs, cell_label)
     res.cells["is_baseline"] = [all(r[f] == baseline[f] for f in factors) for _, r in res.cells.iterrows()]
     res.environment = _read_run_json(results_dir, runs)
+    res.unit = _units(runs)
     res.curves = _read_curves(results_dir, runs)
-    res.ceiling, res.ceiling_note = _ceiling(results_dir, runs)
+    res.ceiling, res.ceiling_note = _ceiling(results_dir, runs, per_token=res.unit == "nats/token")
+    if res.unit == "bits/char":
+        res.ceiling *= CHAR_BPC_FACTOR  # a char unigram model, in bits/char
     if (results_dir / DISCUSSION_MD).is_file():
         res.discussion = read_text(results_dir / DISCUSSION_MD)
     return res
 
 
-def _ceiling(results_dir: Path, runs: pd.DataFrame) -> tuple[float, str]:
-    """Unigram validation loss of the runs' dataset (from a run's config.yaml; never downloads)."""
+def _ceiling(results_dir: Path, runs: pd.DataFrame, per_token: bool = False) -> tuple[float, str]:
+    """Unigram validation loss of the runs' dataset (from a run's config.yaml; never downloads).
+
+    Per character (a char unigram) unless `per_token`: then per token of the runs' own tokenizer.
+    """
     for run_id in runs["run_id"]:
         try:
             data = (yaml.safe_load((run_path(results_dir, run_id) / RunDir.CONFIG).read_text(encoding="utf-8"))
@@ -254,7 +293,9 @@ def _ceiling(results_dir: Path, runs: pd.DataFrame) -> tuple[float, str]:
     from gptlab.errors import GptlabError
     name = str(data.get("dataset") or "tinyshakespeare")
     try:
-        loss = unigram_val_loss(name, data.get("path"), float(data.get("val_fraction") or 0.1))
+        tokenizer = {"tokenizer": data.get("tokenizer") or "char", "vocab_size": data.get("vocab_size")} \
+            if per_token else {}
+        loss = unigram_val_loss(name, data.get("path"), float(data.get("val_fraction") or 0.1), **tokenizer)
     except (GptlabError, OSError, ValueError) as exc:
         return math.nan, str(exc)
     return loss, f"unigram loss of the validation split of {name}"

@@ -59,10 +59,11 @@ def cell_table(res: Results) -> pd.DataFrame:
         runs = res.runs[res.runs["cell"] == cell["cell"]]
         ok = runs[runs["ok"]]
         m, ci = mean_ci(ok["best_val_loss"])
+        bpc, bpc_ci = mean_ci(ok["best_val_bpc"]) if ok["best_val_bpc"].notna().all() and len(ok) else (m / LN2, ci / LN2)
         params = runs["params"].dropna()
         rows.append({**{f: cell[f] for f in res.factors}, "cell": cell["cell"], "baseline": bool(cell["is_baseline"]),
-                     "best_val_loss": m, "best_val_loss_ci95": ci, "best_val_bpc": m / LN2,
-                     "best_val_bpc_ci95": ci / LN2, "best_step": ok["best_step"].mean(),
+                     "best_val_loss": m, "best_val_loss_ci95": ci, "best_val_bpc": bpc,
+                     "best_val_bpc_ci95": bpc_ci, "best_step": ok["best_step"].mean(),
                      "final_val_loss": ok["final_val_loss"].mean(),
                      "gap": (ok["final_val_loss"] - ok["final_train_loss"]).mean(),
                      "params": params.iloc[0] if len(params) else math.nan,
@@ -158,6 +159,8 @@ def compute(res: Results, margin: float) -> Statistics:
         tables = {"main": main, "interactions": a.interactions, "higher": a.higher, "simple": a.simple,
                   "cells_vs_baseline": a.cells_vs_baseline, "aliases": a.aliases}
         tables = {k: round_frame(v) for k, v in tables.items()}
+        tables["main"] = tables["main"][~tables["main"]["factor"].isin(res.scale)].reset_index(drop=True)  # scale:
+        # a longer run's lower loss is not a finding; report.scale shows the other effects at each scale level
         tables["main"]["verdict"] = [verdicts.main(r, res, margin, tables["simple"])
                                      for r in tables["main"].to_dict("records")]
         tables["interactions"]["verdict"] = [verdicts.interaction(r, res, margin)
@@ -287,7 +290,7 @@ def _sensitivity(res: Results, a: Analysis | None, margin: float) -> tuple[pd.Da
                          "estimate_at_ceiling": r["estimate"], "ci_low_at_ceiling": r["ci_low"],
                          "ci_high_at_ceiling": r["ci_high"], "call_at_ceiling": r["call"]})
     table = round_frame(pd.DataFrame(rows, columns=SENSITIVITY_COLS))
-    return table, verdicts.sensitivity(table, int(diverged.sum()), res.ceiling)
+    return table, verdicts.sensitivity(table, int(diverged.sum()), res.ceiling, res.unit)
 
 
 def forest_rows(st: Statistics, res: Results) -> pd.DataFrame:

@@ -32,13 +32,13 @@ def _ci(r: dict, level: int = 95) -> str:
     return f"{level}% CI {fmt_loss(lo)} to {fmt_loss(hi)}"
 
 
-def _decided(r: dict, what: str, margin: float) -> str:
+def _decided(r: dict, what: str, margin: float, unit: str = "nats/char") -> str:
     """Shared tail of a verdict for the four calls (`what` names the difference an inconclusive one lacks)."""
     if r["call"] in ("better", "worse"):
-        return (f"by {fmt_loss(abs(r['estimate']))} nats/char ({_ci(r)}; Holm-adjusted p "
+        return (f"by {fmt_loss(abs(r['estimate']))} {unit} ({_ci(r)}; Holm-adjusted p "
                 f"{fmt_p(r['p_adjusted'])})")
     if r["call"] == "equivalent":
-        return (f"equivalent within +/-{margin:g} nats/char (estimate {fmt_loss(r['estimate'])}, {_ci(r, 90)})")
+        return (f"equivalent within +/-{margin:g} {unit} (estimate {fmt_loss(r['estimate'])}, {_ci(r, 90)})")
     return (f"inconclusive (estimate {fmt_loss(r['estimate'])}, {_ci(r)}): neither {what} nor equivalence "
             f"within +/-{margin:g} is shown")
 
@@ -74,11 +74,11 @@ def main(r: dict, res: Results, margin: float, simple: pd.DataFrame | None = Non
     if _nan(r["estimate"]):
         return f"{a} vs {b}: {r['alias'] or 'not estimable'}" + _counts(r, res)
     if _nan(r["p_value"]):
-        return f"{a} vs {b}{where}: {fmt_loss(r['estimate'])} nats/char, no error estimate (no call)" + _counts(r, res)
+        return f"{a} vs {b}{where}: {fmt_loss(r['estimate'])} {res.unit}, no error estimate (no call)" + _counts(r, res)
     if r["call"] in ("better", "worse"):
-        text = f"{a} is {r['call']} than {b}{where} " + _decided(r, "a difference", margin)
+        text = f"{a} is {r['call']} than {b}{where} " + _decided(r, "a difference", margin, res.unit)
     else:
-        text = f"{a} vs {b}{where}: " + _decided(r, "a difference", margin)
+        text = f"{a} vs {b}{where}: " + _decided(r, "a difference", margin, res.unit)
     return text + _spread(r, simple) + _counts(r, res)
 
 
@@ -88,12 +88,12 @@ def interaction(r: dict, res: Results, margin: float) -> str:
     if _nan(r["estimate"]):
         return f"{pair}: not estimable: {r['alias'] or 'a cell it needs has no data'}"
     if _nan(r["p_value"]):
-        return f"{pair}: interaction {fmt_loss(r['estimate'])} nats/char, no error estimate (no call)"
+        return f"{pair}: interaction {fmt_loss(r['estimate'])} {res.unit}, no error estimate (no call)"
     if r["call"] in ("better", "worse"):
         return (f"{pair}: not additive; together they are {r['call']} than the sum of their separate effects "
-                + _decided(r, "", margin))
+                + _decided(r, "", margin, res.unit))
     return f"{pair}: " + ("additive, " if r["call"] == "equivalent" else "") + \
-        _decided(r, "an interaction", margin)
+        _decided(r, "an interaction", margin, res.unit)
 
 
 def called(stats: Statistics, res: Results) -> list[str]:
@@ -112,7 +112,7 @@ def called(stats: Statistics, res: Results) -> list[str]:
                 if name == "cell" and r["changes"] == 1:  # the same contrast as a main-effects row
                     continue
                 items.append((abs(r["estimate"]), f"{r[name]} ({label}): {r['call']} "
-                              + _decided(r, "", stats.margin)))
+                              + _decided(r, "", stats.margin, res.unit)))
     items.sort(key=lambda x: -x[0])
     out = [text for _, text in items[:MAX_SENTENCES]]
     if len(items) > MAX_SENTENCES:
@@ -170,9 +170,9 @@ def _trend(g: pd.DataFrame, calls_: list[str]) -> str:
     return f"{calls_[0]} throughout; the effect {word} from {fmt_loss(e0)} at step {s0} to {fmt_loss(e1)} at step {s1}"
 
 
-def sensitivity(table: pd.DataFrame, n_diverged: int, ceiling: float) -> list[str]:
+def sensitivity(table: pd.DataFrame, n_diverged: int, ceiling: float, unit: str = "nats/char") -> list[str]:
     changed = table[table["call"].fillna("") != table["call_at_ceiling"].fillna("")]
-    head = (f"Counting the {n_diverged} diverged run(s) at the ceiling loss {fmt_loss(ceiling)} nats/char (unigram "
+    head = (f"Counting the {n_diverged} diverged run(s) at the ceiling loss {fmt_loss(ceiling)} {unit} (unigram "
             "loss of the validation split) instead of leaving them out: ")
     if changed.empty:
         return [head + "no call changes."]
@@ -182,16 +182,16 @@ def sensitivity(table: pd.DataFrame, n_diverged: int, ceiling: float) -> list[st
 
 def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[str], list[str]]:
     """(notes, warnings) about the model, its error, the design's gaps and the precision reached."""
-    notes: list[str] = [f"Equivalence margin: +/-{margin:g} nats/char (`report.equivalence_margin` or `--margin`)."]
+    notes: list[str] = [f"Equivalence margin: +/-{margin:g} {res.unit} (`report.equivalence_margin` or `--margin`)."]
     if math.isfinite(res.ceiling):
         notes.append(f"Unigram loss of the validation split (the ceiling at which diverged runs are counted in the "
-                     f"sensitivity analysis): {fmt_loss(res.ceiling)} nats/char.")
+                     f"sensitivity analysis): {fmt_loss(res.ceiling)} {res.unit}.")
     warns: list[str] = mixed_code(res)
     if a is None:
         return notes, warns + ["No successful runs or no factors: no effects to estimate."]
     fit, d = a.fit, a.design
     notes.append(f"Model: `{FORMULAS[fit.kind]}`" + (f", {fit.df:g} residual degrees of freedom, residual SD "
-                                                      f"{fmt_loss(fit.resid_sd)} nats/char" if fit.has_error else "")
+                                                      f"{fmt_loss(fit.resid_sd)} {res.unit}" if fit.has_error else "")
                  + (f"; seed blocking {'on' if fit.seed_block else 'off'}" if fit.kind in ("pure", "welch") else "")
                  + f"; {a.n_tests} distinct tests in the Holm family.")
     if fit.kind == "pure" and fit.bartlett_p < HETERO_P:
@@ -240,7 +240,7 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     main = a.main.dropna(subset=["ci95"])
     if len(main):
         need = main["seeds_needed"].max()
-        notes.append(f"Precision: main-effect 95% CIs are +/-{fmt_loss(main['ci95'].max())} nats/char at "
+        notes.append(f"Precision: main-effect 95% CIs are +/-{fmt_loss(main['ci95'].max())} {res.unit} at "
                      f"{ok['seed'].nunique()} seed(s); a half-width of the margin ({margin:g}) needs "
                      + (f"{int(need)} seeds per cell (`seeds_needed`, from this error)." if not _nan(need)
                         else "more than 10,000 seeds per cell."))

@@ -1,0 +1,77 @@
+"""Effects per scale level: does a call made at one scale hold at another?
+
+A sweep's `scale:` names grid keys (training length, width, tokenizer) whose levels are scales, not
+treatments. For each scale factor S and each of its levels, the runs at that level (every other
+scale factor at its baseline) are analysed on their own with the report's model over the
+scientific factors alone: each scientific factor's main effect (averaged over the other
+scientific factors, a full factorial within the slice) with its 95% CI and call, each slice its
+own Holm family. The verdict compares the calls across S's levels: the call holds (the same at
+every level), changes (a decided call at one level, not at another), or reverses (`better` at one
+level, `worse` at another). Nothing here reports S's own effect: a longer run having a lower loss
+is not a finding.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+from gptlab.report.fmt import fmt_loss, round_frame
+from gptlab.report.load import Results
+from gptlab.report.stats import analyse_runs
+
+SCALE_COLS = ["factor", "level", "baseline", "scale_factor", "scale_level", "estimate", "ci_low", "ci_high",
+              "p_adjusted", "call", "n_runs"]
+
+
+def scientific_view(res: Results) -> Results:
+    """`res` with only its scientific factors (the cells of one scale slice)."""
+    sci = res.scientific
+    return dataclasses.replace(res, factors=sci, levels={f: res.levels[f] for f in sci},
+                               baseline={f: res.baseline[f] for f in sci},
+                               cells=res.cells[sci].drop_duplicates().reset_index(drop=True))
+
+
+def effects_by_scale(res: Results, margin: float) -> pd.DataFrame:
+    """One row per scientific factor level x scale factor x scale level (see the module docstring)."""
+    if not res.scale or not res.scientific:
+        return pd.DataFrame(columns=SCALE_COLS)
+    view = scientific_view(res)
+    ok = res.runs[res.runs["ok"] & res.runs["best_val_loss"].notna()]
+    rows = []
+    for s in res.scale:
+        at_baseline = pd.Series(True, index=ok.index)
+        for other in res.scale:
+            if other != s:
+                at_baseline &= ok[other] == res.baseline[other]
+        for level in res.levels[s]:
+            part = ok[at_baseline & (ok[s] == level)]
+            analysis = analyse_runs(view, part, "best_val_loss", margin, endpoint=False) if len(part) else None
+            if analysis is None:
+                continue
+            for r in analysis.main.to_dict("records"):
+                rows.append({"factor": r["factor"], "level": r["level"], "baseline": r["baseline"],
+                             "scale_factor": s, "scale_level": level, "estimate": r["estimate"],
+                             "ci_low": r["ci_low"], "ci_high": r["ci_high"], "p_adjusted": r["p_adjusted"],
+                             "call": r["call"], "n_runs": len(part)})
+    return round_frame(pd.DataFrame(rows, columns=SCALE_COLS))
+
+
+def scale_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
+    """One sentence per scientific effect and scale factor: holds, changes or reverses with scale."""
+    out = []
+    for (factor, level, s), part in table.groupby(["factor", "level", "scale_factor"], sort=False):
+        calls = [c or "no call" for c in part["call"]]
+        decided = {c for c in calls if c in ("better", "worse")}
+        if decided == {"better", "worse"}:
+            word = "reverses"
+        elif len(set(calls)) == 1:
+            word = "holds"
+        else:
+            word = "changes"
+        at = "; ".join(f"{res.short(s)}={r['scale_level']}: {r['call'] or 'no call'} "
+                       f"{fmt_loss(r['estimate'])} ({fmt_loss(r['ci_low'])} to {fmt_loss(r['ci_high'])})"
+                       for r in part.to_dict("records"))
+        out.append(f"{res.label(factor, level)} vs {res.label(factor, part['baseline'].iloc[0])}: the call {word} "
+                   f"with {res.short(s)} ({at}).")
+    return out

@@ -1,0 +1,312 @@
+"""The tokenizer axis (`data.tokenizer`, `data.vocab_size`): bits per character, BPE trained on the training
+split only and cached on disk, validation and run identity, a sweep mixing tokenizers, a plugin's tokenizer."""
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import math
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from gptlab.errors import GptlabError
+from gptlab.run import data as gdata
+from gptlab.run import tokenizers as gtok
+from gptlab.run.config import resolve_run_config
+from gptlab.run.data import load_dataset
+from gptlab.run.rundir import RunDir
+from gptlab.run.runner import train_run
+from gptlab.run.sampling import load_checkpoint_model, sample_from_run
+from gptlab.run.tokenizers import TOKENIZERS, BPETokenizer, tokenizer_cache
+from gptlab.run.trainer import evaluate
+from gptlab.sweep import main as sweep_main
+
+from helpers import REPO, make_corpus, tiny_config
+
+LN2 = math.log(2)
+ALIEN = "zxjv"  # letters make_corpus never writes: a word built from them can only come from the validation text
+
+PLUGIN = '''
+"""Test plugin: a tokenizer that folds case, registered from outside the package."""
+import numpy as np
+import torch
+from gptlab.run.tokenizers import TOKENIZERS
+
+@TOKENIZERS.register("lowerchar")
+class LowerChar:
+    """One id per distinct character of the lower-cased corpus."""
+    uses_vocab_size = False
+
+    def __init__(self, chars):
+        self.chars = "".join(sorted(set(chars)))
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+
+    @classmethod
+    def train(cls, corpus, n_train_chars, vocab_size):
+        return cls(corpus.lower())
+
+    @classmethod
+    def from_state(cls, state):
+        return cls(state["chars"])
+
+    def to_state(self):
+        return {"name": "lowerchar", "chars": self.chars}
+
+    @property
+    def vocab_size(self):
+        return len(self.chars)
+
+    def encode(self, text):
+        return [self.stoi[c] for c in text.lower()]
+
+    def encode_array(self, text):
+        return np.asarray(self.encode(text), dtype=np.int64)
+
+    def decode(self, ids):
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else ids
+        return "".join(self.chars[i] for i in ids)
+
+    def first_token_chars(self, text):
+        return 1 if text else 0
+'''
+
+
+def split(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
+    """The training and validation text as the lab splits them (by characters)."""
+    n_train = int(len(text) * (1 - val_fraction))
+    return text[:n_train], text[n_train:]
+
+
+def bpe_config(corpus: Path, vocab_size: int = 300) -> dict:
+    config = tiny_config(corpus)
+    config["data"].update(tokenizer="bpe", vocab_size=vocab_size)
+    return config
+
+
+# -- bits per character ------------------------------------------------------------------------------
+def test_a_char_run_scores_bits_per_char_as_its_loss_over_ln2(corpus, tmp_path):
+    summary = train_run(tiny_config(corpus), tmp_path / "run")
+    assert summary["status"] == "ok"
+    assert abs(summary["best_val_bpc"] - summary["best_val_loss"] / LN2) <= 1e-12
+    assert abs(summary["val_bpc_factor"] - 1 / LN2) <= 1e-12
+    on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert on_disk["best_val_bpc"] == summary["best_val_bpc"]
+
+
+def test_a_bpe_run_scores_summed_nll_over_the_characters_scored(corpus, tmp_path):
+    summary = train_run(bpe_config(corpus), tmp_path / "run")
+    model, tokenizer = load_checkpoint_model(tmp_path / "run", "best")
+    _, val_text = split(corpus.read_text())
+    ids = torch.tensor(tokenizer.encode(val_text), dtype=torch.long)
+    assert tokenizer.decode(ids) == val_text
+    mean_nll = evaluate(model, ids, 32, 64, torch.device("cpu"), contextlib.nullcontext())
+    assert summary["best_val_loss"] == pytest.approx(mean_nll, rel=1e-6)
+    summed_nll = mean_nll * (len(ids) - 1)  # every token is a target but the first
+    chars_scored = len(val_text) - len(tokenizer.decode(ids[:1]))  # an ASCII corpus: tokens end on characters
+    assert summary["best_val_bpc"] == pytest.approx(summed_nll / chars_scored / LN2, rel=1e-6)
+    assert len(ids) < 0.7 * len(val_text)  # BPE tokens span several characters, so bits/char < loss/ln 2
+    assert summary["best_val_bpc"] < 0.8 * summary["best_val_loss"] / LN2
+
+
+# -- BPE sees the training split only, and is trained once per training text and vocab size -------------
+def test_bpe_is_trained_on_the_training_split_only(tmp_path, monkeypatch):
+    train_text = make_corpus(tmp_path / "train.txt", 18_000).read_text()
+    alien_val = (f"{ALIEN} {ALIEN}{ALIEN}.\n" * 300)[:2_000]
+    plain_val = make_corpus(tmp_path / "other.txt", 2_000, seed=1).read_text()
+    states, files = [], []
+    for name, val in (("alien", alien_val), ("plain", plain_val)):
+        path = tmp_path / f"{name}.txt"
+        path.write_text(train_text + val, encoding="utf-8")
+        assert split(train_text + val)[0] == train_text
+        monkeypatch.setenv("GPTLAB_CACHE_DIR", str(tmp_path / f"cache_{name}"))  # each trains its own
+        states.append(load_dataset(name, str(path), 0.1, "bpe", 300).tokenizer.to_state())
+        files.append(sorted(p.name for p in tokenizer_cache().glob("*.json")))
+    assert states[0] == states[1] and files[0] == files[1] and len(files[0]) == 1
+    tokenizer = gtok.tokenizer_from_state(states[0])
+    pieces = [tokenizer.decode([i]) for i in range(tokenizer.vocab_size)]
+    assert not [p for p in pieces if len(p.strip()) > 1 and set(p) & set(ALIEN)]
+    assert len(tokenizer.encode(ALIEN)) == len(ALIEN)  # one token per letter: no merge of its own
+    # The control: a tokenizer that did see that text would have merged the word.
+    leaky = BPETokenizer.train(train_text + alien_val, len(train_text + alien_val), 300)
+    assert len(leaky.encode(ALIEN)) < len(ALIEN)
+
+
+def test_the_bpe_cache_trains_once_per_training_text_and_vocab_size(corpus, monkeypatch):
+    calls = []
+    real = gtok._train_bpe
+
+    def counting(text: str, vocab_size: int):
+        calls.append((len(text), vocab_size))
+        return real(text, vocab_size)
+
+    def refusing(text: str, vocab_size: int):
+        raise AssertionError("trained again: the cache was not used")
+
+    text = corpus.read_text()
+    n_train = len(split(text)[0])
+    monkeypatch.setattr(gtok, "_train_bpe", counting)
+    first = load_dataset("tiny", str(corpus), 0.1, "bpe", 300).tokenizer
+    assert calls == [(n_train, 300)]
+    monkeypatch.setattr(gtok, "_train_bpe", refusing)
+    gdata._load.cache_clear()  # not this process's cache: the one on disk
+    again = load_dataset("tiny", str(corpus), 0.1, "bpe", 300).tokenizer
+    assert again.to_state() == first.to_state()
+    assert BPETokenizer.train(text, n_train, 300).to_state() == first.to_state()
+    monkeypatch.setattr(gtok, "_train_bpe", counting)
+    load_dataset("tiny", str(corpus), 0.1, "bpe", 400)  # another vocab size
+    load_dataset("tiny", str(corpus), 0.2, "bpe", 300)  # another training split
+    assert calls == [(n_train, 300), (n_train, 400), (len(split(text, 0.2)[0]), 300)]
+    assert len(list(tokenizer_cache().glob("bpe-*.json"))) == 3
+
+
+def test_parallel_workers_train_one_bpe(corpus, monkeypatch):
+    calls = []
+    real = gtok._train_bpe
+
+    def slow(text: str, vocab_size: int):
+        calls.append(vocab_size)
+        time.sleep(0.3)  # long enough for the other threads to reach the lock
+        return real(text, vocab_size)
+
+    monkeypatch.setattr(gtok, "_train_bpe", slow)
+    text = corpus.read_text()
+    states = []
+    threads = [threading.Thread(target=lambda: states.append(BPETokenizer.train(text, 5_000, 280).to_state()))
+               for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert calls == [280] and len(states) == 3 and states[0] == states[1] == states[2]
+
+
+# -- validation and run identity ---------------------------------------------------------------------
+@pytest.mark.parametrize("size", [0, 256, 65_537, 1_000_000])
+def test_an_out_of_range_bpe_vocab_size_is_one_clear_error(size):
+    with pytest.raises(GptlabError) as err:
+        resolve_run_config({"data": {"tokenizer": "bpe", "vocab_size": size}})
+    message = str(err.value)
+    assert "data.vocab_size" in message and "257" in message and "65,536" in message and "\n" not in message
+    assert f"{size:,}" in message
+
+
+def test_the_bpe_vocab_size_bounds_are_accepted_and_char_ignores_it():
+    for size in (257, 65_536):
+        assert resolve_run_config({"data": {"tokenizer": "bpe", "vocab_size": size}}).data.vocab_size == size
+    assert resolve_run_config({"data": {"vocab_size": 3}}).data.tokenizer == "char"
+
+
+def test_an_out_of_range_vocab_size_in_a_sweep_grid_is_refused_in_one_line(tmp_path, corpus, capsys):
+    spec = write_spec(tmp_path, corpus, {"data.tokenizer": ["char", "bpe"], "data.vocab_size": [100]})
+    assert sweep_main([str(spec), "--results-dir", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "data.vocab_size" in err[0] and "between 257 and 65,536" in err[0], err
+    assert not (tmp_path / "results").exists()
+
+
+def test_an_unknown_tokenizer_names_the_key_and_the_valid_names():
+    with pytest.raises(GptlabError) as err:
+        resolve_run_config({"data": {"tokenizer": "bep"}})
+    message = str(err.value)
+    assert message.startswith("data.tokenizer:") and "'bep'" in message and "did you mean 'bpe'" in message
+    assert "valid: char, bpe" in message
+
+
+def test_vocab_size_enters_the_identity_of_bpe_runs_only():
+    def run_hash(data: dict) -> str:
+        return resolve_run_config({"data": data}).run_hash()
+
+    char = run_hash({})
+    assert run_hash({"tokenizer": "char"}) == char
+    assert run_hash({"vocab_size": 300}) == run_hash({"tokenizer": "char", "vocab_size": 4096}) == char
+    bpe = {size: run_hash({"tokenizer": "bpe", "vocab_size": size}) for size in (300, 500)}
+    assert len({char, *bpe.values()}) == 3
+
+
+def test_a_char_run_keeps_the_hash_it_had_before_tokenizers():
+    """The shipped four_axes runs were named before tokenizers existed: their ids end with today's hash."""
+    runs = sorted((REPO / "results" / "four_axes" / "runs").iterdir())
+    assert len(runs) == 48
+    for run in runs:
+        config = yaml.safe_load((run / "config.yaml").read_text())
+        assert "tokenizer" not in config["data"]
+        expected = run.name.rsplit("_", 1)[1]
+        assert resolve_run_config(config).run_hash() == expected, run.name
+        config["data"].update(tokenizer="char", vocab_size=2048)
+        assert resolve_run_config(config).run_hash() == expected, run.name
+
+
+# -- sweeps ------------------------------------------------------------------------------------------
+def write_spec(folder: Path, corpus: Path, grid: dict, plugins: tuple = (), **data) -> Path:
+    config = tiny_config(corpus)
+    config["data"].update(data)
+    spec = {"name": "tok", "description": "tokenizer sweep", "plugins": [str(p) for p in plugins],
+            "base": {k: config[k] for k in ("model", "train", "data")}, "grid": grid, "seeds": 1,
+            "executor": {"backend": "loky", "n_jobs": 2, "threads": 1}}
+    path = folder / "tok.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tokenizer_sweep(tmp_path_factory, corpus):
+    """One sweep over char, bpe (300 tokens) and a plugin's tokenizer, trained once for the tests below."""
+    root = tmp_path_factory.mktemp("tokenizer_sweep")
+    plugin = root / "lowerchar_plugin.py"
+    plugin.write_text(PLUGIN)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPTLAB_CACHE_DIR", str(root / "cache"))  # module scope: before the autouse isolation
+        mp.setattr(TOKENIZERS, "_entries", dict(TOKENIZERS._entries))  # the plugin's entry leaves with the module
+        spec = write_spec(root, corpus, {"data.tokenizer": ["char", "bpe", "lowerchar"]}, (plugin,), vocab_size=300)
+        code = sweep_main([str(spec), "--results-dir", str(root / "results"), "--reports-dir", str(root / "reports")])
+        with open(root / "results" / "tok" / "summary.csv") as f:
+            rows = {row["data.tokenizer"]: row for row in csv.DictReader(f)}
+        yield code, root / "results" / "tok", rows
+
+
+def test_a_sweep_mixing_tokenizers_writes_bits_per_char_for_every_run(tokenizer_sweep):
+    code, results, rows = tokenizer_sweep
+    assert code == 0 and set(rows) == {"char", "bpe", "lowerchar"}
+    for name, row in rows.items():
+        assert row["status"] == "ok", (name, row["error"])
+        summary = json.loads((results / "runs" / row["run_id"] / "summary.json").read_text())
+        assert float(row["best_val_bpc"]) == pytest.approx(summary["best_val_bpc"], rel=1e-9)
+        assert summary["best_val_bpc"] == pytest.approx(summary["best_val_loss"] * summary["val_bpc_factor"], rel=1e-12)
+    assert float(rows["char"]["best_val_bpc"]) == pytest.approx(float(rows["char"]["best_val_loss"]) / LN2, rel=1e-9)
+    assert float(rows["bpe"]["best_val_bpc"]) < float(rows["bpe"]["best_val_loss"]) / LN2  # tokens of several chars
+    config = yaml.safe_load((results / "runs" / rows["bpe"]["run_id"] / "config.yaml").read_text())
+    assert config["data"]["tokenizer"] == "bpe" and config["data"]["vocab_size"] == 300
+
+
+def test_a_bpe_run_of_a_sweep_samples_decoded_text(tokenizer_sweep, corpus):
+    _, results, rows = tokenizer_sweep
+    run = results / "runs" / rows["bpe"]["run_id"]
+    sample = (run / RunDir.SAMPLE).read_text()
+    assert sample and sample == sample_from_run(run)  # the tokenizer rebuilt from the checkpoint
+    assert not set(sample) & set("ĠĊ")  # byte-level symbols would mean undecoded tokens
+    assert any(word in sample.lower() for word in ("the", "king", "queen", "lord", "thou"))
+    state = RunDir(run).load_checkpoint("best")["tokenizer"]
+    assert state["name"] == "bpe" and gtok.tokenizer_from_state(state).vocab_size <= 300
+
+
+def test_a_plugin_registers_a_tokenizer_a_sweep_can_use(tokenizer_sweep, corpus):
+    _, results, rows = tokenizer_sweep
+    run = results / "runs" / rows["lowerchar"]["run_id"]
+    state = RunDir(run).load_checkpoint("best")["tokenizer"]
+    assert state == {"name": "lowerchar", "chars": "".join(sorted(set(corpus.read_text().lower())))}
+    sample = (run / RunDir.SAMPLE).read_text()
+    assert sample and sample == sample.lower() and sample == sample_from_run(run)
+    assert int(rows["lowerchar"]["params"]) < int(rows["char"]["params"])  # a smaller embedding
+
+
+def test_list_shows_the_tokenizer_registry(capsys):
+    assert sweep_main(["--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines.index(f"data.tokenizer: {TOKENIZERS.description}")
+    entries = [line.split()[0] for line in lines[header + 1:header + 1 + len(TOKENIZERS)]]
+    assert entries[:2] == ["char", "bpe"] and all(line.startswith("  ") for line in lines[header + 1:header + 3])
