@@ -6,7 +6,10 @@ never trained twice, so only the seeds the rule asks for beyond them are trained
 prints the compute the adaptive sweep used against fixed-seed sweeps of the same cells, with the
 widest called half-width each reaches (fixed-seed sweeps: the usual pure error of all their runs).
 
-    python benchmarks/adaptive_real.py [--work DIR] [--jobs N]
+    python benchmarks/adaptive_real.py [--work DIR] [--jobs N] [--precision P --precision-for effects|interactions]
+
+Without --precision it runs the committed YAML (interactions, 0.008); with it, a copy of that YAML
+with the seeds rule changed, written into the work folder.
 
 Compute is the sum of the runs' `wall_s` (one core each), whoever trained them.
 """
@@ -53,11 +56,22 @@ def widest_fixed(results: Path, n_seeds: int, precision_for: str) -> tuple[float
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--work", type=Path, default=Path("/tmp/gptlab-adaptive-real"))
-    p.add_argument("--jobs", default="auto", help="workers for the runs still to train")
+    p.add_argument("--jobs", type=int, help="workers for the runs still to train (default: the YAML's)")
+    p.add_argument("--precision", type=float, help="target 95%% half-width (default: the YAML's)")
+    p.add_argument("--precision-for", choices=["effects", "interactions"], default="effects")
     args = p.parse_args()
+    spec = SPEC
+    if args.precision is not None:
+        import yaml
+
+        raw = yaml.safe_load(SPEC.read_text())
+        raw["seeds"] = {**raw["seeds"], "precision": args.precision, "precision_for": args.precision_for}
+        spec = args.work / SPEC.name
+        spec.parent.mkdir(parents=True, exist_ok=True)
+        spec.write_text(yaml.safe_dump(raw, sort_keys=False))
     print(f"copied {seed_runs(args.work)} shipped four_axes runs into {args.work}")
-    cmd = [sys.executable, "-m", "gptlab.sweep", str(SPEC), "--results-dir", str(args.work / "results"),
-           "--reports-dir", str(args.work / "reports"), "--jobs", str(args.jobs)]
+    cmd = [sys.executable, "-m", "gptlab.sweep", str(spec), "--results-dir", str(args.work / "results"),
+           "--reports-dir", str(args.work / "reports"), *(["--jobs", str(args.jobs)] if args.jobs else [])]
     print("$ " + " ".join(cmd), flush=True)
     code = subprocess.call(cmd, cwd=REPO)
     if code != 0:
