@@ -8,7 +8,7 @@ widest called half-width each reaches (fixed-seed sweeps: the usual pure error o
 
     python benchmarks/adaptive_real.py [--work DIR] [--jobs N] [--precision P --precision-for effects|interactions]
 
-Without --precision it runs the committed YAML (interactions, 0.008); with it, a copy of that YAML
+Without --precision it runs the committed YAML (main effects, 0.005); with it, a copy of that YAML
 with the seeds rule changed, written into the work folder.
 
 Compute is the sum of the runs' `wall_s` (one core each), whoever trained them.

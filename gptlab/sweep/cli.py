@@ -47,8 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def list_registries(stream: TextIO) -> None:
-    for axis, registry in REGISTRIES.items():
-        print(f"model.{axis}: {registry.description}", file=stream)
+    """Every registry a sweep's grid can name, by its dotted key, with one line per entry."""
+    from gptlab.run.tokenizers import TOKENIZERS
+
+    registries = {**{f"model.{axis}": registry for axis, registry in REGISTRIES.items()}, "data.tokenizer": TOKENIZERS}
+    for key, registry in registries.items():
+        print(f"{key}: {registry.description}", file=stream)
         for name in registry.names():
             print(f"  {name:<14} {registry.summary(name)}", file=stream)
 
@@ -143,6 +147,9 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         if spec is not None and results_dir is not None and results_dir.exists():
             rows = write_summary(spec, results_dir)
-            print(f"\ninterrupted: {len(rows)} of {len(spec.runs)} runs finished; run the same command "
+            rule = spec.seed_rule
+            planned = (f"{len(spec.runs) // rule.max * rule.min} to {len(spec.runs)} (adaptive seeds)" if rule
+                       else str(len(spec.runs)))
+            print(f"\ninterrupted: {len(rows)} of {planned} runs finished; run the same command "
                   "again to resume (each run continues from its last checkpoint)", file=out)
         return 130
