@@ -86,7 +86,7 @@ def main() -> int:
     n_adaptive = int(rounds["seeds"].max())
     print(f"\nrule: {rule}")
     print(rounds.to_string(index=False))
-    print(f"\n| design | seeds per cell | runs | compute (core-h, sum of wall_s) | widest 95% half-width | effect |")
+    print("\n| design | seeds per cell | runs | compute (core-h, sum of wall_s) | widest 95% half-width | effect |")
     print("|---|---|---|---|---|---|")
     print(f"| adaptive (Stein, round 1's variance) | {n_adaptive} | {len(runs)} | {runs['wall_s'].sum() / 3600:.2f} "
           f"| {rounds['widest_half_width'].iloc[-1]:.4f} | {rounds['effect'].iloc[-1]} |")

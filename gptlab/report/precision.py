@@ -93,11 +93,16 @@ class SeedRule:
         return int(out) if out.ndim == 0 else out
 
 
-def called_rows(analysis: Any, rule: SeedRule, label: Callable[[str, str], str]) -> pd.DataFrame:
-    """The effects the rule is about, with their 95% half-widths: columns effect, half_width."""
+def called_rows(analysis: Any, rule: SeedRule, label: Callable[[str, str], str],
+                scale: tuple[str, ...] | list[str] = ()) -> pd.DataFrame:
+    """The effects the rule is about, with their 95% half-widths: columns effect, half_width.
+
+    A scale factor's own main effect is never called (`report.scale`), so the rule ignores it.
+    """
     rows = []
     if analysis.design.full_factorial:
-        rows += [(label(r["factor"], r["level"]), r["ci95"]) for r in analysis.main.to_dict("records")]
+        rows += [(label(r["factor"], r["level"]), r["ci95"]) for r in analysis.main.to_dict("records")
+                 if r["factor"] not in scale]
     else:
         rows += [(r["cell"], r["ci95"]) for r in analysis.cells_vs_baseline.to_dict("records")]
     if rule.precision_for == "interactions":

@@ -29,7 +29,7 @@ def _called(res: Results, rule: SeedRule, n_seeds: int) -> pd.DataFrame:
                             endpoint=rule.precision_for == "interactions")  # main/per-cell effects need no more
     if analysis is None:
         return pd.DataFrame(columns=["effect", "half_width"])
-    return called_rows(analysis, rule, res.label)
+    return called_rows(analysis, rule, res.label, res.scale)
 
 
 def widest_at(res: Results, n_seeds: int) -> Widest:
