@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: Tiny Shakespeare)")
     parser.add_argument("--eval", action="store_true", help="with --nanogpt-ckpt: print the full validation loss")
     parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    parser.add_argument("--tokens", type=int, default=500, help="characters to generate")
+    parser.add_argument("--tokens", type=int, default=500, help="tokens to generate (characters with data.tokenizer char)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--temperature", type=float, default=0.8, help="softmax temperature")
     parser.add_argument("--top-k", type=int, default=None, help="sample only from the k likeliest tokens")

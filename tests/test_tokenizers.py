@@ -6,6 +6,7 @@ import contextlib
 import csv
 import json
 import math
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -76,21 +77,37 @@ class LowerChar:
 '''
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: these tiny models gain nothing from two, and the machine may be busy."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def split(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
     """The training and validation text as the lab splits them (by characters)."""
     n_train = int(len(text) * (1 - val_fraction))
     return text[:n_train], text[n_train:]
 
 
+def short_config(corpus: Path, **data) -> dict:
+    """tiny_config, shortened: these tests check how losses are scored, not how well a model learns."""
+    config = tiny_config(corpus, max_iters=20, eval_interval=10, log_interval=10)
+    config["data"].update(data)
+    return config
+
+
 def bpe_config(corpus: Path, vocab_size: int = 300) -> dict:
-    config = tiny_config(corpus)
+    config = short_config(corpus)
     config["data"].update(tokenizer="bpe", vocab_size=vocab_size)
     return config
 
 
 # -- bits per character ------------------------------------------------------------------------------
 def test_a_char_run_scores_bits_per_char_as_its_loss_over_ln2(corpus, tmp_path):
-    summary = train_run(tiny_config(corpus), tmp_path / "run")
+    summary = train_run(short_config(corpus), tmp_path / "run")
     assert summary["status"] == "ok"
     assert abs(summary["best_val_bpc"] - summary["best_val_loss"] / LN2) <= 1e-12
     assert abs(summary["val_bpc_factor"] - 1 / LN2) <= 1e-12
@@ -98,9 +115,20 @@ def test_a_char_run_scores_bits_per_char_as_its_loss_over_ln2(corpus, tmp_path):
     assert on_disk["best_val_bpc"] == summary["best_val_bpc"]
 
 
-def test_a_bpe_run_scores_summed_nll_over_the_characters_scored(corpus, tmp_path):
-    summary = train_run(bpe_config(corpus), tmp_path / "run")
-    model, tokenizer = load_checkpoint_model(tmp_path / "run", "best")
+@pytest.fixture(scope="module")
+def bpe_run(tmp_path_factory, corpus) -> tuple[Path, dict]:
+    """One finished BPE run (300 tokens), shared by the tests that only read it or copy it."""
+    root = tmp_path_factory.mktemp("bpe_run")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPTLAB_CACHE_DIR", str(root / "cache"))  # module scope: before the autouse isolation
+        summary = train_run(bpe_config(corpus), root / "run")
+    return root / "run", summary
+
+
+def test_a_bpe_run_scores_summed_nll_over_the_characters_scored(bpe_run, corpus):
+    run, summary = bpe_run
+    assert summary["status"] == "ok"
+    model, tokenizer = load_checkpoint_model(run, "best")
     _, val_text = split(corpus.read_text())
     ids = torch.tensor(tokenizer.encode(val_text), dtype=torch.long)
     assert tokenizer.decode(ids) == val_text
@@ -111,6 +139,20 @@ def test_a_bpe_run_scores_summed_nll_over_the_characters_scored(corpus, tmp_path
     assert summary["best_val_bpc"] == pytest.approx(summed_nll / chars_scored / LN2, rel=1e-6)
     assert len(ids) < 0.7 * len(val_text)  # BPE tokens span several characters, so bits/char < loss/ln 2
     assert summary["best_val_bpc"] < 0.8 * summary["best_val_loss"] / LN2
+
+
+def test_a_run_is_not_resumed_with_another_tokenizer_than_its_checkpoint(bpe_run, corpus, tmp_path, monkeypatch):
+    run = shutil.copytree(bpe_run[0], tmp_path / "run")
+    (run / RunDir.SUMMARY).unlink()  # unfinished: the next train_run resumes from ckpt_last.pt
+    real = gtok._train_bpe
+    monkeypatch.setattr(gtok, "_train_bpe", lambda text, vocab_size: real(text[::-1], vocab_size))  # other merges
+    gdata._load.cache_clear()  # with this test's empty cache, the tokenizer is trained again
+    with pytest.raises(GptlabError, match="trained with another bpe tokenizer than the data gives now"):
+        train_run(bpe_config(corpus), run)
+    monkeypatch.setattr(gtok, "_train_bpe", real)  # the same merges again: it resumes (and ends at once)
+    gdata._load.cache_clear()
+    monkeypatch.setenv("GPTLAB_CACHE_DIR", str(tmp_path / "fresh_cache"))
+    assert train_run(bpe_config(corpus), run)["best_val_loss"] == bpe_run[1]["best_val_loss"]
 
 
 # -- BPE sees the training split only, and is trained once per training text and vocab size -------------
@@ -149,6 +191,7 @@ def test_the_bpe_cache_trains_once_per_training_text_and_vocab_size(corpus, monk
 
     text = corpus.read_text()
     n_train = len(split(text)[0])
+    gdata._load.cache_clear()  # a dataset another test loaded in this process would hide the disk cache
     monkeypatch.setattr(gtok, "_train_bpe", counting)
     first = load_dataset("tiny", str(corpus), 0.1, "bpe", 300).tokenizer
     assert calls == [(n_train, 300)]
@@ -209,6 +252,28 @@ def test_an_out_of_range_vocab_size_in_a_sweep_grid_is_refused_in_one_line(tmp_p
     assert not (tmp_path / "results").exists()
 
 
+def test_a_plugin_tokenizer_sets_its_own_vocab_size_range(monkeypatch):
+    monkeypatch.setattr(TOKENIZERS, "_entries", dict(TOKENIZERS._entries))
+
+    @TOKENIZERS.register("sized")
+    class Sized(gtok.CharTokenizer):
+        """A tokenizer that uses data.vocab_size, with its own range."""
+        uses_vocab_size = True
+        VOCAB_RANGE = (2, 128)
+
+    @TOKENIZERS.register("unbounded")
+    class Unbounded(gtok.CharTokenizer):
+        """A tokenizer that uses data.vocab_size and states no range."""
+        uses_vocab_size = True
+
+    assert resolve_run_config({"data": {"tokenizer": "sized", "vocab_size": 100}}).data.vocab_size == 100
+    with pytest.raises(GptlabError, match=r"data.vocab_size must be between 2 and 128 for data.tokenizer sized, got 129"):
+        resolve_run_config({"data": {"tokenizer": "sized", "vocab_size": 129}})
+    assert resolve_run_config({"data": {"tokenizer": "unbounded", "vocab_size": 10**6}}).data.vocab_size == 10**6
+    with pytest.raises(GptlabError, match=r"data.vocab_size must be at least 1 for data.tokenizer unbounded, got 0"):
+        resolve_run_config({"data": {"tokenizer": "unbounded", "vocab_size": 0}})
+
+
 def test_an_unknown_tokenizer_names_the_key_and_the_valid_names():
     with pytest.raises(GptlabError) as err:
         resolve_run_config({"data": {"tokenizer": "bep"}})
@@ -226,6 +291,7 @@ def test_vocab_size_enters_the_identity_of_bpe_runs_only():
     assert run_hash({"vocab_size": 300}) == run_hash({"tokenizer": "char", "vocab_size": 4096}) == char
     bpe = {size: run_hash({"tokenizer": "bpe", "vocab_size": size}) for size in (300, 500)}
     assert len({char, *bpe.values()}) == 3
+    assert run_hash({"tokenizer": "bpe"}) == run_hash({"tokenizer": "bpe", "vocab_size": BPETokenizer.DEFAULT_VOCAB})
 
 
 def test_a_char_run_keeps_the_hash_it_had_before_tokenizers():
@@ -243,8 +309,7 @@ def test_a_char_run_keeps_the_hash_it_had_before_tokenizers():
 
 # -- sweeps ------------------------------------------------------------------------------------------
 def write_spec(folder: Path, corpus: Path, grid: dict, plugins: tuple = (), **data) -> Path:
-    config = tiny_config(corpus)
-    config["data"].update(data)
+    config = short_config(corpus, **data)
     spec = {"name": "tok", "description": "tokenizer sweep", "plugins": [str(p) for p in plugins],
             "base": {k: config[k] for k in ("model", "train", "data")}, "grid": grid, "seeds": 1,
             "executor": {"backend": "loky", "n_jobs": 2, "threads": 1}}

@@ -90,10 +90,11 @@ class DataConfig:
         except GptlabError as err:
             raise GptlabError(f"data.tokenizer: {err}") from None
         if tokenizer.uses_vocab_size and self.vocab_size is not None:
-            check_vocab_size(self.vocab_size)
+            check_vocab_size(self.vocab_size, self.tokenizer)
 
     @property
     def uses_vocab_size(self) -> bool:
+        """Whether data.vocab_size means anything to this tokenizer (char: no, so it stays out of the hash)."""
         return TOKENIZERS.get(self.tokenizer).uses_vocab_size
 
 
@@ -132,8 +133,11 @@ class RunConfig:
         to its sha256, so editing one makes a new run rather than reusing an old result.
         """
         settings = self.to_dict()
-        if not self.data.uses_vocab_size:
+        tokenizer = TOKENIZERS.get(self.data.tokenizer)
+        if not tokenizer.uses_vocab_size:
             settings["data"]["vocab_size"] = None  # char ignores it: one base serves every tokenizer
+        elif self.data.vocab_size is None:  # the size it trains when none is set: bpe's 1024 is one run, not two
+            settings["data"]["vocab_size"] = getattr(tokenizer, "DEFAULT_VOCAB", None)
         defaults = RunConfig(ModelConfig(), TrainConfig(), DataConfig()).to_dict()
         for section in ("model", "train", "data"):
             for name in list(settings[section]):

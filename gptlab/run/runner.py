@@ -21,10 +21,12 @@ from typing import Any
 import torch
 
 import gptlab
+from gptlab.errors import GptlabError
 from gptlab.run.config import RunConfig, resolve_run_config
 from gptlab.run.data import load_run_dataset
 from gptlab.run.device import resolve_device
 from gptlab.run.rundir import RunDir
+from gptlab.run.tokenizers import Tokenizer
 from gptlab.run.trainer import Outcome, Trainer, TrainerCallback, fmt_loss
 from gptlab.runio import atomic_write_text
 
@@ -89,6 +91,7 @@ def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None) -> dict[st
         trainer = Trainer(cfg, dataset, device, [RunDirWriter(folder)], run_id)
         state = folder.load_checkpoint("last", map_location=device)
         if state is not None:
+            check_same_tokenizer(state, dataset.tokenizer, folder)
             trainer.load_state_dict(state)
         outcome = trainer.run()
         write_sample(folder)
@@ -97,6 +100,17 @@ def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None) -> dict[st
         log.info("run %s finished: %s, best val %s at step %s, %.1f s", run_id, outcome.status,
                  fmt_loss(summary["best_val_loss"]), summary["best_step"], trainer.elapsed_s)
     return summary
+
+
+def check_same_tokenizer(state: dict[str, Any], tokenizer: Tokenizer, folder: RunDir) -> None:
+    """Refuse to resume a checkpoint whose token ids meant other text (a rebuilt BPE cache, another version)."""
+    saved = state.get("tokenizer", state.get("vocab"))
+    if isinstance(saved, str):  # a checkpoint of the first release: its character vocabulary
+        saved = {"name": "char", "chars": saved}
+    if saved is not None and saved != tokenizer.to_state():
+        raise GptlabError(f"{folder.path}: its checkpoint was trained with another {saved.get('name', '?')} tokenizer "
+                          "than the data gives now (a rebuilt tokenizer cache, or another tokenizers version?); "
+                          "delete the run folder to train it again")
 
 
 def write_sample(folder: RunDir) -> None:

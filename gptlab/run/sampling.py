@@ -1,7 +1,7 @@
 """Text from a run's checkpoint: `sample_from_run`, with the defaults every sample of the lab uses.
 
-Checkpoints carry the run config and the vocabulary, so sampling needs neither the dataset nor
-the sweep that trained the run. `python -m gptlab.sample` is the command line.
+Checkpoints carry the run config and the tokenizer, so sampling needs neither the dataset, the
+tokenizer cache nor the sweep that trained the run. `python -m gptlab.sample` is the command line.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def load_checkpoint_model(run_dir: str | Path, which: str = "best") -> tuple[GPT
 
 def generate(model: GPT, tokenizer: Tokenizer, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW_TOKENS, seed: int = SEED,
              temperature: float = 0.8, top_k: int | None = None) -> str:
-    """`max_new_tokens` characters after `prompt`; same seed, same text."""
+    """The text of `max_new_tokens` tokens after `prompt`; same seed, same text."""
     idx = torch.tensor([tokenizer.encode(prompt or "\n")], dtype=torch.long)
     generator = torch.Generator().manual_seed(seed)
     out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
@@ -44,6 +44,6 @@ def generate(model: GPT, tokenizer: Tokenizer, prompt: str = PROMPT, max_new_tok
 
 def sample_from_run(run_dir: str | Path, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW_TOKENS, seed: int = SEED,
                     temperature: float = 0.8, top_k: int | None = None, which: str = "best") -> str:
-    """Generate `max_new_tokens` characters after `prompt`; same seed, same text."""
+    """Generate `max_new_tokens` tokens after `prompt` (characters with char); same seed, same text."""
     model, tokenizer = load_checkpoint_model(run_dir, which)
     return generate(model, tokenizer, prompt, max_new_tokens, seed, temperature, top_k)

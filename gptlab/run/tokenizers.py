@@ -4,7 +4,8 @@ An entry is a class with `train(corpus, n_train_chars, vocab_size)` returning a 
 encodes and decodes, `to_state()` (what a checkpoint stores to rebuild it) and `from_state`.
 `uses_vocab_size` says whether `data.vocab_size` means anything to it: `char` ignores it (its
 vocabulary is the corpus's characters), so one base can serve both tokenizers and a char run's
-identity does not change with it.
+identity does not change with it. A tokenizer that uses it may say which sizes it can have
+(`VOCAB_RANGE`, checked by `check_vocab_size`) and which it takes when none is set (`DEFAULT_VOCAB`).
 
 - `char`: one id per distinct character of the whole corpus (the first release's behaviour).
 - `bpe`: byte-level BPE (Sennrich et al. 2016; GPT-2's byte-level variant) trained with the
@@ -43,7 +44,7 @@ class Tokenizer(Protocol):
     def to_state(self) -> dict[str, Any]: ...
 
 
-TOKENIZERS: Registry[type] = Registry("tokenizer", "how text becomes token ids (data.tokenizer)")
+TOKENIZERS: Registry[type] = Registry("tokenizer", "how text becomes token ids")
 
 
 @TOKENIZERS.register("char")
@@ -103,6 +104,7 @@ class BPETokenizer:
 
     uses_vocab_size: ClassVar[bool] = True
     DEFAULT_VOCAB: ClassVar[int] = 1024
+    VOCAB_RANGE: ClassVar[tuple[int, int]] = (MIN_BPE_VOCAB, MAX_BPE_VOCAB)
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
@@ -112,7 +114,7 @@ class BPETokenizer:
         from tokenizers import Tokenizer as HFTokenizer
 
         vocab_size = cls.DEFAULT_VOCAB if vocab_size is None else vocab_size
-        check_vocab_size(vocab_size)
+        check_vocab_size(vocab_size, "bpe")
         train_text = corpus[:n_train_chars]
         key = hashlib.sha256(f"bpe-bytelevel-v1:{vocab_size}:".encode() + train_text.encode("utf-8")).hexdigest()[:16]
         path = tokenizer_cache() / f"bpe-{vocab_size}-{key}.json"
@@ -171,13 +173,19 @@ def _train_bpe(text: str, vocab_size: int) -> Any:
     return tokenizer
 
 
-def check_vocab_size(vocab_size: int) -> None:
-    if not MIN_BPE_VOCAB <= vocab_size <= MAX_BPE_VOCAB:
-        raise GptlabError(f"data.vocab_size must be between {MIN_BPE_VOCAB} and {MAX_BPE_VOCAB:,} for a byte-level "
-                          f"BPE (256 byte tokens plus merges), got {vocab_size:,}")
+def check_vocab_size(vocab_size: int, tokenizer: str) -> None:
+    """Refuse, in one line naming the range, a data.vocab_size the tokenizer cannot have (its VOCAB_RANGE)."""
+    low, high = getattr(TOKENIZERS.get(tokenizer), "VOCAB_RANGE", (1, None))
+    if high is None and vocab_size < low:
+        raise GptlabError(f"data.vocab_size must be at least {low:,} for data.tokenizer {tokenizer}, got {vocab_size:,}")
+    if high is not None and not low <= vocab_size <= high:
+        why = " (256 byte tokens plus merges)" if tokenizer == "bpe" else ""
+        raise GptlabError(f"data.vocab_size must be between {low:,} and {high:,} for data.tokenizer {tokenizer}{why}, "
+                          f"got {vocab_size:,}")
 
 
 def tokenizer_cache() -> Path:
+    """Where trained tokenizers are kept, beside the downloaded datasets (`GPTLAB_CACHE_DIR`)."""
     from gptlab.run.data import cache_dir
 
     return cache_dir() / "tokenizers"
