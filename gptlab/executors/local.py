@@ -24,8 +24,10 @@ def _worker_died_errors() -> tuple[type[BaseException], ...]:
 
 
 def thread_env(threads: int) -> dict[str, str]:
-    """Thread caps for OpenMP/BLAS inside a worker, set before torch is imported there."""
-    return {name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    """Thread caps for OpenMP/BLAS (and rayon: the BPE trainer of `tokenizers`) inside a worker, set before
+    torch is imported there."""
+    return {name: str(threads) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                            "RAYON_NUM_THREADS")}
 
 
 def _parallel(tasks: Sequence[Task], workers: int, threads: int) -> Iterator[RunResult]:
