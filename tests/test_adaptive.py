@@ -154,6 +154,7 @@ def test_an_adaptive_sweep_stops_at_the_seed_count_its_rule_computes(tmp_path, c
     err = capsys.readouterr().err
     assert "round 1 (2 seeds): 8 runs (4 cells x 2 seeds), 8 already finished, 0 to train" in err
     assert "-> 4 seeds per cell" in err and "round 2 (4 seeds): 16 runs" in err
+    assert "round 2 (4 seeds): [ 9/16] " in err  # the progress lines name the round
     rounds = _rows(results / "ad" / "rounds.csv")
     assert [(r["round"], r["seeds"], r["runs_trained"]) for r in rounds] == [("1", "2", "8"), ("2", "4", "8")]
     assert float(rounds[0]["widest_half_width"]) == pytest.approx(w1, rel=1e-12)  # round 1 decides, always
@@ -197,3 +198,13 @@ def test_a_killed_adaptive_sweep_resumes_to_the_same_rounds(tmp_path, corpus):
     clean = _rows(tmp_path / "clean" / "ad" / "summary.csv")
     assert [{k: r[k] for k in keep} for r in _rows(killed / "summary.csv")] == [{k: r[k] for k in keep} for r in clean]
     assert len(clean) == 8  # precision unreachable: max seeds
+
+
+def test_dry_run_prints_the_minimum_and_the_worst_case_plan(tmp_path, corpus, capsys):
+    spec = _spec(tmp_path, corpus, {"min": 2, "max": 5, "precision": 0.01})
+    assert sweep_main([str(spec), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    assert "adaptive seeds: round 1 trains 2 seeds per cell" in out
+    assert "  minimum: 2 seeds per cell, 8 runs, 8 to train, ~0:" in out
+    assert "  worst case: 5 seeds per cell, 20 runs, 20 to train, ~0:" in out
+    assert not (tmp_path / "results").exists()  # a dry run writes nothing
