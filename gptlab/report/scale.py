@@ -61,7 +61,12 @@ def scale_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
     """One sentence per scientific effect and scale factor: holds, changes or reverses with scale."""
     out = []
     for (factor, level, s), part in table.groupby(["factor", "level", "scale_factor"], sort=False):
-        calls = [c or "no call" for c in part["call"]]
+        versus = f"{res.label(factor, level)} vs {res.label(factor, part['baseline'].iloc[0])}"
+        part = part[part["estimate"].notna()]
+        if len(part) < 2:
+            out.append(f"{versus}: estimable at {len(part)} level(s) of {res.short(s)}, so nothing to compare.")
+            continue
+        calls = [c if isinstance(c, str) and c else "no call" for c in part["call"]]
         decided = {c for c in calls if c in ("better", "worse")}
         if decided == {"better", "worse"}:
             word = "reverses"
@@ -69,9 +74,8 @@ def scale_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
             word = "holds"
         else:
             word = "changes"
-        at = "; ".join(f"{res.short(s)}={r['scale_level']}: {r['call'] or 'no call'} "
+        at = "; ".join(f"{res.short(s)}={r['scale_level']}: {c} "
                        f"{fmt_loss(r['estimate'])} ({fmt_loss(r['ci_low'])} to {fmt_loss(r['ci_high'])})"
-                       for r in part.to_dict("records"))
-        out.append(f"{res.label(factor, level)} vs {res.label(factor, part['baseline'].iloc[0])}: the call {word} "
-                   f"with {res.short(s)} ({at}).")
+                       for c, r in zip(calls, part.to_dict("records")))
+        out.append(f"{versus}: the call {word} with {res.short(s)} ({at}).")
     return out
