@@ -20,7 +20,7 @@ NUMBER = re.compile(r"(?<![\w.])[-+]?\d+\.\d{2,}(?![\d%]|M\b)")
 
 
 def test_the_reference_studies_are_shipped():
-    assert {"four_axes", "postln_warmup", "beyond"} <= set(STUDIES)
+    assert {"four_axes", "postln_warmup", "beyond", "transfer"} <= set(STUDIES)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_every_number_of_the_readme_findings_is_in_its_report(regenerated):
     readme = (REPO / "README.md").read_text()
     findings = readme.split("## What the lab found (reference studies)", 1)[1].split("\n## ", 1)[0]
     sections = re.split(r"\n\*\*\d\. \[", findings)[1:]
-    assert len(sections) == 3
+    assert len(sections) == 4
     for section in sections:
         name = re.search(r"\(reports/(\w+)/report\.md\)", section).group(1)
         assert _unsupported(section, _known_numbers(regenerated[name])) == [], name

@@ -84,7 +84,7 @@ def test_the_shipped_studies_still_name_all_their_finished_runs():
     from gptlab.sweep.results import run_dir
     from gptlab.sweep.spec import load_spec
 
-    for name in ("four_axes", "postln_warmup", "beyond"):
+    for name in ("four_axes", "postln_warmup", "beyond", "transfer"):
         spec = load_spec(REPO / "ablations" / f"{name}.yaml")
         states = {run_dir(REPO / "results" / name, r).state() for r in spec.runs}
         assert states == {"ok"}, (name, states)
