@@ -100,10 +100,15 @@ def test_a_huge_model_is_refused_without_being_built(tmp_path, corpus):
     spec = setting(spec, "base.model.n_head", 8)
     path = tmp_path / "huge.yaml"
     path.write_text(yaml.safe_dump(spec))
-    # The child reports its own peak (RUSAGE_CHILDREN would also count workers of earlier tests reaped since).
-    measured = ("import resource, runpy, sys\nsys.argv = ['gptlab.sweep'] + sys.argv[1:]\ntry:\n"
+    # The child reports its own peak: VmHWM of its own address space. Not RUSAGE_CHILDREN (it counts workers of
+    # earlier tests reaped since), nor the child's ru_maxrss (Linux carries the forking parent's peak over exec).
+    measured = ("import re, resource, runpy, sys\nsys.argv = ['gptlab.sweep'] + sys.argv[1:]\ntry:\n"
                 "    runpy.run_module('gptlab.sweep', run_name='__main__')\nfinally:\n"
-                "    print('PEAK_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+                "    try:\n"
+                "        peak = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
+                "    except (OSError, AttributeError):\n"
+                "        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+                "    print('PEAK_KIB', peak, file=sys.stderr)\n")
     proc = subprocess.run([sys.executable, "-c", measured, str(path), "--results-dir", str(tmp_path / "r")],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2 and "make the model or the batches smaller" in proc.stderr
