@@ -6,6 +6,7 @@ so an interrupted writer leaves either the old file or the new one, never half o
 from __future__ import annotations
 
 import csv
+import glob
 import io
 import json
 import math
@@ -26,6 +27,9 @@ def _current_umask() -> int:
 FILE_MODE = 0o666 & ~_current_umask()
 
 
+TEMP_SUFFIX = ".tmp"  # atomic_write's temp file beside PATH is .NAME.XXXXXXXX.tmp
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
     """The one atomic write: `write(f)` fills a temp file beside `path`, which is fsynced, then renamed.
 
@@ -36,7 +40,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -49,6 +53,19 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+def remove_temp_files(folder: str | os.PathLike, names: Iterable[str]) -> int:
+    """Delete the temp files a killed writer of `names` left in `folder` (a process ended mid-write
+    by SIGKILL or `os._exit` cannot remove its own); return how many. Call it only while holding
+    what keeps other writers of those files away (a run's lock): it would delete their temp files too.
+    """
+    removed = 0
+    for name in names:
+        for tmp in Path(folder).glob(f".{glob.escape(name)}.*{TEMP_SUFFIX}"):
+            tmp.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 def _fsync_dir(folder: Path) -> None:

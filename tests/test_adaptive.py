@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import os
 import signal
@@ -19,7 +20,7 @@ from gptlab.errors import GptlabError
 from gptlab.report.adaptive_sim import main_effect_contrasts, precision_for_seeds, simulate_null
 from gptlab.report.design import Design
 from gptlab.report.effects import analyse
-from gptlab.report.precision import SeedRule
+from gptlab.report.precision import SeedRule, Widest, called_rows
 from gptlab.sweep import main as sweep_main
 from gptlab.sweep.spec import load_spec
 
@@ -81,6 +82,53 @@ def test_the_simulation_closed_form_is_the_report_model():
     for row, c in zip(a.main.to_dict("records"), C):
         assert row["estimate"] == pytest.approx(float(c @ means), abs=1e-10)
         assert row["ci95"] == pytest.approx(t0 * math.sqrt(s2 * float(c @ c) / n), rel=1e-9)
+
+
+def _through_the_report(k_factors: int, rule: SeedRule, y: np.ndarray) -> tuple[int, int, int, int, int]:
+    """Null sweeps y (sweeps, cells, max seeds) through the report's own path, as an adaptive sweep runs them.
+
+    Round 1 (seeds < min) is analysed by `effects.analyse`, its widest called half-width (`precision.called_rows`,
+    `Widest`) sets N by `SeedRule.seeds_needed`, and seeds < N are analysed with round 1's error (`stein`), as
+    `stats.analyse_runs` does. A call is a 95% CI without zero. Returns (first effect called, any called,
+    effects called, sum of N, sweeps at max), the counts `simulate_null` reports.
+    """
+    names = tuple(f"f{i}" for i in range(k_factors))
+    levels = {f: ("0", "1") for f in names}
+    grid = list(itertools.product(*levels.values()))  # main_effect_contrasts' cell order
+    design = Design(names, levels, {f: "0" for f in names}, tuple(grid))
+    label = lambda f, lv: f"{f}={lv}"
+    first = any_ = effects = total_n = at_max = 0
+    for sweep in y:
+        def analysis(n: int):
+            cells = [c for c in grid for _ in range(n)]
+            seeds = np.tile(np.arange(n), len(grid))
+            return analyse(sweep[:, :n].ravel(), cells, seeds, design, label, 0.01, endpoint=False,
+                           error_mask=seeds < rule.min)
+        n = int(rule.seeds_needed(Widest.of(called_rows(analysis(rule.min), rule, label)).half_width))
+        final = analysis(n)
+        assert final.fit.kind == "stein" and final.fit.df == (len(grid) - 1) * (rule.min - 1)
+        called = ((final.main["ci_low"] > 0) | (final.main["ci_high"] < 0)).to_numpy()
+        first, any_, effects = first + int(called[0]), any_ + int(called.any()), effects + int(called.sum())
+        total_n, at_max = total_n + n, at_max + int(n == rule.max)
+    return first, any_, effects, total_n, at_max
+
+
+def test_part_of_the_null_simulation_through_the_reports_stein_path():
+    """300 null sweeps: the report's own analysis calls exactly what the closed form calls, about 5% of the time."""
+    first_calls = sweeps = 0
+    for (k, m), seed in (((2, 2), 21), ((3, 3), 22)):
+        rule, n_sweeps = SeedRule(m, 12, precision_for_seeds(k, m, 6)), 150
+        closed = simulate_null(k, rule, n_sweeps, np.random.default_rng(seed))
+        rng = np.random.default_rng(seed)  # the same draws, in simulate_null's order (sigma 1, seed_sd 0.5)
+        y = rng.normal(0.0, 1.0, (n_sweeps, 2 ** k, rule.max)) + rng.normal(0.0, 0.5, (n_sweeps, 1, rule.max))
+        first, any_, effects, total_n, at_max = _through_the_report(k, rule, y)
+        assert (first, any_, effects) == (closed.false_first, closed.false_any, closed.effects_called), k
+        assert total_n / n_sweeps == pytest.approx(closed.mean_seeds, abs=1e-12)
+        assert at_max / n_sweeps == pytest.approx(closed.at_max, abs=1e-12)
+        assert rule.min < closed.mean_seeds < rule.max  # the rule adapted: round 2 happened in many sweeps
+        first_calls, sweeps = first_calls + first, sweeps + n_sweeps
+    se = math.sqrt(0.05 * 0.95 / sweeps)
+    assert abs(first_calls / sweeps - 0.05) < 3 * se, f"{first_calls} of {sweeps} first effects called"
 
 
 # -- the rule itself ------------------------------------------------------------------------------

@@ -86,3 +86,31 @@ def test_the_rules_catch_an_upward_import(tmp_path):
 def test_no_module_is_over_350_lines(path):
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= 350, f"{path.relative_to(PACKAGE)} has {lines} lines; split it by what its parts own"
+
+
+def defines_planner(path: Path) -> bool:
+    """Whether a module defines a planner (a class with a `next_stage` method)."""
+    return any(isinstance(node, ast.ClassDef) and any(isinstance(f, ast.FunctionDef) and f.name == "next_stage"
+                                                      for f in node.body)
+               for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+
+
+def driver_imports(path: Path) -> list[str]:
+    """The sweep driver's modules `path` imports (`gptlab.sweep` itself re-exports the CLI's main)."""
+    driver = ("gptlab.sweep", "gptlab.sweep.execute", "gptlab.sweep.cli", "gptlab.sweep.__main__")
+    return [f"line {line}: {target}" for line, target in gptlab_imports(path) if target in driver]
+
+
+def test_planners_never_import_the_driver():
+    """One sweep loop: `execute` asks the planners for stages; no planner calls back into it (or the CLI)."""
+    planners = [p for p in sorted((PACKAGE / "sweep").rglob("*.py")) if defines_planner(p)]
+    assert {"gptlab.sweep.planners", "gptlab.sweep.adaptive"} <= {dotted(p) for p in planners}
+    wrong = [f"{dotted(p)} {hit}" for p in planners for hit in driver_imports(p)]
+    assert not wrong, "a planner imports the sweep driver: " + "; ".join(wrong)
+
+
+def test_the_rules_catch_a_planner_calling_back_into_the_driver(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("class Rounds:\n    def next_stage(self, finished):\n"
+                   "        from gptlab.sweep.execute import train\n        return None\n")
+    assert defines_planner(bad) and driver_imports(bad) == ["line 3: gptlab.sweep.execute"]

@@ -67,9 +67,10 @@ CASES = [
      "model.bias level 1 (int) is not in the grid"),
     ("baseline-str-for-float", lambda s, d: {**s, "grid": {"train.beta2": [0.95, 0.99]}, "baseline": {"train.beta2": "0.99"}},
      "level '0.99' (str) is not in the grid"),
-    ("block_size-10M", lambda s, d: setting(s, "base.model.block_size", 10_000_000), "too few for model.block_size"),
-    ("n_layer-10000", lambda s, d: setting(setting(setting(s, "base.model.n_layer", 10_000), "base.model.n_embd", 128),
-                                          "base.model.n_head", 4), "more than the"),
+    ("block_size-1M", lambda s, d: setting(s, "base.model.block_size", 1_000_000), "too few for model.block_size"),
+    ("n_layer-1000", lambda s, d: setting(setting(setting(s, "base.model.n_layer", 1_000), "base.model.n_embd", 1024),
+                                         "base.model.n_head", 4), "more than the"),
+    ("n_layer-10000", lambda s, d: setting(s, "base.model.n_layer", 10_000), "model.n_layer must be at most 1,024"),
     *([("device-mps", lambda s, d: setting(s, "base.train.device", "mps"), "MPS (Apple GPUs) is not available")]
       if not torch.backends.mps.is_available() else []),
     *([("device-cuda", lambda s, d: setting(s, "base.train.device", "cuda:0"), "CUDA is not available here")]
@@ -96,7 +97,7 @@ def test_odd_input_is_refused_in_one_line_before_anything_is_written(case, chang
 
 def test_a_huge_model_is_refused_without_being_built(tmp_path, corpus):
     """The memory estimate refuses it: the refusing process never grows past a few hundred MiB."""
-    spec = setting(setting(base_spec(corpus), "base.model.n_layer", 2_000), "base.model.n_embd", 1024)
+    spec = setting(setting(base_spec(corpus), "base.model.n_layer", 1_000), "base.model.n_embd", 2048)
     spec = setting(spec, "base.model.n_head", 8)
     path = tmp_path / "huge.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -133,7 +134,7 @@ def test_a_non_integral_value_for_an_int_is_refused(written):
 
 def test_a_sweep_with_max_iters_1e4_and_huge_intervals_is_accepted(tmp_path, corpus, capsys):
     spec = setting(base_spec(corpus), "base.train.max_iters", "1e4")
-    spec = setting(setting(spec, "base.train.eval_interval", 10**9), "base.train.log_interval", 10**9)
+    spec = setting(setting(spec, "base.train.eval_interval", 10**8), "base.train.log_interval", 10**8)
     path = tmp_path / "ok.yaml"
     path.write_text(yaml.safe_dump(spec))
     assert sweep_main([str(path), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0

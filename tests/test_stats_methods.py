@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import statsmodels.formula.api as smf
+from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
 from gptlab.errors import GptlabError
@@ -131,6 +132,74 @@ def test_seeds_for_precision_shrink_the_ci_to_the_margin():
     t = next(iter([analyse(y, cells, seeds, d, label, 0.01).fit.test(d.interaction((("a", "1"),)))]))
     assert seeds_for_precision(t, 3, 4, 0.01, "pure") == n
     assert math.isnan(seeds_for_precision(t, 3, 4, 1e-9, "pure"))  # beyond 10,000 seeds
+
+
+def _two_way_residuals(y: np.ndarray) -> np.ndarray:
+    """Residuals of y[cell, seed] ~ cell + seed (balanced), by plain row and column means."""
+    return y - y.mean(1, keepdims=True) - y.mean(0, keepdims=True) + y.mean()
+
+
+def _brute_force_seeds(c: np.ndarray, cell_var: np.ndarray, df_at, margin: float) -> float:
+    """The first n = 2, 3, ... with t_0.975(df(n)) * sqrt(sum c_i^2 var_i / n) <= margin (NaN past 10,000).
+
+    The variance of a contrast of balanced cell means with n seeds per cell is sum_i c_i^2 var_i / n (the
+    seed block cancels in a contrast); `df_at(n, parts)` is the error's degrees of freedom at n seeds. Every
+    n is evaluated (one array), and the first that reaches the margin is taken.
+    """
+    n = np.arange(2, 10_001, dtype=float)
+    parts = np.outer(1.0 / n, c ** 2 * cell_var)  # (n, cells): each cell's share of the variance at n seeds
+    df = df_at(n, parts)
+    half = st.t.ppf(0.975, df) * np.sqrt(parts.sum(1))
+    ok = np.flatnonzero(half <= margin)
+    return float(n[ok[0]]) if ok.size else math.nan
+
+
+@pytest.mark.parametrize("factors, n_seeds, noise_sd, margin, kind", [
+    (TWO, 3, 0.02, 0.01, "pure"),
+    (TWO, 2, 0.004, 0.01, "pure"),  # already precise: the fewest seeds, 2
+    ({"a": ("0", "1"), "b": ("0", "1", "2")}, 4, 0.015, 0.005, "pure"),
+    ({"a": ("0", "1"), "b": ("0", "1"), "c": ("0", "1")}, 3, 0.03, 0.01, "pure"),
+    ({"a": ("0", "1"), "b": ("0", "1"), "c": ("0", "1")}, 5, 0.01, 0.002, "stein"),
+    (TWO, 4, 0.02, 0.008, "stein"),
+    ({"a": ("0", "1"), "b": ("0", "1", "2")}, 6, (0.002, 0.002, 0.002, 0.002, 0.002, 0.08), 0.02, "welch"),
+    (TWO, 3, 0.05, 1e-4, "pure"),  # more than 10,000 seeds: NaN
+])
+def test_seeds_needed_matches_a_brute_force_search(factors, n_seeds, noise_sd, margin, kind):
+    """The report's seeds_needed column against an independent search: one more seed at a time, with scipy's
+    t quantile and the model's variance (pure: pooled residual variance on (cells - 1)(n - 1) df; stein: round 1's
+    variance and df, whatever n; welch: per-cell variances, Welch-Satterthwaite df with n - 1 per cell)."""
+    d = design(factors)
+    K = len(d.cells)
+    y, cells, seeds = simulate_runs(d.cells, [1.5] * K, n_seeds, np.random.default_rng(7), noise_sd=noise_sd,
+                                    seed_sd=0.01)
+    first = 2 if kind == "stein" else n_seeds
+    a = analyse(y, cells, seeds, d, label, margin, error_mask=seeds < first if kind == "stein" else None)
+    assert a.fit.kind == kind
+    Y = y.reshape(K, n_seeds)  # simulate_runs: cell-major, seeds 0..n-1
+    if kind == "welch":
+        r = _two_way_residuals(Y)
+        per_cell_df = (n_seeds - 1) * (K - 1) / K  # the seed block's df spread over the cells
+        cell_var = (r ** 2).sum(1) / per_cell_df
+        df_at = lambda n, parts: parts.sum(-1) ** 2 / np.sum(parts ** 2, -1) * ((n - 1) * (K - 1) / K)
+    else:
+        r = _two_way_residuals(Y[:, :first])
+        df0 = (K - 1) * (first - 1)
+        cell_var = np.full(K, (r ** 2).sum() / df0)
+        df_at = (lambda n, parts: np.full_like(n, df0)) if kind == "stein" else (lambda n, parts: (K - 1) * (n - 1))
+    rows = [(r_, d.interaction(((r_["factor"], r_["level"]),))) for r_ in a.main.to_dict("records")]
+    rows += [(r_, d.interaction(((r_["factor_a"], r_["level_a"]), (r_["factor_b"], r_["level_b"]))))
+             for r_ in a.interactions.to_dict("records")]
+    for row, c in rows:
+        expected = _brute_force_seeds(c, cell_var, df_at, margin)
+        # the model's half-width at today's seeds is the same formula at n = n_seeds
+        now = np.array([float(n_seeds)])
+        assert row["ci95"] == pytest.approx(float(st.t.ppf(0.975, df_at(now, np.outer(1 / now, c ** 2 * cell_var)))[0])
+                                            * math.sqrt(float(np.sum(c ** 2 * cell_var)) / n_seeds), rel=1e-6)
+        if math.isnan(expected):
+            assert math.isnan(row["seeds_needed"]), row
+        else:
+            assert row["seeds_needed"] == expected, (row, expected)
+    assert any(math.isnan(r_["seeds_needed"]) for r_, _ in rows) == (margin < 1e-3)
 
 
 def test_holm_family_counts_identical_contrasts_once():

@@ -229,17 +229,17 @@ def test_parallel_workers_train_one_bpe(corpus, monkeypatch):
 
 
 # -- validation and run identity ---------------------------------------------------------------------
-@pytest.mark.parametrize("size", [0, 256, 65_537, 1_000_000])
+@pytest.mark.parametrize("size", [0, 255, 65_537, 1_000_000])
 def test_an_out_of_range_bpe_vocab_size_is_one_clear_error(size):
     with pytest.raises(GptlabError) as err:
         resolve_run_config({"data": {"tokenizer": "bpe", "vocab_size": size}})
     message = str(err.value)
-    assert "data.vocab_size" in message and "257" in message and "65,536" in message and "\n" not in message
+    assert "data.vocab_size" in message and "256" in message and "65,536" in message and "\n" not in message
     assert f"{size:,}" in message
 
 
 def test_the_bpe_vocab_size_bounds_are_accepted_and_char_ignores_it():
-    for size in (257, 65_536):
+    for size in (256, 65_536):
         assert resolve_run_config({"data": {"tokenizer": "bpe", "vocab_size": size}}).data.vocab_size == size
     assert resolve_run_config({"data": {"vocab_size": 3}}).data.tokenizer == "char"
 
@@ -248,7 +248,7 @@ def test_an_out_of_range_vocab_size_in_a_sweep_grid_is_refused_in_one_line(tmp_p
     spec = write_spec(tmp_path, corpus, {"data.tokenizer": ["char", "bpe"], "data.vocab_size": [100]})
     assert sweep_main([str(spec), "--results-dir", str(tmp_path / "results")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "data.vocab_size" in err[0] and "between 257 and 65,536" in err[0], err
+    assert len(err) == 1 and "data.vocab_size" in err[0] and "between 256 and 65,536" in err[0], err
     assert not (tmp_path / "results").exists()
 
 

@@ -32,31 +32,31 @@ class ExecutorConfig:
     def from_mapping(cls, raw: Any) -> "ExecutorConfig":
         """Validate a YAML mapping, naming the `executor.KEY` of every problem."""
         if not isinstance(raw, Mapping):
-            raise GptlabError(f"executor: must be a mapping, got {raw!r}")
+            raise GptlabError(f"executor: must be a mapping, got {_show(raw)}")
         names = [f.name for f in dataclasses.fields(cls)]
         for key in raw:
             if key not in names:
-                raise GptlabError(f"executor: unknown key '{key}'{closest(str(key), names)}; valid: {', '.join(names)}")
+                raise GptlabError(f"executor: unknown key {_show(key)}{closest(str(key), names)}; valid: {', '.join(names)}")
         config = cls(**raw)
         config.validate()
         return config
 
     def validate(self) -> None:
         if not isinstance(self.backend, str) or self.backend not in BACKENDS:
-            raise _fail("backend", f"unknown backend {self.backend!r}{closest(str(self.backend), BACKENDS.names())}; "
+            raise _fail("backend", f"unknown backend {_show(self.backend)}{closest(str(self.backend), BACKENDS.names())}; "
                         f"valid: {', '.join(BACKENDS.names())}")
         for key in ("n_jobs", "threads"):
             value = getattr(self, key)
             if value != "auto" and not _positive_int(value):
-                raise _fail(key, f"must be 'auto' or a positive integer, got {value!r}")
+                raise _fail(key, f"must be 'auto' or a positive integer, got {_show(value)}")
         if not _positive_int(self.runs_per_gpu):
-            raise _fail("runs_per_gpu", f"must be a positive integer, got {self.runs_per_gpu!r}")
+            raise _fail("runs_per_gpu", f"must be a positive integer, got {_show(self.runs_per_gpu)}")
         for key in ("scheduler", "shared_dir"):
             value = getattr(self, key)
             if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise _fail(key, f"must be a non-empty string, got {value!r}")
+                raise _fail(key, f"must be a non-empty string, got {_show(value)}")
         if self.on_worker_lost not in ON_WORKER_LOST:
-            raise _fail("on_worker_lost", f"must be one of {', '.join(ON_WORKER_LOST)}, got {self.on_worker_lost!r}")
+            raise _fail("on_worker_lost", f"must be one of {', '.join(ON_WORKER_LOST)}, got {_show(self.on_worker_lost)}")
         if self.backend == "dask" and not self.scheduler:
             raise _fail("scheduler", "the dask backend needs a scheduler address (tcp://HOST:PORT) or 'local'")
         for key in ("scheduler", "shared_dir"):
@@ -65,7 +65,7 @@ class ExecutorConfig:
                             "add executor.backend: dask (or --backend dask), or remove it")
         if self.shared_dir is not None and not os.path.isabs(os.path.expanduser(self.shared_dir)):
             raise _fail("shared_dir", f"must be an absolute path (every worker resolves it on its own machine), "
-                        f"got {self.shared_dir!r}")
+                        f"got {_show(self.shared_dir)}")
         if self.backend == "loky" and isinstance(self.threads, int):
             from gptlab.executors.plan import available_cores
 
@@ -73,6 +73,10 @@ class ExecutorConfig:
             if self.threads > cores:
                 raise _fail("threads", f"{self.threads} threads per run, but this machine has {cores} core(s); "
                             f"use at most {cores}, or auto")
+        for key, limit in LIMITS.items():
+            value = getattr(self, key)
+            if isinstance(value, int) and value > limit:
+                raise _fail(key, f"must be at most {limit:,}, got {_show(value)}: no machine or cluster comes near it")
 
     def to_dict(self) -> dict[str, Any]:
         """As recorded in results/NAME/sweep.yaml (unset optional keys left out)."""
@@ -80,10 +84,25 @@ class ExecutorConfig:
 
 
 ON_WORKER_LOST = ("retry", "fail")
+# Upper bounds of the counts above: beyond any machine or cluster, they stop an absurd number (a typo) early.
+LIMITS = {
+    "n_jobs": 10_000,  # runs at once: a sweep has at most 10,000 runs (sweep/spec.py MAX_RUNS)
+    "threads": 4_096,  # threads per run: more cores than the largest machines have
+    "runs_per_gpu": 256,  # runs sharing one GPU
+}
 
 
 def _fail(key: str, message: str) -> GptlabError:
     return GptlabError(f"executor.{key}: {message}")
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """repr of a user's value, cut for a one-line message."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit str limit
+        return f"an integer of {value.bit_length():,} bits"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _positive_int(value: Any) -> bool:
@@ -118,6 +137,7 @@ class Task:
     search_path: tuple[str, ...] = ()  # folders added to sys.path for the plugins
     gpus: int = 0  # GPUs the workers share (a run takes a free slot among them); 0 on CPU
     runs_per_gpu: int = 1  # slots per GPU
+    driver: tuple[int, float] | None = None  # (pid, creation time) of the sweep's process: the run stops once it is gone
 
 
 @dataclass(frozen=True)

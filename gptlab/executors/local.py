@@ -2,14 +2,23 @@
 
 It survives workers that die (killed, out of memory): the runs that were in flight are retried
 one at a time, and only a run whose worker dies while it trains alone is marked failed.
+
+Stopping is the driver's job. Workers ignore SIGINT and SIGHUP, which a terminal sends to the
+whole process group: the driver, stopped by them, kills its workers at once (a worker that
+caught them too would race it, and print its own traceback). A worker whose driver is gone stops
+on its own (`gptlab.executors.worker.DriverWatch`).
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
-from typing import Iterator, Sequence
+import queue
+import signal
+from typing import Any, Iterator, Sequence
 
 from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Plan, RunResult, Task
-from gptlab.executors.worker import WORKER_DIED, execute_run, failed_result
+from gptlab.executors.worker import WORKER_DIED, driver_identity, execute_run, failed_result
 from gptlab.run.rundir import RunDir
 
 log = logging.getLogger("gptlab.executors.local")
@@ -30,6 +39,29 @@ def thread_env(threads: int) -> dict[str, str]:
                                             "RAYON_NUM_THREADS")}
 
 
+def ignore_terminal_signals() -> None:
+    """A worker's initializer: Ctrl-C and a closed terminal stop the driver, which stops its workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def _terminal_signals_blocked() -> Iterator[None]:
+    """Hold SIGINT and SIGHUP back from this thread while loky starts its processes and threads.
+
+    What starts meanwhile inherits the mask: loky's resource trackers (which would die of a
+    closed terminal's SIGHUP, print tracebacks and leak semaphores), its manager thread (so the
+    main thread alone takes the signals) and the workers. A signal that arrives meanwhile is
+    delivered when the block ends, not lost.
+    """
+    held = {signal.SIGINT, signal.SIGHUP}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def _parallel(tasks: Sequence[Task], workers: int, threads: int) -> Iterator[RunResult]:
     """Results of `tasks` as they finish, each trained in a loky worker process.
 
@@ -40,16 +72,35 @@ def _parallel(tasks: Sequence[Task], workers: int, threads: int) -> Iterator[Run
 
     from joblib.externals.loky import get_reusable_executor
 
-    executor = get_reusable_executor(max_workers=workers, env=thread_env(threads), reuse=True)
-    futures = [executor.submit(execute_run, task) for task in tasks]
+    driver = driver_identity()  # each worker stops its run once this process is gone
+    with _terminal_signals_blocked():
+        executor = get_reusable_executor(max_workers=workers, env=thread_env(threads), reuse=True,
+                                         initializer=ignore_terminal_signals)
+        futures = [executor.submit(execute_run, dataclasses.replace(task, driver=driver)) for task in tasks]
     try:
         for future in as_completed(futures):
             yield future.result()
     except BaseException:  # a dead worker, Ctrl-C, --fail-fast: stop everything still in flight
-        for future in futures:
-            future.cancel()
-        executor.shutdown(wait=False, kill_workers=True)
+        _stop(executor)
         raise
+
+
+def _stop(executor: Any) -> None:
+    """Kill the workers of a loky executor at once and fail the futures it had not started.
+
+    Two races in loky's manager thread (joblib 1.6) made Ctrl-C print a traceback, both avoided
+    here. No `future.cancel()` first: loky fails every pending future itself, and one already
+    cancelled made the thread die of InvalidStateError before it killed the workers (which then
+    trained on). The ids of the queued runs are dropped first: loky fails their futures but keeps
+    their ids, and the thread then died of a KeyError. Waiting (a SIGKILL and a join) leaves
+    nothing for the interpreter's exit to join.
+    """
+    work_ids = getattr(executor, "_work_ids", None)  # private: skipped if a later loky renames it
+    if work_ids is not None:
+        with contextlib.suppress(queue.Empty):
+            while True:
+                work_ids.get_nowait()
+    executor.shutdown(wait=True, kill_workers=True)
 
 
 class FailFast(Exception):

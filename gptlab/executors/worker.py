@@ -3,21 +3,117 @@
 `execute_run` never raises for a run's own errors: they are recorded in its run directory as a
 failed run, so one bad run never stops its siblings. It sets the worker process's settings
 (threads, TF32), imports the sweep's plugins, and marks the run as in flight while it trains.
+
+A worker dies with its driver. A task names the driver process (`Task.driver`: pid and creation
+time, so a reused pid is not taken for it), and while the run trains a watchdog thread checks
+every `DRIVER_POLL_S` that the driver still lives. Once it is gone (SIGKILL, the OOM killer, a
+`timeout`), the run stops at its next step, raising `RunStopped` out of the loop: every file it
+wrote is whole (atomic writes), so a rerun resumes it from its last checkpoint. A run that has
+not stopped `STOP_GRACE_S` later (a long evaluation, a tokenizer being trained) is ended by
+`os._exit`, which is as safe for the same reason. Either way the worker process exits.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import fcntl
+import logging
 import math
+import os
+import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from gptlab.executors.base import RunResult, Task
 from gptlab.run.rundir import RunDir
+from gptlab.run.trainer import TrainerCallback
+
+log = logging.getLogger("gptlab.executors.worker")
 
 WORKER_DIED = "worker process died while training (killed, or out of memory)"
+DRIVER_POLL_S = 0.5  # how often a training worker checks that its driver still lives
+STOP_GRACE_S = 2.0  # how long a run may take to reach its next step before the worker exits anyway
+ORPHAN_EXIT = 75  # exit status of a worker that stopped because its driver was gone (EX_TEMPFAIL: rerun)
+
+
+class RunStopped(BaseException):
+    """Raised at a step of a run whose driver is gone. Not an `Exception`: it is no failure of the
+    run, and nothing on its way out (a plugin's `except Exception`) may record it as one."""
+
+
+def driver_identity() -> tuple[int, float]:
+    """This process as a worker's driver: its pid and creation time (a pid alone may be reused)."""
+    import psutil
+
+    return os.getpid(), psutil.Process().create_time()
+
+
+class DriverWatch(TrainerCallback):
+    """Stops the run it watches, then this worker process, once the driver that sent it is gone.
+
+    As a `TrainerCallback` it raises `RunStopped` at the first step after the driver went away;
+    its thread ends the process `STOP_GRACE_S` later if the run has not stopped by then.
+    """
+
+    def __init__(self, driver: tuple[int, float], run_id: str, poll_s: float = DRIVER_POLL_S,
+                 grace_s: float = STOP_GRACE_S, exit: Callable[[int], Any] = os._exit) -> None:
+        self.driver, self.run_id, self.poll_s, self.grace_s = driver, run_id, poll_s, grace_s
+        self._exit = exit  # os._exit; a test's stand-in
+        self.gone = threading.Event()  # set once the driver is gone: the run stops at its next step
+        self._done = threading.Event()  # set when the run ends, however it ends
+        self._process = _find_process(*driver)
+        self._thread = threading.Thread(target=self._watch, name=f"driver-watch-{run_id}", daemon=True)
+
+    def __enter__(self) -> "DriverWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._done.set()
+
+    def on_step(self, trainer: Any) -> None:
+        if self.gone.is_set():
+            raise RunStopped(f"driver process {self.driver[0]} is gone")
+
+    def _watch(self) -> None:
+        alive = _alive(self._process)
+        while alive and not self._done.wait(self.poll_s):
+            alive = _alive(self._process)
+        if alive:
+            return  # the run ended while its driver lived
+        log.warning("driver process %d is gone: stopping run %s (a rerun resumes it from its last checkpoint)",
+                    self.driver[0], self.run_id)
+        self.gone.set()
+        self._done.wait(self.grace_s)
+        self._exit(ORPHAN_EXIT)  # whether or not the run has stopped: its every file is whole
+
+
+def _find_process(pid: int, created: float) -> Any:
+    """The psutil handle of the driver, or None when that process is already gone (or its pid reused)."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        # psutil compares clock-independent start ticks from here on (is_running); this first check
+        # is in wall-clock seconds, hence the slack (a clock step between driver and worker).
+        return process if abs(process.create_time() - created) < 1.0 else None
+    except psutil.Error:
+        return None
+
+
+def _alive(process: Any) -> bool:
+    import psutil
+
+    if process is None:
+        return False
+    try:
+        # A SIGKILLed driver stays a zombie until its own parent reaps it: that is gone too.
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:  # denied: cannot tell, so keep training
+        return True
 
 
 @contextlib.contextmanager
@@ -50,18 +146,23 @@ def execute_run(task: Task) -> RunResult:
     folder = RunDir(task.run_dir)
     config = dict(task.config)
     started = time.perf_counter()
-    with folder.running():
-        try:
-            configure_process(task.threads)
-            import_plugins(list(task.plugins), list(task.search_path))
-            if task.gpus > 1:
-                with gpu_slot(folder.path.parent.parent / ".gpu_slots", task.gpus, task.runs_per_gpu) as gpu:
-                    config["train"] = {**config["train"], "device": f"cuda:{gpu}"}
-                    summary = train_run(config, folder.path, run_id=task.run_id)
-            else:
-                summary = train_run(config, folder.path, run_id=task.run_id)
-        except Exception as err:  # recorded, not raised: one bad run must not stop its siblings
-            summary = folder.record_failure(task.run_id, dict(task.config), err)
+    watch = DriverWatch(task.driver, task.run_id) if task.driver else None
+    callbacks = [watch] if watch else []
+    try:
+        with watch or contextlib.nullcontext(), folder.running():
+            try:
+                configure_process(task.threads)
+                import_plugins(list(task.plugins), list(task.search_path))
+                if task.gpus > 1:
+                    with gpu_slot(folder.path.parent.parent / ".gpu_slots", task.gpus, task.runs_per_gpu) as gpu:
+                        config["train"] = {**config["train"], "device": f"cuda:{gpu}"}
+                        summary = train_run(config, folder.path, run_id=task.run_id, callbacks=callbacks)
+                else:
+                    summary = train_run(config, folder.path, run_id=task.run_id, callbacks=callbacks)
+            except Exception as err:  # recorded, not raised: one bad run must not stop its siblings
+                summary = folder.record_failure(task.run_id, dict(task.config), err)
+    except RunStopped:  # the driver is gone: nobody waits for a result; the run's lock and marker are released
+        os._exit(ORPHAN_EXIT)
     return RunResult(task.run_id, summary, time.perf_counter() - started)
 
 

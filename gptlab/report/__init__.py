@@ -6,7 +6,8 @@ Modules: `load` (reading results), `design` (cells and contrasts), `models` (the
 once, and the error of a contrast), `calls` (Holm, TOST, margin), `effects` (every effect of one
 outcome), `stats` (which runs, tables, along training, divergence), `verdicts` (sentences), `figures` (which figures, and the run figures),
 `effect_figures` (forest, interactions, simple effects, along training), `figstyle` (shared look),
-`samples` (text from checkpoints), `document` (content), `render` (Markdown/HTML),
+`samples` (text from checkpoints), `document` (content), `quotes` (row references in a discussion),
+`render` (Markdown/HTML),
 `fmt` (number precision), `synthetic` (fake results for tests and benchmarks).
 """
 from __future__ import annotations
@@ -61,8 +62,6 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     figs["precision.png"] = figures.precision_curves(adaptive.curve) if adaptive is not None else None
     figs["effects_by_scale.png"] = figures.effects_by_scale(by_scale, res) if len(by_scale) else None
     figs = {name: png for name, png in figs.items() if png is not None}
-    blocks = document.build(res, cells, levels, st, failures, figs, samples.samples(res), adaptive,
-                            (by_scale, scale.scale_verdicts(by_scale, res)))
     tables = {"cells": cells, "levels": levels, "main_effects": st.main, "interactions": st.interactions,
               "higher_order": st.higher, "simple_effects": st.simple, "cells_vs_baseline": st.cells_vs_baseline,
               "aliases": st.aliases, "effects_by_step": st.by_step, "divergence": st.divergence,
@@ -71,6 +70,8 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
               **({"effects_by_scale": by_scale} if res.scale else {})}
     tables = {name: df for name, df in tables.items() if len(df.columns)
               and (len(df) or name in ("main_effects", "interactions", "failures"))}
+    blocks = document.build(res, cells, levels, st, failures, figs, samples.samples(res), adaptive,
+                            (by_scale, scale.scale_verdicts(by_scale, res)), tables)
     for name, df in tables.items():
         atomic_write_text(out / "tables" / f"{name}.csv", df.to_csv(index=False))
     for name, png in figs.items():

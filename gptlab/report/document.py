@@ -7,6 +7,7 @@ report.md agrees with tables/*.csv.
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,7 @@ import yaml
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
 from gptlab.report.render import Block, Bullets, Code, Heading, Image, Markdown, Para, Table
-from gptlab.report import verdicts
+from gptlab.report import quotes, verdicts
 from gptlab.report.calls import ALPHA
 from gptlab.report.models import FORMULAS
 from gptlab.report.rounds import AdaptiveView, rule_sentence
@@ -24,11 +25,17 @@ from gptlab.report.stats import Statistics
 CELL_MD_COLS = ["rank", "cell", "baseline", "best_val_loss", "best_val_loss_ci95", "best_val_bpc",
                 "best_val_bpc_ci95", "best_step", "final_val_loss", "gap", "params", "tokens_per_sec",
                 "wall_s", "n_seeds", "n_diverged", "n_failed"]
+TEST_MD_COLS = ["best_test_loss", "best_test_loss_ci95", "best_test_bpc", "best_test_bpc_ci95"]  # with a test split
 EFFECT_COLS = ["estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call"]
 MAIN_MD_COLS = ["factor", "level", "baseline"] + EFFECT_COLS + ["mde80", "seeds_needed", "n_ok", "n_ok_baseline",
                                                                 "n_diverged", "n_failed"]
 INT_MD_COLS = ["factor_a", "level_a", "factor_b", "level_b"] + EFFECT_COLS
 MAX_MD_ROWS = 40  # longer tables are summarised in the text and kept whole in tables/*.csv
+# Said next to every effect along training (the summary's bullets, the section, its figure): readers take a
+# step-s effect for the effect of training s steps, which the schedule makes it not.
+SNAPSHOT = ("Effects at a step are snapshots of the runs taken mid-schedule, not the results of shorter runs: until "
+            "its decay ends (`train.lr_decay_iters`, by default the last step) a run's learning rate is higher than "
+            "that of a run stopped at that step, so an effect at step s is not the effect of training for s steps.")
 
 METHOD = (
     "Which runs count: runs with status `ok` enter cell means, effects and curves; diverged runs are reported "
@@ -80,6 +87,11 @@ def header(res: Results) -> list[Block]:
     items.append(f"**Loss unit**: {res.unit}" + (" (the sweep mixes tokenizers: every loss is converted to bits per "
                                                  "character, the validation split's summed NLL / characters / ln 2)"
                                                  if res.unit == "bits/char" else ""))
+    if res.has_test_split:
+        items.append("**Outcome**: the test loss at the best validation step (`best_test_loss`; in bits/char "
+                     "`best_test_bpc`): validation chose each checkpoint, the test split chose nothing. Every "
+                     "effect and call is on it; `best_val_loss` columns, the levels table and the curves are "
+                     "validation losses")
     items += [f"**Runs**: {len(runs)} ({status}) in {len(res.cells)} cells",
               f"**Total compute**: {total:.1f} s ({total / 3600:.2f} h, sum of wall_s over all runs)"]
     if res.environment:
@@ -143,20 +155,25 @@ def summary(res: Results, cells: pd.DataFrame, st: Statistics) -> list[Block]:
                           _count_calls(st.higher, "Higher-order contrasts"),
                           _count_calls(st.simple, "Simple effects")) if c]
     sentences = verdicts.called(st, res)
-    bullets = sentences + [f"Along training: {t}" for t in st.trajectory] + counts
+    bullets = sentences + [f"Along training: {t}" for t in st.trajectory] + ([SNAPSHOT] if st.trajectory else [])
+    bullets += counts
     bullets += [f"Warning: {w}" for w in st.warnings]
     if bullets:
         blocks.append(Bullets(bullets))
     return blocks
 
 
-def discussion(res: Results) -> list[Block]:
+def discussion(res: Results, tables: Mapping[str, pd.DataFrame]) -> list[Block]:
     """The human-written `results/NAME/discussion.md` (conclusions, literature), if any.
 
     Any Markdown (emphasis, links, lists, tables); it lives in the results folder so that a report
-    regenerated from the results keeps it.
+    regenerated from the results keeps it. Its row references (`{{main_effects: model.activation=relu}}`,
+    see `quotes`) are rendered from `tables`; one that names no row refuses the whole report.
     """
-    return [Heading("Discussion"), Markdown(res.discussion)] if res.discussion is not None else []
+    if res.discussion is None:
+        return []
+    return [Heading("Discussion"), Markdown(quotes.render(res.discussion, tables, res,
+                                                          f"{res.results_dir / 'discussion.md'}"))]
 
 
 def _table(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list[Block]:
@@ -170,13 +187,14 @@ def _table(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list[Block
 
 def effects_sections(res: Results, st: Statistics, fig) -> list[Block]:
     """Main effects, interactions, higher-order terms, simple effects / cells against the baseline."""
-    blocks: list[Block] = [Heading("Design and model"), Bullets(st.notes + [f"Warning: {w}" for w in st.warnings])]
+    blocks: list[Block] = [Heading("Design and model"), Bullets(st.notes + verdicts.schedule_note(res)
+                                                                + [f"Warning: {w}" for w in st.warnings])]
     blocks += fig("forest.png", "Every effect with its 95% CI; equivalence band shaded")
     blocks += [Heading("Main effects")]
     if len(st.main):
         what = ("averaged over every combination of the other factors (equal weights)" if st.factorial else
                 "against the baseline cell, from the cell that differs from it in that factor alone")
-        blocks += [Para(f"Difference in best val loss ({res.unit}) between each level and the baseline level of "
+        blocks += [Para(f"Difference in {res.outcome_label} ({res.unit}) between each level and the baseline level of "
                         f"its factor, {what}; positive = worse. Table: `tables/main_effects.csv`.")]
         blocks += _table(st.main, MAIN_MD_COLS, "main_effects.csv", "main effects")
         blocks += [Bullets(list(st.main["verdict"]))]
@@ -226,8 +244,8 @@ def training_sections(res: Results, st: Statistics, fig) -> list[Block]:
     if len(st.by_step):
         what = "main effects" if st.factorial else "each cell against the baseline cell"
         blocks += [Para(f"The same model on the val loss at every evaluated step: {what}, with 95% CIs "
-                        "(each step its own Holm family). Table: `tables/effects_by_step.csv`.")]
-        blocks += fig("effects_by_step.png", "Effects along training with 95% CIs")
+                        f"(each step its own Holm family). {SNAPSHOT} Table: `tables/effects_by_step.csv`.")]
+        blocks += fig("effects_by_step.png", "Effects along training with 95% CIs (snapshots mid-schedule)")
         blocks += [Bullets(st.trajectory or ["No effect changes sign or loses its call along training."])]
     else:
         blocks.append(Para("No validation curves with an error estimate: nothing to show along training."))
@@ -278,6 +296,7 @@ def scale_section(res: Results, by_scale: tuple[pd.DataFrame, list[str]] | None,
         "each scale factor, the other scale factors at their baseline, each level its own model and Holm family. "
         "A call holds (the same at every level), changes, or reverses (better at one level, worse at another). "
         "Table: `tables/effects_by_scale.csv`.")]
+    blocks += [Para(n) for n in verdicts.schedule_note(res) if "train.max_iters" in res.scale]
     if not len(table):
         return blocks + [Para("No scale level has successful runs of every scientific cell.")]
     blocks.append(Bullets(sentences))
@@ -288,17 +307,18 @@ def scale_section(res: Results, by_scale: tuple[pd.DataFrame, list[str]] | None,
 def build(res: Results, cells: pd.DataFrame, levels: pd.DataFrame, st: Statistics, failures: pd.DataFrame,
           figures: dict[str, bytes], samples: list[tuple[str, str, str]],
           adaptive: AdaptiveView | None = None,
-          by_scale: tuple[pd.DataFrame, list[str]] | None = None) -> list[Block]:
-    """All blocks of the report, in order."""
+          by_scale: tuple[pd.DataFrame, list[str]] | None = None,
+          tables: Mapping[str, pd.DataFrame] | None = None) -> list[Block]:
+    """All blocks of the report, in order; `tables` (name -> the tables/*.csv frames) feed the discussion's quotes."""
     def fig(name: str, alt: str) -> list[Block]:
         return [Image(name, alt, figures[name])] if name in figures else []
 
-    blocks = header(res) + summary(res, cells, st) + adaptive_section(adaptive, fig) + discussion(res)
+    blocks = header(res) + summary(res, cells, st) + adaptive_section(adaptive, fig) + discussion(res, tables or {})
     blocks += [Heading("Cells"),
                Para("One row per combination of factor levels, ranked by mean best val loss over ok seeds "
                     f"({res.unit}; `_ci95` = half-width of the 95% CI; bpc = bits/char). "
                     "`baseline` marks the baseline cell. Table: `tables/cells.csv`.")]
-    blocks += _table(cells, CELL_MD_COLS, "cells.csv", "cells")
+    blocks += _table(cells, CELL_MD_COLS + [c for c in TEST_MD_COLS if c in cells], "cells.csv", "cells")
     blocks += fig("val_curves.png", "Validation loss curves")
     blocks += scale_section(res, by_scale, fig)
     blocks += effects_sections(res, st, fig) + training_sections(res, st, fig)

@@ -102,13 +102,17 @@ def level_effects(res: Results, levels: pd.DataFrame) -> bytes | None:
     axes = fig.subplots(1, len(res.factors), sharey=True, squeeze=False)[0]
     for ax, f in zip(axes, res.factors):
         order = res.levels[f]
-        state = np.random.get_state()  # seaborn jitters with the global generator: seed it so that a
-        np.random.seed(0)               # regenerated report draws the same picture, then restore it
-        try:
-            sns.stripplot(data=ok, x=f, y="best_val_loss", order=order, hue=f, hue_order=order,
-                          palette=level_palette(order, res.baseline[f]), alpha=0.6, legend=False, ax=ax)
-        finally:
-            np.random.set_state(state)
+        # The levels sit at positions 0..n-1 named by their tick labels, not on matplotlib's category
+        # axis: levels such as "0" and "100" would make it log "Using categorical units..." on the
+        # console. A jitter from its own seeded generator draws the same picture on every regeneration.
+        palette = level_palette(order, res.baseline[f])
+        jitter = np.random.default_rng(0)
+        for i, level in enumerate(order):
+            losses = ok.loc[ok[f] == level, "best_val_loss"].to_numpy(dtype=float)
+            ax.scatter(i + jitter.uniform(-0.1, 0.1, len(losses)), losses, s=25, color=palette[level], alpha=0.6,
+                       linewidths=0)
+        ax.set_xticks(range(len(order)), [str(level) for level in order])
+        ax.set_xlim(-0.5, len(order) - 0.5)
         lv = levels[levels["factor"] == f].set_index("level").reindex(order)
         ax.errorbar(range(len(order)), lv["best_val_loss"], fmt="o", color="black", capsize=5,
                     yerr=[lv["best_val_loss"] - lv["ci_low"], lv["ci_high"] - lv["best_val_loss"]])

@@ -2,7 +2,8 @@
 
 Owns: validating the directory (a missing dir or summary.csv is a `ReportError`), typing factor
 levels back to sweep.yaml's grid (summary.csv holds them as text: "True", "100", "0.001"), level
-order, the baseline, cell labels, run environments and the validation curves of metrics.csv.
+order, the baseline, cell labels, run environments, the validation curves of metrics.csv, and the
+outcome the effects are on (`best_val_loss`, or `best_test_loss` when every run has a test split).
 """
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ from gptlab.report.precision import SeedRule
 log = logging.getLogger(__name__)
 
 NUMERIC = ["seed", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
-           "params_non_embedding", "tokens_per_sec", "wall_s", "best_val_bpc"]
+           "params_non_embedding", "tokens_per_sec", "wall_s", "best_val_bpc", "best_test_loss", "best_test_bpc"]
 LOSS_COLUMNS = ("best_val_loss", "final_val_loss", "final_train_loss")  # converted to bits/char when tokenizers mix
+VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
 CHAR_BPC_FACTOR = 1 / math.log(2)  # a char tokenizer's nats/token -> bits/char (runs from before tokenizers)
 REQUIRED = ["run_id", "seed", "status", "best_val_loss"]
 KNOWN = set(NUMERIC) | {"run_id", "status", "error"}
@@ -58,6 +60,7 @@ class Results:
     ceiling: float = math.nan  # unigram loss of the validation split (diverged runs' sensitivity value)
     ceiling_note: str = ""  # where the ceiling came from, or why there is none
     unit: str = "nats/char"  # of every loss in runs and curves: nats/char, nats/token, or bits/char (tokenizers mix)
+    outcome: str = VAL_OUTCOME  # the runs' column the effects are on: best_test_loss when every run has a test split
     discussion: str | None = None  # results/NAME/discussion.md, written by a person (Markdown), if any
 
     def short(self, factor: str) -> str:
@@ -68,6 +71,16 @@ class Results:
     def label(self, factor: str, level: str) -> str:
         """'norm=post'."""
         return f"{self.short(factor)}={level}"
+
+    @property
+    def has_test_split(self) -> bool:
+        """Whether the effects are on the test split (`best_test_loss`) rather than on validation."""
+        return self.outcome == TEST_OUTCOME
+
+    @property
+    def outcome_label(self) -> str:
+        """The outcome in words, for sentences: 'best val loss' or 'test loss at the best val step'."""
+        return "test loss at the best val step" if self.has_test_split else "best val loss"
 
     @property
     def seeds(self) -> list[int]:
@@ -234,7 +247,25 @@ def _units(runs: pd.DataFrame) -> str:
     runs["loss_scale"] = factors
     for col in LOSS_COLUMNS:
         runs[col] = runs[col] * factors  # train losses too: an approximation (the train text's chars/token)
+    runs[TEST_OUTCOME] = runs["best_test_bpc"]  # the test split has its own characters per token
     return "bits/char"
+
+
+def _outcome(runs: pd.DataFrame) -> str:
+    """`best_test_loss` when every run that has a best val loss also has a test loss, else `best_val_loss`.
+
+    A sweep whose runs all hold out a test split (`data.test_fraction` > 0) is judged on the test
+    loss at the best validation step: validation chose each checkpoint (and, in a tuned sweep, each
+    setting), so it is optimistically biased; the test split chose nothing. A sweep mixing runs
+    with and without one falls back to validation, for every run, with a warning.
+    """
+    measured = runs[runs["best_val_loss"].notna()]
+    has_test = measured[TEST_OUTCOME].notna()
+    if len(measured) and has_test.all():
+        return TEST_OUTCOME
+    if has_test.any():
+        log.warning("%d of %d runs have a test loss: effects are on the validation loss", has_test.sum(), len(measured))
+    return VAL_OUTCOME
 
 
 def load_results(results_dir: Path | str) -> Results:
@@ -265,8 +296,10 @@ def load_results(results_dir: Path | str) -> Results:
     res.cells["is_baseline"] = [all(r[f] == baseline[f] for f in factors) for _, r in res.cells.iterrows()]
     res.environment = _read_run_json(results_dir, runs)
     res.unit = _units(runs)
+    res.outcome = _outcome(runs)
     res.curves = _read_curves(results_dir, runs)
-    res.ceiling, res.ceiling_note = _ceiling(results_dir, runs, per_token=res.unit == "nats/token")
+    res.ceiling, res.ceiling_note = _ceiling(results_dir, runs, per_token=res.unit == "nats/token",
+                                             split="test" if res.has_test_split else "val")
     if res.unit == "bits/char":
         res.ceiling *= CHAR_BPC_FACTOR  # a char unigram model, in bits/char
     if (results_dir / DISCUSSION_MD).is_file():
@@ -274,8 +307,8 @@ def load_results(results_dir: Path | str) -> Results:
     return res
 
 
-def _ceiling(results_dir: Path, runs: pd.DataFrame, per_token: bool = False) -> tuple[float, str]:
-    """Unigram validation loss of the runs' dataset (from a run's config.yaml; never downloads).
+def _ceiling(results_dir: Path, runs: pd.DataFrame, per_token: bool = False, split: str = "val") -> tuple[float, str]:
+    """Unigram loss of the validation (or test) split of the runs' dataset (from a run's config.yaml; never downloads).
 
     Per character (a char unigram) unless `per_token`: then per token of the runs' own tokenizer.
     """
@@ -295,7 +328,8 @@ def _ceiling(results_dir: Path, runs: pd.DataFrame, per_token: bool = False) -> 
     try:
         tokenizer = {"tokenizer": data.get("tokenizer") or "char", "vocab_size": data.get("vocab_size")} \
             if per_token else {}
-        loss = unigram_val_loss(name, data.get("path"), float(data.get("val_fraction") or 0.1), **tokenizer)
+        loss = unigram_val_loss(name, data.get("path"), float(data.get("val_fraction") or 0.1), **tokenizer,
+                                test_fraction=float(data.get("test_fraction") or 0.0), split=split)
     except (GptlabError, OSError, ValueError) as exc:
         return math.nan, str(exc)
-    return loss, f"unigram loss of the validation split of {name}"
+    return loss, f"unigram loss of the {'test' if split == 'test' else 'validation'} split of {name}"

@@ -24,8 +24,8 @@ ROUND_COLS = ["round", "seeds", "runs_trained", "widest_half_width", "effect"]
 
 
 def _called(res: Results, rule: SeedRule, n_seeds: int) -> pd.DataFrame:
-    runs = res.runs[res.runs["ok"] & res.runs["best_val_loss"].notna() & (res.runs["seed"].astype(int) < n_seeds)]
-    analysis = analyse_runs(res, runs, "best_val_loss", DEFAULT_MARGIN,  # the margin changes no half-width
+    runs = res.runs[res.runs["ok"] & res.runs[res.outcome].notna() & (res.runs["seed"].astype(int) < n_seeds)]
+    analysis = analyse_runs(res, runs, res.outcome, DEFAULT_MARGIN,  # the margin changes no half-width
                             endpoint=rule.precision_for == "interactions")  # main/per-cell effects need no more
     if analysis is None:
         return pd.DataFrame(columns=["effect", "half_width"])

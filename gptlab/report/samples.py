@@ -4,7 +4,8 @@ Owns the call to `gptlab.sample.sample_from_run`, imported lazily, and `results/
 (run id -> text), where every sample drawn from a checkpoint is kept so that a report regenerated
 without checkpoints (a fresh clone: checkpoints are never committed) still shows it. A run with
 neither gives "(no checkpoint available)"; any other sampling error is logged and shown in the
-report; sampling never makes the report fail.
+report; sampling never makes the report fail. Before it samples a checkpoint it imports the plugins
+the sweep named (`gptlab.sample.import_sweep_plugins`): a run may use a plugin's registry entry.
 """
 from __future__ import annotations
 
@@ -55,6 +56,11 @@ def samples(res: Results) -> list[tuple[str, str, str]]:
     except Exception as exc:  # module missing or broken: the report still renders
         log.info("no sampling available (%s)", exc)
         sample_from_run = None
+    try:
+        from gptlab.sample import import_sweep_plugins
+    except ImportError:  # a stand-in sampler without it (or none): nothing to import
+        import_sweep_plugins = None
+    plugins_ready = import_sweep_plugins is None
     stored = _stored(res)
     fresh: dict[str, str] = {}
     out = []
@@ -62,6 +68,12 @@ def samples(res: Results) -> list[tuple[str, str, str]]:
         own = _run_sample(res, str(run.run_id))  # written by the run from the same checkpoint and settings
         text = own or stored.get(str(run.run_id), NO_CHECKPOINT)
         if own is None and sample_from_run is not None:
+            if not plugins_ready and (run_path(res.results_dir, run.run_id) / RunDir.BEST).is_file():
+                plugins_ready = True  # once, and only when there is a checkpoint to sample
+                try:
+                    import_sweep_plugins(run_path(res.results_dir, run.run_id))
+                except Exception as exc:  # the sample of a run that needs them then says why it failed
+                    log.warning("samples: %s", exc)
             try:
                 text = fresh[str(run.run_id)] = sample_from_run(
                     run_path(res.results_dir, run.run_id), prompt=PROMPT, max_new_tokens=MAX_NEW_TOKENS, seed=SEED)

@@ -37,7 +37,7 @@ def effects_by_scale(res: Results, margin: float) -> pd.DataFrame:
     if not res.scale or not res.scientific:
         return pd.DataFrame(columns=SCALE_COLS)
     view = scientific_view(res)
-    ok = res.runs[res.runs["ok"] & res.runs["best_val_loss"].notna()]
+    ok = res.runs[res.runs["ok"] & res.runs[res.outcome].notna()]
     rows = []
     for s in res.scale:
         at_baseline = pd.Series(True, index=ok.index)
@@ -46,7 +46,7 @@ def effects_by_scale(res: Results, margin: float) -> pd.DataFrame:
                 at_baseline &= ok[other] == res.baseline[other]
         for level in res.levels[s]:
             part = ok[at_baseline & (ok[s] == level)]
-            analysis = analyse_runs(view, part, "best_val_loss", margin, endpoint=False) if len(part) else None
+            analysis = analyse_runs(view, part, res.outcome, margin, endpoint=False) if len(part) else None
             if analysis is None:
                 continue
             for r in analysis.main.to_dict("records"):

@@ -68,12 +68,20 @@ def cell_table(res: Results) -> pd.DataFrame:
                      "gap": (ok["final_val_loss"] - ok["final_train_loss"]).mean(),
                      "params": params.iloc[0] if len(params) else math.nan,
                      "tokens_per_sec": ok["tokens_per_sec"].mean(), "wall_s": ok["wall_s"].mean(),
-                     "n_seeds": len(ok), "n_runs": len(runs), **status_counts(runs)})
+                     "n_seeds": len(ok), "n_runs": len(runs), **status_counts(runs),
+                     **(_test_columns(ok) if res.has_test_split else {})})
     df = pd.DataFrame(rows)
     df = df.sort_values("best_val_loss", kind="stable", na_position="last").reset_index(drop=True)
     df.insert(0, "rank", pd.array([i + 1 if not math.isnan(v) else None for i, v in enumerate(df["best_val_loss"])],
                                   dtype="Int64"))
     return round_frame(df)
+
+
+def _test_columns(ok: pd.DataFrame) -> dict[str, float]:
+    """The outcome of a sweep with a test split, last in the cells table: mean test loss (and bpc) with CIs."""
+    m, ci = mean_ci(ok["best_test_loss"])
+    bpc, bpc_ci = mean_ci(ok["best_test_bpc"]) if ok["best_test_bpc"].notna().all() and len(ok) else (m / LN2, ci / LN2)
+    return {"best_test_loss": m, "best_test_loss_ci95": ci, "best_test_bpc": bpc, "best_test_bpc_ci95": bpc_ci}
 
 
 def level_table(res: Results) -> pd.DataFrame:
@@ -148,8 +156,8 @@ class Statistics:
 
 def compute(res: Results, margin: float) -> Statistics:
     """All effect statistics of `res` at equivalence margin `margin` (nats/char)."""
-    ok = res.runs[res.runs["ok"] & res.runs["best_val_loss"].notna()]
-    a = analyse_runs(res, ok, "best_val_loss", margin)
+    ok = res.runs[res.runs["ok"] & res.runs[res.outcome].notna()]
+    a = analyse_runs(res, ok, res.outcome, margin)
     empty = pd.DataFrame()
     tables = {k: empty for k in ("higher", "simple", "cells_vs_baseline", "aliases")}
     tables["main"] = pd.DataFrame(columns=MAIN_COLS + ["n_ok", "n_ok_baseline", "n_diverged", "n_failed", "verdict"])
@@ -274,7 +282,7 @@ def _sensitivity(res: Results, a: Analysis | None, margin: float) -> tuple[pd.Da
         return pd.DataFrame(columns=SENSITIVITY_COLS), [
             f"No sensitivity analysis: the ceiling loss needs the dataset, which was not found ({res.ceiling_note})."]
     runs = res.runs[res.runs["ok"] | diverged].copy()
-    runs["loss_at_ceiling"] = np.where(runs["ok"], runs["best_val_loss"], res.ceiling)
+    runs["loss_at_ceiling"] = np.where(runs["ok"], runs[res.outcome], res.ceiling)
     b = analyse_runs(res, runs, "loss_at_ceiling", margin, endpoint=False)
     rows = []
     for table in ("main", "cells_vs_baseline"):
@@ -290,7 +298,8 @@ def _sensitivity(res: Results, a: Analysis | None, margin: float) -> tuple[pd.Da
                          "estimate_at_ceiling": r["estimate"], "ci_low_at_ceiling": r["ci_low"],
                          "ci_high_at_ceiling": r["ci_high"], "call_at_ceiling": r["call"]})
     table = round_frame(pd.DataFrame(rows, columns=SENSITIVITY_COLS))
-    return table, verdicts.sensitivity(table, int(diverged.sum()), res.ceiling, res.unit)
+    return table, verdicts.sensitivity(table, int(diverged.sum()), res.ceiling, res.unit,
+                                       "test" if res.has_test_split else "validation")
 
 
 def forest_rows(st: Statistics, res: Results) -> pd.DataFrame:

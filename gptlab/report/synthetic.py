@@ -1,7 +1,8 @@
 """Synthetic sweep results with planted effects, for tests, benchmarks and demos of the report.
 
 Owns `simulate_runs` and `calibrate` (in-memory datasets with known effects, and how often the
-report's CIs cover them and its calls are false), and `make_results`, which writes a results directory in the layout of docs/CONTRACTS.md
+report's CIs cover them and its calls are false; the true effects come from `PlantedTruth`, group
+means of the planted cells, never from the `Design` contrasts under test), and `make_results`, which writes a results directory in the layout of docs/CONTRACTS.md
 (sweep.yaml, summary.csv, runs/RUN_ID/{config.yaml, metrics.csv, summary.json}) without
 training anything: each run's best val loss is `base_loss` + the planted effects of its cell +
 a per-seed offset (shared by all cells, so seeds pair) + independent noise.
@@ -134,26 +135,76 @@ def _label(factor: str, level: str) -> str:
     return f"{factor}={level}"
 
 
-def planted_effects(design: "Design", means: Sequence[float]) -> dict[tuple, float]:
-    """The true value of every effect the analysis of `design` can print, keyed like `printed_effects`."""
-    from gptlab.report.design import estimability
-    from gptlab.report.effects import alias_label, term_label
-    mu = np.asarray(means, float)
-    out: dict[tuple, float] = {}
-    if design.full_factorial:
-        for k in range(1, len(design.factors) + 1):
-            for t in design.terms(k):
-                out[("term", term_label(t, _label))] = float(design.interaction(t) @ mu)
-    else:
-        est = estimability(design)
-        out.update({("term", term_label(t, _label)): float(c @ mu) for t, c in est.contrasts.items()})
-        out.update({("alias", alias_label(g, _label)): float(c @ mu) for g, c in est.alias_contrasts.items()})
-        for cell in design.cells:
-            if cell != design.baseline_cell:
-                out[("cell", ", ".join(map(_label, design.factors, cell)))] = float(design.versus_baseline(cell) @ mu)
-    for f, lv, at, c in design.simple_effects():
-        out[("simple", f, lv, ", ".join(map(_label, at, at.values())))] = float(c @ mu)
-    return out
+def _changes(label: str) -> list[tuple[str, str]]:
+    """'a=1 x b=2' -> [('a', '1'), ('b', '2')] (the labels `printed_effects` keys use)."""
+    return [tuple(part.split("=", 1)) for part in label.split(" x ")]  # type: ignore[misc]
+
+
+class PlantedTruth:
+    """The true value of a printed effect, computed from the planted cell means alone.
+
+    Deliberately independent of `Design`'s contrast vectors and of `estimability` (a wrong contrast
+    there must not move the truth with the estimate): plain pandas group means and look-ups of cells.
+
+    - averaged term of a full factorial (main effect, k-way interaction): the k-th order difference of
+      the group means over the term's factors (`groupby`), i.e. averaged over the other factors;
+    - treatment-coded term (any other set of cells): the same difference of the cells whose other
+      factors sit at their baselines;
+    - simple effect, cell against the baseline: a difference of two cells;
+    - aliased sum: its host cell (every change of the group) against the baseline cell, minus the
+      treatment-coded terms inside the host that are not in the group.
+
+    A key that needs a cell without data raises AssertionError (the analysis printed something the
+    cells cannot estimate).
+    """
+
+    def __init__(self, design: "Design", means: Sequence[float]) -> None:
+        self.factors = list(design.factors)
+        self.baseline = dict(design.baseline)
+        self.full = set(itertools.product(*(design.levels[f] for f in self.factors))) <= set(design.cells)
+        self.frame = pd.DataFrame([list(c) for c in design.cells], columns=self.factors).assign(mu=list(means))
+        self.mu = {tuple(c): m for c, m in zip(design.cells, means)}
+
+    def _cell(self, assignment: Mapping[str, str]) -> float:
+        key = tuple(assignment.get(f, self.baseline[f]) for f in self.factors)
+        if key not in self.mu:
+            raise AssertionError(f"the cell {dict(zip(self.factors, key))} has no data")
+        return float(self.mu[key])
+
+    def _difference(self, term: list[tuple[str, str]], averaged: bool) -> float:
+        """sum over subsets S of the term of (-1)^(k - |S|) x mean(S at their levels, the rest at baseline)."""
+        names = [f for f, _ in term]
+        if averaged:
+            means = self.frame.groupby(names)["mu"].mean()
+            at = lambda levels: float(means.loc[levels if len(levels) > 1 else levels[0]])
+        else:
+            at = lambda levels: self._cell(dict(zip(names, levels)))
+        total = 0.0
+        for mask in itertools.product((0, 1), repeat=len(term)):
+            levels = tuple(lv if m else self.baseline[f] for (f, lv), m in zip(term, mask))
+            try:
+                total += (-1) ** (len(term) - sum(mask)) * at(levels)
+            except KeyError:
+                raise AssertionError(f"no data at {dict(zip(names, levels))}") from None
+        return total
+
+    def __call__(self, key: tuple) -> float:
+        kind = key[0]
+        if kind == "term":
+            return self._difference(_changes(key[1]), averaged=self.full)
+        if kind == "simple":
+            _, factor, level, at = key
+            fixed = dict(p.split("=", 1) for p in at.split(", ")) if at else {}
+            return self._cell({**fixed, factor: level}) - self._cell({**fixed, factor: self.baseline[factor]})
+        if kind == "cell":
+            return self._cell(dict(p.split("=", 1) for p in key[1].split(", "))) - self._cell({})
+        if kind == "alias":
+            group = [tuple(_changes(t)) for t in key[1].removesuffix(", aliased").split(" + ")]
+            host = sorted({c for t in group for c in t}, key=lambda c: self.factors.index(c[0]))
+            inside = [list(s) for k in range(1, len(host) + 1) for s in itertools.combinations(host, k)]
+            return self._cell(dict(host)) - self._cell({}) - sum(
+                self._difference(s, averaged=False) for s in inside if tuple(s) not in group)
+        raise ValueError(f"unknown effect key {key!r}")
 
 
 def printed_effects(a: "Analysis") -> list[tuple[tuple, dict]]:
@@ -183,14 +234,18 @@ def calibrate(design: "Design", means: Sequence[float], datasets: int, seeds: in
     """Simulate `datasets` sweeps of `design` with cell means `means`, analyse each, score the CIs and calls."""
     from gptlab.report.effects import analyse
     rng = np.random.default_rng(rng_seed)
-    truth = planted_effects(design, means)
+    planted = PlantedTruth(design, means)
+    truth: dict[tuple, float] = {}
     covered, false_calls, analyses = [], [], []
     for _ in range(datasets):
         y, cells, seed = simulate_runs(design.cells, means, seeds, rng, noise_sd=noise_sd, seed_sd=seed_sd)
         a = analyse(y, cells, seed, design, _label, margin)
         for key, r in printed_effects(a):
             if key not in truth:
-                raise AssertionError(f"the analysis printed {key}, which the design cannot estimate")
+                try:
+                    truth[key] = planted(key)
+                except AssertionError as e:
+                    raise AssertionError(f"the analysis printed {key}, which the design cannot estimate: {e}") from None
             covered.append(r["ci_low"] <= truth[key] <= r["ci_high"])
             if abs(truth[key]) < 1e-12:
                 false_calls.append(r["call"] in ("better", "worse"))

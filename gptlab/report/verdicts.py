@@ -96,6 +96,40 @@ def interaction(r: dict, res: Results, margin: float) -> str:
         _decided(r, "an interaction", margin, res.unit)
 
 
+def quoted(r: dict, form: str = "full") -> str:
+    """A table row as a discussion quotes it (`quotes`): '-0.0630 (95% CI -0.0710 to -0.0550, better)'.
+
+    Effects carry their sign (+ included); a cell or level row gives its mean loss and 95% CI. `form`
+    "estimate" gives the number alone.
+    """
+    if "estimate" in r:
+        def num(x: float) -> str:
+            return f"{'+' if x > 0 else ''}{fmt_loss(x)}"
+        est, lo, hi, call = num(r["estimate"]), r.get("ci_low"), r.get("ci_high"), r.get("call")
+        call = call if isinstance(call, str) and call else "no call"
+    else:  # cells (mean +/- half-width) and levels (mean, CI): losses, no sign
+        num = fmt_loss
+        est, half = num(r["best_val_loss"]), r.get("best_val_loss_ci95")
+        lo, hi = (r["best_val_loss"] - half, r["best_val_loss"] + half) if "ci_low" not in r else (r["ci_low"],
+                                                                                                   r["ci_high"])
+        call = f"{r['n_seeds']} seeds" if "n_seeds" in r else f"{r['n_ok']} runs"
+    if form == "estimate":
+        return est
+    if _nan(lo) or _nan(hi):
+        return f"{est} (no error estimate, {call})"
+    return f"{est} (95% CI {num(lo)} to {num(hi)}, {call})"
+
+
+def schedule_note(res: Results) -> list[str]:
+    """A sentence when `train.max_iters` is a factor: its levels change the learning-rate schedule too."""
+    fixed = ((res.spec.get("base") or {}).get("train") or {}).get("lr_decay_iters") is not None
+    if "train.max_iters" not in res.factors or fixed:
+        return []
+    return ["`train.max_iters` is confounded with the learning-rate schedule: it also sets where the decay ends "
+            "(`train.lr_decay_iters` defaults to it), so its levels differ in schedule as well as in length, and "
+            "an effect that changes with it may follow either."]
+
+
 def called(stats: Statistics, res: Results) -> list[str]:
     """Sentences for every effect called better or worse, largest first (at most MAX_SENTENCES)."""
     items: list[tuple[float, str]] = []
@@ -170,10 +204,11 @@ def _trend(g: pd.DataFrame, calls_: list[str]) -> str:
     return f"{calls_[0]} throughout; the effect {word} from {fmt_loss(e0)} at step {s0} to {fmt_loss(e1)} at step {s1}"
 
 
-def sensitivity(table: pd.DataFrame, n_diverged: int, ceiling: float, unit: str = "nats/char") -> list[str]:
+def sensitivity(table: pd.DataFrame, n_diverged: int, ceiling: float, unit: str = "nats/char",
+                split: str = "validation") -> list[str]:
     changed = table[table["call"].fillna("") != table["call_at_ceiling"].fillna("")]
     head = (f"Counting the {n_diverged} diverged run(s) at the ceiling loss {fmt_loss(ceiling)} {unit} (unigram "
-            "loss of the validation split) instead of leaving them out: ")
+            f"loss of the {split} split) instead of leaving them out: ")
     if changed.empty:
         return [head + "no call changes."]
     return [head + "; ".join(f"{r['effect']} {r['call'] or 'not estimable'} -> {r['call_at_ceiling']} "
@@ -184,7 +219,8 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     """(notes, warnings) about the model, its error, the design's gaps and the precision reached."""
     notes: list[str] = [f"Equivalence margin: +/-{margin:g} {res.unit} (`report.equivalence_margin` or `--margin`)."]
     if math.isfinite(res.ceiling):
-        notes.append(f"Unigram loss of the validation split (the ceiling at which diverged runs are counted in the "
+        split = "test" if res.has_test_split else "validation"
+        notes.append(f"Unigram loss of the {split} split (the ceiling at which diverged runs are counted in the "
                      f"sensitivity analysis): {fmt_loss(res.ceiling)} {res.unit}.")
     warns: list[str] = mixed_code(res)
     if a is None:
@@ -207,16 +243,16 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
         warns.append(f"No pure error (one ok run per cell): CIs, p-values and calls ASSUME that every interaction "
                      f"of three or more factors is zero; their {fit.df:g} degrees of freedom are pooled as error "
                      "and no higher-order term is tested.")
-    ok = res.runs[res.runs["ok"] & np.isfinite(res.runs["best_val_loss"].astype(float))]
+    ok = res.runs[res.runs["ok"] & np.isfinite(res.runs[res.outcome].astype(float))]
     if fit.kind == "none" and ok.groupby("cell").size().max() > 1:
         warns.append("No error estimate: the runs of each cell have identical losses, so no variation is left to "
                      "estimate an error from. Estimates only, no CIs, p-values or calls.")
     elif fit.kind == "none":
         warns.append("No error estimate (one ok run per cell and fewer than three factors): estimates only, "
                      "no CIs, p-values or calls. Run at least 2 seeds.")
-    unusable = res.runs[res.runs["ok"] & ~np.isfinite(res.runs["best_val_loss"].astype(float))]
+    unusable = res.runs[res.runs["ok"] & ~np.isfinite(res.runs[res.outcome].astype(float))]
     if len(unusable):
-        warns.append(f"{len(unusable)} ok run(s) without a finite best_val_loss left out of every analysis: "
+        warns.append(f"{len(unusable)} ok run(s) without a finite {res.outcome} left out of every analysis: "
                      + ", ".join(map(str, unusable["run_id"][:5])) + (", ..." if len(unusable) > 5 else "") + ".")
     if fit.kind in ("pure", "welch"):
         single = [c for c, n in ok.groupby("cell").size().items() if n == 1]

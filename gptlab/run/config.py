@@ -25,6 +25,20 @@ from gptlab.run.tokenizers import TOKENIZERS, check_vocab_size
 
 DEVICE_PATTERN = re.compile(r"auto|cpu|mps|cuda(:[0-9]{1,3})?")
 MAX_SEED = 2**63  # seeds are int64 for torch: [0, 2**63)
+# Upper bounds of every count and size of a run config, checked by `coerce`. Far beyond anything
+# this lab or a large GPT trains, they stop an absurd number (2**128 steps, a typo such as 2e30)
+# before a sweep starts a run that would never end. Memory is checked apart (sweep/preflight.py).
+MAX_STEPS = 10**8  # optimizer steps: 10^8 steps of 1 ms each is 28 hours
+LIMITS: dict[str, int] = {
+    **{f"train.{k}": MAX_STEPS for k in ("max_iters", "warmup_iters", "lr_decay_iters", "eval_interval", "log_interval")},
+    "train.batch_size": 2**20,  # sequences per step (GPT-3: 1,536)
+    "train.eval_batch_size": 2**20,
+    "model.n_layer": 1024,  # the deepest published Transformers have about 1,000 layers
+    "model.n_head": 1024,
+    "model.n_embd": 2**16,  # GPT-3: 12,288
+    "model.block_size": 2**20,  # a million-token context
+    "data.vocab_size": 2**20,  # the largest vocabularies in use have about 256k tokens
+}
 
 
 @dataclass(frozen=True)
@@ -78,13 +92,18 @@ class DataConfig:
 
     dataset: str = setting("tinyshakespeare", "dataset name (tinyshakespeare) or a label for data.path")
     path: str | None = setting(None, "explicit path to a UTF-8 text file (overrides the dataset lookup)")
-    val_fraction: float = setting(0.1, "last fraction of the text held out for validation")
+    val_fraction: float = setting(0.1, "last fraction of the text held out for validation (and test)")
     tokenizer: str = setting("char", "how text becomes tokens: char | bpe | a plugin's (--list)")
-    vocab_size: int | None = setting(None, "tokens of a trained tokenizer (bpe: 257..65536, default 1024; char ignores it)")
+    vocab_size: int | None = setting(None, "tokens of a trained tokenizer (bpe: 256..65536, default 1024; char ignores it)")
+    test_fraction: float = setting(0.0, "last fraction of the text held out for testing, carved from the val_fraction "
+                                        "tail (0 = none); never used to choose a checkpoint")
 
     def __post_init__(self) -> None:
         if not 0 < self.val_fraction < 1:
             raise GptlabError(f"data.val_fraction must be in (0, 1), got {self.val_fraction}")
+        if not 0 <= self.test_fraction < self.val_fraction:  # NaN fails this too
+            raise GptlabError(f"data.test_fraction must be >= 0 and below data.val_fraction ({self.val_fraction}): "
+                              f"the test split is the tail of the held-out text, got {self.test_fraction}")
         try:
             tokenizer = TOKENIZERS.get(self.tokenizer)
         except GptlabError as err:
@@ -189,23 +208,38 @@ def coerce(key: str, value: Any, annotation: Any) -> Any:
             return None
         raise GptlabError(f"{key} must not be empty (null)")
     number = _as_number(value)  # YAML 1.1 reads 1e-3 and 1e4 (no dot) as strings: the number meant
-    if number is not None and not math.isfinite(number):
-        raise GptlabError(f"{key} must be a finite number, got {value!r}")
+    if isinstance(number, float) and not math.isfinite(number):  # an int is finite, and may not fit a float
+        raise GptlabError(f"{key} must be a finite number, got {_show(value)}")
+    limit = LIMITS.get(key)
+    if limit is not None and number is not None and number > limit:
+        raise GptlabError(f"{key} must be at most {limit:,}, got {_show(value)}: no real run comes near it (a typo?)")
     for kind in options:
         if kind is bool and isinstance(value, bool):
             return value
-        if kind is int and number is not None and float(number).is_integer():
+        if kind is int and number is not None and (isinstance(number, int) or number.is_integer()):
             if isinstance(number, float) and abs(number) >= 2**53:
-                raise GptlabError(f"{key} must be an integer below 2**53 when written as {value!r}")
+                raise GptlabError(f"{key} must be an integer below 2**53 when written as {_show(value)}")
             return int(number)  # 10000, 1e4 and 10000.0 all mean 10000
         if kind is float and number is not None:
-            return float(number)
+            try:
+                return float(number)
+            except OverflowError:  # an int beyond the largest float
+                raise GptlabError(f"{key} must be a finite number, got {_show(value)}") from None
         if kind is str and isinstance(value, str):
             if any(ord(c) < 32 or ord(c) == 127 for c in value):
-                raise GptlabError(f"{key} must not contain control characters (newlines, tabs...), got {value!r}")
+                raise GptlabError(f"{key} must not contain control characters (newlines, tabs...), got {_show(value)}")
             return value
     names = " or ".join("null" if k is type(None) else k.__name__ for k in options)
-    raise GptlabError(f"{key} must be {names}, got {value!r} ({type(value).__name__})")
+    raise GptlabError(f"{key} must be {names}, got {_show(value)} ({type(value).__name__})")
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """repr of a user's value, cut for a one-line message (an int too long for repr named by its size)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit str limit
+        return f"an integer of {value.bit_length():,} bits"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _as_number(value: Any) -> int | float | None:
@@ -235,7 +269,8 @@ def build_section(section: str, values: dict[str, Any]) -> Any:
         if key not in names:
             if dotted in HIDDEN_KEYS:
                 raise GptlabError(f"{dotted} is set from the dataset; remove it from the config")
-            raise GptlabError(f"unknown key '{dotted}'{closest(key, names)}; valid {section} keys: {', '.join(names)}")
+            raise GptlabError(f"unknown key {_show(dotted)}{closest(str(key), names)}; valid {section} keys: "
+                              f"{', '.join(names)}")
         kwargs[key] = coerce(dotted, value, hints[key])
     return cls(**kwargs)
 
@@ -249,7 +284,7 @@ def resolve_run_config(raw: dict[str, Any] | RunConfig) -> RunConfig:
     allowed = list(SECTIONS) + ["seed"]
     for key in raw:
         if key not in allowed:
-            raise GptlabError(f"unknown key '{key}'{closest(key, allowed)}; valid: {', '.join(allowed)}")
+            raise GptlabError(f"unknown key {_show(key)}{closest(str(key), allowed)}; valid: {', '.join(allowed)}")
     sections = {s: build_section(s, raw.get(s) or {}) for s in SECTIONS}
     seed = coerce("seed", raw.get("seed", 0), int)
     if not 0 <= seed < MAX_SEED:
@@ -264,7 +299,7 @@ def set_dotted(config: dict[str, Any], dotted: str, value: Any) -> None:
     for part in parents:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
-            raise GptlabError(f"cannot set '{dotted}': '{part}' is not a section")
+            raise GptlabError(f"cannot set {_show(dotted)}: {_show(part)} is not a section")
     node[leaf] = value
 
 

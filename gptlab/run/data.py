@@ -12,6 +12,7 @@ import hashlib
 import logging
 import math
 import os
+import stat
 import urllib.request
 from dataclasses import dataclass
 from functools import lru_cache
@@ -89,13 +90,64 @@ def download(url: str, dest: Path, sha256: str | None = None, timeout: float = 3
     return dest
 
 
+MAX_CORPUS_ENV = "GPTLAB_MAX_CORPUS_BYTES"
+DEFAULT_MAX_CORPUS_BYTES = 2 * 2**30  # 2 GiB: far beyond any corpus a run here can use, far below a disk
+
+
+def max_corpus_bytes() -> int:
+    """The largest user corpus a run reads: 2 GiB, or `$GPTLAB_MAX_CORPUS_BYTES`."""
+    raw = os.environ.get(MAX_CORPUS_ENV)
+    if raw is None:
+        return DEFAULT_MAX_CORPUS_BYTES
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise GptlabError(f"{MAX_CORPUS_ENV} must be a positive number of bytes, got {raw!r}")
+    return limit
+
+
+def _kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def check_corpus_file(path: str | os.PathLike, key: str = "data.path") -> Path:
+    """Refuse a user corpus that cannot be a text to train on, from its metadata alone (no byte is read).
+
+    Run first, before any hash, decode or split: an endless device (/dev/zero), a FIFO that never
+    closes, a directory or a multi-GiB file would otherwise hang the sweep or fill its memory.
+    Returns the resolved path.
+    """
+    p = Path(path).expanduser()
+    try:
+        info = os.stat(p)  # follows symlinks: a link to a text file is fine, a link to /dev/zero is not
+    except FileNotFoundError:
+        raise GptlabError(f"{key}: {p} does not exist") from None
+    except OSError as err:
+        raise GptlabError(f"{key}: cannot read {p} ({err.strerror or err})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise GptlabError(f"{key}: {p} is {_kind(info.st_mode)}; a corpus is a regular UTF-8 text file")
+    if info.st_size == 0:
+        raise GptlabError(f"{key}: {p} is empty; a corpus is a UTF-8 text file with the text to train on")
+    limit = max_corpus_bytes()
+    if info.st_size > limit:
+        raise GptlabError(f"{key}: {p} is {info.st_size / 2**30:.1f} GiB, larger than the {limit / 2**30:.1f} GiB "
+                          f"a corpus may be; set {MAX_CORPUS_ENV} (bytes) to allow a larger one")
+    if not os.access(p, os.R_OK):
+        raise GptlabError(f"{key}: {p} is not readable (permission denied)")
+    return p.resolve()
+
+
 def resolve_dataset(name: str, path: str | os.PathLike | None = None, download_missing: bool = True) -> Path:
     """Return a local file for dataset `name`, downloading it into the cache when needed (and allowed)."""
     if path is not None:
-        p = Path(path).expanduser()
-        if not p.is_file():
-            raise GptlabError(f"data.path {p} does not exist or is not a file")
-        return p
+        return check_corpus_file(path)
     source = DATASETS.get(name)
     if source is None:
         raise GptlabError(
@@ -121,29 +173,58 @@ def resolve_dataset(name: str, path: str | os.PathLike | None = None, download_m
         ) from None
 
 
+def split_points(n_chars: int, val_fraction: float, test_fraction: float = 0.0) -> tuple[int, int]:
+    """Where validation and test begin, in characters: text[:a] trains, text[a:b] validates, text[b:] tests.
+
+    The held-out tail is the last `val_fraction` of the text; a test split is the last
+    `test_fraction` of the whole text, carved from that tail (0: none, and b is the text's end, so
+    the splits are exactly those of a config without the key).
+    """
+    start_val = int(n_chars * (1 - val_fraction))
+    start_test = int(n_chars * (1 - test_fraction)) if test_fraction > 0 else n_chars
+    return start_val, max(start_test, start_val)
+
+
+def chars_scored(text: str, tokenizer: Tokenizer) -> int:
+    """Characters of a split's targets (those of every token but the first, which is never a target)."""
+    return max(len(text) - tokenizer.first_token_chars(text), 1)
+
+
 @dataclass
 class TextDataset:
-    """A corpus split by characters into the first (1 - val_fraction) for training and the rest for
-    validation, each tokenized on its own."""
+    """A corpus split by characters into the first (1 - val_fraction) for training and the rest held
+    out: validation, then (with `data.test_fraction`) the test split at the very end; each split is
+    tokenized on its own."""
 
     tokenizer: Tokenizer  # from the `data.tokenizer` registry
     train: torch.Tensor  # (N_train,) int64 token ids
     val: torch.Tensor  # (N_val,) int64 token ids
     val_chars_scored: int  # characters of the validation targets (every token but the first)
+    test: torch.Tensor | None = None  # (N_test,) int64 token ids; None without a test split
+    test_chars_scored: int = 1  # characters of the test targets (every token but the first)
 
     @property
     def bits_per_char_factor(self) -> float:
         """Multiply a validation loss (nats/token) by this for bits per character: summed NLL / characters / ln 2."""
         return (len(self.val) - 1) / self.val_chars_scored / math.log(2)
 
+    @property
+    def test_bits_per_char_factor(self) -> float | None:
+        """The same factor for a test loss (the test split has its own characters per token); None without one."""
+        return None if self.test is None else (len(self.test) - 1) / self.test_chars_scored / math.log(2)
+
     def check_fits(self, block_size: int, where: str) -> None:
-        """Refuse a corpus too short for `block_size`: training needs one window, validation one too."""
+        """Refuse a corpus too short for `block_size`: training needs one window, validation (and test) one too."""
         need = block_size + 2  # a window of block_size inputs and its targets, plus one offset to sample
-        for split, ids in (("training", self.train), ("validation", self.val)):
+        splits = [("training", self.train, "data.val_fraction"), ("validation", self.val, "data.val_fraction")]
+        if self.test is not None:
+            splits[1] = ("validation", self.val, "data.val_fraction or data.test_fraction")
+            splits.append(("test", self.test, "data.test_fraction"))
+        for split, ids, keys in splits:
             if len(ids) < need:
                 raise GptlabError(f"{where}: the {split} split has {len(ids):,} tokens, too few for "
                                   f"model.block_size {block_size:,} (it needs at least {need:,}); use a longer "
-                                  "text, a smaller block_size or another data.val_fraction")
+                                  f"text, a smaller block_size or another {keys}")
 
 
 @lru_cache(maxsize=4)
@@ -161,38 +242,50 @@ def _read(path: Path) -> str:
 
 
 @lru_cache(maxsize=4)
-def _load(path: Path, val_fraction: float, tokenizer: str = "char", vocab_size: int | None = None) -> TextDataset:
+def _load(path: Path, val_fraction: float, tokenizer: str = "char", vocab_size: int | None = None,
+          test_fraction: float = 0.0) -> TextDataset:
     text = _read(path)
-    n_train = int(len(text) * (1 - val_fraction))  # split by characters: the same text for every tokenizer
-    tok = TOKENIZERS.get(tokenizer).train(text, n_train, vocab_size)
-    train_text, val_text = text[:n_train], text[n_train:]
+    # Split by characters: the same text for every tokenizer. The tokenizer sees the training text only.
+    start_val, start_test = split_points(len(text), val_fraction, test_fraction)
+    tok = TOKENIZERS.get(tokenizer).train(text, start_val, vocab_size)
+    train_text, val_text, test_text = text[:start_val], text[start_val:start_test], text[start_test:]
     train, val = (torch.from_numpy(tok.encode_array(t)) for t in (train_text, val_text))
-    return TextDataset(tok, train, val, max(len(val_text) - tok.first_token_chars(val_text), 1))
+    if not test_fraction > 0:
+        return TextDataset(tok, train, val, chars_scored(val_text, tok))
+    test = torch.from_numpy(tok.encode_array(test_text))
+    return TextDataset(tok, train, val, chars_scored(val_text, tok), test, chars_scored(test_text, tok))
 
 
 def load_dataset(name: str = "tinyshakespeare", path: str | None = None, val_fraction: float = 0.1,
-                 tokenizer: str = "char", vocab_size: int | None = None) -> TextDataset:
+                 tokenizer: str = "char", vocab_size: int | None = None, test_fraction: float = 0.0) -> TextDataset:
     """Resolve, read, split and tokenize a dataset (cached per process: sweeps reuse it across runs)."""
-    return _load(resolve_dataset(name, path).resolve(), val_fraction, tokenizer, vocab_size)
+    return _load(resolve_dataset(name, path).resolve(), val_fraction, tokenizer, vocab_size, test_fraction)
 
 
 def load_run_dataset(data: Any) -> TextDataset:
     """The dataset a run's `data` section (a `DataConfig`) names."""
-    return load_dataset(data.dataset, data.path, data.val_fraction, data.tokenizer, data.vocab_size)
+    return load_dataset(data.dataset, data.path, data.val_fraction, data.tokenizer, data.vocab_size,
+                        data.test_fraction)
 
 
 def unigram_val_loss(name: str = "tinyshakespeare", path: str | None = None, val_fraction: float = 0.1,
-                     download_missing: bool = False, tokenizer: str = "char", vocab_size: int | None = None) -> float:
-    """Cross-entropy (nats/token) of the validation split under the training split's token frequencies.
+                     download_missing: bool = False, tokenizer: str = "char", vocab_size: int | None = None,
+                     test_fraction: float = 0.0, split: str = "val") -> float:
+    """Cross-entropy (nats/token) of the validation split (or, `split="test"`, the test split) under
+    the training split's token frequencies.
 
     The loss of a model that learned only how often each token occurs: the ceiling at which the
     report counts a diverged run. Tokens unseen in training get add-one smoothed counts.
     """
-    data = _load(resolve_dataset(name, path, download_missing).resolve(), val_fraction, tokenizer, vocab_size)
+    data = _load(resolve_dataset(name, path, download_missing).resolve(), val_fraction, tokenizer, vocab_size,
+                 test_fraction)
+    held_out = data.test if split == "test" else data.val
+    if held_out is None:
+        raise GptlabError(f"no test split: data.test_fraction is {test_fraction}")
     vocab = data.tokenizer.vocab_size
     counts = torch.bincount(data.train, minlength=vocab).double() + 1.0
     log_p = torch.log(counts / counts.sum())
-    return float(-log_p[data.val].mean())
+    return float(-log_p[held_out].mean())
 
 
 class BatchSampler:

@@ -74,7 +74,7 @@ class RunDir:
         """Record `config` as this folder's run; refuse a folder that holds another config."""
         self.path.mkdir(parents=True, exist_ok=True)
         path = self / self.CONFIG
-        if path.exists() and read_yaml(path) != config:
+        if path.exists() and not _same_config(read_yaml(path), config):
             raise GptlabError(f"{self.path} holds a run with a different config; use another directory")
         write_yaml(path, config)
 
@@ -191,6 +191,20 @@ class RunDir:
             logger.removeHandler(handler)
             handler.close()
             logger.setLevel(previous)
+
+
+def _same_config(recorded: Any, config: dict[str, Any]) -> bool:
+    """Whether a folder's recorded config is `config`, once settings added since it was written
+    take their defaults: a run killed before an upgrade (no `data.test_fraction` in its config.yaml)
+    resumes rather than being refused."""
+    if recorded == config:
+        return True
+    from gptlab.run.config import resolve_run_config
+
+    try:
+        return resolve_run_config(recorded).to_dict() == resolve_run_config(config).to_dict()
+    except GptlabError:  # not a run config at all: another folder's file
+        return False
 
 
 def _read_mapping(path: Path) -> dict[str, Any] | None:

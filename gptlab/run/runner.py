@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -28,7 +28,7 @@ from gptlab.run.device import resolve_device
 from gptlab.run.rundir import RunDir
 from gptlab.run.tokenizers import Tokenizer
 from gptlab.run.trainer import Outcome, Trainer, TrainerCallback, fmt_loss
-from gptlab.runio import atomic_write_text
+from gptlab.runio import atomic_write_text, remove_temp_files
 
 log = logging.getLogger("gptlab.train")
 
@@ -63,32 +63,38 @@ class RunDirWriter(TrainerCallback):
         })
 
 
-def train_run(config: dict[str, Any] | RunConfig, run_dir: str | os.PathLike, *, run_id: str | None = None) -> dict[str, Any]:
+def train_run(config: dict[str, Any] | RunConfig, run_dir: str | os.PathLike, *, run_id: str | None = None,
+              callbacks: Sequence[TrainerCallback] = ()) -> dict[str, Any]:
     """Train (or resume, or return the finished result of) one run; returns its summary as a plain dict.
 
     A run directory whose summary says ok/diverged is finished and returned as is; one holding a
-    last checkpoint resumes from it. Exceptions propagate (the sweep records them).
+    last checkpoint resumes from it. Exceptions propagate (the sweep records them). `callbacks`
+    join the loop after the one writing the run directory (e.g. a worker's stop on a lost driver).
     """
     cfg = resolve_run_config(config)
     folder = RunDir(run_dir)
     # One trainer per run folder: a worker orphaned by a killed driver, or a second terminal, may
     # be training this run; wait for it (it then leaves a finished run, or a checkpoint to resume).
     with folder.exclusive():
-        return _train_locked(cfg, folder, run_id)
+        return _train_locked(cfg, folder, run_id, callbacks)
 
 
-def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None) -> dict[str, Any]:
+def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None,
+                  callbacks: Sequence[TrainerCallback] = ()) -> dict[str, Any]:
     finished = folder.finished_summary()
     if finished is not None:
         return finished
     folder.claim(cfg.to_dict())
+    # A trainer killed mid-write (SIGKILL, or its worker's exit on a lost driver) leaves its temp
+    # file, which nothing reads but which can be as large as a checkpoint; this lock keeps its writers away.
+    remove_temp_files(folder.path, (RunDir.LAST, RunDir.BEST, RunDir.METRICS, RunDir.PROGRESS, RunDir.SAMPLE))
     run_id = run_id or folder.path.name
     with folder.logging_to_file():
         device = resolve_device(cfg.train.device)
         dataset = load_run_dataset(cfg.data)
         dataset.check_fits(cfg.model.block_size, f"data {cfg.data.path or cfg.data.dataset}")
         cfg = cfg.bind_vocab(dataset.tokenizer.vocab_size)
-        trainer = Trainer(cfg, dataset, device, [RunDirWriter(folder)], run_id)
+        trainer = Trainer(cfg, dataset, device, [RunDirWriter(folder), *callbacks], run_id)
         state = folder.load_checkpoint("last", map_location=device)
         if state is not None:
             check_same_tokenizer(state, dataset.tokenizer, folder)
@@ -128,6 +134,7 @@ def run_summary(trainer: Trainer, outcome: Outcome) -> dict[str, Any]:
     trains = [r for r in trainer.rows if r["train_loss"] is not None and math.isfinite(r["train_loss"])]
     tokens = trainer.step * cfg.train.batch_size * cfg.model.block_size
     diverged_step = outcome.diverged_step
+    test_factor = trainer.dataset.test_bits_per_char_factor
     return {
         "run_id": trainer.run_id,
         "seed": cfg.seed,
@@ -135,6 +142,10 @@ def run_summary(trainer: Trainer, outcome: Outcome) -> dict[str, Any]:
         "best_val_loss": trainer.best_val_loss if evals else None,
         "best_val_bpc": trainer.best_val_loss * trainer.dataset.bits_per_char_factor if evals else None,
         "val_bpc_factor": trainer.dataset.bits_per_char_factor,  # val_loss (nats/token) x this = bits/char
+        # The test loss at best_step (data.test_fraction > 0), in nats/token and bits/char; None without a test split.
+        "best_test_loss": trainer.best_test_loss if evals else None,
+        "best_test_bpc": trainer.best_test_loss * test_factor if evals and trainer.best_test_loss is not None else None,
+        "test_bpc_factor": test_factor,
         "best_step": trainer.best_step if evals else None,
         "final_val_loss": evals[-1]["val_loss"] if evals else None,
         "final_train_loss": trains[-1]["train_loss"] if trains else None,

@@ -11,6 +11,7 @@ identity does not change with it. A tokenizer that uses it may say which sizes i
 - `bpe`: byte-level BPE (Sennrich et al. 2016; GPT-2's byte-level variant) trained with the
   `tokenizers` package on the training split only, never the validation text, and cached on
   disk by a hash of that text and the settings, so every run of a sweep shares one tokenizer.
+  `data.vocab_size: 256` is the 256 byte tokens with no merges: a byte-level model (ByT5's choice).
 """
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ from gptlab.registry import Registry
 
 log = logging.getLogger("gptlab.run.tokenizers")
 
-MIN_BPE_VOCAB, MAX_BPE_VOCAB = 257, 65_536  # byte-level BPE starts from 256 byte tokens
+# Byte-level BPE starts from the 256 byte tokens: 256 is a byte-level model with no merges (ByT5's
+# choice), every size above it adds one merge per token.
+MIN_BPE_VOCAB, MAX_BPE_VOCAB = 256, 65_536
 
 
 class Tokenizer(Protocol):
@@ -156,7 +159,11 @@ class BPETokenizer:
         return self.tokenizer.decode(ids)
 
     def first_token_chars(self, text: str) -> int:
-        encoding = self.tokenizer.encode(text[:256])
+        # The whole text, not a prefix: cutting it could cut the first word and so change its
+        # merges, or leave one long token (a run of a repeated character) that seems to span it all.
+        # A byte token inside a multi-byte character shares its character's offset: the first
+        # character then counts as scored, since part of it is a target.
+        encoding = self.tokenizer.encode(text)
         return encoding.offsets[1][0] if len(encoding.ids) > 1 else len(text)
 
 
@@ -179,7 +186,7 @@ def check_vocab_size(vocab_size: int, tokenizer: str) -> None:
     if high is None and vocab_size < low:
         raise GptlabError(f"data.vocab_size must be at least {low:,} for data.tokenizer {tokenizer}, got {vocab_size:,}")
     if high is not None and not low <= vocab_size <= high:
-        why = " (256 byte tokens plus merges)" if tokenizer == "bpe" else ""
+        why = " (the 256 byte tokens plus merges; 256: bytes only)" if tokenizer == "bpe" else ""
         raise GptlabError(f"data.vocab_size must be between {low:,} and {high:,} for data.tokenizer {tokenizer}{why}, "
                           f"got {vocab_size:,}")
 

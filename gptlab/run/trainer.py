@@ -1,9 +1,10 @@
 """The training loop alone: `Trainer` (steps, evaluations, schedule) and the callbacks it calls.
 
 AdamW (decay on matrices only), linear warmup then cosine decay to `min_lr`, gradient clipping,
-and evaluation on the full validation split every `eval_interval` steps. A non-finite training
-loss ends the loop with status `diverged` (a result, not a crash). The loop knows nothing about
-files: what happens at a metrics row or an evaluation (writing metrics, checkpoints, progress)
+and evaluation on the full validation split every `eval_interval` steps (and on the test split,
+when the data has one, wherever validation improves: the test loss at the best validation step).
+A non-finite training loss ends the loop with status `diverged` (a result, not a crash). The loop
+knows nothing about files: what happens at a metrics row or an evaluation (writing metrics, checkpoints, progress)
 is a `TrainerCallback`'s job, in the style of minGPT's trainer. `state_dict()` holds everything
 needed to resume (model, optimizer, step, RNG state, rows), so a resumed loop reproduces the
 losses of one never interrupted.
@@ -114,6 +115,7 @@ class Trainer:
         self.step = 0
         self.rows: list[dict[str, Any]] = []
         self.best_val_loss, self.best_step = math.inf, -1
+        self.best_test_loss: float | None = None  # test loss at best_step (None without a test split)
         self.elapsed_s = self.train_s = self.eval_s = 0.0
         self.resumed = False
         # Rows come at least every min(log_interval, eval_interval) steps, and at max_iters: that
@@ -132,6 +134,7 @@ class Trainer:
             "rows": self.rows,
             "best_val_loss": self.best_val_loss,
             "best_step": self.best_step,
+            "best_test_loss": self.best_test_loss,  # measured at best_step: a resume cannot measure it again
             "times": [self.elapsed_s, self.train_s, self.eval_s],
             "rng": {"cpu": torch.get_rng_state(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
@@ -144,6 +147,7 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.step, self.rows = state["step"], state["rows"]
         self.best_val_loss, self.best_step = state["best_val_loss"], state["best_step"]
+        self.best_test_loss = state.get("best_test_loss")  # absent from checkpoints of before test splits
         self.elapsed_s, self.train_s, self.eval_s = state["times"]
         torch.set_rng_state(state["rng"]["cpu"])
         if state["rng"]["cuda"]:
@@ -180,6 +184,8 @@ class Trainer:
                     improved = row["val_loss"] < self.best_val_loss
                     if improved:
                         self.best_val_loss, self.best_step = row["val_loss"], step
+                        if self.dataset.test is not None:  # before the callbacks: the checkpoint holds it
+                            self.best_test_loss = self.evaluate_test()
                     for callback in self.callbacks:
                         callback.on_evaluation(self, row["val_loss"], improved)
                 log.info("step %d/%d train %s val %s lr %.2e", step, t.max_iters,
@@ -248,6 +254,18 @@ class Trainer:
                        self.cfg.train.eval_batch_size, self.device, self.autocast)
         self.eval_s += time.perf_counter() - tick
         return val
+
+    def evaluate_test(self) -> float:
+        """Test loss of the model as it is now (nats per token), in the same fixed windows as validation.
+
+        Called only where validation improved: it is recorded, never compared, so the test split
+        chooses nothing (not the best checkpoint, not a setting).
+        """
+        tick = time.perf_counter()
+        test = evaluate(self.forward, self.dataset.test, self.cfg.model.block_size,
+                        self.cfg.train.eval_batch_size, self.device, self.autocast)
+        self.eval_s += time.perf_counter() - tick
+        return test
 
 
 def fmt_loss(value: float | None) -> str:

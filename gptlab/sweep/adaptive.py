@@ -1,54 +1,86 @@
-"""Adaptive sweeps (`seeds: {min, max, precision}`): train in rounds, record them in rounds.csv.
+"""Adaptive sweeps (`seeds: {min, max, precision}`): the `AdaptiveSeeds` planner, which also writes rounds.csv.
 
-The rule is `gptlab.report.precision`'s (Stein's two-stage procedure); this module only runs it.
+The rule is `gptlab.report.precision`'s (Stein's two-stage procedure); this module only applies it.
 Round 1 trains seeds 0..min-1 of every cell; the first round's results alone fix the seed count
 N; round 2 trains seeds up to N. Every decision is recomputed from the runs on disk, which never
 change once finished, so a killed sweep, rerun, makes the same decisions and trains the same runs.
 """
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
 
-from gptlab.executors import Plan
 from gptlab.layout import ROUNDS_CSV
 from gptlab.runio import write_csv
-from gptlab.sweep.execute import SweepOptions, finish, train
-from gptlab.sweep.spec import Run, SweepSpec
+from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
+from gptlab.sweep.spec import Run
+
+if TYPE_CHECKING:
+    from gptlab.report.precision import SeedRule, Widest
+
+WidestAt = Callable[[Path, int], "Widest"]  # (results_dir, seeds) -> the widest called half-width
 
 
-def runs_with_seeds(spec: SweepSpec, n_seeds: int) -> list[Run]:
-    """Every cell's runs with seeds 0..n_seeds-1 (an adaptive sweep's seeds are 0..max-1)."""
-    return [r for r in spec.runs if r.seed < n_seeds]
+def widest_on_disk(results_dir: Path, n_seeds: int) -> "Widest":
+    """The rule's input as the report computes it, from the runs with seeds 0..n_seeds-1 on disk."""
+    from gptlab.report.load import load_results  # lazily: the report room loads pandas
+    from gptlab.report.rounds import widest_at
+
+    return widest_at(load_results(results_dir), n_seeds)
 
 
-def run_rounds(spec: SweepSpec, plan: Plan, options: SweepOptions, backend: Any) -> int:
-    """Round 1, the decision, round 2; then the report and the exit status as for any sweep."""
-    from gptlab.report.load import load_results
-    from gptlab.report.rounds import ROUND_COLS, widest_at
+class AdaptiveSeeds:
+    """Round 1 (seeds 0..min-1), Stein's decision from round 1 alone, round 2 (seeds 0..N-1), then done."""
 
-    rule, out, results_dir = spec.seed_rule, options.stream, options.results_dir
-    first = runs_with_seeds(spec, rule.min)
-    print(f"adaptive seeds: round 1 trains {rule.min} seeds per cell; round 1's noise alone then fixes the seed "
-          f"count in [{rule.min}, {rule.max}] for a 95% half-width of {rule.precision:g}", file=out)
-    rows = train(spec, first, plan, options, backend, f"round 1 ({rule.min} seeds)")
-    if len(rows) < len(first) or any(r["status"] == "failed" for r in rows):
-        print("round 1 is incomplete: the seed count is chosen once every round-1 run has finished", file=out)
-        return finish(spec, results_dir, options.reports_dir, rows, out, planned=len(first))
-    widest = widest_at(load_results(results_dir), rule.min)
-    n_seeds = rule.seeds_needed(widest.half_width)
-    rounds = [{"round": 1, "seeds": rule.min, "runs_trained": len(first),
-               "widest_half_width": widest.half_width, "effect": widest.effect}]
-    write_csv(results_dir / ROUNDS_CSV, rounds, ROUND_COLS)
-    print(f"round 1: widest 95% half-width {widest.half_width:.4f} ({widest.effect or 'no called effect'}); "
-          f"target {rule.precision:g} -> {n_seeds} seeds per cell"
-          + (" (max)" if n_seeds == rule.max and widest.half_width * (rule.min / n_seeds) ** 0.5 > rule.precision
-             else ""), file=out)
-    planned = runs_with_seeds(spec, n_seeds)
-    if n_seeds > rule.min:
-        rows = train(spec, planned, plan, options, backend, f"round 2 ({n_seeds} seeds)")
-        if len(rows) == len(planned) and not any(r["status"] == "failed" for r in rows):
-            final = widest_at(load_results(results_dir), n_seeds)
-            rounds.append({"round": 2, "seeds": n_seeds, "runs_trained": len(planned) - len(first),
-                           "widest_half_width": final.half_width, "effect": final.effect})
-            write_csv(results_dir / ROUNDS_CSV, rounds, ROUND_COLS)
-    return finish(spec, results_dir, options.reports_dir, rows, out, planned=len(planned))
+    def __init__(self, runs: Sequence[Run], rule: "SeedRule", out: TextIO, widest: WidestAt = widest_on_disk) -> None:
+        self.runs, self.rule, self.out, self.widest = tuple(runs), rule, out, widest
+        self.round = 0  # the last round handed out (3: done)
+        self.n_seeds = rule.min  # seeds per cell once decided
+        self.rounds: list[dict[str, Any]] = []  # rounds.csv, as decided in this invocation
+
+    def with_seeds(self, n_seeds: int) -> tuple[Run, ...]:
+        """Every cell's runs with seeds 0..n_seeds-1 (an adaptive sweep's seeds are 0..max-1)."""
+        return tuple(r for r in self.runs if r.seed < n_seeds)
+
+    def next_stage(self, finished: FinishedRuns) -> Stage | None:
+        rule, first = self.rule, self.with_seeds(self.rule.min)
+        if self.round == 0:
+            self.round = 1
+            print(f"adaptive seeds: round 1 trains {rule.min} seeds per cell; round 1's noise alone then fixes the seed "
+                  f"count in [{rule.min}, {rule.max}] for a 95% half-width of {rule.precision:g}", file=self.out)
+            title = f"round 1 ({rule.min} seeds)"
+            return Stage(title, first, first, tag=title, unfinished="round 1 is incomplete: the seed count is chosen "
+                         "once every round-1 run has finished")
+        if self.round == 1:
+            widest = self.widest(finished.results_dir, rule.min)
+            n_seeds = self.n_seeds = rule.seeds_needed(widest.half_width)
+            self._record(finished.results_dir, rule.min, len(first), widest)
+            capped = n_seeds == rule.max and widest.half_width * (rule.min / n_seeds) ** 0.5 > rule.precision
+            print(f"round 1: widest 95% half-width {widest.half_width:.4f} ({widest.effect or 'no called effect'}); "
+                  f"target {rule.precision:g} -> {n_seeds} seeds per cell" + (" (max)" if capped else ""), file=self.out)
+            if n_seeds == rule.min:
+                self.round = 3
+                return None
+            self.round = 2
+            planned = self.with_seeds(n_seeds)
+            title = f"round 2 ({n_seeds} seeds)"
+            return Stage(title, planned, planned, tag=title)
+        if self.round == 2:  # round 2 finished: its half-width goes on record (it decides nothing)
+            self.round = 3
+            self._record(finished.results_dir, self.n_seeds, len(self.with_seeds(self.n_seeds)) - len(first),
+                         self.widest(finished.results_dir, self.n_seeds))
+        return None
+
+    def _record(self, results_dir: Path, seeds: int, runs_trained: int, widest: "Widest") -> None:
+        from gptlab.report.rounds import ROUND_COLS
+
+        self.rounds.append({"round": len(self.rounds) + 1, "seeds": seeds, "runs_trained": runs_trained,
+                            "widest_half_width": widest.half_width, "effect": widest.effect})
+        write_csv(results_dir / ROUNDS_CSV, self.rounds, ROUND_COLS)
+
+    def preview(self) -> Preview | None:
+        rule = self.rule
+        return Preview(f"adaptive seeds: round 1 trains {rule.min} seeds per cell; round 1's noise then fixes the seed "
+                       f"count in [{rule.min}, {rule.max}] for a 95% half-width of {rule.precision:g}",
+                       tuple(Case(f"{what}: {n} seeds per cell", self.with_seeds(n))
+                             for what, n in (("minimum", rule.min), ("worst case", rule.max))))

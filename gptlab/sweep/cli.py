@@ -3,10 +3,17 @@
 The console shows the runs in flight (step, loss, ETA) and one line per finished run; each run
 logs to its own directory. Exit status: 0 when every run finished (ok or diverged), 1 when some
 run failed, 2 on invalid input, 130 when interrupted (rerun the same command to resume).
+
+Interrupted means stopped by Ctrl-C (SIGINT), `kill` (SIGTERM) or a closed terminal (SIGHUP): all
+three stop a sweep the same way, and all three exit 130, the status a shell gives Ctrl-C, so one
+number tells a script "stopped, resumable". The workers are killed (every file they wrote is
+whole), summary.csv is rebuilt and one line says how to resume. Further stop signals are ignored
+while that happens. A signal the caller set to be ignored (`nohup`, a background job) stays ignored.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import shlex
 import signal
@@ -18,7 +25,7 @@ from typing import Any, TextIO
 from gptlab.errors import GptlabError
 from gptlab.model import REGISTRIES
 from gptlab.run.rundir import FINISHED
-from gptlab.sweep.execute import SweepOptions, execute, warn_other_runs
+from gptlab.sweep.execute import SweepOptions, execute, planner_for, warn_other_runs
 from gptlab.sweep.progress import clock
 from gptlab.sweep.results import run_dir, write_summary
 from gptlab.sweep.spec import SweepSpec, load_spec, parse_overrides
@@ -71,35 +78,49 @@ def dry_run(spec: SweepSpec, results_dir: Path, plan_line: str, workers: int, th
     pending = [r for r in spec.runs if run_dir(results_dir, r).state() not in FINISHED + ("failed",)]
     print(f"\n{len(spec.runs)} runs: {len(spec.runs) - len(pending)} finished, {len(pending)} to train", file=stream)
     print(plan_line, file=stream)
+    per_run = None
     if pending:
         configure_process(threads)
         per_run = estimate_run_seconds(pending[0].config)
         waves = -(-len(pending) // workers)
         print(f"estimate: ~{clock(per_run)} per run (timed from the first steps of {pending[0].run_id}), "
               f"~{clock(per_run * waves)} in all", file=stream)
-    rule = spec.seed_rule
-    if rule is not None:
-        print(f"adaptive seeds: round 1 trains {rule.min} seeds per cell; round 1's noise then fixes the seed count "
-              f"in [{rule.min}, {rule.max}] for a 95% half-width of {rule.precision:g}", file=stream)
-        for what, n in (("minimum", rule.min), ("worst case", rule.max)):
-            runs = [r for r in spec.runs if r.seed < n]
-            left = [r for r in runs if r in pending]
-            time = f", ~{clock(per_run * -(-len(left) // workers))}" if pending else ""
-            print(f"  {what}: {n} seeds per cell, {len(runs)} runs, {len(left)} to train{time}", file=stream)
+    preview = planner_for(spec, stream).preview()  # the planner's stages, e.g. adaptive seeds' min and worst case
+    if preview is not None:
+        print(preview.intro, file=stream)
+        for case in preview.cases:
+            left = [r for r in case.runs if run_dir(results_dir, r).state() not in FINISHED + ("failed",)]
+            if per_run is None and left:  # a case's runs need not be the spec's (a later stage's)
+                configure_process(threads)
+                per_run = estimate_run_seconds(left[0].config)
+            time = f", ~{clock(per_run * -(-len(left) // workers))}" if per_run is not None else ""
+            print(f"  {case.label}, {len(case.runs)} runs, {len(left)} to train{time}", file=stream)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, `kill`, a closed terminal
 
 
 def _terminate(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt  # `kill` stops a sweep as Ctrl-C does: workers stopped, summary rebuilt
+    """Stop the sweep as Ctrl-C does: workers stopped, summary rebuilt, exit 130."""
+    # One stop is enough: Ctrl-C pressed again must not break the cleanup (a traceback, a worker
+    # left running). `main` restores the handlers once it has returned.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is not threading.main_thread():  # signals belong to the main thread
         return _main(argv)
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig, handler in previous.items():
+        if handler is not signal.SIG_IGN:  # ignored by the caller's choice (nohup, a background job)
+            signal.signal(sig, _terminate)
     try:
         return _main(argv)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -150,6 +171,7 @@ def _main(argv: list[str] | None) -> int:
             rule = spec.seed_rule
             planned = (f"{len(spec.runs) // rule.max * rule.min} to {len(spec.runs)} (adaptive seeds)" if rule
                        else str(len(spec.runs)))
-            print(f"\ninterrupted: {len(rows)} of {planned} runs finished; run the same command "
-                  "again to resume (each run continues from its last checkpoint)", file=out)
+            with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) cannot show it
+                print(f"\ninterrupted: {len(rows)} of {planned} runs finished; run the same command "
+                      "again to resume (each run continues from its last checkpoint)", file=out)
         return 130

@@ -1,19 +1,25 @@
-"""Training a validated sweep: `execute(spec, plan, options)` and `finish` (report, exit status).
+"""Training a validated sweep: `execute(spec, plan, options)` reads as plan, train, finish.
 
-No CLI objects here: the command line (`gptlab.sweep.cli`) turns its flags into `SweepOptions`.
+Plan: `planner_for` picks the spec's planner (`gptlab.sweep.planners`). Train: `train_stages` asks
+it for stages and trains each (`train`) until it is done or a stage does not finish. Finish:
+`finish` writes summary.csv for every planned run and the report once, and picks the exit status.
+The planners never import this module. No CLI objects here: the command line
+(`gptlab.sweep.cli`) turns its flags into `SweepOptions`.
 """
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Sequence, TextIO
 
 from gptlab.executors import BACKENDS, Plan, RunResult, Task
 from gptlab.layout import RUNS, SUMMARY_CSV, SWEEP_YAML, run_path
 from gptlab.run.rundir import FINISHED, RunDir
 from gptlab.runio import write_yaml
+from gptlab.sweep.adaptive import AdaptiveSeeds
 from gptlab.sweep.lock import SweepLock
+from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
 from gptlab.sweep.progress import Progress
 from gptlab.sweep.results import run_dir, write_summary
 from gptlab.sweep.spec import Run, SweepSpec
@@ -62,41 +68,59 @@ def warn_other_runs(spec: SweepSpec, results_dir: Path, out: TextIO) -> None:
               "they ran); they stay on disk, out of summary.csv and the report", file=out)
 
 
+def planner_for(spec: SweepSpec, out: TextIO) -> Planner:
+    """The planner of a spec's kind of sweep: adaptive rounds for `seeds: {min, max, precision}`, else one stage."""
+    if spec.seed_rule is not None:
+        return AdaptiveSeeds(spec.runs, spec.seed_rule, out)
+    return FixedSeeds(spec.runs, spec.name)
+
+
 def _execute_locked(spec: SweepSpec, plan: Plan, options: SweepOptions, backend: Any) -> int:
     warn_other_runs(spec, options.results_dir, options.stream)
     write_yaml(options.results_dir / SWEEP_YAML, {**spec.to_dict(), "command": options.command})
-    if spec.seed_rule is not None:
-        from gptlab.sweep.adaptive import run_rounds
-
-        return run_rounds(spec, plan, options, backend)
-    rows = train(spec, spec.runs, plan, options, backend, f"sweep {spec.name}")
-    return finish(spec, options.results_dir, options.reports_dir, rows, options.stream)
+    planned = train_stages(spec, planner_for(spec, options.stream), plan, options, backend)
+    return finish(spec, planned, options)
 
 
-def train(spec: SweepSpec, runs: list[Run], plan: Plan, options: SweepOptions, backend: Any,
-          stage: str) -> list[dict[str, Any]]:
-    """Train what is left of `runs` (live progress under the title `stage`); summary.csv holds `runs`' rows."""
-    out, results_dir = options.stream, options.results_dir
+def train_stages(spec: SweepSpec, planner: Planner, plan: Plan, options: SweepOptions,
+                 backend: Any) -> tuple[Run, ...]:
+    """Train the planner's stages until it is done or a stage does not finish; every run planned by then."""
+    planned: tuple[Run, ...] = ()
+    stage = planner.next_stage(FinishedRuns(options.results_dir))
+    while stage is not None:
+        planned = stage.planned
+        rows = train(spec, stage, plan, options, backend)
+        if not stage_finished(stage, rows):  # a planner decides only from finished runs
+            if stage.unfinished:
+                print(stage.unfinished, file=options.stream)
+            break
+        stage = planner.next_stage(FinishedRuns(options.results_dir, tuple(rows)))
+    return planned
+
+
+def train(spec: SweepSpec, stage: Stage, plan: Plan, options: SweepOptions, backend: Any) -> list[dict[str, Any]]:
+    """Train what is left of `stage.runs` (live progress); summary.csv then holds the rows of `stage.planned`."""
+    out, results_dir, runs = options.stream, options.results_dir, list(stage.runs)
     todo = runs_to_train(runs, results_dir, options.rerun_failed)
     for run in todo:
         run_dir(results_dir, run).clear_failure()  # a failed run the user asked to rerun
-    seeds = len({r.seed for r in runs})
-    print(f"{stage}: {len(runs)} runs ({len(runs) // seeds} cells x {seeds} seeds), "
+    seeds = max(1, len({r.seed for r in runs}))
+    print(f"{stage.title}: {len(runs)} runs ({len(runs) // seeds} cells x {seeds} seeds), "
           f"{len(runs) - len(todo)} already finished, {len(todo)} to train", file=out)
     plan_line = backend.describe(plan)
     if plan_line:
         print(plan_line, file=out)
     tasks = [Task(r.run_id, r.config, str(run_dir(results_dir, r).path.resolve()), plan.threads,
                   tuple(spec.plugins), tuple(spec.search_path), plan.gpus, spec.executor.runs_per_gpu) for r in todo]
-    title = stage if spec.seed_rule is not None else ""
-    with Progress(runs, todo, results_dir, plan.workers, out, options.progress_every_s, stage=title) as progress:
+    planned = list(stage.planned)
+    with Progress(runs, todo, results_dir, plan.workers, out, options.progress_every_s, stage=stage.tag) as progress:
 
         def on_result(result: RunResult) -> None:
             progress.finished(result)
-            write_summary(spec, results_dir, runs)
+            write_summary(spec, results_dir, planned)
 
         backend.run(tasks, plan, on_result, fail_fast=options.fail_fast)
-    rows = write_summary(spec, results_dir, runs)
+    rows = write_summary(spec, results_dir, planned)
     peaks = [s.get("peak_rss_mb") for s in (run_dir(results_dir, r).summary() for r in todo) if s]
     peaks = [p for p in peaks if p]
     if peaks:
@@ -105,11 +129,12 @@ def train(spec: SweepSpec, runs: list[Run], plan: Plan, options: SweepOptions, b
     return rows
 
 
-def finish(spec: SweepSpec, results_dir: Path, reports_dir: Path, rows: list[dict[str, Any]], out: TextIO,
-           planned: int | None = None) -> int:
-    """Print what did not finish ok, write the report, and choose the exit status (`planned`: runs meant to exist)."""
+def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions) -> int:
+    """Rebuild summary.csv for every planned run, print what did not finish ok, write the report; the exit status."""
+    out, results_dir = options.stream, options.results_dir
+    rows = write_summary(spec, results_dir, list(planned))
     not_ok = [r for r in rows if r["status"] != "ok"]
-    missing = (len(spec.runs) if planned is None else planned) - len(rows)
+    missing = len(planned) - len(rows)
     if not_ok:
         print(f"\n{len(not_ok)} run(s) did not finish ok:", file=out)
         for row in not_ok:
@@ -121,7 +146,7 @@ def finish(spec: SweepSpec, results_dir: Path, reports_dir: Path, rows: list[dic
     except ImportError:
         print(f"summary: {results_dir / SUMMARY_CSV}", file=out)
     else:
-        path = write_report(results_dir, reports_dir, margin=spec.report["equivalence_margin"])
+        path = write_report(results_dir, options.reports_dir, margin=spec.report["equivalence_margin"])
         print(f"report: {Path(path) / 'report.md'}", file=out)
     failed = sum(r["status"] == "failed" for r in rows)
     if failed:

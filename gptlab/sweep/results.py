@@ -15,30 +15,43 @@ from gptlab.sweep.spec import Run, SweepSpec
 
 METRIC_FIELDS = ["status", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
                  "params_non_embedding", "tokens_per_sec", "wall_s", "error", "best_val_bpc"]
+# Only in the summary.csv of a sweep with a test split (data.test_fraction > 0 in any run), after the
+# others: a sweep without one keeps the exact columns it always had, so readers by position still work.
+TEST_FIELDS = ["best_test_loss", "best_test_bpc"]
 
 
 def run_dir(results_dir: Path, run: Run) -> RunDir:
     return RunDir(run_path(results_dir, run.run_id))
 
 
-def summary_columns(spec: SweepSpec) -> list[str]:
-    return ["run_id", "seed", *spec.grid, *METRIC_FIELDS]
+def has_test_split(spec: SweepSpec, runs: list[Run] | None = None) -> bool:
+    """Whether any run of the sweep (or of `runs`, planned beyond it) holds out a test split (test_fraction > 0)."""
+    return any((run.config.get("data") or {}).get("test_fraction", 0) > 0 for run in [*spec.runs, *(runs or [])])
+
+
+def metric_fields(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]:
+    """The columns of summary.csv after the factors: the test columns last, when the sweep has a test split."""
+    return METRIC_FIELDS + (TEST_FIELDS if has_test_split(spec, runs) else [])
+
+
+def summary_columns(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]:
+    return ["run_id", "seed", *spec.grid, *metric_fields(spec, runs)]
 
 
 def summary_rows(spec: SweepSpec, results_dir: Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
     """One row per run of `runs` (default: the spec's) that has a summary.json, in grid order."""
-    rows = []
+    rows, fields = [], metric_fields(spec, runs)
     for run in spec.runs if runs is None else runs:
         folder = run_dir(results_dir, run)
         if not (folder / RunDir.SUMMARY).exists():
             continue
         summary = folder.summary() or {"status": "failed", "error": f"unreadable {folder / RunDir.SUMMARY}"}
         rows.append({"run_id": run.run_id, "seed": run.seed, **run.factors,
-                     **{k: summary.get(k) for k in METRIC_FIELDS}})
+                     **{k: summary.get(k) for k in fields}})
     return rows
 
 
 def write_summary(spec: SweepSpec, results_dir: Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
     rows = summary_rows(spec, results_dir, runs)
-    write_csv(results_dir / SUMMARY_CSV, rows, summary_columns(spec))
+    write_csv(results_dir / SUMMARY_CSV, rows, summary_columns(spec, runs))
     return rows

@@ -1,4 +1,4 @@
-"""Sweep specs: load a YAML with `yaml.safe_load`, validate all of it, expand it into runs.
+"""Sweep specs: read a YAML (`sweep.loader`, strict), validate all of it, expand it into runs.
 
 Validation happens before anything is written or trained: unknown keys (with the closest valid
 one), wrong types, unknown registry names, impossible shapes, excludes that match nothing, an
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import os
 import re
 import sys
@@ -17,18 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gptlab.cells import design_cells
 from gptlab.run.config import MAX_SEED, RunConfig, get_dotted, resolve_run_config, set_dotted, valid_keys
 from gptlab.errors import GptlabError, closest
 from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
+from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file, show  # noqa: F401 (re-exported)
 
 TOP_KEYS = ["name", "description", "plugins", "base", "grid", "scale", "seeds", "exclude", "baseline", "executor", "report"]
 REPORT_KEYS = ["equivalence_margin"]
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: $ would allow a final newline
 MAX_SEEDS = 10_000
+# A run takes ~1 ms to validate and expand: a mistyped grid (30 factors, seeds pasted twice) must not hang it.
+MAX_RUNS = 10_000  # cells before exclude x seeds (adaptive seeds: x max)
+MAX_EXCLUDE = 256  # exclude rules
 
 
 @dataclass(frozen=True)
@@ -79,40 +82,8 @@ def _fail(key: str, message: str) -> GptlabError:
 
 def _require(value: Any, kind: type, key: str, what: str) -> Any:
     if not isinstance(value, kind):
-        raise _fail(key, f"must be {what}, got {value!r}")
+        raise _fail(key, f"must be {what}, got {show(value)}")
     return value
-
-
-def read_spec_file(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise GptlabError(f"sweep file {path} not found")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as err:
-        raise GptlabError(f"{path}: not UTF-8 text (byte {err.start}); a sweep is a YAML file") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise GptlabError(f"{path}: invalid YAML{where}: {problem}") from None
-    if not isinstance(raw, dict):
-        raise GptlabError(f"{path}: a sweep must be a YAML mapping with name, base and grid")
-    return raw
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """`--set train.lr=3e-4` items -> {dotted key: value parsed as YAML}."""
-    overrides = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise GptlabError(f"--set expects KEY=VALUE, got {item!r}")
-        try:
-            overrides[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise GptlabError(f"--set {key}: cannot parse value {value!r}") from None
-    return overrides
 
 
 def load_spec(path: str | Path, overrides: dict[str, Any] | None = None, executor_overrides: dict[str, Any] | None = None) -> SweepSpec:
@@ -122,11 +93,23 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None, executo
 
 
 def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], executor_overrides: dict[str, Any]) -> SweepSpec:
+    """Validate and expand a loaded spec; every problem is one `GptlabError` on one line, naming the key."""
+    try:
+        return _validate_spec(raw, path, overrides, executor_overrides)
+    except GptlabError as err:
+        if one_line(str(err)) == str(err):
+            raise
+        raise GptlabError(one_line(str(err))) from None  # user text quoted raw (a newline in a level) stays one line
+
+
+def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
+                   executor_overrides: dict[str, Any]) -> SweepSpec:
     for key in raw:
         if key in ("model", "train", "data"):
             raise GptlabError(f"unknown key '{key}': run settings go under base (base.{key})")
         if key not in TOP_KEYS:
-            raise GptlabError(f"unknown key '{key}'{closest(key, TOP_KEYS)}; valid top-level keys: {', '.join(TOP_KEYS)}")
+            raise GptlabError(f"unknown key {show(key)}{closest(str(key), TOP_KEYS)}; valid top-level keys: "
+                              f"{', '.join(TOP_KEYS)}")
     for key in ("name", "grid"):
         if key not in raw:
             raise _fail(key, "is required")
@@ -150,7 +133,7 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
     keys = [k for k in valid_keys() if k != "seed"]
     for dotted, value in overrides.items():
         if dotted not in keys:
-            raise GptlabError(f"--set: unknown key '{dotted}'{closest(dotted, keys)}")
+            raise GptlabError(f"--set: unknown key {show(dotted)}{closest(dotted, keys)}")
         set_dotted(base, dotted, value)
     _check_base(base)
 
@@ -160,13 +143,13 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
         raise _fail("grid", "needs at least one factor")
     for dotted, levels in grid.items():
         if dotted not in keys:
-            raise GptlabError(f"grid: unknown key '{dotted}'{closest(dotted, keys)}")
+            raise GptlabError(f"grid: unknown key {show(dotted)}{closest(str(dotted), keys)}")
         if not isinstance(levels, list) or not levels:
-            raise _fail(f"grid.{dotted}", f"must be a non-empty list of levels, got {levels!r}")
+            raise _fail(f"grid.{dotted}", f"must be a non-empty list of levels, got {show(levels)}")
         if any(isinstance(v, (dict, list)) for v in levels):
             raise _fail(f"grid.{dotted}", "levels must be plain values (strings, numbers, booleans)")
         if len({repr(v) for v in levels}) != len(levels):
-            raise _fail(f"grid.{dotted}", f"lists a level twice: {levels}")
+            raise _fail(f"grid.{dotted}", f"lists a level twice: {show(levels)}")
         try:
             get_dotted(base, dotted)
         except (KeyError, TypeError):
@@ -187,6 +170,7 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
     _require(exclude, list, "exclude", "a list of {factor: level} mappings")
     for i, rule in enumerate(exclude):
         _check_cell_mapping(rule, grid, f"exclude[{i}]")
+    _check_size(grid, len(seeds), exclude)
 
     baseline = raw.get("baseline") or {}
     _check_cell_mapping(baseline, grid, "baseline")
@@ -203,18 +187,30 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
                      report, scale, seed_rule, str(path), search_path)
     spec.runs = expand(spec)
     if not any(r.factors == baseline for r in spec.runs):
-        raise _fail("baseline", f"the cell {baseline} is excluded; name a cell that is trained")
+        raise _fail("baseline", f"the cell {show(baseline, 200)} is excluded; name a cell that is trained")
     return spec
+
+
+def _check_size(grid: dict[str, list[Any]], n_seeds: int, exclude: list[Any]) -> None:
+    """Refuse, before the product is built, a sweep too large to validate in seconds or to train."""
+    cells = math.prod(len(levels) for levels in grid.values())
+    if cells * n_seeds > MAX_RUNS:
+        raise _fail("grid", f"{cells:,} cells (before exclude) x {n_seeds:,} seeds is {cells * n_seeds:,} runs; a "
+                    f"sweep may have at most {MAX_RUNS:,}: split it, or use fewer levels or seeds")
+    if len(exclude) > MAX_EXCLUDE:  # each rule is checked against every cell
+        raise _fail("exclude", f"lists {len(exclude):,} rules; at most {MAX_EXCLUDE}: name the cells to train in a "
+                    "smaller grid instead")
 
 
 def _check_scale(scale: Any, grid: dict[str, list[Any]]) -> list[str]:
     """Grid keys whose levels are scales (training length, width, tokenizer), at least one factor left."""
     _require(scale, list, "scale", "a list of grid keys, e.g. [train.max_iters]")
     for key in scale:
+        _require(key, str, "scale", "a list of grid keys, e.g. [train.max_iters]")  # a list inside is unhashable
         if key not in grid:
-            raise _fail("scale", f"'{key}' is not a grid factor{closest(str(key), grid)}; factors: {', '.join(grid)}")
+            raise _fail("scale", f"{show(key)} is not a grid factor{closest(str(key), grid)}; factors: {show(list(grid), 200)}")
     if len(set(scale)) != len(scale):
-        raise _fail("scale", f"lists a key twice: {scale}")
+        raise _fail("scale", f"lists a key twice: {show(scale)}")
     if len(scale) == len(grid):
         raise _fail("scale", "names every grid factor; at least one must stay a scientific factor whose effect is reported")
     return list(scale)
@@ -235,14 +231,14 @@ def _check_seeds(seeds: Any) -> list[int]:
         return list(range(seeds))
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise _fail("seeds", f"must be a count (e.g. 3), a list of non-negative integers or an adaptive rule "
-                    f"{{min: 3, max: 12, precision: 0.005}}, got {seeds!r}")
+                    f"{{min: 3, max: 12, precision: 0.005}}, got {show(seeds)}")
     if len(seeds) > MAX_SEEDS:
         raise _fail("seeds", f"lists {len(seeds):,} seeds; at most {MAX_SEEDS:,}")
     bad = next((s for s in seeds if not 0 <= s < MAX_SEED), None)
     if bad is not None:
         raise _fail("seeds", f"each seed must be in [0, 2**63), got {bad}")
     if len(set(seeds)) != len(seeds):
-        raise _fail("seeds", f"lists a seed twice: {seeds}")
+        raise _fail("seeds", f"lists a seed twice: {show(seeds)}")
     return seeds
 
 
@@ -253,12 +249,14 @@ def _same_level(a: Any, b: Any) -> bool:
 
 def _check_cell_mapping(rule: Any, grid: dict[str, list[Any]], key: str) -> None:
     if not isinstance(rule, dict) or (key.startswith("exclude") and not rule):
-        raise _fail(key, f"must be a mapping of grid factors to levels, got {rule!r}")
+        raise _fail(key, f"must be a mapping of grid factors to levels, got {show(rule)}")
     for factor, level in rule.items():
         if factor not in grid:
-            raise _fail(key, f"'{factor}' is not a grid factor{closest(str(factor), grid)}; factors: {', '.join(grid)}")
+            raise _fail(key, f"{show(factor)} is not a grid factor{closest(str(factor), grid)}; factors: "
+                        f"{show(list(grid), 200)}")
         if not any(_same_level(level, candidate) for candidate in grid[factor]):
-            raise _fail(key, f"{factor} level {level!r} ({type(level).__name__}) is not in the grid; levels: {grid[factor]}")
+            raise _fail(key, f"{factor} level {show(level)} ({type(level).__name__}) is not in the grid; levels: "
+                        f"{show(grid[factor], 200)}")
 
 
 def _check_report(report: Any) -> dict[str, Any]:
@@ -268,7 +266,7 @@ def _check_report(report: Any) -> dict[str, Any]:
     for key in report:
         if key not in REPORT_KEYS:
             valid = [f"report.{k}" for k in REPORT_KEYS]
-            raise GptlabError(f"unknown key 'report.{key}'{closest(f'report.{key}', valid)}; valid keys under report: "
+            raise GptlabError(f"unknown key {show(f'report.{key}')}{closest(f'report.{key}', valid)}; valid keys under report: "
                               f"{', '.join(REPORT_KEYS)}")
     margin = report.get("equivalence_margin", DEFAULT_MARGIN)
     return {"equivalence_margin": check_margin(margin, "report.equivalence_margin")}
@@ -299,7 +297,9 @@ def expand(spec: SweepSpec) -> list[Run]:
             raise GptlabError(f"grid cell ({where}): {err}") from None
         key = resolved.run_hash()
         if key in seen:
-            raise _fail("grid", f"cells {dict(seen[key])} and {dict(cell)} resolve to the same config")
+            from gptlab.sweep.duplicates import same_config_message  # only on this error: keeps expand light
+
+            raise _fail("grid", same_config_message(spec.base, spec.grid, seen[key], cell))
         seen[key] = cell
         sources = {**plugin_sources(spec.plugins), **corpus_source(resolved.data.path)}
         for seed in spec.seeds:
@@ -321,12 +321,15 @@ def plugin_sources(plugins: list[str]) -> dict[str, str]:
 
 def corpus_source(path: str | None) -> dict[str, str]:
     """sha256 of a user corpus (`data.path`); named datasets are fixed by their own checksum."""
+    from gptlab.run.data import check_corpus_file
+
     if path is None:
         return {}
+    resolved = check_corpus_file(path)  # metadata first: /dev/zero or a FIFO would never finish hashing
     try:
-        return {"corpus": _sha256(str(Path(path).expanduser().resolve()))}
-    except OSError:
-        raise _fail("base.data.path", f"cannot read {path}") from None
+        return {"corpus": _sha256(str(resolved))}
+    except OSError as err:
+        raise _fail("data.path", f"cannot read {path} ({err.strerror or err})") from None
 
 
 @functools.lru_cache(maxsize=64)

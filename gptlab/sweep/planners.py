@@ -1,0 +1,91 @@
+"""Planners: which runs a sweep trains next, given the ones that finished. Every kind of round is one.
+
+A sweep trains in stages. `execute` asks its planner for a stage, trains it, and asks again with
+the finished stage's summary rows, until the planner answers None; a stage that does not finish
+(a run failed or was not trained) ends the sweep there, and the next rerun asks again from the
+first stage. A planner therefore decides only from what is on disk (the runs' summaries, never
+anything it remembers from an earlier invocation), which is what makes a killed sweep, rerun,
+make the same decisions. Its runs need not be the spec's: a later stage may make runs that only
+the earlier stages' results define (tuning's estimation runs at each cell's pick).
+
+The planners: `FixedSeeds` here (one stage: the spec's runs) and `AdaptiveSeeds` in
+`gptlab.sweep.adaptive` (Stein's two rounds). None of them imports the driver (`execute`);
+`execute.planner_for` picks one for a spec.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Protocol, Sequence
+
+from gptlab.sweep.spec import Run
+
+
+@dataclass(frozen=True)
+class FinishedRuns:
+    """What a planner decides its next stage from: the results folder and the runs finished so far."""
+
+    results_dir: Path  # results/NAME (summary.csv holds exactly `rows`, the runs' folders are under runs/)
+    rows: tuple[Mapping[str, Any], ...] = ()  # summary.csv rows of every run planned so far (empty before the first stage)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a sweep: the runs it trains, and every run planned so far (summary.csv, the report)."""
+
+    title: str  # heading of the stage's console lines, e.g. "round 2 (4 seeds)" or "sweep quick"
+    runs: tuple[Run, ...]  # what this stage trains (its finished runs are skipped, so reruns are cheap)
+    planned: tuple[Run, ...]  # every run planned so far, this stage's included, in summary.csv order
+    tag: str = ""  # prefix of each progress line (the title when a sweep has several stages, else empty)
+    unfinished: str = ""  # printed when the stage stops with runs failed or untrained: why the sweep stops there
+
+
+@dataclass(frozen=True)
+class Case:
+    """One way a sweep may end, for `--dry-run`: its label and every run it trains."""
+
+    label: str  # e.g. "worst case: 5 seeds per cell" (the dry run adds ", 20 runs, 20 to train")
+    runs: tuple[Run, ...]  # every run of the sweep in this case
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What `--dry-run` shows of a planner beyond the run table: one sentence, then the cases it may end in."""
+
+    intro: str  # how the planner decides, in one line
+    cases: tuple[Case, ...]  # counted and timed by the dry run
+
+
+class Planner(Protocol):
+    """Answers "which runs next, given the finished ones?"; None when the sweep is done."""
+
+    def next_stage(self, finished: FinishedRuns) -> Stage | None:
+        """The next stage. Called first with no rows, then only after every run of the previous
+        stage finished (ok or diverged), with the rows of that stage's `planned` runs."""
+        ...
+
+    def preview(self) -> Preview | None:
+        """The stages' possible outcomes for `--dry-run`; None when the run table says it all."""
+        ...
+
+
+def stage_finished(stage: Stage, rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Every planned run has a summary and none failed: the only state in which a planner is asked again."""
+    return len(rows) == len(stage.planned) and not any(r["status"] == "failed" for r in rows)
+
+
+class FixedSeeds:
+    """A sweep with a fixed seed list: one stage, the spec's runs."""
+
+    def __init__(self, runs: Sequence[Run], name: str) -> None:
+        self.runs, self.name = tuple(runs), name
+        self.asked = False  # the one stage was handed out
+
+    def next_stage(self, finished: FinishedRuns) -> Stage | None:
+        if self.asked:
+            return None
+        self.asked = True
+        return Stage(f"sweep {self.name}", self.runs, self.runs)
+
+    def preview(self) -> Preview | None:
+        return None

@@ -1,0 +1,126 @@
+"""A user corpus (`data.path`) is checked from its metadata before any byte is read: an endless device,
+a FIFO, a directory, an empty or a huge file is refused in one line, exit 2, nothing written.
+
+Each case runs under an alarm: before these checks, /dev/zero and a FIFO made the sweep hang forever.
+"""
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gptlab.run.data import MAX_CORPUS_ENV, check_corpus_file
+from gptlab.sweep import main as sweep_main
+
+from test_hardening import base_spec, setting
+
+HANG_GUARD_S = 20  # far above the few milliseconds a refusal takes: only a hang trips it
+
+
+def fifo(folder: Path) -> str:
+    path = folder / "corpus.fifo"
+    os.mkfifo(path)  # nobody ever writes to it: opening it for reading blocks
+    return str(path)
+
+
+def sparse(folder: Path, size: int = 3 * 2**30) -> str:
+    path = folder / "sparse.txt"
+    with open(path, "wb") as f:
+        f.truncate(size)  # 3 GiB on paper, no block on disk
+    return str(path)
+
+
+def empty(folder: Path) -> str:
+    path = folder / "empty.txt"
+    path.touch()
+    return str(path)
+
+
+def link_to_zero(folder: Path) -> str:
+    path = folder / "looks_like_text.txt"
+    path.symlink_to("/dev/zero")
+    return str(path)
+
+
+CASES = [
+    ("dev-zero", lambda d: "/dev/zero", "is a character device"),
+    ("dev-urandom", lambda d: "/dev/urandom", "is a character device"),
+    ("link-to-dev-zero", link_to_zero, "is a character device"),
+    ("fifo", fifo, "is a FIFO"),
+    ("directory", lambda d: str(d), "is a directory"),
+    ("empty", empty, "is empty"),
+    ("sparse-3GiB", sparse, f"larger than the 2.0 GiB a corpus may be; set {MAX_CORPUS_ENV}"),
+    ("missing", lambda d: str(d / "nope.txt"), "does not exist"),
+]
+
+
+@pytest.fixture
+def hang_guard():
+    def hung(signum, frame):
+        raise TimeoutError(f"no refusal within {HANG_GUARD_S} s: the corpus is being read")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(HANG_GUARD_S)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])
+@pytest.mark.parametrize("case, make, words", CASES, ids=[c[0] for c in CASES])
+def test_a_corpus_that_is_not_a_text_file_is_refused_before_it_is_read(case, make, words, dry_run, tmp_path, corpus,
+                                                                       capsys, hang_guard):
+    spec = setting(base_spec(corpus), "base.data.path", make(tmp_path))
+    spec_path = tmp_path / "odd.yaml"
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    results, reports = tmp_path / "results", tmp_path / "reports"
+    code = sweep_main([str(spec_path), "--results-dir", str(results), "--reports-dir", str(reports)]
+                      + (["--dry-run"] if dry_run else []))
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.startswith("error: data.path: ") and len(err.splitlines()) == 1, err
+    assert words in err
+    assert not results.exists() and not reports.exists()
+
+
+def test_a_corpus_in_the_grid_is_checked_too(tmp_path, corpus, capsys, hang_guard):
+    spec = base_spec(corpus)
+    del spec["base"]["data"]["path"]
+    spec["grid"] = {"data.path": [str(corpus), "/dev/zero"]}
+    spec_path = tmp_path / "odd.yaml"
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert sweep_main([str(spec_path), "--dry-run", "--results-dir", str(tmp_path / "r")]) == 2
+    assert "data.path: /dev/zero is a character device" in capsys.readouterr().err
+
+
+def test_the_size_limit_is_overridable_and_named(tmp_path, monkeypatch):
+    text = tmp_path / "small.txt"
+    text.write_text("hello world\n" * 100)
+    assert check_corpus_file(text) == text.resolve()
+    monkeypatch.setenv(MAX_CORPUS_ENV, "100")
+    with pytest.raises(Exception, match=f"set {MAX_CORPUS_ENV}"):
+        check_corpus_file(text)
+    monkeypatch.setenv(MAX_CORPUS_ENV, str(4 * 2**30))
+    assert check_corpus_file(sparse(tmp_path)).name == "sparse.txt"  # allowed once the user raises the limit
+    monkeypatch.setenv(MAX_CORPUS_ENV, "lots")
+    with pytest.raises(Exception, match=f"{MAX_CORPUS_ENV} must be a positive number of bytes"):
+        check_corpus_file(text)
+
+
+def test_a_corpus_is_hashed_once_per_sweep(tmp_path, corpus, monkeypatch):
+    """Every cell and seed shares one corpus: it is read for its hash once, not once per run."""
+    import gptlab.run.data as data
+    from gptlab.sweep.spec import _sha256_cached, validate_spec
+
+    calls = []
+    real = data.sha256_of
+    monkeypatch.setattr(data, "sha256_of", lambda p: calls.append(p) or real(p))
+    _sha256_cached.cache_clear()
+    spec = base_spec(corpus)
+    spec["grid"] = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}
+    spec["seeds"] = 3
+    loaded = validate_spec(spec, tmp_path / "s.yaml", {}, {})
+    assert len(loaded.runs) == 12 and len(calls) == 1
