@@ -11,8 +11,8 @@ that nothing is written (the results folder and the working directory stay as th
 Printed: specs tried, accepted, refused, tracebacks (must be 0), property violations (must be 0),
 specs over the time limit, the slowest spec's seconds and the largest memory growth of one spec
 (the peak resident set during the spec, reset before each through /proc/self/clear_refs, minus the
-resident set before it; tracemalloc's peak where /proc is missing). Failing documents are kept
-under --keep for reproduction.
+resident set before it; tracemalloc's peak where /proc is missing). The slowest, the largest and
+any failing document are kept under --keep for reproduction.
 
 An accepted spec's dry run would time six training steps (seconds each, with the data loaded): the
 estimator is replaced by a constant, as in the tests, since the campaign is about validation.
@@ -130,11 +130,20 @@ class Campaign:
         what = f"spec {n} ({kind}): {_preview(document)}"
         if seconds > self.slowest[0]:
             self.slowest = (seconds, what)
+            self._save("slowest", document, argv)
         if grown > self.largest[0]:
             self.largest = (grown, what)
+            self._save("largest", document, argv)
         if n % 500 == 0:
             print(f"  {n} specs: {self.accepted} accepted, {self.refused} refused, {self.tracebacks} tracebacks, "
                   f"{self.violations} violations", flush=True)
+
+    def _save(self, name: str, document: str | bytes, argv: list[str]) -> None:
+        """The slowest and the largest spec so far, to rerun: `python -m gptlab.sweep FILE --dry-run ARGV`."""
+        self.keep.mkdir(parents=True, exist_ok=True)
+        data = document.encode("utf-8", "surrogatepass") if isinstance(document, str) else document
+        (self.keep / f"{name}.yaml").write_bytes(data)
+        (self.keep / f"{name}.argv").write_text(" ".join(argv) + "\n", encoding="utf-8")
 
     def _keep(self, n: int, what: str, document: str | bytes, argv: list[str], detail: str) -> None:
         self.keep.mkdir(parents=True, exist_ok=True)
@@ -167,7 +176,8 @@ def main() -> int:
     p.add_argument("--specs", type=int, default=10_000, help="specs to generate (default 10,000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the generators (default 0)")
     p.add_argument("--timeout", type=int, default=60, help="seconds before a spec counts as hung (default 60)")
-    p.add_argument("--keep", type=Path, default=None, help="folder for failing documents (default: a temp folder)")
+    p.add_argument("--keep", type=Path, default=None, help="folder for the slowest, largest and failing documents "
+                   "(default: a temp folder)")
     args = p.parse_args()
 
     # The constant estimator: see the module docstring.
@@ -176,7 +186,7 @@ def main() -> int:
     signal.signal(signal.SIGALRM, _alarm)
     scratch = Path(tempfile.mkdtemp(prefix="gptlab-fuzz-"))
     files = fuzz.FuzzFiles(scratch)
-    campaign = Campaign(files, args.timeout, args.keep or scratch / "failures")
+    campaign = Campaign(files, args.timeout, args.keep or scratch / "kept")
 
     kinds = ["mutated", "mutated", "random", "mangled"]
 
@@ -215,8 +225,8 @@ def main() -> int:
     print(f"slowest spec: {c.slowest[0]:.2f} s, {c.slowest[1]}")
     how = "peak RSS growth" if c.proc else "tracemalloc peak"
     print(f"largest memory of one spec ({how}): {c.largest[0] / 2**20:.0f} MiB, {c.largest[1]}")
+    print(f"the slowest and largest specs (and any failing one): {c.keep}")
     if c.tracebacks or c.violations or c.timeouts:
-        print(f"failing documents: {c.keep}")
         return 1
     return 0
 

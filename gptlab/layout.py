@@ -10,6 +10,7 @@ SWEEP_YAML = "sweep.yaml"  # the spec as resolved, written before any run
 SUMMARY_CSV = "summary.csv"  # one row per run, rebuilt from the runs' summary.json
 SAMPLES_JSON = "samples.json"  # text samples kept by the report
 ROUNDS_CSV = "rounds.csv"  # one row per round of an adaptive sweep
+TUNING_CSV = "tuning.csv"  # a tuned sweep's selection: per cell and setting, the loss and the pick
 DISCUSSION_MD = "discussion.md"  # written by a person, read by the report
 RUNS = "runs"  # the folder of run directories
 

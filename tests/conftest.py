@@ -6,11 +6,33 @@ No test uses the network: downloads go to a local HTTP server, the real text com
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from helpers import make_corpus
+from helpers import make_corpus, skip_figures
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    """One torch thread here and in the processes the tests start (OMP_NUM_THREADS): the models are
+    tiny, and on a busy 2-core machine a second thread makes every step several times slower.
+    Sweep workers get their thread count from the plan, whatever this says."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMP_NUM_THREADS", "1")
+        yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def no_figures(monkeypatch):
+    """The report without its figures, for tests of its text and tables (figures take seconds each)."""
+    skip_figures(monkeypatch)
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,3 +38,27 @@ def tiny_config(corpus_path: Path, **train) -> dict:
         "data": {"dataset": "tiny", "path": str(corpus_path)},
         "seed": 0,
     }
+
+
+def skip_figures(mp) -> None:
+    """Stub the report's figures (seconds each) on a `pytest.MonkeyPatch`: text and tables are still written."""
+    from gptlab.report import figures
+
+    mp.setattr(figures, "make_figures", lambda *args, **kw: {})
+    mp.setattr(figures, "precision_curves", lambda *args, **kw: None)
+    mp.setattr(figures, "effects_by_scale", lambda *args, **kw: None)
+
+
+def python_m(module: str, figures: bool = True) -> list[str]:
+    """`python -m MODULE` as a command line; figures=False: the same process with the report's figures
+    stubbed (`skip_figures`), for process tests about something else (kills, signals, locks)."""
+    if figures:
+        return [sys.executable, "-m", module]
+    code = ("import runpy, sys; import gptlab.report as report; write = report.write_report\n"
+            "def write_report(*args, **kw):\n"
+            "    from gptlab.report import figures\n"
+            "    figures.make_figures = lambda *a, **k: {}\n"
+            "    figures.precision_curves = figures.effects_by_scale = lambda *a, **k: None\n"
+            "    return write(*args, **kw)\n"
+            f"report.write_report = write_report; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+    return [sys.executable, "-c", code]

@@ -30,6 +30,8 @@ def room(module: str) -> str:
         return "basics"
     if top in ("train", "sample"):
         return "cli"
+    if top == "export":
+        return "report"  # another view of results/NAME (TensorBoard files): it reads them through the report
     if top in ("model", "run", "executors", "report", "sweep"):
         return top
     raise AssertionError(f"module {module} is in no room of docs/ARCHITECTURE.md")

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import psutil
 import pytest
@@ -29,39 +30,56 @@ from helpers import REPO, tiny_config
 VOLATILE = {"elapsed_s"}  # wall-clock seconds: the one metrics column a rerun cannot reproduce
 
 
-def write_spec(folder: Path, corpus: Path, seeds: int) -> Path:
-    """2 cells x `seeds`, on 2 loky workers; long enough (~120 steps) to be caught mid-run."""
+def write_spec(folder: Path, corpus: Path, grid: dict, seeds: int = 1) -> Path:
+    """A sweep of `grid` x `seeds` on 2 loky workers, a checkpoint every 20 steps, 120 steps unless the grid says."""
     config = tiny_config(corpus, max_iters=120, eval_interval=20)
+    for key in grid:  # a key is set in base or in grid, not both
+        section, name = key.split(".")
+        config[section].pop(name, None)
     spec = {"name": "t", "base": {k: config[k] for k in ("model", "train", "data")},
-            "grid": {"model.norm": ["pre", "post"]}, "seeds": seeds, "executor": {"backend": "loky", "n_jobs": 2}}
-    path = folder / f"orphans{seeds}.yaml"
+            "grid": grid, "seeds": seeds, "executor": {"backend": "loky", "n_jobs": 2}}
+    path = folder / "orphans.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
 
-def sweep_cmd(spec: Path, results: Path) -> list[str]:
-    return [sys.executable, "-m", "gptlab.sweep", str(spec), "--results-dir", str(results),
-            "--reports-dir", str(results.parent / "reports")]
+def sweep_args(spec: Path, results: Path) -> list[str]:
+    return [str(spec), "--results-dir", str(results), "--reports-dir", str(results.parent / "reports")]
 
 
-def start_and_wait_for_training(spec: Path, results: Path) -> subprocess.Popen:
-    """The sweep as a process group of its own, once one run has written a checkpoint."""
-    proc = subprocess.Popen(sweep_cmd(spec, results), env={**os.environ, "PYTHONPATH": str(REPO)},
-                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def start(spec: Path, results: Path, ready: Callable[[Path], bool]) -> subprocess.Popen:
+    """The sweep as a process group of its own, once `ready(runs folder)` (polled every 20 ms)."""
+    proc = subprocess.Popen([sys.executable, "-m", "gptlab.sweep", *sweep_args(spec, results)],
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     runs = results / "t" / "runs"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None and not list(runs.glob("*/ckpt_last.pt")):
+    while time.monotonic() < deadline and proc.poll() is None and not ready(runs):
         time.sleep(0.02)
     assert proc.poll() is None, proc.communicate()[1]
-    assert list(runs.glob("*/ckpt_last.pt")), "no run wrote a checkpoint within 120 s"
+    assert ready(runs), "the sweep never got there within 120 s"
     return proc
 
 
-def rerun(spec: Path, results: Path) -> subprocess.CompletedProcess:
-    done = subprocess.run(sweep_cmd(spec, results), env={**os.environ, "PYTHONPATH": str(REPO)},
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return done
+def checkpointed(runs: Path) -> bool:
+    """Some run has a checkpoint: runs are in flight."""
+    return bool(list(runs.glob("*/ckpt_last.pt")))
+
+
+def one_done_one_training(runs: Path) -> bool:
+    """One run finished (its worker idles) while another, checkpointed, trains on."""
+    done = {p.parent for p in runs.glob("*/summary.json")}
+    return bool(done) and any(p.parent not in done for p in runs.glob("*/ckpt_last.pt"))
+
+
+def sweep_in_process(spec: Path, results: Path) -> None:
+    """The sweep command in this process (no interpreter to start), which must finish the sweep.
+
+    Without its report, which takes longer than these runs train and is not what is tested here.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("gptlab.report.write_report", lambda results_dir, reports_dir, **_: reports_dir)
+        assert sweep_main(sweep_args(spec, results)) == 0
 
 
 def metrics(results: Path) -> dict[str, list[dict[str, str]]]:
@@ -78,20 +96,23 @@ def statuses(results: Path) -> list[str]:
         return [row["status"] for row in csv.DictReader(f)]
 
 
+SHORT_AND_LONG = {"train.max_iters": [40, 200]}  # a worker idles after the short run while the long one trains
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, corpus):
     """The 2-run sweep trained once, uninterrupted: what every stopped and resumed sweep must equal."""
     root = tmp_path_factory.mktemp("reference")
-    spec = write_spec(root, corpus, seeds=1)
-    assert sweep_main([str(spec), "--results-dir", str(root / "results"), "--reports-dir", str(root / "reports")]) == 0
+    spec = write_spec(root, corpus, SHORT_AND_LONG)
+    sweep_in_process(spec, root / "results")
     return spec, metrics(root / "results")
 
 
 def test_workers_of_a_sigkilled_driver_exit_and_a_rerun_matches_an_uninterrupted_sweep(reference, tmp_path):
     spec, expected = reference
-    assert len(expected) == 2 and all(len(rows) == 12 for rows in expected.values())  # 120 steps, a row per 10
+    assert sorted(len(rows) for rows in expected.values()) == [4, 20]  # a row every 10 steps
     results = tmp_path / "results"
-    proc = start_and_wait_for_training(spec, results)
+    proc = start(spec, results, one_done_one_training)
     children = psutil.Process(proc.pid).children(recursive=True)  # the workers (and loky's resource trackers)
     assert len([c for c in children if "resource_tracker" not in " ".join(c.cmdline())]) == 2
 
@@ -100,45 +121,48 @@ def test_workers_of_a_sigkilled_driver_exit_and_a_rerun_matches_an_uninterrupted
     assert not alive, f"still running 5 s after their driver was killed: {alive}"
     proc.wait(timeout=10)
     runs = results / "t" / "runs"
-    assert len(list(runs.glob("*/summary.json"))) < 2, "the sweep finished before it could be killed"
+    assert len(list(runs.glob("*/summary.json"))) == 1, "the long run finished before it could be killed"
     assert not list(runs.glob("*/running.json"))  # a stopped run is no longer marked in flight
     logs = "".join(p.read_text() for p in runs.glob("*/train.log"))
     assert f"driver process {proc.pid} is gone: stopping run" in logs
 
     # What a writer killed mid-write would have left: the resumed run removes it.
-    victim = next(runs.iterdir())
-    leftover = victim / ".ckpt_last.pt.killed01.tmp"
+    stopped = next(p.parent for p in runs.glob("*/ckpt_last.pt") if not (p.parent / "summary.json").exists())
+    leftover = stopped / ".ckpt_last.pt.killed01.tmp"
     leftover.write_bytes(b"half a checkpoint")
-    rerun(spec, results)
+    sweep_in_process(spec, results)
     assert metrics(results) == expected
     assert not leftover.exists() and not list(runs.glob("*/.*.tmp"))
+    assert "resumed " in (stopped / "train.log").read_text()
 
 
 def test_sighup_stops_the_sweep_like_sigterm_and_a_rerun_resumes_it(reference, tmp_path):
     spec, expected = reference
     results = tmp_path / "results"
-    proc = start_and_wait_for_training(spec, results)
-    checkpointed = {p.parent.name for p in (results / "t" / "runs").glob("*/ckpt_last.pt")}
+    proc = start(spec, results, checkpointed)
     os.killpg(proc.pid, signal.SIGHUP)  # a closed terminal hangs up the whole job: driver, workers, trackers
     err = proc.communicate(timeout=60)[1]
     assert proc.returncode == 130, err
     assert "interrupted: " in err and "run the same command again to resume" in err
     assert "Traceback" not in err and "Error" not in err, err
     assert (results / "t" / "summary.csv").exists()
+    runs = results / "t" / "runs"
+    resumable = {p.parent.name for p in runs.glob("*/ckpt_last.pt") if not (p.parent / "summary.json").exists()}
+    assert resumable, "every run finished before the hangup"
 
-    rerun(spec, results)
+    sweep_in_process(spec, results)
     assert statuses(results) == ["ok", "ok"]
     assert metrics(results) == expected
-    for run_id in checkpointed:  # resumed from its checkpoint, not trained again from step 0
-        assert f"resumed {run_id} from step " in (results / "t" / "runs" / run_id / "train.log").read_text()
+    for run_id in resumable:  # resumed from its checkpoint, not trained again from step 0
+        assert f"resumed {run_id} from step " in (runs / run_id / "train.log").read_text()
 
 
 def test_ctrl_c_pressed_three_times_stops_once_without_a_traceback(tmp_path, corpus):
     # 4 runs on 2 workers: runs still queued in loky when the stop comes, which is what made its
     # shutdown print an InvalidStateError (or KeyError) traceback and leave the workers training.
-    spec = write_spec(tmp_path, corpus, seeds=2)
+    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre", "post"]}, seeds=2)
     results = tmp_path / "results"
-    proc = start_and_wait_for_training(spec, results)
+    proc = start(spec, results, checkpointed)
     children = psutil.Process(proc.pid).children(recursive=True)
     for _ in range(3):  # Ctrl-C reaches the whole foreground job
         os.killpg(proc.pid, signal.SIGINT)
@@ -174,24 +198,37 @@ class Recorder:
 
 def test_a_watch_on_a_gone_driver_stops_the_run_at_its_next_step_then_exits():
     exit_ = Recorder()
-    with DriverWatch(dead_process(), "r1", poll_s=0.01, grace_s=0.05, exit=exit_) as watch:
+    watch = DriverWatch(dead_process(), poll_s=0.01, grace_s=60, exit=exit_)
+    with watch.training("r1"):
+        watch.start()
         assert watch.gone.wait(10)
         with pytest.raises(RunStopped):
             watch.on_step(None)
-        assert exit_.called.wait(10)  # the run did not stop within grace_s: the process exits anyway
+        assert not exit_.called.is_set()  # it waits for the run to stop (up to grace_s)
+    assert exit_.called.wait(10)  # the run stopped: the process exits at once, not grace_s later
+    assert exit_.codes == [ORPHAN_EXIT]
+
+
+def test_a_run_that_does_not_stop_is_ended_after_the_grace_period():
+    exit_ = Recorder()
+    watch = DriverWatch(dead_process(), poll_s=0.01, grace_s=0.05, exit=exit_)
+    with watch.training("r1"):  # a long evaluation: no step comes
+        watch.start()
+        assert exit_.called.wait(10)
     assert exit_.codes == [ORPHAN_EXIT]
 
 
 def test_a_watch_on_a_living_driver_never_stops_the_run():
     exit_ = Recorder()
-    with DriverWatch(driver_identity(), "r1", poll_s=0.01, grace_s=0.01, exit=exit_) as watch:
+    watch = DriverWatch(driver_identity(), poll_s=0.01, grace_s=0.01, exit=exit_).start()
+    with watch.training("r1"):
         time.sleep(0.1)  # ten polls
         watch.on_step(None)
     assert not watch.gone.is_set() and not exit_.codes
 
 
 @pytest.mark.parametrize("case", ["reused pid", "zombie"])
-def test_a_reused_pid_or_a_zombie_is_no_living_driver(case):
+def test_a_reused_pid_or_a_zombie_is_no_living_driver_and_an_idle_worker_exits(case):
     exit_ = Recorder()
     if case == "reused pid":  # this very process, but born at another time than the driver was
         pid, created = driver_identity()
@@ -203,9 +240,9 @@ def test_a_reused_pid_or_a_zombie_is_no_living_driver(case):
         while psutil.Process(proc.pid).status() != psutil.STATUS_ZOMBIE:
             time.sleep(0.01)
     try:
-        with DriverWatch(driver, "r1", poll_s=0.01, grace_s=0.0, exit=exit_) as watch:
-            assert watch.gone.wait(10)
-            assert exit_.called.wait(10)
+        watch = DriverWatch(driver, poll_s=0.01, grace_s=60, exit=exit_).start()
+        assert exit_.called.wait(10)  # no run in flight: no grace period
+        assert watch.gone.is_set()
     finally:
         if proc is not None:
             proc.wait()

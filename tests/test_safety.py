@@ -11,33 +11,59 @@ import yaml
 
 from gptlab.sweep import main as sweep_main
 
-from helpers import REPO, tiny_config
+from helpers import REPO, python_m, tiny_config
+
+# An activation that trains only once a file exists: the first sweep holds its lock as long as the test needs.
+GATE_PLUGIN = '''
+"""Test plugin: GELU that waits, at each training step, until the gate file exists."""
+import os, time
+import torch
+from gptlab.model.activations import ACTIVATIONS, Activation
+
+@ACTIVATIONS.register("gated_gelu")
+class GatedGelu(Activation):
+    def forward(self, h):
+        while self.training and not os.path.exists({gate!r}):
+            time.sleep(0.01)
+        return torch.nn.functional.gelu(h)
+'''
 
 
 def write_spec(folder: Path, corpus: Path, name: str = "safe", **train) -> Path:
     config = tiny_config(corpus, **train)
     spec = {"name": name, "base": {k: config[k] for k in ("model", "train", "data")},
-            "grid": {"model.norm": ["pre", "post"]}, "seeds": 1, "executor": {"backend": "loky", "n_jobs": 2}}
+            "grid": {"model.norm": ["pre", "post"]}, "seeds": 1, "executor": {"backend": "loky", "n_jobs": 2, "threads": 1}}
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
 
-def sweep_cmd(spec: Path, folder: Path) -> list[str]:
-    return [sys.executable, "-m", "gptlab.sweep", str(spec), "--results-dir", str(folder / "results"),
-            "--reports-dir", str(folder / "reports")]
+def sweep_cmd(spec: Path, folder: Path, figures: bool = True) -> list[str]:
+    return python_m("gptlab.sweep", figures) + [str(spec), "--results-dir", str(folder / "results"),
+                                                 "--reports-dir", str(folder / "reports")]
 
 
 def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_path, corpus):
-    spec = write_spec(tmp_path, corpus, max_iters=1500, eval_interval=500)
+    gate = tmp_path / "gate"
+    plugin = tmp_path / "gate_plugin.py"
+    plugin.write_text(GATE_PLUGIN.format(gate=str(gate)))
+    spec = write_spec(tmp_path, corpus)
+    raw = yaml.safe_load(spec.read_text())
+    raw["plugins"] = [str(plugin)]
+    raw["base"]["model"]["activation"] = "gated_gelu"  # the first sweep trains only once the gate is open
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    first = subprocess.Popen(sweep_cmd(spec, tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(sweep_cmd(spec, tmp_path, figures=False), env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     holder = tmp_path / "results" / "safe" / ".lock.json"
-    deadline = time.monotonic() + 60
-    while not holder.exists() and time.monotonic() < deadline and first.poll() is None:
-        time.sleep(0.1)
-    assert holder.exists(), "the first sweep never took the lock"
-    second = subprocess.run(sweep_cmd(spec, tmp_path), env=env, capture_output=True, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not holder.exists() and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.02)
+        assert holder.exists(), "the first sweep never took the lock"
+        second = subprocess.run(sweep_cmd(spec, tmp_path), env=env, capture_output=True, text=True)
+    finally:
+        gate.touch()  # whatever happened, the first sweep may now train and finish
     assert second.returncode == 2
     assert second.stderr.strip().splitlines() == [second.stderr.strip()]  # one line
     assert f"is in use by another sweep (process {first.pid} on " in second.stderr
@@ -48,7 +74,7 @@ def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_p
     assert not holder.exists()
 
 
-def test_a_lock_left_by_a_killed_sweep_is_taken_over(tmp_path, corpus, capsys):
+def test_a_lock_left_by_a_killed_sweep_is_taken_over(tmp_path, corpus, capsys, no_figures):
     spec = write_spec(tmp_path, corpus)
     results = tmp_path / "results" / "safe"
     results.mkdir(parents=True)
@@ -61,7 +87,7 @@ def test_a_lock_left_by_a_killed_sweep_is_taken_over(tmp_path, corpus, capsys):
     assert code == 0, capsys.readouterr().err
 
 
-def test_rerunning_a_changed_spec_warns_and_keeps_the_runs_it_no_longer_names(tmp_path, corpus, capsys):
+def test_rerunning_a_changed_spec_warns_and_keeps_the_runs_it_no_longer_names(tmp_path, corpus, capsys, no_figures):
     spec = write_spec(tmp_path, corpus)
     args = ["--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")]
     assert sweep_main([str(spec), *args]) == 0
@@ -169,7 +195,7 @@ def test_a_dask_dry_run_prints_the_dask_plan(tmp_path, corpus, capsys):
     assert "plan: a local dask cluster of 2 worker(s), " in capsys.readouterr().out
 
 
-def test_a_run_keeps_its_sample_so_a_report_without_checkpoints_shows_it(tmp_path, corpus):
+def test_a_run_keeps_its_sample_so_a_report_without_checkpoints_shows_it(tmp_path, corpus, no_figures):
     from gptlab.report import write_report
     from gptlab.run.sampling import sample_from_run
 

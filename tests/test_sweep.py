@@ -5,7 +5,6 @@ import csv
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import yaml
 from gptlab.executors import WORKER_DIED, ExecutorConfig, plan_resources
 from gptlab.sweep import main as sweep_main
 
-from helpers import REPO, tiny_config
+from helpers import REPO, python_m, skip_figures, tiny_config
 
 PLUGIN = '''
 """Test plugin: activations that misbehave on purpose."""
@@ -54,6 +53,14 @@ class PluginGelu(Activation):
 '''
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_figures_here():
+    """No test here reads the report's figures, and each sweep would draw them (seconds each)."""
+    with pytest.MonkeyPatch.context() as mp:
+        skip_figures(mp)
+        yield
+
+
 @pytest.fixture(scope="session")
 def plugin(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("plugins") / "misbehaving.py"
@@ -61,11 +68,12 @@ def plugin(tmp_path_factory) -> Path:
     return path
 
 
-def write_spec(folder: Path, corpus: Path, grid: dict, seeds=2, plugins=(), **extra) -> Path:
-    config = tiny_config(corpus)
+def write_spec(folder: Path, corpus: Path, grid: dict, seeds=2, plugins=(), train=None, **extra) -> Path:
+    config = tiny_config(corpus, **(train or {}))
     spec = {"name": "t", "description": "test sweep", "plugins": [str(p) for p in plugins],
             "base": {k: config[k] for k in ("model", "train", "data")}, "grid": grid, "seeds": seeds,
-            "executor": {"backend": "loky", "n_jobs": 2}, **extra}
+            # threads: 1 whatever the worker count, so that loky's workers (their env: the thread count) are reused
+            "executor": {"backend": "loky", "n_jobs": 2, "threads": 1}, **extra}
     path = folder / "sweep.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -81,9 +89,10 @@ GRID = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}
 
 @pytest.fixture(scope="module")
 def finished_sweep(tmp_path_factory, corpus):
-    """One 2x2 x 2-seed sweep, trained once and shared by the tests that only read it."""
+    """One 2x2 x 2-seed sweep, trained once and shared by the tests that only read it; it is also the
+    uninterrupted reference of the kill test (120 steps: long enough to be caught mid-run)."""
     root = tmp_path_factory.mktemp("sweep")
-    spec = write_spec(root, corpus, GRID)
+    spec = write_spec(root, corpus, GRID, train={"max_iters": 120, "eval_interval": 20})
     code = sweep_main([str(spec), "--results-dir", str(root / "results"), "--reports-dir", str(root / "reports")])
     return root, spec, code
 
@@ -131,29 +140,24 @@ def test_rerun_trains_nothing_and_a_deleted_run_is_retrained(finished_sweep, cap
 
 
 def test_sweep_killed_mid_run_and_restarted_matches_an_uninterrupted_one(finished_sweep, tmp_path):
-    root, spec, _ = finished_sweep
-    config = yaml.safe_load(spec.read_text())
-    config["base"]["train"].update(max_iters=120, eval_interval=20)  # long enough to be caught mid-run
-    spec2 = tmp_path / "long.yaml"
-    spec2.write_text(yaml.safe_dump(config))
+    root, spec, _ = finished_sweep  # the uninterrupted sweep (its spec: 120 steps a run)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "gptlab.sweep", str(spec2), "--reports-dir", str(tmp_path / "reports"), "--results-dir"]
-
-    subprocess.run(cmd + [str(tmp_path / "clean")], env=env, check=True, capture_output=True, timeout=300)
-
-    proc = subprocess.Popen(cmd + [str(tmp_path / "killed")], env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = [str(spec), "--reports-dir", str(tmp_path / "reports"), "--results-dir", str(tmp_path / "killed")]
+    proc = subprocess.Popen(python_m("gptlab.sweep", figures=False) + args, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     runs = tmp_path / "killed" / "t" / "runs"
     deadline = time.time() + 120
-    while time.time() < deadline and not (runs.exists() and len(list(runs.glob("*/ckpt_last.pt"))) >= 3):
-        time.sleep(0.05)
+    while time.time() < deadline and proc.poll() is None and not (
+            runs.exists() and len(list(runs.glob("*/ckpt_last.pt"))) >= 3):
+        time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    err = proc.communicate(timeout=30)[1]
     finished = len(list(runs.glob("*/summary.json")))
     assert finished < 8, "the sweep finished before it could be killed"
+    assert proc.returncode == -signal.SIGKILL, err  # killed, not stopped by an error of its own
 
-    subprocess.run(cmd + [str(tmp_path / "killed")], env=env, check=True, capture_output=True, timeout=300)
-    clean, killed = read_summary(tmp_path / "clean" / "t"), read_summary(tmp_path / "killed" / "t")
+    assert sweep_main(args) == 0  # the restart (in this process: what it resumes from is on disk)
+    clean, killed = read_summary(root / "results" / "t"), read_summary(tmp_path / "killed" / "t")
     keep = ("run_id", "status", "best_val_loss", "best_step", "final_val_loss", "final_train_loss")
     assert [{k: r[k] for k in keep} for r in killed] == [{k: r[k] for k in keep} for r in clean]
 
@@ -181,17 +185,6 @@ def test_failed_and_diverged_runs_are_recorded_and_siblings_finish(tmp_path, cor
     assert "2 already finished, 0 to train" in capsys.readouterr().err
 
 
-def test_fail_fast_stops_the_local_backend_at_the_first_failure(tmp_path, corpus, plugin, capsys):
-    spec = write_spec(tmp_path, corpus, {"model.activation": ["boom", "plugin_gelu"]}, seeds=3, plugins=[plugin])
-    code = sweep_main([str(spec), "--jobs", "1", "--fail-fast", "--results-dir", str(tmp_path / "results"),
-                       "--reports-dir", str(tmp_path / "rep")])
-    assert code == 1
-    rows = read_summary(tmp_path / "results" / "t")
-    assert rows[0]["model.activation"] == "boom" and rows[0]["status"] == "failed"
-    assert len(rows) <= 2, "--fail-fast went on training after the first failure"
-    assert "1 run(s) failed; fix the cause" in capsys.readouterr().err
-
-
 def test_failed_runs_are_rerun_only_when_asked(tmp_path, corpus, plugin, capsys):
     spec = write_spec(tmp_path, corpus, {"model.activation": ["plugin_gelu", "boom"]}, seeds=1, plugins=[plugin])
     args = [str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "rep")]
@@ -201,19 +194,6 @@ def test_failed_runs_are_rerun_only_when_asked(tmp_path, corpus, plugin, capsys)
     assert "2 already finished, 0 to train" in capsys.readouterr().err
     assert sweep_main(args + ["--rerun-failed"]) == 1
     assert "1 already finished, 1 to train" in capsys.readouterr().err
-
-
-def test_a_worker_that_dies_fails_only_its_own_run(tmp_path, corpus, plugin):
-    spec = write_spec(tmp_path, corpus, {"model.activation": ["plugin_gelu", "sigkill"]}, seeds=2, plugins=[plugin])
-    code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "rep")])
-    assert code == 1
-    rows = read_summary(tmp_path / "results" / "t")
-    assert len(rows) == 4
-    for row in rows:
-        if row["model.activation"] == "sigkill":
-            assert row["status"] == "failed" and row["error"] == WORKER_DIED
-        else:
-            assert row["status"] == "ok"
 
 
 BAD_SPECS = [
@@ -318,23 +298,44 @@ def test_plan_uses_every_core_once_and_respects_memory(monkeypatch):
 
 
 def test_sigterm_stops_the_sweep_like_ctrl_c_and_a_rerun_finishes_it(tmp_path, corpus):
-    config = tiny_config(corpus, max_iters=300, eval_interval=20)
-    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre", "post"]}, seeds=1)
-    raw = yaml.safe_load(spec.read_text())
-    raw["base"]["train"] = config["train"]
-    spec.write_text(yaml.safe_dump(raw))
+    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre", "post"]}, seeds=1,
+                      train={"max_iters": 150, "eval_interval": 20})  # 130 steps left after the first checkpoint
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "gptlab.sweep", str(spec), "--results-dir", str(tmp_path / "results"),
-           "--reports-dir", str(tmp_path / "reports")]
-    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
+    args = [str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")]
+    proc = subprocess.Popen(python_m("gptlab.sweep", figures=False) + args, env=env, stderr=subprocess.PIPE, text=True)
     runs = tmp_path / "results" / "t" / "runs"
     deadline = time.time() + 120
-    while time.time() < deadline and not (runs.exists() and list(runs.glob("*/ckpt_last.pt"))):
-        time.sleep(0.05)
+    while time.time() < deadline and proc.poll() is None and not (runs.exists() and list(runs.glob("*/ckpt_last.pt"))):
+        time.sleep(0.02)
     proc.send_signal(signal.SIGTERM)
     err = proc.communicate(timeout=60)[1]
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     assert (tmp_path / "results" / "t" / "summary.csv").exists()
-    assert subprocess.run(cmd, env=env, capture_output=True, timeout=300).returncode == 0
+    assert sweep_main(args) == 0  # the rerun (in this process: what it resumes from is on disk)
     assert [r["status"] for r in read_summary(tmp_path / "results" / "t")] == ["ok", "ok"]
+
+
+# -- last: these two leave loky's reusable executor stopped, and the next sweep starts new workers
+def test_fail_fast_stops_the_local_backend_at_the_first_failure(tmp_path, corpus, plugin, capsys):
+    spec = write_spec(tmp_path, corpus, {"model.activation": ["boom", "plugin_gelu"]}, seeds=3, plugins=[plugin])
+    code = sweep_main([str(spec), "--jobs", "1", "--fail-fast", "--results-dir", str(tmp_path / "results"),
+                       "--reports-dir", str(tmp_path / "rep")])
+    assert code == 1
+    rows = read_summary(tmp_path / "results" / "t")
+    assert rows[0]["model.activation"] == "boom" and rows[0]["status"] == "failed"
+    assert len(rows) <= 2, "--fail-fast went on training after the first failure"
+    assert "1 run(s) failed; fix the cause" in capsys.readouterr().err
+
+
+def test_a_worker_that_dies_fails_only_its_own_run(tmp_path, corpus, plugin):
+    spec = write_spec(tmp_path, corpus, {"model.activation": ["plugin_gelu", "sigkill"]}, seeds=2, plugins=[plugin])
+    code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "rep")])
+    assert code == 1
+    rows = read_summary(tmp_path / "results" / "t")
+    assert len(rows) == 4
+    for row in rows:
+        if row["model.activation"] == "sigkill":
+            assert row["status"] == "failed" and row["error"] == WORKER_DIED
+        else:
+            assert row["status"] == "ok"

@@ -6,7 +6,7 @@ one at a time, and only a run whose worker dies while it trains alone is marked 
 Stopping is the driver's job. Workers ignore SIGINT and SIGHUP, which a terminal sends to the
 whole process group: the driver, stopped by them, kills its workers at once (a worker that
 caught them too would race it, and print its own traceback). A worker whose driver is gone stops
-on its own (`gptlab.executors.worker.DriverWatch`).
+on its own, busy or idle (`gptlab.executors.worker.DriverWatch`).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import signal
 from typing import Any, Iterator, Sequence
 
 from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Plan, RunResult, Task
-from gptlab.executors.worker import WORKER_DIED, driver_identity, execute_run, failed_result
+from gptlab.executors.worker import WORKER_DIED, driver_identity, execute_run, failed_result, watch_driver
 from gptlab.run.rundir import RunDir
 
 log = logging.getLogger("gptlab.executors.local")
@@ -39,10 +39,12 @@ def thread_env(threads: int) -> dict[str, str]:
                                             "RAYON_NUM_THREADS")}
 
 
-def ignore_terminal_signals() -> None:
-    """A worker's initializer: Ctrl-C and a closed terminal stop the driver, which stops its workers."""
+def init_worker(driver: tuple[int, float]) -> None:
+    """A worker's initializer: Ctrl-C and a closed terminal stop the driver, which stops its
+    workers; from its start, the worker watches its driver (an idle worker outlived it too)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    watch_driver(driver)
 
 
 @contextlib.contextmanager
@@ -75,7 +77,7 @@ def _parallel(tasks: Sequence[Task], workers: int, threads: int) -> Iterator[Run
     driver = driver_identity()  # each worker stops its run once this process is gone
     with _terminal_signals_blocked():
         executor = get_reusable_executor(max_workers=workers, env=thread_env(threads), reuse=True,
-                                         initializer=ignore_terminal_signals)
+                                         initializer=init_worker, initargs=(driver,))
         futures = [executor.submit(execute_run, dataclasses.replace(task, driver=driver)) for task in tasks]
     try:
         for future in as_completed(futures):

@@ -5,12 +5,14 @@ failed run, so one bad run never stops its siblings. It sets the worker process'
 (threads, TF32), imports the sweep's plugins, and marks the run as in flight while it trains.
 
 A worker dies with its driver. A task names the driver process (`Task.driver`: pid and creation
-time, so a reused pid is not taken for it), and while the run trains a watchdog thread checks
-every `DRIVER_POLL_S` that the driver still lives. Once it is gone (SIGKILL, the OOM killer, a
-`timeout`), the run stops at its next step, raising `RunStopped` out of the loop: every file it
-wrote is whole (atomic writes), so a rerun resumes it from its last checkpoint. A run that has
-not stopped `STOP_GRACE_S` later (a long evaluation, a tokenizer being trained) is ended by
-`os._exit`, which is as safe for the same reason. Either way the worker process exits.
+time, so a reused pid is not taken for it), and the worker watches it from a thread of its own
+(`DriverWatch`, one per process, started by the first task or by the backend's initializer),
+checking every `DRIVER_POLL_S` that it still lives. Once it is gone (SIGKILL, the OOM killer, a
+`timeout`), a run in flight stops at its next step, raising `RunStopped` out of the loop, and
+the process exits: every file a run wrote is whole (atomic writes), so a rerun resumes it from
+its last checkpoint. A run that has not stopped `STOP_GRACE_S` later (a long evaluation, a
+tokenizer being trained) is ended by `os._exit` all the same, which is as safe for the same
+reason; an idle worker exits at once.
 """
 from __future__ import annotations
 
@@ -50,43 +52,66 @@ def driver_identity() -> tuple[int, float]:
 
 
 class DriverWatch(TrainerCallback):
-    """Stops the run it watches, then this worker process, once the driver that sent it is gone.
+    """Ends this worker process once its driver is gone; as a `TrainerCallback`, it stops a run in
+    flight at its next step first (see the module docstring). `start()` starts its thread."""
 
-    As a `TrainerCallback` it raises `RunStopped` at the first step after the driver went away;
-    its thread ends the process `STOP_GRACE_S` later if the run has not stopped by then.
-    """
-
-    def __init__(self, driver: tuple[int, float], run_id: str, poll_s: float = DRIVER_POLL_S,
-                 grace_s: float = STOP_GRACE_S, exit: Callable[[int], Any] = os._exit) -> None:
-        self.driver, self.run_id, self.poll_s, self.grace_s = driver, run_id, poll_s, grace_s
-        self._exit = exit  # os._exit; a test's stand-in
-        self.gone = threading.Event()  # set once the driver is gone: the run stops at its next step
-        self._done = threading.Event()  # set when the run ends, however it ends
+    def __init__(self, driver: tuple[int, float], poll_s: float = DRIVER_POLL_S, grace_s: float = STOP_GRACE_S,
+                 exit: Callable[[int], Any] = os._exit) -> None:
+        self.driver, self.poll_s, self.grace_s = driver, poll_s, grace_s
+        self.exit = exit  # os._exit; a test's stand-in
+        self.gone = threading.Event()  # set once the driver is gone: runs stop at their next step
+        self._idle = threading.Event()  # set while no run trains here
+        self._idle.set()
+        self._runs: list[str] = []  # the runs training here now
+        self._lock = threading.Lock()
         self._process = _find_process(*driver)
-        self._thread = threading.Thread(target=self._watch, name=f"driver-watch-{run_id}", daemon=True)
+        self._thread = threading.Thread(target=self._watch, name=f"driver-watch-{driver[0]}", daemon=True)
 
-    def __enter__(self) -> "DriverWatch":
+    def start(self) -> "DriverWatch":
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self._done.set()
+    @contextlib.contextmanager
+    def training(self, run_id: str) -> Iterator[None]:
+        """Count `run_id` as in flight while the block runs: the process exits when it is done."""
+        with self._lock:
+            self._runs.append(run_id)
+            self._idle.clear()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._runs.remove(run_id)
+                if not self._runs:
+                    self._idle.set()
 
     def on_step(self, trainer: Any) -> None:
         if self.gone.is_set():
             raise RunStopped(f"driver process {self.driver[0]} is gone")
 
     def _watch(self) -> None:
-        alive = _alive(self._process)
-        while alive and not self._done.wait(self.poll_s):
-            alive = _alive(self._process)
-        if alive:
-            return  # the run ended while its driver lived
-        log.warning("driver process %d is gone: stopping run %s (a rerun resumes it from its last checkpoint)",
-                    self.driver[0], self.run_id)
+        while _alive(self._process):
+            time.sleep(self.poll_s)
+        with self._lock:
+            runs = ", ".join(self._runs)
+        if runs:  # the run's train.log gets this line too
+            log.warning("driver process %d is gone: stopping run %s (a rerun resumes it from its last checkpoint)",
+                        self.driver[0], runs)
         self.gone.set()
-        self._done.wait(self.grace_s)
-        self._exit(ORPHAN_EXIT)  # whether or not the run has stopped: its every file is whole
+        self._idle.wait(self.grace_s)  # the runs stop at their next step, or are ended mid-step
+        self.exit(ORPHAN_EXIT)
+
+
+_WATCHES: dict[tuple[int, float], DriverWatch] = {}
+_WATCHES_LOCK = threading.Lock()
+
+
+def watch_driver(driver: tuple[int, float]) -> DriverWatch:
+    """This process's watch on `driver`, started by the first call (a task, or a worker initializer)."""
+    with _WATCHES_LOCK:
+        if driver not in _WATCHES:
+            _WATCHES[driver] = DriverWatch(driver).start()
+        return _WATCHES[driver]
 
 
 def _find_process(pid: int, created: float) -> Any:
@@ -146,10 +171,10 @@ def execute_run(task: Task) -> RunResult:
     folder = RunDir(task.run_dir)
     config = dict(task.config)
     started = time.perf_counter()
-    watch = DriverWatch(task.driver, task.run_id) if task.driver else None
+    watch = watch_driver(tuple(task.driver)) if task.driver else None
     callbacks = [watch] if watch else []
     try:
-        with watch or contextlib.nullcontext(), folder.running():
+        with watch.training(task.run_id) if watch else contextlib.nullcontext(), folder.running():
             try:
                 configure_process(task.threads)
                 import_plugins(list(task.plugins), list(task.search_path))
@@ -162,7 +187,9 @@ def execute_run(task: Task) -> RunResult:
             except Exception as err:  # recorded, not raised: one bad run must not stop its siblings
                 summary = folder.record_failure(task.run_id, dict(task.config), err)
     except RunStopped:  # the driver is gone: nobody waits for a result; the run's lock and marker are released
-        os._exit(ORPHAN_EXIT)
+        assert watch is not None  # only a watch raises it
+        watch.exit(ORPHAN_EXIT)
+        raise
     return RunResult(task.run_id, summary, time.perf_counter() - started)
 
 

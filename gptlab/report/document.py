@@ -21,6 +21,7 @@ from gptlab.report.calls import ALPHA
 from gptlab.report.models import FORMULAS
 from gptlab.report.rounds import AdaptiveView, rule_sentence
 from gptlab.report.stats import Statistics
+from gptlab.report.tuning import TuningView, tuning_section
 
 CELL_MD_COLS = ["rank", "cell", "baseline", "best_val_loss", "best_val_loss_ci95", "best_val_bpc",
                 "best_val_bpc_ci95", "best_step", "final_val_loss", "gap", "params", "tokens_per_sec",
@@ -308,7 +309,7 @@ def build(res: Results, cells: pd.DataFrame, levels: pd.DataFrame, st: Statistic
           figures: dict[str, bytes], samples: list[tuple[str, str, str]],
           adaptive: AdaptiveView | None = None,
           by_scale: tuple[pd.DataFrame, list[str]] | None = None,
-          tables: Mapping[str, pd.DataFrame] | None = None) -> list[Block]:
+          tables: Mapping[str, pd.DataFrame] | None = None, tuned: TuningView | None = None) -> list[Block]:
     """All blocks of the report, in order; `tables` (name -> the tables/*.csv frames) feed the discussion's quotes."""
     def fig(name: str, alt: str) -> list[Block]:
         return [Image(name, alt, figures[name])] if name in figures else []
@@ -321,7 +322,7 @@ def build(res: Results, cells: pd.DataFrame, levels: pd.DataFrame, st: Statistic
     blocks += _table(cells, CELL_MD_COLS + [c for c in TEST_MD_COLS if c in cells], "cells.csv", "cells")
     blocks += fig("val_curves.png", "Validation loss curves")
     blocks += scale_section(res, by_scale, fig)
-    blocks += effects_sections(res, st, fig) + training_sections(res, st, fig)
+    blocks += effects_sections(res, st, fig) + tuning_section(tuned, res, st, fig) + training_sections(res, st, fig)
     blocks += [Heading("Throughput")] + (fig("throughput.png", "Tokens per second per cell")
                                           or [Para("No throughput measurements.")])
     blocks += [Heading("Failed and diverged runs")]

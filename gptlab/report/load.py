@@ -32,7 +32,7 @@ LOSS_COLUMNS = ("best_val_loss", "final_val_loss", "final_train_loss")  # conver
 VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
 CHAR_BPC_FACTOR = 1 / math.log(2)  # a char tokenizer's nats/token -> bits/char (runs from before tokenizers)
 REQUIRED = ["run_id", "seed", "status", "best_val_loss"]
-KNOWN = set(NUMERIC) | {"run_id", "status", "error"}
+KNOWN = set(NUMERIC) | {"run_id", "status", "error", "stage"}
 
 
 class ReportError(GptlabError):
@@ -62,6 +62,7 @@ class Results:
     unit: str = "nats/char"  # of every loss in runs and curves: nats/char, nats/token, or bits/char (tokenizers mix)
     outcome: str = VAL_OUTCOME  # the runs' column the effects are on: best_test_loss when every run has a test split
     discussion: str | None = None  # results/NAME/discussion.md, written by a person (Markdown), if any
+    selection: pd.DataFrame = field(default_factory=pd.DataFrame)  # a tuned sweep's selection runs (`runs`: the rest)
 
     def short(self, factor: str) -> str:
         """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""
@@ -296,6 +297,9 @@ def load_results(results_dir: Path | str) -> Results:
     res.cells["is_baseline"] = [all(r[f] == baseline[f] for f in factors) for _, r in res.cells.iterrows()]
     res.environment = _read_run_json(results_dir, runs)
     res.unit = _units(runs)
+    chose = runs["stage"] == "selection" if "stage" in runs else pd.Series(False, index=runs.index)  # tuned sweeps:
+    res.selection, res.runs = (runs[m].reset_index(drop=True) for m in (chose, ~chose))  # effects: estimation runs
+    runs = res.runs
     res.outcome = _outcome(runs)
     res.curves = _read_curves(results_dir, runs)
     res.ceiling, res.ceiling_note = _ceiling(results_dir, runs, per_token=res.unit == "nats/token",

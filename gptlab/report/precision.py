@@ -67,6 +67,8 @@ class SeedRule:
                 precision = float(precision)
             except ValueError:
                 pass
+        if isinstance(precision, int) and abs(precision) >= 2**1023:
+            precision = math.inf  # math.isfinite would overflow on it
         if isinstance(precision, bool) or not isinstance(precision, (int, float)) or not math.isfinite(precision) \
                 or precision <= 0:
             raise GptlabError(f"{key}.precision: must be a positive number of nats (a 95% CI half-width, "

@@ -2,7 +2,8 @@
 
 Owns `simulate_runs` and `calibrate` (in-memory datasets with known effects, and how often the
 report's CIs cover them and its calls are false; the true effects come from `PlantedTruth`, group
-means of the planted cells, never from the `Design` contrasts under test), and `make_results`, which writes a results directory in the layout of docs/CONTRACTS.md
+means of the planted cells, never from the `Design` contrasts under test), and `make_results`,
+which writes a results directory in the layout of docs/CONTRACTS.md
 (sweep.yaml, summary.csv, runs/RUN_ID/{config.yaml, metrics.csv, summary.json}) without
 training anything: each run's best val loss is `base_loss` + the planted effects of its cell +
 a per-seed offset (shared by all cells, so seeds pair) + independent noise.

@@ -41,6 +41,9 @@ LIMITS: dict[str, int] = {
 }
 
 
+SCHEDULE_NAMES = ("cosine", "wsd")  # train.schedule; gptlab.run.trainer.SCHEDULES holds their functions
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Optimisation and evaluation settings of one training run (nanoGPT's CPU defaults)."""
@@ -50,7 +53,10 @@ class TrainConfig:
     lr: float = setting(1e-3, "peak learning rate")
     min_lr: float = setting(1e-4, "learning rate at the end of the cosine decay")
     warmup_iters: int = setting(100, "steps of linear warmup (0 = none)")
-    lr_decay_iters: int | None = setting(None, "step where the cosine reaches min_lr (default: max_iters)")
+    lr_decay_iters: int | None = setting(None, "step where the cosine reaches min_lr (default: max_iters; cosine only)")
+    schedule: str = setting("cosine", "learning-rate schedule after the warmup: cosine (decay over the whole run) | wsd "
+                                      "(constant, then a 1-sqrt cooldown to min_lr: warmup-stable-decay)")
+    cooldown_fraction: float = setting(0.2, "wsd: the last fraction of max_iters cooling down to min_lr, in (0, 1]")
     weight_decay: float = setting(0.1, "AdamW decoupled weight decay, applied to matrices only")
     beta1: float = setting(0.9, "AdamW beta1")
     beta2: float = setting(0.99, "AdamW beta2")
@@ -63,7 +69,7 @@ class TrainConfig:
     compile: bool | None = setting(None, "torch.compile the model (default: on for CUDA, off elsewhere)")
 
     def __post_init__(self) -> None:
-        for name in ("lr", "min_lr", "weight_decay", "beta1", "beta2", "grad_clip"):
+        for name in ("lr", "min_lr", "weight_decay", "beta1", "beta2", "grad_clip", "cooldown_fraction"):
             if not math.isfinite(getattr(self, name)):  # NaN passes every range check below
                 raise GptlabError(f"train.{name} must be a finite number, got {getattr(self, name)}")
         for name in ("max_iters", "batch_size", "eval_interval", "eval_batch_size", "log_interval"):
@@ -84,6 +90,32 @@ class TrainConfig:
             raise GptlabError(f"train.dtype must be one of auto, float32, bfloat16, got {self.dtype!r}")
         if not DEVICE_PATTERN.fullmatch(self.device):
             raise GptlabError(f"train.device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
+        self._check_schedule()
+
+    @property
+    def cooldown_start(self) -> int:
+        """The first step of a wsd cooldown: max_iters - round(cooldown_fraction x max_iters)."""
+        return self.max_iters - round(self.cooldown_fraction * self.max_iters)
+
+    def _check_schedule(self) -> None:
+        if self.schedule not in SCHEDULE_NAMES:
+            raise GptlabError(f"train.schedule must be one of {', '.join(SCHEDULE_NAMES)}, got {self.schedule!r}"
+                              f"{closest(self.schedule, SCHEDULE_NAMES)}")
+        if not 0 < self.cooldown_fraction <= 1:
+            raise GptlabError(f"train.cooldown_fraction must be in (0, 1], got {self.cooldown_fraction}")
+        if self.schedule != "wsd":
+            return
+        # wsd's decay always ends at max_iters: a second knob for it would only make runs of one
+        # length differ in where their cooldown lands, and break the shared trunks of a length sweep.
+        if self.lr_decay_iters is not None:
+            raise GptlabError("train.lr_decay_iters is the cosine's; with train.schedule wsd the cooldown ends at "
+                              "train.max_iters (set train.cooldown_fraction instead, or remove lr_decay_iters)")
+        if self.cooldown_start == self.max_iters:
+            raise GptlabError(f"train.cooldown_fraction {self.cooldown_fraction} x train.max_iters {self.max_iters} "
+                              "rounds to no cooldown step: raise either")
+        if self.warmup_iters > self.cooldown_start:
+            raise GptlabError(f"train.warmup_iters ({self.warmup_iters}) must end before the wsd cooldown starts at "
+                              f"step {self.cooldown_start} (train.max_iters - train.cooldown_fraction x max_iters)")
 
 
 @dataclass(frozen=True)
@@ -157,6 +189,8 @@ class RunConfig:
             settings["data"]["vocab_size"] = None  # char ignores it: one base serves every tokenizer
         elif self.data.vocab_size is None:  # the size it trains when none is set: bpe's 1024 is one run, not two
             settings["data"]["vocab_size"] = getattr(tokenizer, "DEFAULT_VOCAB", None)
+        if self.train.schedule != "wsd":  # only wsd reads it: cosine with any cooldown_fraction is one run
+            settings["train"]["cooldown_fraction"] = TrainConfig.cooldown_fraction
         defaults = RunConfig(ModelConfig(), TrainConfig(), DataConfig()).to_dict()
         for section in ("model", "train", "data"):
             for name in list(settings[section]):

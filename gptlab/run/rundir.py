@@ -39,6 +39,8 @@ class RunDir:
     PROGRESS = "progress.json"  # step, loss and time of a run in flight, for the live display
     LOCK = ".lock"  # held by the process training the run
     SAMPLE = "sample.txt"  # text sampled from the best checkpoint at the end of training
+    BRANCHES = "branches.json"  # a shared trunk's branch points: [{step, run_id, config}] (gptlab.run.branching)
+    TRUNK = "trunk.json"  # a branch's origin, {run_id, step, shared_s}: its state until `step` is that trunk's
     # The small files a remote worker ships back; summary.json is last, the driver's "finished" mark.
     SHIPPED = (CONFIG, METRICS, LOG, ERROR, SAMPLE, SUMMARY)
 
@@ -95,6 +97,42 @@ class RunDir:
         if not path.exists():
             return None
         return torch.load(path, map_location=map_location, weights_only=True)
+
+    # -- shared trunks (gptlab.run.branching) -----------------------------------------------
+    def write_branches(self, branches: list[dict[str, Any]]) -> None:
+        """Record the runs this one (a shared trunk) hands its state to, each at its branch point."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_json(self / self.BRANCHES, branches)
+
+    def branches(self) -> list[dict[str, Any]]:
+        """The branch points recorded by `write_branches` (none for a run that is no trunk)."""
+        try:
+            data = read_json(self / self.BRANCHES)
+        except (OSError, ValueError):
+            return []
+        return data if isinstance(data, list) else []
+
+    def branched_from(self) -> dict[str, Any] | None:
+        """The trunk and step this run's state came from, or None for a run trained from step 0."""
+        return _read_mapping(self / self.TRUNK)
+
+    def start_branch(self, config: dict[str, Any], origin: dict[str, Any], rows: list[dict[str, Any]],
+                     state: dict[str, Any], best: dict[str, Any] | None) -> None:
+        """Leave in this folder what a run of `config` killed at `state`'s step would have left.
+
+        The last checkpoint goes last: until it lands, the folder is still pending (a kill before
+        that leaves nothing a run would resume from, and the trunk writes it all again).
+        """
+        import torch
+
+        self.claim(config)
+        write_json(self / self.TRUNK, origin)
+        self.write_metrics(rows)
+        if best is not None:
+            atomic_write(self / self.BEST, lambda f: torch.save(best, f))
+        else:  # no evaluation before the branch point: nor may an earlier attempt's best be taken for one
+            (self / self.BEST).unlink(missing_ok=True)
+        atomic_write(self / self.LAST, lambda f: torch.save(state, f))
 
     # -- metrics, summary, failure -----------------------------------------------------------
     def write_metrics(self, rows: list[dict[str, Any]]) -> None:

@@ -22,6 +22,7 @@ import torch
 
 import gptlab
 from gptlab.errors import GptlabError
+from gptlab.run.branching import handoff_for
 from gptlab.run.config import RunConfig, resolve_run_config
 from gptlab.run.data import load_run_dataset
 from gptlab.run.device import resolve_device
@@ -94,14 +95,19 @@ def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None,
         dataset = load_run_dataset(cfg.data)
         dataset.check_fits(cfg.model.block_size, f"data {cfg.data.path or cfg.data.dataset}")
         cfg = cfg.bind_vocab(dataset.tokenizer.vocab_size)
-        trainer = Trainer(cfg, dataset, device, [RunDirWriter(folder), *callbacks], run_id)
+        # A shared trunk hands its state to its branches' folders as it passes their branch points.
+        trainer = Trainer(cfg, dataset, device, [RunDirWriter(folder), *handoff_for(folder), *callbacks], run_id)
         state = folder.load_checkpoint("last", map_location=device)
         if state is not None:
             check_same_tokenizer(state, dataset.tokenizer, folder)
             trainer.load_state_dict(state)
+        else:  # from step 0: a branch origin left by an unfinished handoff is not this run's
+            (folder / RunDir.TRUNK).unlink(missing_ok=True)
         outcome = trainer.run()
         write_sample(folder)
         summary = run_summary(trainer, outcome)
+        if (origin := folder.branched_from()) is not None:  # its steps up to origin["step"] were its trunk's
+            summary["branched_from"] = origin
         folder.write_summary(summary)
         log.info("run %s finished: %s, best val %s at step %s, %.1f s", run_id, outcome.status,
                  fmt_loss(summary["best_val_loss"]), summary["best_step"], trainer.elapsed_s)

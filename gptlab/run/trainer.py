@@ -1,6 +1,6 @@
 """The training loop alone: `Trainer` (steps, evaluations, schedule) and the callbacks it calls.
 
-AdamW (decay on matrices only), linear warmup then cosine decay to `min_lr`, gradient clipping,
+AdamW (decay on matrices only), linear warmup then cosine decay (or wsd) to `min_lr`, gradient clipping,
 and evaluation on the full validation split every `eval_interval` steps (and on the test split,
 when the data has one, wherever validation improves: the test loss at the best validation step).
 A non-finite training loss ends the loop with status `diverged` (a result, not a crash). The loop
@@ -16,7 +16,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -28,15 +28,35 @@ from gptlab.run.device import autocast_for
 log = logging.getLogger("gptlab.train")
 
 
-def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Linear warmup to `lr` over `warmup_iters`, then cosine decay to `min_lr` at `lr_decay_iters`."""
+def _cosine(step: int, cfg: TrainConfig) -> float:
+    """Cosine decay from `lr` after the warmup to `min_lr` at `lr_decay_iters` (default max_iters)."""
     decay_iters = cfg.lr_decay_iters or cfg.max_iters
-    if step < cfg.warmup_iters:
-        return cfg.lr * (step + 1) / (cfg.warmup_iters + 1)
     if step >= decay_iters:
         return cfg.min_lr
     progress = (step - cfg.warmup_iters) / max(1, decay_iters - cfg.warmup_iters)
     return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg.lr - cfg.min_lr)
+
+
+def _wsd(step: int, cfg: TrainConfig) -> float:
+    """Warmup-stable-decay (Hägele et al. 2024): `lr` until `cooldown_start`, then their 1-sqrt cooldown
+    to `min_lr` at max_iters. Before the cooldown it does not depend on max_iters: that is what lets
+    runs of several lengths share their stable trunk (gptlab.sweep.trunks)."""
+    start = cfg.cooldown_start
+    if step < start:
+        return cfg.lr
+    progress = min(1.0, (step - start) / (cfg.max_iters - start))
+    return cfg.min_lr + (cfg.lr - cfg.min_lr) * (1.0 - math.sqrt(progress))
+
+
+# train.schedule -> the learning rate after the warmup (config.SCHEDULE_NAMES names the same keys).
+SCHEDULES: dict[str, Callable[[int, TrainConfig], float]] = {"cosine": _cosine, "wsd": _wsd}
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup to `lr` over `warmup_iters`, then the schedule `train.schedule` names."""
+    if step < cfg.warmup_iters:
+        return cfg.lr * (step + 1) / (cfg.warmup_iters + 1)
+    return SCHEDULES[cfg.schedule](step, cfg)
 
 
 def make_optimizer(model: GPT, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
@@ -85,6 +105,10 @@ class TrainerCallback:
 
     def on_step(self, trainer: "Trainer") -> None:
         """A training step finished (`trainer.step` counts it); keep this cheap."""
+
+    def before_step(self, trainer: "Trainer") -> None:
+        """Step `trainer.step` is about to train, its metrics row and evaluation done: `state_dict()`
+        now resumes exactly here, at any step (a shared trunk hands its state to a branch); keep this cheap."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +160,10 @@ class Trainer:
             "best_step": self.best_step,
             "best_test_loss": self.best_test_loss,  # measured at best_step: a resume cannot measure it again
             "times": [self.elapsed_s, self.train_s, self.eval_s],
+            # Losses of the steps since the last row (none at an evaluation): a state taken between
+            # rows must carry them, or the next row would average fewer steps than an unbroken run's.
+            "pending": {"losses": self._losses[: self._pending].cpu(),
+                        "grad_norms": self._grad_norms[: self._pending].cpu()},
             "rng": {"cpu": torch.get_rng_state(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
             "config": self.cfg.to_dict(),
@@ -149,6 +177,11 @@ class Trainer:
         self.best_val_loss, self.best_step = state["best_val_loss"], state["best_step"]
         self.best_test_loss = state.get("best_test_loss")  # absent from checkpoints of before test splits
         self.elapsed_s, self.train_s, self.eval_s = state["times"]
+        pending = state.get("pending")  # absent from checkpoints of before branch points
+        self._pending = len(pending["losses"]) if pending else 0
+        if pending:
+            self._losses[: self._pending] = pending["losses"].to(self.device)
+            self._grad_norms[: self._pending] = pending["grad_norms"].to(self.device)
         torch.set_rng_state(state["rng"]["cpu"])
         if state["rng"]["cuda"]:
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
@@ -193,6 +226,9 @@ class Trainer:
             skip_bookkeeping = False
             if step == t.max_iters:
                 break
+            self.elapsed_s = time.perf_counter() - start  # what a state taken before this step holds
+            for callback in self.callbacks:
+                callback.before_step(self)
             self.train_step(step)
             self.step += 1
             for callback in self.callbacks:

@@ -2,4 +2,4 @@ import sys
 
 from gptlab.sweep.cli import main
 
-sys.exit(main())
+sys.exit(main(program=True))

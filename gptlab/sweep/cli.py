@@ -29,6 +29,7 @@ from gptlab.sweep.execute import SweepOptions, execute, planner_for, warn_other_
 from gptlab.sweep.progress import clock
 from gptlab.sweep.results import run_dir, write_summary
 from gptlab.sweep.spec import SweepSpec, load_spec, parse_overrides
+from gptlab.sweep.tuning import known_runs, planned_range
 
 log = logging.getLogger("gptlab.sweep")
 
@@ -68,9 +69,10 @@ def dry_run(spec: SweepSpec, results_dir: Path, plan_line: str, workers: int, th
     from gptlab.run.device import configure_process
     from gptlab.sweep.estimate import estimate_run_seconds
 
-    factors = list(spec.grid)
+    factors = list(spec.grid) + (list(spec.tune.space) if spec.tune else [])  # a tuned sweep's: + its settings
     header = [*factors, "seed", "run_id", "state"]
-    rows = [[*map(str, r.factors.values()), str(r.seed), r.run_id, run_dir(results_dir, r).state()] for r in spec.runs]
+    rows = [[*(str(v) for _, v in r.cell + getattr(r, "setting", ())), str(r.seed), r.run_id,
+             run_dir(results_dir, r).state()] for r in spec.runs]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     for line in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip(), file=stream)
@@ -109,18 +111,27 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, program: bool = False) -> int:
+    """Run the sweep command line (`argv`, else sys.argv) and return its exit status.
+
+    The stop signals' handlers are the caller's again on return, except where `program` (this is
+    `python -m gptlab.sweep`) and the sweep was stopped: then they stay ignored, since a Ctrl-C
+    pressed again while the interpreter exits would print a traceback from its exit handlers.
+    """
     if threading.current_thread() is not threading.main_thread():  # signals belong to the main thread
         return _main(argv)
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     for sig, handler in previous.items():
         if handler is not signal.SIG_IGN:  # ignored by the caller's choice (nohup, a background job)
             signal.signal(sig, _terminate)
+    code = None
     try:
-        return _main(argv)
+        code = _main(argv)
+        return code
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        if not (program and code == 130):
+            for sig, handler in previous.items():
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -167,10 +178,9 @@ def _main(argv: list[str] | None) -> int:
         return 2
     except KeyboardInterrupt:
         if spec is not None and results_dir is not None and results_dir.exists():
-            rows = write_summary(spec, results_dir)
-            rule = spec.seed_rule
-            planned = (f"{len(spec.runs) // rule.max * rule.min} to {len(spec.runs)} (adaptive seeds)" if rule
-                       else str(len(spec.runs)))
+            rows = write_summary(spec, results_dir, known_runs(spec))  # tuned: the estimation runs too
+            low, high = planned_range(spec)
+            planned = f"{low} to {high} (adaptive seeds)" if low != high else str(high)
             with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) cannot show it
                 print(f"\ninterrupted: {len(rows)} of {planned} runs finished; run the same command "
                       "again to resume (each run continues from its last checkpoint)", file=out)

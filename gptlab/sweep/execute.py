@@ -23,6 +23,8 @@ from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stag
 from gptlab.sweep.progress import Progress
 from gptlab.sweep.results import run_dir, write_summary
 from gptlab.sweep.spec import Run, SweepSpec
+from gptlab.sweep.trunks import with_shared_trunks
+from gptlab.sweep.tuning import TuneThenEstimate, known_runs
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def execute(spec: SweepSpec, plan: Plan, options: SweepOptions) -> int:
 
 def other_finished_runs(spec: SweepSpec, results_dir: Path) -> list[RunDir]:
     """Finished runs in results/NAME/runs/ that this spec does not name (the spec changed since)."""
-    named = {r.run_id for r in spec.runs}
+    named = {r.run_id for r in known_runs(spec)}  # a tuned sweep: every possible estimation run too
     folder = results_dir / RUNS
     others = [RunDir(p) for p in sorted(folder.iterdir()) if p.is_dir() and p.name not in named] if folder.is_dir() else []
     return [r for r in others if r.state() in FINISHED]
@@ -69,7 +71,15 @@ def warn_other_runs(spec: SweepSpec, results_dir: Path, out: TextIO) -> None:
 
 
 def planner_for(spec: SweepSpec, out: TextIO) -> Planner:
-    """The planner of a spec's kind of sweep: adaptive rounds for `seeds: {min, max, precision}`, else one stage."""
+    """The spec's planner (`base_planner`), its stages split into trunks then branches where wsd lengths share trunks."""
+    return with_shared_trunks(spec, base_planner(spec, out), out)
+
+
+def base_planner(spec: SweepSpec, out: TextIO) -> Planner:
+    """The planner of a spec's kind of sweep: selection then estimation for `tune:` (its estimation fixed or adaptive),
+    adaptive rounds for `seeds: {min, max, precision}`, else one stage."""
+    if spec.tune is not None:
+        return TuneThenEstimate(spec, out)
     if spec.seed_rule is not None:
         return AdaptiveSeeds(spec.runs, spec.seed_rule, out)
     return FixedSeeds(spec.runs, spec.name)
@@ -104,8 +114,10 @@ def train(spec: SweepSpec, stage: Stage, plan: Plan, options: SweepOptions, back
     todo = runs_to_train(runs, results_dir, options.rerun_failed)
     for run in todo:
         run_dir(results_dir, run).clear_failure()  # a failed run the user asked to rerun
-    seeds = max(1, len({r.seed for r in runs}))
-    print(f"{stage.title}: {len(runs)} runs ({len(runs) // seeds} cells x {seeds} seeds), "
+    seeds, cells = max(1, len({r.seed for r in runs})), max(1, len({r.cell for r in runs}))
+    settings = len(runs) // (cells * seeds)  # a tuned sweep's selection trains each cell at several settings
+    shape = f"{cells} cells x {settings} settings x {seeds} seeds" if settings > 1 else f"{len(runs) // seeds} cells x {seeds} seeds"
+    print(f"{stage.title}: {len(runs)} runs ({shape}), "
           f"{len(runs) - len(todo)} already finished, {len(todo)} to train", file=out)
     plan_line = backend.describe(plan)
     if plan_line:

@@ -192,7 +192,10 @@ def _graph_error(problem: str, node: yaml.Node, where: str) -> yaml.YAMLError:
 
 def show(value: Any, limit: int = 60) -> str:
     """repr of a value from user input, cut to `limit` characters for a one-line message."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit str limit (from Python, not YAML, which refuses it)
+        return f"an integer of {value.bit_length():,} bits"
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 

@@ -61,7 +61,7 @@ class Progress:
                  stream: TextIO, every_s: float | None = None, live: bool | None = None, stage: str = "") -> None:
         self.stage = f"{stage}: " if stage else ""  # e.g. "round 2 of 2" in an adaptive sweep
         self.runs, self.results_dir, self.workers, self.stream = list(runs), results_dir, max(1, workers), stream
-        self.labels = {r.run_id: f"{cell_label(r.cell)} seed {r.seed}" for r in runs}
+        self.labels = {r.run_id: f"{cell_label(r.cell + getattr(r, 'setting', ()))} seed {r.seed}" for r in runs}  # tuned: + setting
         self.open = {r.run_id: r for r in todo}  # runs of this session not finished yet
         self.total, self.done = len(self.runs), len(self.runs) - len(todo)
         self.every_s = LIVE_EVERY_S if every_s is None else every_s

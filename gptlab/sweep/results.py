@@ -12,6 +12,7 @@ from gptlab.layout import SUMMARY_CSV, run_path
 from gptlab.run.rundir import RunDir
 from gptlab.runio import write_csv
 from gptlab.sweep.spec import Run, SweepSpec
+from gptlab.sweep.tuning import TunedRun, tuned_columns
 
 METRIC_FIELDS = ["status", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
                  "params_non_embedding", "tokens_per_sec", "wall_s", "error", "best_val_bpc"]
@@ -35,7 +36,7 @@ def metric_fields(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]:
 
 
 def summary_columns(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]:
-    return ["run_id", "seed", *spec.grid, *metric_fields(spec, runs)]
+    return ["run_id", "seed", *spec.grid, *tuned_columns(spec), *metric_fields(spec, runs)]
 
 
 def summary_rows(spec: SweepSpec, results_dir: Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
@@ -47,6 +48,7 @@ def summary_rows(spec: SweepSpec, results_dir: Path, runs: list[Run] | None = No
             continue
         summary = folder.summary() or {"status": "failed", "error": f"unreadable {folder / RunDir.SUMMARY}"}
         rows.append({"run_id": run.run_id, "seed": run.seed, **run.factors,
+                     **(run.columns if isinstance(run, TunedRun) else {}),  # a tuned sweep: its setting and stage
                      **{k: summary.get(k) for k in fields}})
     return rows
 

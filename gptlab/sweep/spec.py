@@ -25,7 +25,7 @@ from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file, show  # noqa: F401 (re-exported)
 
-TOP_KEYS = ["name", "description", "plugins", "base", "grid", "scale", "seeds", "exclude", "baseline", "executor", "report"]
+TOP_KEYS = ["name", "description", "plugins", "base", "grid", "scale", "seeds", "tune", "exclude", "baseline", "executor", "report"]
 REPORT_KEYS = ["equivalence_margin"]
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: $ would allow a final newline
 MAX_SEEDS = 10_000
@@ -64,6 +64,7 @@ class SweepSpec:
     report: dict[str, Any]  # report settings: equivalence_margin (nats/char), always filled
     scale: list[str] = field(default_factory=list)  # grid keys reported as scale (effects per level), not effects
     seed_rule: Any = None  # report.precision.SeedRule of an adaptive sweep (seeds 0..max-1), None for fixed seeds
+    tune: Any = None  # sweep.tuning.TuneSpec of a tuned sweep (then `runs` are its selection runs), else None
     source: str = ""  # the YAML path it came from
     search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
     runs: list[Run] = field(default_factory=list)  # expanded grid x seeds minus exclude
@@ -73,7 +74,7 @@ class SweepSpec:
                 "base": self.base, "grid": self.grid,
                 "seeds": self.seed_rule.to_dict() if self.seed_rule else self.seeds, "exclude": self.exclude,
                 "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report,
-                **({"scale": self.scale} if self.scale else {})}
+                **({"scale": self.scale} if self.scale else {}), **({"tune": self.tune.to_dict()} if self.tune else {})}
 
 
 def _fail(key: str, message: str) -> GptlabError:
@@ -184,8 +185,9 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
 
     scale = _check_scale(raw.get("scale") or [], grid)
     spec = SweepSpec(name, description, plugins, base, dict(grid), seeds, exclude, baseline, executor,
-                     report, scale, seed_rule, str(path), search_path)
-    spec.runs = expand(spec)
+                     report, scale, seed_rule, source=str(path), search_path=search_path)
+    from gptlab.sweep.tuning import apply_tune  # `tune:` nuisance settings tuned per cell, in two stages
+    spec.runs = apply_tune(spec, raw["tune"]) if "tune" in raw else expand(spec)
     if not any(r.factors == baseline for r in spec.runs):
         raise _fail("baseline", f"the cell {show(baseline, 200)} is excluded; name a cell that is trained")
     return spec

@@ -1,0 +1,195 @@
+"""`gptlab.load(results_dir)`: a sweep's results as pandas DataFrames, for notebooks.
+
+Owns the public Python view of `results/NAME/`: `Study`, a frozen object holding the report's own
+reading of the folder (`load.load_results`) and the equivalence margin, whose tables are computed
+on first access by the code that writes the report (`stats`, `scale`, `rounds`): nothing here
+estimates anything, so a notebook and `reports/NAME/tables/*.csv` always agree. Loading is cheap
+(summary.csv, the run summaries); the curves read every metrics.csv on first access, the effect
+tables fit the report's models on first access. Nothing here writes a file.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+
+from gptlab.layout import run_path
+from gptlab.report.load import Results, load_results
+from gptlab.run.rundir import RunDir
+
+log = logging.getLogger(__name__)
+
+CURVE_COLS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens", "elapsed_s"]  # metrics.csv's
+CURVE_LOSSES = ("train_loss", "val_loss")  # converted with the runs' losses when a sweep mixes tokenizers
+INTERNAL = ("loss_scale",)  # columns of `Results.runs` that only the loader needs
+# The report's tables (reports/NAME/tables/NAME.csv), in the report's order.
+TABLES = ("cells", "levels", "main_effects", "interactions", "higher_order", "simple_effects", "cells_vs_baseline",
+          "aliases", "effects_by_step", "divergence", "sensitivity", "failures", "rounds", "precision",
+          "effects_by_scale")
+ALWAYS = ("main_effects", "interactions", "failures")  # tables the report writes even when they have no rows
+CALL_COLS = ["table", "effect", "baseline", "estimate", "ci_low", "ci_high", "p_adjusted", "call", "verdict"]
+
+
+@dataclass(frozen=True, eq=False)
+class Study:
+    """One sweep's results: runs, curves and the report's tables, each a DataFrame computed on first access.
+
+    Every loss is in `unit` (nats/char for a char tokenizer; bits/char when the sweep mixes
+    tokenizers, as in the report). Tables are rounded to the report's precision, exactly as in
+    `reports/NAME/tables/*.csv`. A property returns the same (cached) DataFrame each time: copy
+    it before changing it.
+    """
+
+    results: Results  # the report's reading of results/NAME/ (levels typed to the grid, cells, units)
+    margin: float  # the equivalence margin of the calls: the sweep's report.equivalence_margin, or load()'s
+
+    @property
+    def name(self) -> str:
+        """The sweep's name (sweep.yaml's `name`)."""
+        return self.results.name
+
+    @property
+    def results_dir(self) -> Path:
+        """The folder this study was read from."""
+        return self.results.results_dir
+
+    @property
+    def factors(self) -> list[str]:
+        """The grid's keys, in grid order (the factor columns of `runs` and `curves`)."""
+        return list(self.results.factors)
+
+    @property
+    def levels(self) -> dict[str, list[str]]:
+        """Each factor's level labels in grid order (for a plot's `hue_order`)."""
+        return {f: list(v) for f, v in self.results.levels.items()}
+
+    @property
+    def baseline(self) -> dict[str, str]:
+        """The baseline level of each factor (what every effect is measured against)."""
+        return dict(self.results.baseline)
+
+    @property
+    def unit(self) -> str:
+        """The unit of every loss in the runs, the curves and the tables."""
+        return self.results.unit
+
+    @property
+    def outcome(self) -> str:
+        """The runs' column the effects are estimated on: `best_val_loss`, or `best_test_loss`."""
+        return self.results.outcome
+
+    @cached_property
+    def runs(self) -> pd.DataFrame:
+        """One row per run: summary.csv's columns (factor levels as labels), plus `cell`, `ok`, `diverged_step`.
+
+        A tuned sweep's selection runs are not here (the effects are not on them): see `tables["tuning"]`."""
+        return self.results.runs.drop(columns=[c for c in INTERNAL if c in self.results.runs]).copy()
+
+    @cached_property
+    def curves(self) -> pd.DataFrame:
+        """Every run's metrics.csv in one long table: run_id, cell, factors, seed, status, then step,
+        train_loss, val_loss (empty between evaluations), lr, grad_norm, tokens, elapsed_s."""
+        return read_curves(self.results)
+
+    @cached_property
+    def _statistics(self):  # stats.Statistics: every effect table of the report, computed once
+        from gptlab.report import stats
+        return stats.compute(self.results, self.margin)
+
+    @cached_property
+    def main_effects(self) -> pd.DataFrame:
+        """Each level against its factor's baseline, with CI, Holm-adjusted p, `call` and `verdict`."""
+        return self._statistics.main
+
+    @cached_property
+    def interactions(self) -> pd.DataFrame:
+        """Two-factor interactions, with CI, Holm-adjusted p, `call` and `verdict`."""
+        return self._statistics.interactions
+
+    @cached_property
+    def effects_by_step(self) -> pd.DataFrame:
+        """Main effects (or cells against the baseline) at every evaluated step, each step its own Holm family."""
+        return self._statistics.by_step
+
+    @cached_property
+    def effects_by_scale(self) -> pd.DataFrame:
+        """The scientific factors' effects at each level of each `scale:` factor (no rows without `scale:`)."""
+        from gptlab.report import scale
+        return scale.effects_by_scale(self.results, self.margin)
+
+    @cached_property
+    def calls(self) -> pd.DataFrame:
+        """One row per main effect and interaction: its `effect` (in the discussion's `key=level` row syntax),
+        estimate, CI, Holm-adjusted p and call (better, worse, equivalent, inconclusive)."""
+        rows = [{**r, "table": "main_effects", "effect": f"{r['factor']}={r['level']}",
+                 "baseline": f"{r['factor']}={r['baseline']}"} for r in self.main_effects.to_dict("records")]
+        rows += [{**r, "table": "interactions", "baseline": "",
+                  "effect": f"{r['factor_a']}={r['level_a']} x {r['factor_b']}={r['level_b']}"}
+                 for r in self.interactions.to_dict("records")]
+        return pd.DataFrame(rows, columns=CALL_COLS)
+
+    @cached_property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The report's tables by file name (`tables/NAME.csv`), the ones the report writes for this sweep."""
+        from gptlab.report import rounds, stats, tuning
+        st, res = self._statistics, self.results
+        adaptive = rounds.adaptive_view(res)
+        tuned = tuning.tuning_view(res, st, self.margin)  # a tuned sweep's picks and fixed-setting tables
+        every = {"cells": stats.cell_table(res), "levels": stats.level_table(res), "main_effects": st.main,
+                 "interactions": st.interactions, "higher_order": st.higher, "simple_effects": st.simple,
+                 "cells_vs_baseline": st.cells_vs_baseline, "aliases": st.aliases, "effects_by_step": st.by_step,
+                 "divergence": st.divergence, "sensitivity": st.sensitivity, "failures": stats.failure_table(res),
+                 **({"rounds": adaptive.rounds, "precision": adaptive.outcomes} if adaptive is not None else {}),
+                 **({"effects_by_scale": self.effects_by_scale} if res.scale else {}),
+                 **(tuned.tables if tuned is not None else {})}
+        order = [n for n in TABLES if n in every] + [n for n in every if n not in TABLES]
+        return {name: every[name] for name in order if len(every[name].columns) and (len(every[name]) or name in ALWAYS)}
+
+    def __repr__(self) -> str:
+        return (f"Study({self.name!r}: {len(self.results.runs)} runs, {len(self.results.cells)} cells, "
+                f"factors {self.factors}, from {str(self.results_dir)!r})")
+
+
+def read_curves(res: Results) -> pd.DataFrame:
+    """Every run's metrics.csv, labelled with its run, cell, factor levels, seed and status, losses in `res.unit`.
+
+    A run without a metrics.csv (it failed before its first row) has no rows; an unreadable one is
+    left out with a warning, as the report does.
+    """
+    labels = ["run_id", "cell", *res.factors, "seed", "status"]
+    frames = []
+    for run in res.runs.to_dict("records"):
+        path = run_path(res.results_dir, run["run_id"]) / RunDir.METRICS
+        if not path.is_file():
+            continue
+        try:
+            metrics = pd.read_csv(path)
+        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+            log.warning("%s: unreadable (%s); its curve is left out", path, exc)
+            continue
+        metrics = metrics.reindex(columns=CURVE_COLS).apply(pd.to_numeric, errors="coerce")
+        for col in CURVE_LOSSES:  # the runs' unit: only a sweep mixing tokenizers has a scale other than 1
+            metrics[col] = metrics[col] * run.get("loss_scale", 1.0)
+        frames.append(metrics.assign(**{k: run[k] for k in labels})[labels + CURVE_COLS])
+    if not frames:
+        return pd.DataFrame(columns=labels + CURVE_COLS)
+    curves = pd.concat(frames, ignore_index=True)
+    curves["seed"] = curves["seed"].astype("Int64")
+    curves["step"] = curves["step"].astype("Int64")
+    return curves
+
+
+def load(results_dir: Path | str, *, margin: float | None = None) -> Study:
+    """Read a sweep's results folder (`results/NAME`) into a `Study` (see its docstring).
+
+    `margin` (in the loss unit) overrides the sweep's `report.equivalence_margin` for the calls, as
+    `python -m gptlab.report --margin` does. Raises `ReportError` (a `GptlabError`, one line) when
+    the folder is not a sweep's results, or the margin is invalid.
+    """
+    from gptlab.report import resolve_margin
+    res = load_results(results_dir)
+    return Study(res, resolve_margin(res, margin))
+

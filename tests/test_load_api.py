@@ -1,0 +1,143 @@
+"""`gptlab.load(results_dir)`: runs, curves and the report's own tables as DataFrames; the example notebook runs."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gptlab
+from gptlab.errors import GptlabError
+from gptlab.report.synthetic import make_results
+
+from helpers import REPO
+
+FOUR_AXES = REPO / "results" / "four_axes"
+
+
+@pytest.fixture(scope="module")
+def study():
+    return gptlab.load(FOUR_AXES)
+
+
+def test_load_is_the_public_api():
+    assert "load" in gptlab.__all__ and callable(gptlab.load)
+
+
+def test_runs_are_summary_csv_one_row_per_run(study):
+    summary = pd.read_csv(FOUR_AXES / "summary.csv")
+    assert list(study.runs["run_id"]) == list(summary["run_id"])
+    assert set(summary.columns) <= set(study.runs.columns)
+    assert {"cell", "ok"} <= set(study.runs.columns) and "loss_scale" not in study.runs
+    np.testing.assert_array_equal(study.runs["best_val_loss"], summary["best_val_loss"])
+    assert study.factors == ["model.norm", "model.activation", "model.position", "model.tying"]
+    assert study.levels["model.norm"] == ["pre", "post"] and study.baseline["model.tying"] == "tied"
+
+
+def test_curves_are_every_metrics_csv_labelled(study):
+    curves = study.curves
+    assert list(curves.columns[:8]) == ["run_id", "cell", *study.factors, "seed", "status"]
+    assert {"step", "train_loss", "val_loss", "lr"} <= set(curves.columns)
+    assert len(curves) == sum(len(pd.read_csv(FOUR_AXES / "runs" / r / "metrics.csv")) for r in study.runs["run_id"])
+    run = study.runs.iloc[5]
+    mine = curves[curves["run_id"] == run["run_id"]].reset_index(drop=True)
+    metrics = pd.read_csv(FOUR_AXES / "runs" / run["run_id"] / "metrics.csv")
+    for col in ("step", "train_loss", "val_loss", "lr"):
+        np.testing.assert_array_equal(mine[col].astype(float), metrics[col].astype(float))
+    assert (mine["seed"] == run["seed"]).all() and (mine["model.tying"] == run["model.tying"]).all()
+    assert (mine["cell"] == run["cell"]).all()
+
+
+def test_tables_are_the_reports_tables(study):
+    """Computed by the report's code: the same files as the committed report (which regenerates from results)."""
+    shipped = REPO / "reports" / "four_axes" / "tables"
+    assert set(study.tables) == {p.stem for p in shipped.glob("*.csv")}
+    for name, table in study.tables.items():
+        assert table.to_csv(index=False) == (shipped / f"{name}.csv").read_text(encoding="utf-8"), name
+    assert study.main_effects is study.tables["main_effects"]
+    assert study.effects_by_step is study.tables["effects_by_step"] and len(study.effects_by_step)
+    assert study.effects_by_scale.empty  # four_axes has no scale: factor
+
+
+def test_calls_name_each_effect_in_the_row_syntax(study):
+    calls = study.calls
+    assert len(calls) == len(study.main_effects) + len(study.interactions)
+    relu = calls[calls["effect"] == "model.activation=relu"].iloc[0]
+    assert (relu["baseline"], relu["call"], relu["table"]) == ("model.activation=gelu", "better", "main_effects")
+    row = study.interactions.iloc[0]
+    pair = calls[calls["effect"] == f"{row['factor_a']}={row['level_a']} x {row['factor_b']}={row['level_b']}"]
+    assert list(pair["call"]) == [row["call"]] and list(pair["estimate"]) == [row["estimate"]]
+
+
+def test_a_study_is_frozen_and_its_tables_lazy(tmp_path):
+    s = gptlab.load(make_results(tmp_path, {"model.norm": ["pre", "post"]}, seeds=2))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.margin = 0.5
+    assert len(s.runs) == 4 and len(s.curves)
+    assert "_statistics" not in vars(s)  # runs and curves fit no model
+    assert list(s.main_effects["factor"]) == ["model.norm"]
+    assert "_statistics" in vars(s)
+
+
+def test_margin_overrides_the_sweeps(tmp_path):
+    path = make_results(tmp_path, {"model.norm": ["pre", "post"]}, seeds=3)
+    assert gptlab.load(path).margin == 0.01 and gptlab.load(path, margin=0.2).margin == 0.2
+    assert gptlab.load(path, margin=0.2).main_effects.iloc[0]["call"] == "equivalent"  # the effect is ~0
+    with pytest.raises(GptlabError, match="margin"):
+        gptlab.load(path, margin=-1)
+
+
+def test_failed_runs_have_no_curve_diverged_runs_keep_theirs(tmp_path):
+    path = make_results(tmp_path, {"model.norm": ["pre", "post"]}, seeds=2,
+                        status={(("post",), 0): "diverged", (("post",), 1): "failed"})
+    s = gptlab.load(path)
+    by_status = s.curves.groupby("status")["run_id"].nunique().to_dict()
+    assert by_status == {"ok": 2, "diverged": 1}
+    assert list(s.runs["status"]) == ["ok", "ok", "diverged", "failed"]
+
+
+def test_scale_sweeps_mixing_tokenizers(tmp_path):
+    """transfer: losses in bits/char in the runs and curves alike; effects_by_scale as the report's."""
+    s = gptlab.load(REPO / "results" / "transfer")
+    assert s.unit == "bits/char"
+    best = s.curves.merge(s.runs[["run_id", "best_step", "best_val_loss"]], on="run_id")
+    best = best[best["step"] == best["best_step"]]
+    assert len(best) == len(s.runs) and np.allclose(best["val_loss"], best["best_val_loss"], rtol=1e-12)
+    shipped = REPO / "reports" / "transfer" / "tables" / "effects_by_scale.csv"
+    assert len(s.effects_by_scale) and s.effects_by_scale.to_csv(index=False) == shipped.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda tmp: tmp / "nowhere", "not found"),
+    (lambda tmp: tmp, "summary.csv"),
+])
+def test_a_folder_that_is_not_results_is_one_line(tmp_path, make, words):
+    with pytest.raises(GptlabError, match=words) as err:
+        gptlab.load(make(tmp_path))
+    assert "\n" not in str(err.value)
+
+
+def _snapshot(*folders: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `folders` (not caches) with its size and modification time."""
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for f in folders for p in f.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts}
+
+
+def test_the_example_notebook_runs_and_writes_nothing():
+    """docs/example.ipynb executes from docs/ (as Jupyter runs it) on the shipped four_axes study."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(REPO / "docs" / "example.ipynb", as_version=4)
+    watched = (REPO / "docs", FOUR_AXES, REPO / "reports" / "four_axes")
+    before = _snapshot(*watched)
+    NotebookClient(notebook, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(REPO / "docs")}}).execute()
+    assert _snapshot(*watched) == before
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # the curves plot
+    text = "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "") for o in outputs)
+    assert "model.activation" in text and "better" in text  # the main effects and calls tables
