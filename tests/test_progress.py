@@ -78,13 +78,14 @@ def test_the_terminal_table_lists_the_runs_in_flight(tmp_path, corpus):
     assert "0/2 runs finished, 1 in flight" in text
 
 
-def test_a_sweep_shows_its_runs_while_the_first_ones_are_still_training(tmp_path, corpus, monkeypatch, capsys):
-    monkeypatch.setattr(progress_module, "LIVE_EVERY_S", 0.25)
-    spec = _spec(tmp_path, corpus, max_iters=600, eval_interval=300, log_interval=50)
+def test_a_sweep_shows_its_runs_while_the_first_ones_are_still_training(tmp_path, corpus, monkeypatch, capsys,
+                                                                      no_figures):
+    monkeypatch.setattr(progress_module, "LIVE_EVERY_S", 0.1)
+    spec = _spec(tmp_path, corpus, max_iters=200, eval_interval=100, log_interval=20)
     code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")])
     assert code == 0
     err = capsys.readouterr().err
     first_finished = err.index("[1/2]")
-    live = [m for m in re.finditer(r"running (pre|post) seed 0: step (\d+)/600 \(\d+%\), train loss (\S+), ETA", err)]
+    live = [m for m in re.finditer(r"running (pre|post) seed 0: step (\d+)/200 \(\d+%\), train loss (\S+), ETA", err)]
     assert live and live[0].start() < first_finished, err
     assert "sweep: 0/2 runs finished, " in err[:first_finished]

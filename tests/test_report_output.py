@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 from gptlab.report import default_reports_dir, write_report
+from gptlab.report.__main__ import main as report_main
 from gptlab.report.synthetic import make_results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -165,31 +166,30 @@ def test_sixteen_cell_report_without_display(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["missing", "no_summary"])
-def test_cli_invalid_results_dir_is_one_line_error(tmp_path, case):
+def test_cli_invalid_results_dir_is_one_line_error(tmp_path, case, capsys):
     target = tmp_path / "results" / "nope"
     if case == "no_summary":
         target.mkdir(parents=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run([sys.executable, "-m", "gptlab.report", str(target)], env=env,
-                          capture_output=True, text=True)
-    assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error: ")
-    assert str(target) in proc.stderr and not (tmp_path / "reports").exists()
+    code = report_main([str(target)])  # in this process: a traceback would fail the test (the CLI as a process: below)
+    stderr = capsys.readouterr().err
+    assert code == 2
+    assert "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) == 1 and stderr.startswith("error: ")
+    assert str(target) in stderr and not (tmp_path / "reports").exists()
 
 
-def test_cli_out_option(report, tmp_path):
+def test_cli_out_option(report, tmp_path, capsys, no_figures):
+    """In this process (the CLI as a process: test_margin.py); the figures are the `report` fixture's subject."""
     results = report[0]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run([sys.executable, "-m", "gptlab.report", str(results), "--out", str(tmp_path / "r")],
-                          env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == str(tmp_path / "r" / "report.md")
+    code = report_main([str(results), "--out", str(tmp_path / "r")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.out.strip() == str(tmp_path / "r" / "report.md")
     assert (tmp_path / "r" / "tables" / "cells.csv").read_text() == \
         (report[1] / "tables" / "cells.csv").read_text()
 
 
-def test_discussion_next_to_the_results_is_included(tmp_path):
+def test_discussion_next_to_the_results_is_included(tmp_path, no_figures):
     results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2, name="disc")
     text = ("Post-LN **disagrees** with *the literature* here ([Xiong et al.](https://arxiv.org/abs/2002.04745)).\n\n"
             "- reason one\n- reason two <script>alert(1)</script>\n")
@@ -203,8 +203,10 @@ def test_discussion_next_to_the_results_is_included(tmp_path):
     assert "class='table-wrap'" in page and "position:sticky" in page
 
 
-def test_unreplicated_90_cell_grid_scales(tmp_path):
-    """3 x 5 x 3 x 2 cells, one seed: pooled error stated, per-level curves, a compact summary."""
+def test_unreplicated_90_cell_grid_scales(tmp_path, no_figures):
+    """3 x 5 x 3 x 2 cells, one seed: pooled error stated, per-level curves, a compact summary.
+
+    The report's figures are stubbed (most of this test's time); the per-level curves are drawn below."""
     grid = {"model.n_layer": [1, 2, 3], "train.lr": [1e-4, 3e-4, 1e-3, 2e-3, 3e-3],
             "model.n_embd": [32, 64, 128], "model.bias": [False, True]}
     results = make_results(tmp_path, grid, 1, name="wide", noise_sd=0.01,
@@ -227,7 +229,7 @@ def test_unreplicated_90_cell_grid_scales(tmp_path):
     assert len(axes) == 4 and max(len(ax.get_legend().get_texts()) for ax in axes) == 5
 
 
-def test_cell_without_ok_runs_is_named_and_counted_at_the_ceiling(tmp_path, monkeypatch):
+def test_cell_without_ok_runs_is_named_and_counted_at_the_ceiling(tmp_path, monkeypatch, no_figures):
     from helpers import SHARED_DATA
     monkeypatch.setenv("GPTLAB_DATA_DIR", str(SHARED_DATA))
     grid = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}
@@ -264,7 +266,7 @@ def test_margin_comes_from_the_sweep_yaml_unless_given(tmp_path):
     assert wide.main["call"].iloc[0] == "equivalent" and narrow.main["call"].iloc[0] == "inconclusive"
 
 
-def test_no_successful_run_still_writes_the_effect_tables(tmp_path):
+def test_no_successful_run_still_writes_the_effect_tables(tmp_path, no_figures):
     status = {(("pre",), s): "failed" for s in range(2)} | {(("post",), s): "diverged" for s in range(2)}
     results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2, name="none", status=status)
     out = write_report(results)
@@ -275,12 +277,11 @@ def test_no_successful_run_still_writes_the_effect_tables(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["summary.csv", "sweep.yaml", "discussion.md"])
-def test_a_binary_results_file_is_one_line_and_writes_nothing(tmp_path, name):
+def test_a_binary_results_file_is_one_line_and_writes_nothing(tmp_path, name, capsys):
     results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2, name="bin")
     (results / name).write_bytes(b"\xff\xfe\x00\x81" + bytes(range(256)) * 4)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run([sys.executable, "-m", "gptlab.report", str(results)], env=env,
-                          capture_output=True, text=True)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and name in proc.stderr
+    code = report_main([str(results)])  # in this process: a traceback would fail the test
+    stderr = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) == 1 and name in stderr
     assert not (tmp_path / "reports").exists()

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from gptlab.errors import GptlabError
-from gptlab.report import write_report
+from gptlab.report import figures, write_report
 from gptlab.report.load import load_results
 from gptlab.report.scale import effects_by_scale, scale_verdicts
 from gptlab.report.synthetic import make_results
@@ -32,7 +32,8 @@ def _with_scale(results, scale):
     return results
 
 
-def test_effects_are_reported_at_each_scale_level_and_the_scale_is_not_an_effect(tmp_path):
+def test_effects_are_reported_at_each_scale_level_and_the_scale_is_not_an_effect(tmp_path, monkeypatch):
+    monkeypatch.setattr(figures, "make_figures", lambda *args, **kw: {})  # only the scale figure is checked here
     results = _with_scale(make_results(tmp_path, GRID, 3, effects=EFFECTS), ["train.max_iters"])
     res = load_results(results)
     assert res.scale == ["train.max_iters"] and res.scientific == ["model.activation", "model.tying"]
@@ -57,7 +58,7 @@ def test_effects_are_reported_at_each_scale_level_and_the_scale_is_not_an_effect
     assert "## Effects by scale" in md and "the call reverses with max_iters" in md
 
 
-def test_a_sweep_without_scale_has_no_scale_section(tmp_path):
+def test_a_sweep_without_scale_has_no_scale_section(tmp_path, no_figures):
     out = write_report(make_results(tmp_path, GRID, 2, effects=EFFECTS), tmp_path / "rep")
     assert "Effects by scale" not in (out / "report.md").read_text()
     assert not (out / "tables" / "effects_by_scale.csv").exists()
@@ -72,7 +73,7 @@ def _set_tokenizer_factors(results, factor_of):
         path.write_text(json.dumps(data))
 
 
-def test_mixed_tokenizers_put_every_loss_in_bits_per_character(tmp_path):
+def test_mixed_tokenizers_put_every_loss_in_bits_per_character(tmp_path, no_figures):
     grid = {"model.activation": ["gelu", "relu"], "data.tokenizer": ["char", "bpe"]}
     results = make_results(tmp_path, grid, 2, effects={(("data.tokenizer", "bpe"),): 2.0})  # nats/token differ
     char, bpe = 1 / math.log(2), 0.45  # bpe: ~2.2 characters per token

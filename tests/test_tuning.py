@@ -2,7 +2,6 @@
 disjoint seeds, kill-safety, the report's "Tuned comparison", and one small real tuned sweep end to end."""
 from __future__ import annotations
 
-import copy
 import csv
 import functools
 import io
@@ -22,7 +21,6 @@ from gptlab.run.rundir import RunDir
 from gptlab.sweep import main as sweep_main
 from gptlab.sweep.adaptive import AdaptiveSeeds
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
-from gptlab.sweep.planners import FinishedRuns
 from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, TunedRun, TuneThenEstimate, planned_range
 

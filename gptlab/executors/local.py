@@ -41,7 +41,7 @@ def thread_env(threads: int) -> dict[str, str]:
 
 def init_worker(driver: tuple[int, float]) -> None:
     """A worker's initializer: Ctrl-C and a closed terminal stop the driver, which stops its
-    workers; from its start, the worker watches its driver (an idle worker outlived it too)."""
+    workers. The worker watches its driver from its start, so that an idle one does not outlive it either."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     watch_driver(driver)
@@ -52,9 +52,9 @@ def _terminal_signals_blocked() -> Iterator[None]:
     """Hold SIGINT and SIGHUP back from this thread while loky starts its processes and threads.
 
     What starts meanwhile inherits the mask: loky's resource trackers (which would die of a
-    closed terminal's SIGHUP, print tracebacks and leak semaphores), its manager thread (so the
-    main thread alone takes the signals) and the workers. A signal that arrives meanwhile is
-    delivered when the block ends, not lost.
+    closed terminal's SIGHUP, print tracebacks and leak semaphores), its manager thread (and so
+    the workers it restarts) and the workers. A signal that arrives meanwhile is delivered when
+    the block ends, not lost.
     """
     held = {signal.SIGINT, signal.SIGHUP}
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)

@@ -34,7 +34,7 @@ from gptlab.run.trainer import TrainerCallback
 log = logging.getLogger("gptlab.executors.worker")
 
 WORKER_DIED = "worker process died while training (killed, or out of memory)"
-DRIVER_POLL_S = 0.5  # how often a training worker checks that its driver still lives
+DRIVER_POLL_S = 0.5  # how often a worker checks that its driver still lives
 STOP_GRACE_S = 2.0  # how long a run may take to reach its next step before the worker exits anyway
 ORPHAN_EXIT = 75  # exit status of a worker that stopped because its driver was gone (EX_TEMPFAIL: rerun)
 

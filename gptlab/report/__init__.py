@@ -7,7 +7,7 @@ once, and the error of a contrast), `calls` (Holm, TOST, margin), `effects` (eve
 outcome), `stats` (which runs, tables, along training, divergence), `verdicts` (sentences), `figures` (which figures, and the run figures),
 `effect_figures` (forest, interactions, simple effects, along training), `figstyle` (shared look),
 `samples` (text from checkpoints), `document` (content), `quotes` (row references in a discussion),
-`render` (Markdown/HTML),
+`render` (Markdown/HTML), `tuning` (a tuned sweep's "Tuned comparison"; `picks`, `tuning_figure`),
 `fmt` (number precision), `synthetic` (fake results for tests and benchmarks).
 """
 from __future__ import annotations

@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -29,7 +29,10 @@ from gptlab.report.effects import analyse
 from gptlab.report.fmt import fmt_loss, round_frame
 from gptlab.report.load import CHAR_BPC_FACTOR, Results, _ceiling, _key
 from gptlab.report.picks import Pairs, Trial, pairs_text, pick_rows, tuning_columns
-from gptlab.report.render import Block, Bullets, Heading, Image, Para, Table
+from gptlab.report.render import Block, Bullets, Heading, Para, Table
+
+if TYPE_CHECKING:
+    from gptlab.report.stats import Statistics
 
 SELECTION_LOSS = "best_val_loss"  # validation: the split that chose the checkpoints and the settings
 EFFECT_COLS = ["effect", "estimate", "ci_low", "ci_high", "p_adjusted", "call"]
@@ -76,7 +79,7 @@ def _setting_of(row: dict, space: dict[str, list[Any]]) -> Pairs | None:
     return tuple(pairs)
 
 
-def tuning_view(res: Results, st: Any, margin: float) -> TuningView | None:
+def tuning_view(res: Results, st: "Statistics", margin: float) -> TuningView | None:
     """The section's tables, sentences and figure; None when the sweep tuned nothing."""
     space = _space(res)
     if space is None:
@@ -148,7 +151,7 @@ def _fixed_effects(res: Results, sel: pd.DataFrame, settings: list[Pairs], n_see
     return round_frame(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=FIXED_COLS)
 
 
-def _tuned_effects(res: Results, st: Any) -> pd.DataFrame:
+def _tuned_effects(res: Results, st: "Statistics") -> pd.DataFrame:
     """The report's own main effects and interactions (estimation runs, at each cell's pick), labelled alike."""
     rows = [{"effect": f"{res.label(r['factor'], r['level'])} vs {r['baseline']}", **r} for r in st.main.to_dict("records")]
     rows += [{"effect": f"{res.label(r['factor_a'], r['level_a'])} x {res.label(r['factor_b'], r['level_b'])}", **r}
@@ -218,7 +221,8 @@ def _md(df: pd.DataFrame, csv: str, what: str) -> list[Block]:
     return [Para(f"{len(df)} {what}: too many to list here; see `tables/{csv}`.")]
 
 
-def tuning_section(view: TuningView | None, res: Results, st: Any, fig: Callable[[str, str], list[Block]]) -> list[Block]:
+def tuning_section(view: TuningView | None, res: Results, st: "Statistics",
+                   fig: Callable[[str, str], list[Block]]) -> list[Block]:
     """The "Tuned comparison" section's blocks (none for a sweep that tuned nothing)."""
     if view is None:
         return []

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence, TextIO
+from typing import Sequence, TextIO
 
 from gptlab.run.branching import Branch, record_branches
 from gptlab.run.config import resolve_run_config
