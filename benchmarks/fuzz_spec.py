@@ -2,14 +2,15 @@
 
 The generators and the property are those of `tests/test_fuzz_spec.py` (which runs a few hundred
 specs in CI): specs mutated from the shipped ablations, specs of the right shape with random
-contents, and either of them with bytes inserted, cut or doubled (often not UTF-8), each with
+contents, and mutated specs with bytes inserted, cut or doubled (often not UTF-8); the first two with
 random `--set`, `--jobs` and `--margin` options. Every spec is dry-run in this process by
 `gptlab.sweep.cli.main`, as `python -m gptlab.sweep SPEC --dry-run` would; the property is that
 it is accepted, or refused with exit status 2 and exactly one line `error: ...` naming a key, and
 that nothing is written (the results folder and the working directory stay as they were).
 
 Printed: specs tried, accepted, refused, tracebacks (must be 0), property violations (must be 0),
-specs over the time limit, the slowest spec's seconds and the largest memory growth of one spec
+specs over the time limit, the slowest spec's seconds (wall, and CPU: under load the wall time is
+mostly waiting for a core) and the largest memory growth of one spec
 (the peak resident set during the spec, reset before each through /proc/self/clear_refs, minus the
 resident set before it; tracemalloc's peak where /proc is missing). The slowest, the largest and
 any failing document are kept under --keep for reproduction.
@@ -80,6 +81,7 @@ class Campaign:
         self.accepted = self.refused = self.tracebacks = self.violations = self.timeouts = 0
         self.refusal_keys: collections.Counter[str] = collections.Counter()
         self.slowest = (0.0, "")
+        self.most_cpu = (0.0, "")
         self.largest = (0, "")
         self.proc = _reset_peak() and _status_kib("VmHWM") is not None
         self.stopped = False
@@ -93,7 +95,7 @@ class Campaign:
         else:
             tracemalloc.start()
         signal.alarm(self.timeout)
-        tick = time.perf_counter()
+        tick, cpu = time.perf_counter(), time.process_time()
         try:
             outcome, cwd_before = fuzz.run_spec(document, argv, self.files)
             if outcome.code == 130:  # Ctrl-C or a kill, taken by the sweep's CLI as its own interrupt
@@ -118,7 +120,7 @@ class Campaign:
                 self.refused += 1
                 self.refusal_keys[_refusal_key(outcome.err)] += 1
         finally:
-            seconds = time.perf_counter() - tick
+            seconds, cpu = time.perf_counter() - tick, time.process_time() - cpu
             signal.alarm(0)
             if self.proc:
                 grown = ((_status_kib("VmHWM") or 0) - before) * 1024
@@ -129,8 +131,11 @@ class Campaign:
             raise KeyboardInterrupt
         what = f"spec {n} ({kind}): {_preview(document)}"
         if seconds > self.slowest[0]:
-            self.slowest = (seconds, what)
+            self.slowest = (seconds, f"{cpu:.2f} s of CPU; {what}")
             self._save("slowest", document, argv)
+        if cpu > self.most_cpu[0]:  # under load from other work, wall time is mostly waiting for a core
+            self.most_cpu = (cpu, f"{seconds:.2f} s wall; {what}")
+            self._save("most-cpu", document, argv)
         if grown > self.largest[0]:
             self.largest = (grown, what)
             self._save("largest", document, argv)
@@ -222,7 +227,8 @@ def main() -> int:
     print(f"tracebacks: {c.tracebacks}")
     print(f"property violations (not one line, no key named, a file written): {c.violations}")
     print(f"over {args.timeout} s: {c.timeouts}")
-    print(f"slowest spec: {c.slowest[0]:.2f} s, {c.slowest[1]}")
+    print(f"slowest spec: {c.slowest[0]:.2f} s wall, {c.slowest[1]}")
+    print(f"most CPU: {c.most_cpu[0]:.2f} s, {c.most_cpu[1]}")
     how = "peak RSS growth" if c.proc else "tracemalloc peak"
     print(f"largest memory of one spec ({how}): {c.largest[0] / 2**20:.0f} MiB, {c.largest[1]}")
     print(f"the slowest and largest specs (and any failing one): {c.keep}")

@@ -1,4 +1,4 @@
-"""Shared fixtures: an isolated data cache and a small generated corpus.
+"""Shared fixtures: an isolated data cache, a small generated corpus, one torch thread, `no_figures`.
 
 Plain helpers (paths, `make_corpus`, `tiny_config`) live in helpers.py; only fixtures are here.
 No test uses the network: downloads go to a local HTTP server, the real text comes from
@@ -6,7 +6,6 @@ No test uses the network: downloads go to a local HTTP server, the real text com
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,15 @@ def one_torch_thread():
         mp.setenv("OMP_NUM_THREADS", "1")
         yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread_again():
+    """Before each test: a dry run in this process sets torch's thread count to its plan's."""
+    import torch
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
 
 
 @pytest.fixture

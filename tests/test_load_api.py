@@ -76,9 +76,9 @@ def test_a_study_is_frozen_and_its_tables_lazy(tmp_path):
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.margin = 0.5
     assert len(s.runs) == 4 and len(s.curves)
-    assert "_statistics" not in vars(s)  # runs and curves fit no model
+    assert "_bundle" not in vars(s)  # runs and curves fit no model
     assert list(s.main_effects["factor"]) == ["model.norm"]
-    assert "_statistics" in vars(s)
+    assert "_bundle" in vars(s)
 
 
 def test_margin_overrides_the_sweeps(tmp_path):

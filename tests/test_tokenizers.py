@@ -27,7 +27,7 @@ from gptlab.run.tokenizers import TOKENIZERS, BPETokenizer, tokenizer_cache
 from gptlab.run.trainer import evaluate
 from gptlab.sweep import main as sweep_main
 
-from helpers import REPO, make_corpus, tiny_config
+from helpers import REPO, make_corpus, skip_figures, tiny_config
 
 LN2 = math.log(2)
 ALIEN = "zxjv"  # letters make_corpus never writes: a word built from them can only come from the validation text
@@ -327,6 +327,7 @@ def tokenizer_sweep(tmp_path_factory, corpus):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GPTLAB_CACHE_DIR", str(root / "cache"))  # module scope: before the autouse isolation
         mp.setattr(TOKENIZERS, "_entries", dict(TOKENIZERS._entries))  # the plugin's entry leaves with the module
+        skip_figures(mp)  # no test here reads the report's figures
         spec = write_spec(root, corpus, {"data.tokenizer": ["char", "bpe", "lowerchar"]}, (plugin,), vocab_size=300)
         code = sweep_main([str(spec), "--results-dir", str(root / "results"), "--reports-dir", str(root / "reports")])
         with open(root / "results" / "tok" / "summary.csv") as f:

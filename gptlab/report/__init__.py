@@ -47,33 +47,23 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     one does not are removed, and nothing else in the folder is touched. Raises `ReportError` (or `GptlabError` for a bad margin) before writing anything when
     the input is invalid.
     """
-    from gptlab.report import document, figures, rounds, samples, scale, stats, tuning
+    from gptlab.report import document, figures, samples, scale
     from gptlab.report.render import to_html, to_markdown
+    from gptlab.report.tables import compute_tables
     from gptlab.runio import atomic_write_bytes, atomic_write_text
 
     res = load_results(results_dir)
     margin = resolve_margin(res, margin)
     out = Path(reports_dir) if reports_dir is not None else default_reports_dir(results_dir)
-    cells, levels, failures = stats.cell_table(res), stats.level_table(res), stats.failure_table(res)
-    st = stats.compute(res, margin)
-    tuned = tuning.tuning_view(res, st, margin)  # a tuned sweep's selection runs: picks, fixed against tuned
-    st.warnings += tuned.warnings if tuned is not None else []
-    figs = figures.make_figures(res, levels, st)
-    adaptive = rounds.adaptive_view(res)
-    by_scale = scale.effects_by_scale(res, margin)
+    bundle = compute_tables(res, margin)
+    st, adaptive, by_scale, tuned = bundle.stats, bundle.adaptive, bundle.by_scale, bundle.tuned
+    figs = figures.make_figures(res, bundle.levels, st)
     figs["precision.png"] = figures.precision_curves(adaptive.curve) if adaptive is not None else None
     figs["effects_by_scale.png"] = figures.effects_by_scale(by_scale, res) if len(by_scale) else None
     figs["isolation.png"] = tuned.figure if tuned is not None else None
     figs = {name: png for name, png in figs.items() if png is not None}
-    tables = {"cells": cells, "levels": levels, "main_effects": st.main, "interactions": st.interactions,
-              "higher_order": st.higher, "simple_effects": st.simple, "cells_vs_baseline": st.cells_vs_baseline,
-              "aliases": st.aliases, "effects_by_step": st.by_step, "divergence": st.divergence,
-              "sensitivity": st.sensitivity, "failures": failures,
-              **({"rounds": adaptive.rounds, "precision": adaptive.outcomes} if adaptive is not None else {}),
-              **({"effects_by_scale": by_scale} if res.scale else {}), **(tuned.tables if tuned is not None else {})}
-    tables = {name: df for name, df in tables.items() if len(df.columns)
-              and (len(df) or name in ("main_effects", "interactions", "failures"))}
-    blocks = document.build(res, cells, levels, st, failures, figs, samples.samples(res), adaptive,
+    tables = bundle.files
+    blocks = document.build(res, bundle.cells, bundle.levels, st, bundle.failures, figs, samples.samples(res), adaptive,
                             (by_scale, scale.scale_verdicts(by_scale, res)), tables, tuned)
     for name, df in tables.items():
         atomic_write_text(out / "tables" / f"{name}.csv", df.to_csv(index=False))

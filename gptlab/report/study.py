@@ -25,11 +25,6 @@ log = logging.getLogger(__name__)
 CURVE_COLS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens", "elapsed_s"]  # metrics.csv's
 CURVE_LOSSES = ("train_loss", "val_loss")  # converted with the runs' losses when a sweep mixes tokenizers
 INTERNAL = ("loss_scale",)  # columns of `Results.runs` that only the loader needs
-# The report's tables (reports/NAME/tables/NAME.csv), in the report's order.
-TABLES = ("cells", "levels", "main_effects", "interactions", "higher_order", "simple_effects", "cells_vs_baseline",
-          "aliases", "effects_by_step", "divergence", "sensitivity", "failures", "rounds", "precision",
-          "effects_by_scale")
-ALWAYS = ("main_effects", "interactions", "failures")  # tables the report writes even when they have no rows
 CALL_COLS = ["table", "effect", "baseline", "estimate", "ci_low", "ci_high", "p_adjusted", "call", "verdict"]
 
 
@@ -95,9 +90,13 @@ class Study:
         return read_curves(self.results)
 
     @cached_property
-    def _statistics(self):  # stats.Statistics: every effect table of the report, computed once
-        from gptlab.report import stats
-        return stats.compute(self.results, self.margin)
+    def _bundle(self):  # tables.ReportTables: every table of the report, computed once by the report's own code
+        from gptlab.report.tables import compute_tables
+        return compute_tables(self.results, self.margin)
+
+    @property
+    def _statistics(self):  # stats.Statistics: the effect tables of the bundle
+        return self._bundle.stats
 
     @cached_property
     def main_effects(self) -> pd.DataFrame:
@@ -117,8 +116,7 @@ class Study:
     @cached_property
     def effects_by_scale(self) -> pd.DataFrame:
         """The scientific factors' effects at each level of each `scale:` factor (no rows without `scale:`)."""
-        from gptlab.report import scale
-        return scale.effects_by_scale(self.results, self.margin)
+        return self._bundle.by_scale
 
     @cached_property
     def calls(self) -> pd.DataFrame:
@@ -134,19 +132,7 @@ class Study:
     @cached_property
     def tables(self) -> dict[str, pd.DataFrame]:
         """The report's tables by file name (`tables/NAME.csv`), the ones the report writes for this sweep."""
-        from gptlab.report import rounds, stats, tuning
-        st, res = self._statistics, self.results
-        adaptive = rounds.adaptive_view(res)
-        tuned = tuning.tuning_view(res, st, self.margin)  # a tuned sweep's picks and fixed-setting tables
-        every = {"cells": stats.cell_table(res), "levels": stats.level_table(res), "main_effects": st.main,
-                 "interactions": st.interactions, "higher_order": st.higher, "simple_effects": st.simple,
-                 "cells_vs_baseline": st.cells_vs_baseline, "aliases": st.aliases, "effects_by_step": st.by_step,
-                 "divergence": st.divergence, "sensitivity": st.sensitivity, "failures": stats.failure_table(res),
-                 **({"rounds": adaptive.rounds, "precision": adaptive.outcomes} if adaptive is not None else {}),
-                 **({"effects_by_scale": self.effects_by_scale} if res.scale else {}),
-                 **(tuned.tables if tuned is not None else {})}
-        order = [n for n in TABLES if n in every] + [n for n in every if n not in TABLES]
-        return {name: every[name] for name in order if len(every[name].columns) and (len(every[name]) or name in ALWAYS)}
+        return self._bundle.files
 
     def __repr__(self) -> str:
         return (f"Study({self.name!r}: {len(self.results.runs)} runs, {len(self.results.cells)} cells, "
