@@ -6,7 +6,7 @@ traceback) before exiting non-zero; anything else is a bug and keeps its traceba
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from typing import Any, Iterable
 
 
 class GptlabError(ValueError):
@@ -17,3 +17,12 @@ def closest(name: str, valid: Iterable[str]) -> str:
     """Return ' (did you mean 'x'?)' for the nearest valid name, or '' when none is close."""
     match = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1, cutoff=0.5)
     return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """repr of a user's value, cut to `limit` characters for a one-line message."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit str limit
+        return f"an integer of {value.bit_length():,} bits"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"

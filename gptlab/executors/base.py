@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from gptlab.errors import GptlabError, closest
+from gptlab.errors import GptlabError, closest, shown
 from gptlab.fields import setting
 from gptlab.registry import Registry
 
@@ -32,31 +32,31 @@ class ExecutorConfig:
     def from_mapping(cls, raw: Any) -> "ExecutorConfig":
         """Validate a YAML mapping, naming the `executor.KEY` of every problem."""
         if not isinstance(raw, Mapping):
-            raise GptlabError(f"executor: must be a mapping, got {_show(raw)}")
+            raise GptlabError(f"executor: must be a mapping, got {shown(raw)}")
         names = [f.name for f in dataclasses.fields(cls)]
         for key in raw:
             if key not in names:
-                raise GptlabError(f"executor: unknown key {_show(key)}{closest(str(key), names)}; valid: {', '.join(names)}")
+                raise GptlabError(f"executor: unknown key {shown(key)}{closest(str(key), names)}; valid: {', '.join(names)}")
         config = cls(**raw)
         config.validate()
         return config
 
     def validate(self) -> None:
         if not isinstance(self.backend, str) or self.backend not in BACKENDS:
-            raise _fail("backend", f"unknown backend {_show(self.backend)}{closest(str(self.backend), BACKENDS.names())}; "
+            raise _fail("backend", f"unknown backend {shown(self.backend)}{closest(str(self.backend), BACKENDS.names())}; "
                         f"valid: {', '.join(BACKENDS.names())}")
         for key in ("n_jobs", "threads"):
             value = getattr(self, key)
             if value != "auto" and not _positive_int(value):
-                raise _fail(key, f"must be 'auto' or a positive integer, got {_show(value)}")
+                raise _fail(key, f"must be 'auto' or a positive integer, got {shown(value)}")
         if not _positive_int(self.runs_per_gpu):
-            raise _fail("runs_per_gpu", f"must be a positive integer, got {_show(self.runs_per_gpu)}")
+            raise _fail("runs_per_gpu", f"must be a positive integer, got {shown(self.runs_per_gpu)}")
         for key in ("scheduler", "shared_dir"):
             value = getattr(self, key)
             if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise _fail(key, f"must be a non-empty string, got {_show(value)}")
+                raise _fail(key, f"must be a non-empty string, got {shown(value)}")
         if self.on_worker_lost not in ON_WORKER_LOST:
-            raise _fail("on_worker_lost", f"must be one of {', '.join(ON_WORKER_LOST)}, got {_show(self.on_worker_lost)}")
+            raise _fail("on_worker_lost", f"must be one of {', '.join(ON_WORKER_LOST)}, got {shown(self.on_worker_lost)}")
         if self.backend == "dask" and not self.scheduler:
             raise _fail("scheduler", "the dask backend needs a scheduler address (tcp://HOST:PORT) or 'local'")
         for key in ("scheduler", "shared_dir"):
@@ -65,7 +65,7 @@ class ExecutorConfig:
                             "add executor.backend: dask (or --backend dask), or remove it")
         if self.shared_dir is not None and not os.path.isabs(os.path.expanduser(self.shared_dir)):
             raise _fail("shared_dir", f"must be an absolute path (every worker resolves it on its own machine), "
-                        f"got {_show(self.shared_dir)}")
+                        f"got {shown(self.shared_dir)}")
         if self.backend == "loky" and isinstance(self.threads, int):
             from gptlab.executors.plan import available_cores
 
@@ -76,7 +76,7 @@ class ExecutorConfig:
         for key, limit in LIMITS.items():
             value = getattr(self, key)
             if isinstance(value, int) and value > limit:
-                raise _fail(key, f"must be at most {limit:,}, got {_show(value)}: no machine or cluster comes near it")
+                raise _fail(key, f"must be at most {limit:,}, got {shown(value)}: no machine or cluster comes near it")
 
     def to_dict(self) -> dict[str, Any]:
         """As recorded in results/NAME/sweep.yaml (unset optional keys left out)."""
@@ -96,13 +96,6 @@ def _fail(key: str, message: str) -> GptlabError:
     return GptlabError(f"executor.{key}: {message}")
 
 
-def _show(value: Any, limit: int = 60) -> str:
-    """repr of a user's value, cut for a one-line message."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int past Python's 4,300-digit str limit
-        return f"an integer of {value.bit_length():,} bits"
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _positive_int(value: Any) -> bool:

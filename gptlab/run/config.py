@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from gptlab.errors import GptlabError, closest
+from gptlab.errors import GptlabError, closest, shown
 from gptlab.fields import setting
 from gptlab.model import ModelConfig
 from gptlab.run.tokenizers import TOKENIZERS, check_vocab_size
@@ -243,37 +243,30 @@ def coerce(key: str, value: Any, annotation: Any) -> Any:
         raise GptlabError(f"{key} must not be empty (null)")
     number = _as_number(value)  # YAML 1.1 reads 1e-3 and 1e4 (no dot) as strings: the number meant
     if isinstance(number, float) and not math.isfinite(number):  # an int is finite, and may not fit a float
-        raise GptlabError(f"{key} must be a finite number, got {_show(value)}")
+        raise GptlabError(f"{key} must be a finite number, got {shown(value)}")
     limit = LIMITS.get(key)
     if limit is not None and number is not None and number > limit:
-        raise GptlabError(f"{key} must be at most {limit:,}, got {_show(value)}: no real run comes near it (a typo?)")
+        raise GptlabError(f"{key} must be at most {limit:,}, got {shown(value)}: no real run comes near it (a typo?)")
     for kind in options:
         if kind is bool and isinstance(value, bool):
             return value
         if kind is int and number is not None and (isinstance(number, int) or number.is_integer()):
             if isinstance(number, float) and abs(number) >= 2**53:
-                raise GptlabError(f"{key} must be an integer below 2**53 when written as {_show(value)}")
+                raise GptlabError(f"{key} must be an integer below 2**53 when written as {shown(value)}")
             return int(number)  # 10000, 1e4 and 10000.0 all mean 10000
         if kind is float and number is not None:
             try:
                 return float(number)
             except OverflowError:  # an int beyond the largest float
-                raise GptlabError(f"{key} must be a finite number, got {_show(value)}") from None
+                raise GptlabError(f"{key} must be a finite number, got {shown(value)}") from None
         if kind is str and isinstance(value, str):
             if any(ord(c) < 32 or ord(c) == 127 for c in value):
-                raise GptlabError(f"{key} must not contain control characters (newlines, tabs...), got {_show(value)}")
+                raise GptlabError(f"{key} must not contain control characters (newlines, tabs...), got {shown(value)}")
             return value
     names = " or ".join("null" if k is type(None) else k.__name__ for k in options)
-    raise GptlabError(f"{key} must be {names}, got {_show(value)} ({type(value).__name__})")
+    raise GptlabError(f"{key} must be {names}, got {shown(value)} ({type(value).__name__})")
 
 
-def _show(value: Any, limit: int = 60) -> str:
-    """repr of a user's value, cut for a one-line message (an int too long for repr named by its size)."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int past Python's 4,300-digit str limit
-        return f"an integer of {value.bit_length():,} bits"
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _as_number(value: Any) -> int | float | None:
@@ -303,7 +296,7 @@ def build_section(section: str, values: dict[str, Any]) -> Any:
         if key not in names:
             if dotted in HIDDEN_KEYS:
                 raise GptlabError(f"{dotted} is set from the dataset; remove it from the config")
-            raise GptlabError(f"unknown key {_show(dotted)}{closest(str(key), names)}; valid {section} keys: "
+            raise GptlabError(f"unknown key {shown(dotted)}{closest(str(key), names)}; valid {section} keys: "
                               f"{', '.join(names)}")
         kwargs[key] = coerce(dotted, value, hints[key])
     return cls(**kwargs)
@@ -318,7 +311,7 @@ def resolve_run_config(raw: dict[str, Any] | RunConfig) -> RunConfig:
     allowed = list(SECTIONS) + ["seed"]
     for key in raw:
         if key not in allowed:
-            raise GptlabError(f"unknown key {_show(key)}{closest(str(key), allowed)}; valid: {', '.join(allowed)}")
+            raise GptlabError(f"unknown key {shown(key)}{closest(str(key), allowed)}; valid: {', '.join(allowed)}")
     sections = {s: build_section(s, raw.get(s) or {}) for s in SECTIONS}
     seed = coerce("seed", raw.get("seed", 0), int)
     if not 0 <= seed < MAX_SEED:
@@ -333,7 +326,7 @@ def set_dotted(config: dict[str, Any], dotted: str, value: Any) -> None:
     for part in parents:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
-            raise GptlabError(f"cannot set {_show(dotted)}: {_show(part)} is not a section")
+            raise GptlabError(f"cannot set {shown(dotted)}: {shown(part)} is not a section")
     node[leaf] = value
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, shown
 
 # Limits of the loader. A real sweep is a few kilobytes, a few levels deep, with at most a seeds
 # list of 10,000 entries (sweep.spec MAX_SEEDS); these are generous multiples of that, and keep a
@@ -69,10 +69,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise GptlabError(f"--set expects KEY=VALUE, got {show(item)}")
+            raise GptlabError(f"--set expects KEY=VALUE, got {shown(item)}")
         if key in overrides:  # as in a YAML mapping: a second value must not silently replace the first
-            raise GptlabError(f"--set {show(key)}: given twice; give each key once")
-        overrides[key] = load_yaml(value, f"--set {show(key)}")
+            raise GptlabError(f"--set {shown(key)}: given twice; give each key once")
+        overrides[key] = load_yaml(value, f"--set {shown(key)}")
     return overrides
 
 
@@ -110,7 +110,7 @@ class SpecLoader(yaml.SafeLoader):
         try:
             return super().construct_object(node, deep)
         except (ValueError, OverflowError) as err:
-            raise yaml.constructor.ConstructorError(None, None, f"cannot read the value {show(node.value)}: {err}",
+            raise yaml.constructor.ConstructorError(None, None, f"cannot read the value {shown(node.value)}: {err}",
                                                     node.start_mark) from None
 
     def check_graph(self, root: yaml.Node) -> None:
@@ -161,7 +161,7 @@ class SpecLoader(yaml.SafeLoader):
             if first is not None:
                 under = f" under {where}" if where else " at the top level"
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {show(key)}{under} is written twice (first at line {first.line + 1}); a "
+                    None, None, f"key {shown(key)}{under} is written twice (first at line {first.line + 1}); a "
                     "mapping keeps only the last one, so remove one", key_node.start_mark)
             seen[key] = key_node.start_mark
 
@@ -190,13 +190,6 @@ def _graph_error(problem: str, node: yaml.Node, where: str) -> yaml.YAMLError:
     return yaml.composer.ComposerError(None, None, f"{where or 'the spec'}: {problem}", node.start_mark)
 
 
-def show(value: Any, limit: int = 60) -> str:
-    """repr of a value from user input, cut to `limit` characters for a one-line message."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int past Python's 4,300-digit str limit (from Python, not YAML, which refuses it)
-        return f"an integer of {value.bit_length():,} bits"
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def load_yaml(text: str, source: str) -> Any:

@@ -20,10 +20,10 @@ from typing import Any
 
 from gptlab.cells import design_cells
 from gptlab.run.config import MAX_SEED, RunConfig, get_dotted, resolve_run_config, set_dotted, valid_keys
-from gptlab.errors import GptlabError, closest
+from gptlab.errors import GptlabError, closest, shown
 from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
-from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file, show  # noqa: F401 (re-exported)
+from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
 
 TOP_KEYS = ["name", "description", "plugins", "base", "grid", "scale", "seeds", "tune", "exclude", "baseline", "executor", "report"]
 REPORT_KEYS = ["equivalence_margin"]
@@ -83,7 +83,7 @@ def _fail(key: str, message: str) -> GptlabError:
 
 def _require(value: Any, kind: type, key: str, what: str) -> Any:
     if not isinstance(value, kind):
-        raise _fail(key, f"must be {what}, got {show(value)}")
+        raise _fail(key, f"must be {what}, got {shown(value)}")
     return value
 
 
@@ -109,15 +109,14 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
         if key in ("model", "train", "data"):
             raise GptlabError(f"unknown key '{key}': run settings go under base (base.{key})")
         if key not in TOP_KEYS:
-            raise GptlabError(f"unknown key {show(key)}{closest(str(key), TOP_KEYS)}; valid top-level keys: "
+            raise GptlabError(f"unknown key {shown(key)}{closest(str(key), TOP_KEYS)}; valid top-level keys: "
                               f"{', '.join(TOP_KEYS)}")
     for key in ("name", "grid"):
         if key not in raw:
             raise _fail(key, "is required")
     name = raw["name"]
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        shown = repr(name) if not isinstance(name, str) or len(name) <= 40 else f"{name[:40]!r}... ({len(name)} characters)"
-        raise _fail("name", f"must be a folder-safe name of 1 to 100 characters (letters, digits, _ . -), got {shown}")
+        raise _fail("name", f"must be a folder-safe name of 1 to 100 characters (letters, digits, _ . -), got {shown(name, 42)}")
     description = raw.get("description") or ""
     _require(description, str, "description", "a string")
 
@@ -134,7 +133,7 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     keys = [k for k in valid_keys() if k != "seed"]
     for dotted, value in overrides.items():
         if dotted not in keys:
-            raise GptlabError(f"--set: unknown key {show(dotted)}{closest(dotted, keys)}")
+            raise GptlabError(f"--set: unknown key {shown(dotted)}{closest(dotted, keys)}")
         set_dotted(base, dotted, value)
     _check_base(base)
 
@@ -144,13 +143,13 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
         raise _fail("grid", "needs at least one factor")
     for dotted, levels in grid.items():
         if dotted not in keys:
-            raise GptlabError(f"grid: unknown key {show(dotted)}{closest(str(dotted), keys)}")
+            raise GptlabError(f"grid: unknown key {shown(dotted)}{closest(str(dotted), keys)}")
         if not isinstance(levels, list) or not levels:
-            raise _fail(f"grid.{dotted}", f"must be a non-empty list of levels, got {show(levels)}")
+            raise _fail(f"grid.{dotted}", f"must be a non-empty list of levels, got {shown(levels)}")
         if any(isinstance(v, (dict, list)) for v in levels):
             raise _fail(f"grid.{dotted}", "levels must be plain values (strings, numbers, booleans)")
         if len({repr(v) for v in levels}) != len(levels):
-            raise _fail(f"grid.{dotted}", f"lists a level twice: {show(levels)}")
+            raise _fail(f"grid.{dotted}", f"lists a level twice: {shown(levels)}")
         try:
             get_dotted(base, dotted)
         except (KeyError, TypeError):
@@ -189,7 +188,7 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     from gptlab.sweep.tuning import apply_tune  # `tune:` nuisance settings tuned per cell, in two stages
     spec.runs = apply_tune(spec, raw["tune"]) if "tune" in raw else expand(spec)
     if not any(r.factors == baseline for r in spec.runs):
-        raise _fail("baseline", f"the cell {show(baseline, 200)} is excluded; name a cell that is trained")
+        raise _fail("baseline", f"the cell {shown(baseline, 200)} is excluded; name a cell that is trained")
     return spec
 
 
@@ -210,9 +209,9 @@ def _check_scale(scale: Any, grid: dict[str, list[Any]]) -> list[str]:
     for key in scale:
         _require(key, str, "scale", "a list of grid keys, e.g. [train.max_iters]")  # a list inside is unhashable
         if key not in grid:
-            raise _fail("scale", f"{show(key)} is not a grid factor{closest(str(key), grid)}; factors: {show(list(grid), 200)}")
+            raise _fail("scale", f"{shown(key)} is not a grid factor{closest(str(key), grid)}; factors: {shown(list(grid), 200)}")
     if len(set(scale)) != len(scale):
-        raise _fail("scale", f"lists a key twice: {show(scale)}")
+        raise _fail("scale", f"lists a key twice: {shown(scale)}")
     if len(scale) == len(grid):
         raise _fail("scale", "names every grid factor; at least one must stay a scientific factor whose effect is reported")
     return list(scale)
@@ -233,14 +232,14 @@ def _check_seeds(seeds: Any) -> list[int]:
         return list(range(seeds))
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise _fail("seeds", f"must be a count (e.g. 3), a list of non-negative integers or an adaptive rule "
-                    f"{{min: 3, max: 12, precision: 0.005}}, got {show(seeds)}")
+                    f"{{min: 3, max: 12, precision: 0.005}}, got {shown(seeds)}")
     if len(seeds) > MAX_SEEDS:
         raise _fail("seeds", f"lists {len(seeds):,} seeds; at most {MAX_SEEDS:,}")
     bad = next((s for s in seeds if not 0 <= s < MAX_SEED), None)
     if bad is not None:
         raise _fail("seeds", f"each seed must be in [0, 2**63), got {bad}")
     if len(set(seeds)) != len(seeds):
-        raise _fail("seeds", f"lists a seed twice: {show(seeds)}")
+        raise _fail("seeds", f"lists a seed twice: {shown(seeds)}")
     return seeds
 
 
@@ -251,14 +250,14 @@ def _same_level(a: Any, b: Any) -> bool:
 
 def _check_cell_mapping(rule: Any, grid: dict[str, list[Any]], key: str) -> None:
     if not isinstance(rule, dict) or (key.startswith("exclude") and not rule):
-        raise _fail(key, f"must be a mapping of grid factors to levels, got {show(rule)}")
+        raise _fail(key, f"must be a mapping of grid factors to levels, got {shown(rule)}")
     for factor, level in rule.items():
         if factor not in grid:
-            raise _fail(key, f"{show(factor)} is not a grid factor{closest(str(factor), grid)}; factors: "
-                        f"{show(list(grid), 200)}")
+            raise _fail(key, f"{shown(factor)} is not a grid factor{closest(str(factor), grid)}; factors: "
+                        f"{shown(list(grid), 200)}")
         if not any(_same_level(level, candidate) for candidate in grid[factor]):
-            raise _fail(key, f"{factor} level {show(level)} ({type(level).__name__}) is not in the grid; levels: "
-                        f"{show(grid[factor], 200)}")
+            raise _fail(key, f"{factor} level {shown(level)} ({type(level).__name__}) is not in the grid; levels: "
+                        f"{shown(grid[factor], 200)}")
 
 
 def _check_report(report: Any) -> dict[str, Any]:
@@ -268,7 +267,7 @@ def _check_report(report: Any) -> dict[str, Any]:
     for key in report:
         if key not in REPORT_KEYS:
             valid = [f"report.{k}" for k in REPORT_KEYS]
-            raise GptlabError(f"unknown key {show(f'report.{key}')}{closest(f'report.{key}', valid)}; valid keys under report: "
+            raise GptlabError(f"unknown key {shown(f'report.{key}')}{closest(f'report.{key}', valid)}; valid keys under report: "
                               f"{', '.join(REPORT_KEYS)}")
     margin = report.get("equivalence_margin", DEFAULT_MARGIN)
     return {"equivalence_margin": check_margin(margin, "report.equivalence_margin")}

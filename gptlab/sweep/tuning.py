@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
-from gptlab.errors import GptlabError, closest
+from gptlab.errors import GptlabError, closest, shown
 from gptlab.layout import TUNING_CSV
 from gptlab.runio import write_csv
 from gptlab.run.config import SECTIONS, coerce, get_dotted, resolve_run_config, set_dotted, valid_keys
 from gptlab.sweep.adaptive import AdaptiveSeeds
-from gptlab.sweep.loader import show
 from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
 from gptlab.sweep.spec import MAX_RUNS, Run, SweepSpec, cell_label, expand
 
@@ -97,21 +96,21 @@ def apply_tune(spec: SweepSpec, raw: Any) -> list[TunedRun]:
 
 def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:
     if not isinstance(raw, dict):
-        raise _fail("tune", f"must be a mapping {{space: {{train.lr: [...]}}, seeds: 1}}, got {show(raw)}")
+        raise _fail("tune", f"must be a mapping {{space: {{train.lr: [...]}}, seeds: 1}}, got {shown(raw)}")
     for key in raw:
         if key not in TUNE_KEYS:
-            raise GptlabError(f"unknown key {show(f'tune.{key}')}{closest(f'tune.{key}', [f'tune.{k}' for k in TUNE_KEYS])}"
+            raise GptlabError(f"unknown key {shown(f'tune.{key}')}{closest(f'tune.{key}', [f'tune.{k}' for k in TUNE_KEYS])}"
                               f"; valid keys under tune: {', '.join(TUNE_KEYS)}")
     space = raw.get("space")
     if not isinstance(space, dict) or not space:
         raise _fail("tune.space", "needs at least one key to tune, e.g. {train.lr: [5.0e-4, 1.0e-3, 2.0e-3]}, got "
-                    f"{show(space)}")
+                    f"{shown(space)}")
     keys = [k for k in valid_keys() if k != "seed"]
     levels_by_key: dict[str, tuple[Any, ...]] = {}
     for dotted, levels in space.items():
         where = f"tune.space.{dotted}"
         if dotted not in keys:
-            raise GptlabError(f"tune.space: unknown key {show(dotted)}{closest(str(dotted), keys)}")
+            raise GptlabError(f"tune.space: unknown key {shown(dotted)}{closest(str(dotted), keys)}")
         if str(dotted).startswith("data."):
             raise _fail(where, "data settings cannot be tuned: the selection compares validation losses, which "
                         "only mean the same on the same split and tokenizer; put it in base or grid")
@@ -125,7 +124,7 @@ def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:
             raise GptlabError(f"{dotted} is set in both base and tune.space; keep it in one place (remove it from "
                               "base: each cell trains at the tuned levels)")
         if not isinstance(levels, list) or not levels:
-            raise _fail(where, f"must be a non-empty list of levels, got {show(levels)}")
+            raise _fail(where, f"must be a non-empty list of levels, got {shown(levels)}")
         if any(isinstance(v, (dict, list)) for v in levels):
             raise _fail(where, "levels must be plain values (strings, numbers, booleans)")
         section, name = dotted.split(".", 1)
@@ -134,13 +133,13 @@ def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:
         except GptlabError as err:
             raise _fail(where, str(err)) from None
         if len(set(map(repr, resolved))) != len(resolved):
-            raise _fail(where, f"lists a level twice: {show(levels)}")
+            raise _fail(where, f"lists a level twice: {shown(levels)}")
         if len(resolved) < 2:
-            raise _fail(where, f"lists one level ({show(levels[0])}); a fixed setting belongs in base")
+            raise _fail(where, f"lists one level ({shown(levels[0])}); a fixed setting belongs in base")
         levels_by_key[dotted] = resolved
     seeds = raw.get("seeds", 1)
     if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_TUNE_SEEDS:
-        raise _fail("tune.seeds", f"must be a count of selection seeds between 1 and {MAX_TUNE_SEEDS}, got {show(seeds)}")
+        raise _fail("tune.seeds", f"must be a count of selection seeds between 1 and {MAX_TUNE_SEEDS}, got {shown(seeds)}")
     late = [s for s in spec.seeds if s >= SELECTION_SEED_OFFSET]
     if late:
         raise _fail("seeds", f"in a tuned sweep every seed must be below {SELECTION_SEED_OFFSET:,} (the selection "
