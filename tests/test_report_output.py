@@ -170,7 +170,7 @@ def test_cli_invalid_results_dir_is_one_line_error(tmp_path, case, capsys):
     target = tmp_path / "results" / "nope"
     if case == "no_summary":
         target.mkdir(parents=True)
-    code = report_main([str(target)])  # in this process: a traceback would fail the test (the CLI as a process: below)
+    code = report_main([str(target)])  # in this process (the CLI as a process: test_margin.py)
     stderr = capsys.readouterr().err
     assert code == 2
     assert "Traceback" not in stderr
@@ -280,7 +280,7 @@ def test_no_successful_run_still_writes_the_effect_tables(tmp_path, no_figures):
 def test_a_binary_results_file_is_one_line_and_writes_nothing(tmp_path, name, capsys):
     results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2, name="bin")
     (results / name).write_bytes(b"\xff\xfe\x00\x81" + bytes(range(256)) * 4)
-    code = report_main([str(results)])  # in this process: a traceback would fail the test
+    code = report_main([str(results)])  # in this process: a traceback would fail the test too
     stderr = capsys.readouterr().err
     assert code == 2 and "Traceback" not in stderr
     assert len(stderr.strip().splitlines()) == 1 and name in stderr

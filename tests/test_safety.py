@@ -38,12 +38,10 @@ def write_spec(folder: Path, corpus: Path, name: str = "safe", **train) -> Path:
     return path
 
 
-def sweep_cmd(spec: Path, folder: Path, figures: bool = True) -> list[str]:
-    return python_m("gptlab.sweep", figures) + [str(spec), "--results-dir", str(folder / "results"),
-                                                 "--reports-dir", str(folder / "reports")]
+def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_path, corpus, capsys, monkeypatch):
+    from gptlab.model.activations import ACTIVATIONS
 
-
-def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_path, corpus):
+    monkeypatch.setattr(ACTIVATIONS, "_entries", dict(ACTIVATIONS._entries))  # the gate's entry leaves with the test
     gate = tmp_path / "gate"
     plugin = tmp_path / "gate_plugin.py"
     plugin.write_text(GATE_PLUGIN.format(gate=str(gate)))
@@ -53,7 +51,8 @@ def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_p
     raw["base"]["model"]["activation"] = "gated_gelu"  # the first sweep trains only once the gate is open
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    first = subprocess.Popen(sweep_cmd(spec, tmp_path, figures=False), env=env, stdout=subprocess.PIPE,
+    args = [str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")]
+    first = subprocess.Popen(python_m("gptlab.sweep", figures=False) + args, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     holder = tmp_path / "results" / "safe" / ".lock.json"
     try:
@@ -61,12 +60,14 @@ def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_p
         while not holder.exists() and time.monotonic() < deadline and first.poll() is None:
             time.sleep(0.02)
         assert holder.exists(), "the first sweep never took the lock"
-        second = subprocess.run(sweep_cmd(spec, tmp_path), env=env, capture_output=True, text=True)
+        capsys.readouterr()
+        second = sweep_main(args)  # the second sweep: this process
+        second_err = capsys.readouterr().err
     finally:
         gate.touch()  # whatever happened, the first sweep may now train and finish
-    assert second.returncode == 2
-    assert second.stderr.strip().splitlines() == [second.stderr.strip()]  # one line
-    assert f"is in use by another sweep (process {first.pid} on " in second.stderr
+    assert second == 2
+    assert second_err.strip().splitlines() == [second_err.strip()]  # one line
+    assert f"is in use by another sweep (process {first.pid} on " in second_err
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     summary = (tmp_path / "results" / "safe" / "summary.csv").read_text().splitlines()

@@ -96,8 +96,7 @@ def test_run_killed_after_a_checkpoint_resumes_to_the_same_losses(corpus, tmp_pa
     assert 20 <= step < 150  # the kill may land between step 40's metrics row and its checkpoint
     assert reference.wait(timeout=120) == 0, reference.stderr.read().decode()
 
-    resumed = _train_cli(config_path, tmp_path / "killed")
-    assert resumed.wait(timeout=120) == 0, resumed.stderr.read().decode()
+    assert train_main(["--config", str(config_path), "--out", str(tmp_path / "killed")]) == 0  # resumed here
     assert metric_rows(tmp_path / "killed") == metric_rows(tmp_path / "reference")
     assert "resumed" in (tmp_path / "killed" / "train.log").read_text()
 
