@@ -24,7 +24,7 @@ from gptlab.report.precision import SeedRule, Widest, called_rows
 from gptlab.sweep import main as sweep_main
 from gptlab.sweep.spec import load_spec
 
-from helpers import REPO, tiny_config
+from helpers import REPO, python_m, tiny_config
 
 # -- the rule's guarantee, by simulation ----------------------------------------------------------
 
@@ -218,18 +218,20 @@ def test_an_adaptive_sweep_stops_at_the_seed_count_its_rule_computes(tmp_path, c
     assert all(float(r["ci95"]) <= target + 1e-4 for r in main)  # rounded to 4 decimals in the table
 
 
-def test_a_killed_adaptive_sweep_resumes_to_the_same_rounds(tmp_path, corpus):
-    """Killed in round 2 and rerun: the same seed count, rounds.csv and losses as an uninterrupted sweep."""
+def test_a_killed_adaptive_sweep_resumes_to_the_same_rounds(tmp_path, corpus, no_figures):
+    """Killed in round 2 and rerun: the same seed count, rounds.csv and losses as an uninterrupted sweep.
+
+    Only the killed sweep is a process of its own (a SIGKILL must hit a real driver); the clean sweep
+    and the rerun train in this process, figures stubbed (they are not what is tested)."""
     spec = _spec(tmp_path, corpus, {"min": 2, "max": 4, "precision": 1e-6}, grid={"model.activation": ["gelu", "relu"]})
     env = {**os.environ, "PYTHONPATH": str(REPO)}
 
-    def cmd(where: str) -> list[str]:
-        return [sys.executable, "-m", "gptlab.sweep", str(spec), "--results-dir", str(tmp_path / where),
-                "--reports-dir", str(tmp_path / f"{where}-reports")]
+    def args(where: str) -> list[str]:
+        return [str(spec), "--results-dir", str(tmp_path / where), "--reports-dir", str(tmp_path / f"{where}-reports")]
 
-    subprocess.run(cmd("clean"), env=env, check=True, capture_output=True, timeout=300)
-    proc = subprocess.Popen(cmd("killed"), env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    assert sweep_main(args("clean")) == 0
+    proc = subprocess.Popen(python_m("gptlab.sweep", figures=False) + args("killed"), env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     for line in proc.stderr:  # kill as soon as round 2 has begun
         if line.startswith("round 2") or time.time() > deadline:
@@ -240,7 +242,7 @@ def test_a_killed_adaptive_sweep_resumes_to_the_same_rounds(tmp_path, corpus):
     assert len(list((killed / "runs").glob("*/summary.json"))) < 8, "the sweep finished before it could be killed"
     assert [r["round"] for r in _rows(killed / "rounds.csv")] == ["1"]
 
-    subprocess.run(cmd("killed"), env=env, check=True, capture_output=True, timeout=300)
+    assert sweep_main(args("killed")) == 0
     assert _rows(killed / "rounds.csv") == _rows(tmp_path / "clean" / "ad" / "rounds.csv")
     keep = ("run_id", "status", "best_val_loss", "final_val_loss")
     clean = _rows(tmp_path / "clean" / "ad" / "summary.csv")
