@@ -238,7 +238,7 @@ DECLARED: dict[tuple[str, str], dict[str, str]] = {
         "ReLU's effect on it is ": "lr_sensitivity_effects[effect=activation=relu vs gelu].estimate",
     },
     ("tuned", "readme"): {
-        "within the margin. At lr 1e-3, the rate of studies 1 to 4, the same selection runs\n  put ReLU ahead by ":
+        "within the margin. At lr 1e-3, the rate of studies 1, 3 and 4, the same selection runs\n  put ReLU ahead by ":
             "-fixed_setting_effects[setting=lr=0.001 | effect=activation=relu vs gelu].estimate",
         "inconclusive, against untied ahead by ": "-fixed_setting_effects[setting=lr=0.001 | effect=tying=untied vs tied].estimate",
         "ReLU's\n  effect on it is ": "lr_sensitivity_effects[effect=activation=relu vs gelu].estimate",
