@@ -41,9 +41,9 @@ def seed_runs(work: Path) -> int:
 
 def widest_fixed(results: Path, n_seeds: int, precision_for: str) -> tuple[float, str]:
     """Widest called half-width of a fixed-seed sweep with seeds 0..n-1 (pure error of all its runs)."""
+    from gptlab.report.analyses import analyse_runs
     from gptlab.report.load import load_results
-    from gptlab.report.precision import SeedRule, Widest, called_rows
-    from gptlab.report.stats import analyse_runs
+    from gptlab.stats.precision import SeedRule, Widest, called_rows
 
     res = load_results(results)
     res.spec = {k: v for k, v in res.spec.items() if k != "seeds"}  # a fixed-seed sweep: no first-round error

@@ -1,6 +1,6 @@
 """Print how the report's statistics do on simulated sweeps with planted effects.
 
-For each design of `gptlab.report.synthetic.CALIBRATION_DESIGNS` (the ones tests/test_calibration.py
+For each design of `gptlab.stats.calibration.CALIBRATION_DESIGNS` (the ones tests/test_calibration.py
 checks): datasets, model chosen, CI coverage of the planted effects, false better/worse calls on
 truly-zero effects, and mean 95% CI half-width of the main effects.
 
@@ -14,7 +14,7 @@ from collections import Counter
 
 import numpy as np
 
-from gptlab.report.synthetic import CALIBRATION_DESIGNS, calibrate
+from gptlab.stats.calibration import CALIBRATION_DESIGNS, calibrate
 
 
 def main() -> None:

@@ -1,8 +1,8 @@
-"""Mutation test of the check that README and discussion numbers are the table cells they quote.
+"""Mutation test of the check that README, findings and discussion numbers are the table cells they quote.
 
-Every typed number of every reference study's discussion (results/NAME/discussion.md) and of its
-paragraph of the README findings is mutated one at a time: its sign flipped (not a half-width typed
-as +/-x, nor a zero) and shifted by one unit in its last digit, up and down. A mutant is caught when
+Every typed number of every reference study's discussion (results/NAME/discussion.md), of its
+paragraph of docs/FINDINGS.md and of its row of the README's findings table is mutated one at a
+time: its sign flipped (not a half-width typed as +/-x, nor a zero) and shifted by one unit in its last digit, up and down. A mutant is caught when
 `tests/test_reference_studies.py::check_quotes` reports a problem that the unmutated text does not;
 a number the check cannot trace in the unmutated text (a "problem", which fails the test) is not mutated.
 Numbers inside `{{table: row}}` references are rendered from the tables and are not typed, so not

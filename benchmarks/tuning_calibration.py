@@ -2,7 +2,7 @@
 
     python benchmarks/tuning_calibration.py [--sims 1000] [--fixed-sims 200] [--seed 0]
 
-For each scenario of `gptlab.report.tuning_sim.SCENARIOS` (which states the model: two arms with
+For each scenario of `gptlab.stats.tuning_sim.SCENARIOS` (which states the model: two arms with
 planted loss-against-log2(lr) parabolas, a factor-2 space of five lrs, one selection seed, three
 estimation seeds, run noise SD 0.0065 and seed SD 0.005 nats/char), for scenario (d) again with
 two selection seeds, and with arm 2 at other curvatures, it simulates `--sims` studies, answers
@@ -19,7 +19,7 @@ import argparse
 import dataclasses
 import time
 
-from gptlab.report.tuning_sim import FIXED, NAIVE, SCENARIOS, TUNED, ProtocolResult, Scenario, simulate
+from gptlab.stats.tuning_sim import FIXED, NAIVE, SCENARIOS, TUNED, ProtocolResult, Scenario, simulate
 
 
 def _row(scenario: str, r: ProtocolResult) -> str:

@@ -36,7 +36,7 @@ from gptlab.run.branching import Branch, record_branches
 from gptlab.run.config import resolve_run_config
 from gptlab.run.rundir import RunDir
 from gptlab.run.runner import train_run
-from gptlab.sweep.spec import Run
+from gptlab.sweep.runs import Run
 from gptlab.sweep.trunks import steps_trained, trunk_groups
 
 

@@ -2,7 +2,8 @@
 
 A plugin is an importable module name (`my_components`) or a path to a `.py` file, relative to
 the sweep YAML's folder or the current directory. Importing it runs its `@REGISTRY.register`
-decorators. Modules are cached in `sys.modules`, so importing twice never registers twice.
+decorators. Modules are cached in `sys.modules`, so importing twice never registers twice. A sweep
+stores its entries resolved in its sweep.yaml, where `stored_plugins` reads them back.
 """
 from __future__ import annotations
 
@@ -65,3 +66,22 @@ def import_plugin(entry: str, search_path: list[str] | None = None) -> ModuleTyp
 def import_plugins(entries: list[str], search_path: list[str] | None = None) -> None:
     for entry in entries:
         import_plugin(entry, search_path)
+
+
+def stored_plugins(sweep_yaml: Path) -> list[str]:
+    """The entries of the `plugins:` of a stored sweep.yaml (resolved when the sweep started); none without it."""
+    from gptlab.runio import read_yaml
+
+    if not sweep_yaml.is_file():
+        return []
+    try:
+        raw = read_yaml(sweep_yaml)
+    except Exception as err:  # unreadable or not YAML: say which file, in one line
+        raise GptlabError(f"{sweep_yaml}: cannot read it ({type(err).__name__}); name the run's plugins with --plugin") \
+            from None
+    entries = raw.get("plugins") if isinstance(raw, dict) else None
+    if entries is None:
+        return []
+    if not isinstance(entries, list) or not all(isinstance(e, str) and e for e in entries):
+        raise GptlabError(f"{sweep_yaml}: plugins must be a list of module names or .py paths, got {entries!r}")
+    return entries

@@ -1,9 +1,8 @@
 """`python -m gptlab.sample`: text from a run's checkpoint (`gptlab.run.sampling`), or from nanoGPT's.
 
 A run trained with a plugin's registry entry (an activation, a tokenizer...) needs that plugin to be
-rebuilt: the sample command imports the plugins the sweep that trained the run named (the
-`plugins:` of `results/NAME/sweep.yaml`, `sweep_plugins`), or those given with `--plugin`, and no
-others (`import_sweep_plugins`; the report's samples use it too).
+rebuilt: the sample command imports the plugins the sweep that trained the run named, or those given
+with `--plugin`, and no others (`gptlab.run.sampling.import_sweep_plugins`).
 
 A nanoGPT `ckpt.pt` (`--nanogpt-ckpt`) loads into the lab's
 baseline model (pre-LN, GELU, learned positions, tied head), whose state_dict is nanoGPT's key for
@@ -19,10 +18,9 @@ from pathlib import Path
 import torch
 
 from gptlab.errors import GptlabError
-from gptlab.layout import RUNS, SWEEP_YAML
 from gptlab.model import GPT, build_model
+from gptlab.run.sampling import generate, import_sweep_plugins, load_checkpoint_model, sample_from_run, sweep_plugins
 from gptlab.run.tokenizers import CharTokenizer
-from gptlab.run.sampling import generate, load_checkpoint_model, sample_from_run
 
 __all__ = ["generate", "import_sweep_plugins", "load_checkpoint_model", "load_nanogpt_checkpoint", "main",
            "sample_from_run", "sweep_plugins"]
@@ -61,53 +59,6 @@ def load_nanogpt_checkpoint(path: str | Path, dataset: str = "tinyshakespeare",
     except RuntimeError as err:
         raise GptlabError(f"--nanogpt-ckpt: {str(err).splitlines()[0]}") from None
     return model.eval(), data.tokenizer, data.val
-
-
-def sweep_plugins(results_dir: str | Path) -> list[str]:
-    """The plugin entries the sweep of `results_dir` (results/NAME) named: its sweep.yaml's `plugins:`.
-
-    They are stored resolved (absolute .py paths or module names) when the sweep starts. No sweep.yaml
-    (a run trained by `python -m gptlab.train`) means no plugins.
-    """
-    from gptlab.runio import read_yaml
-
-    path = Path(results_dir) / SWEEP_YAML
-    if not path.is_file():
-        return []
-    try:
-        raw = read_yaml(path)
-    except Exception as err:  # unreadable or not YAML: say which file, in one line
-        raise GptlabError(f"{path}: cannot read it ({type(err).__name__}); name the run's plugins with --plugin") \
-            from None
-    entries = raw.get("plugins") if isinstance(raw, dict) else None
-    if entries is None:
-        return []
-    if not isinstance(entries, list) or not all(isinstance(e, str) and e for e in entries):
-        raise GptlabError(f"{path}: plugins must be a list of module names or .py paths, got {entries!r}")
-    return entries
-
-
-def import_sweep_plugins(run_dir: str | Path, entries: list[str] | None = None) -> list[str]:
-    """Import the plugins a run needs: `entries` if given, else those of the sweep that trained it.
-
-    `run_dir` is results/NAME/runs/RUN_ID; a run directory elsewhere has no sweep, so only `entries`.
-    Returns the entries imported. A plugin that cannot be found or imported is one GptlabError.
-    """
-    from gptlab.plugins import import_plugins, resolve_plugin
-
-    run_dir = Path(run_dir).resolve()
-    results_dir = run_dir.parent.parent if run_dir.parent.name == RUNS else None
-    if entries is None:
-        entries = sweep_plugins(results_dir) if results_dir is not None else []
-        where = f" (named by {results_dir / SWEEP_YAML}; pass --plugin to name them yourself)"
-    else:
-        where = ""
-    try:
-        resolved = [resolve_plugin(entry, Path.cwd()) for entry in entries]
-        import_plugins(resolved, [str(Path.cwd())])
-    except GptlabError as err:
-        raise GptlabError(f"{err}{where}") from None
-    return resolved
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,6 +28,27 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def loky_workers_stay_warm():
+    """The sweeps trained in this process keep their loky workers between tests.
+
+    loky ends a worker idle for 10 s, and the next sweep then starts (and imports torch in) new ones:
+    seconds each, and most gaps between two sweeps of the suite are longer than 10 s. Here workers idle
+    for up to 10 minutes; everything else about the executor is what the sweep asked for (a dead or
+    stopped executor is still replaced by a new one)."""
+    from joblib.externals import loky
+
+    get = loky.get_reusable_executor
+
+    def warm(*args, **kwargs):
+        kwargs.setdefault("timeout", 600)
+        return get(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loky, "get_reusable_executor", warm)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def one_torch_thread_again():
     """Before each test: a dry run in this process sets torch's thread count to its plan's."""

@@ -40,13 +40,17 @@ def tiny_config(corpus_path: Path, **train) -> dict:
     }
 
 
-def skip_figures(mp) -> None:
-    """Stub the report's figures (seconds each) on a `pytest.MonkeyPatch`: text and tables are still written."""
+def skip_figures(mp, keep: tuple[str, ...] = ()) -> None:
+    """Stub the report's figures (seconds each) on a `pytest.MonkeyPatch`: text and tables are still written.
+
+    `keep`: the figure functions left alone (`make_figures`, `precision_curves`, `effects_by_scale`)."""
     from gptlab.report import figures
 
-    mp.setattr(figures, "make_figures", lambda *args, **kw: {})
-    mp.setattr(figures, "precision_curves", lambda *args, **kw: None)
-    mp.setattr(figures, "effects_by_scale", lambda *args, **kw: None)
+    stubs = {"make_figures": lambda *args, **kw: {}, "precision_curves": lambda *args, **kw: None,
+             "effects_by_scale": lambda *args, **kw: None}
+    for name, stub in stubs.items():
+        if name not in keep:
+            mp.setattr(figures, name, stub)
 
 
 def python_m(module: str, figures: bool = True) -> list[str]:

@@ -17,14 +17,14 @@ import yaml
 from scipy import stats as st
 
 from gptlab.errors import GptlabError
-from gptlab.report.adaptive_sim import main_effect_contrasts, precision_for_seeds, simulate_null
-from gptlab.report.design import Design
-from gptlab.report.effects import analyse
-from gptlab.report.precision import SeedRule, Widest, called_rows
+from gptlab.stats.adaptive_sim import main_effect_contrasts, precision_for_seeds, simulate_null
+from gptlab.stats.design import Design
+from gptlab.stats.effects import analyse
+from gptlab.stats.precision import SeedRule, Widest, called_rows
 from gptlab.sweep import main as sweep_main
 from gptlab.sweep.spec import load_spec
 
-from helpers import REPO, python_m, tiny_config
+from helpers import REPO, python_m, skip_figures, tiny_config
 
 # -- the rule's guarantee, by simulation ----------------------------------------------------------
 
@@ -89,7 +89,7 @@ def _through_the_report(k_factors: int, rule: SeedRule, y: np.ndarray) -> tuple[
 
     Round 1 (seeds < min) is analysed by `effects.analyse`, its widest called half-width (`precision.called_rows`,
     `Widest`) sets N by `SeedRule.seeds_needed`, and seeds < N are analysed with round 1's error (`stein`), as
-    `stats.analyse_runs` does. A call is a 95% CI without zero. Returns (first effect called, any called,
+    `analyses.analyse_runs` does. A call is a 95% CI without zero. Returns (first effect called, any called,
     effects called, sum of N, sweeps at max), the counts `simulate_null` reports.
     """
     names = tuple(f"f{i}" for i in range(k_factors))
@@ -188,8 +188,10 @@ def _rows(path: Path) -> list[dict]:
 def test_an_adaptive_sweep_stops_at_the_seed_count_its_rule_computes(tmp_path, corpus, capsys):
     results, reports = tmp_path / "results", tmp_path / "reports"
     args = ["--results-dir", str(results), "--reports-dir", str(reports)]
-    # A loose target: round 1 is enough; one round, min seeds.
-    assert sweep_main([str(_spec(tmp_path, corpus, {"min": 2, "max": 5, "precision": 10.0})), *args]) == 0
+    # A loose target: round 1 is enough; one round, min seeds. (This report is not read: no figures.)
+    with pytest.MonkeyPatch.context() as mp:
+        skip_figures(mp)
+        assert sweep_main([str(_spec(tmp_path, corpus, {"min": 2, "max": 5, "precision": 10.0})), *args]) == 0
     rounds = _rows(results / "ad" / "rounds.csv")
     assert [r["round"] for r in rounds] == ["1"] and len(_rows(results / "ad" / "summary.csv")) == 8
     w1 = float(rounds[0]["widest_half_width"])
@@ -198,7 +200,9 @@ def test_an_adaptive_sweep_stops_at_the_seed_count_its_rule_computes(tmp_path, c
     # A target round 1 reaches at 3.5 seeds: the rule asks for ceil(3.5) = 4, and round 1's 8 runs are reused.
     target = w1 * math.sqrt(2 / 3.5)
     capsys.readouterr()
-    assert sweep_main([str(_spec(tmp_path, corpus, {"min": 2, "max": 5, "precision": target})), *args]) == 0
+    with pytest.MonkeyPatch.context() as mp:  # of the figures, only precision.png is read here
+        skip_figures(mp, keep=("precision_curves",))
+        assert sweep_main([str(_spec(tmp_path, corpus, {"min": 2, "max": 5, "precision": target})), *args]) == 0
     err = capsys.readouterr().err
     assert "round 1 (2 seeds): 8 runs (4 cells x 2 seeds), 8 already finished, 0 to train" in err
     assert "-> 4 seeds per cell" in err and "round 2 (4 seeds): 16 runs" in err

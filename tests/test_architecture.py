@@ -1,13 +1,15 @@
-"""The map in docs/ARCHITECTURE.md, checked: imports point one way between rooms, modules stay small."""
+"""The map in docs/ARCHITECTURE.md, checked: imports point one way between rooms, no import circles, modules
+stay small, and the map names every module with the first line of its docstring."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gptlab"
-BASICS = {"errors", "registry", "fields", "runio", "layout", "cells", "plugins"}
+BASICS = {"errors", "registry", "fields", "runio", "plugins"}
 # Which rooms each room may import from (docs/ARCHITECTURE.md, "Rooms").
 ALLOWED = {
     "basics": {"basics"},
@@ -15,8 +17,9 @@ ALLOWED = {
     "run": {"basics", "model", "run"},
     "cli": {"basics", "model", "run", "cli"},
     "executors": {"basics", "model", "run", "executors"},
-    "report": {"basics", "model", "run", "cli", "report"},
-    "sweep": {"basics", "model", "run", "cli", "executors", "report", "sweep"},
+    "stats": {"basics", "stats"},  # numbers only: below the report and the sweep
+    "report": {"basics", "model", "run", "stats", "report"},  # not the CLIs: a report samples through run.sampling
+    "sweep": {"basics", "model", "run", "cli", "executors", "stats", "report", "sweep"},
 }
 
 
@@ -32,37 +35,52 @@ def room(module: str) -> str:
         return "cli"
     if top == "export":
         return "report"  # another view of results/NAME (TensorBoard files): it reads them through the report
-    if top in ("model", "run", "executors", "report", "sweep"):
+    if top in ("model", "run", "executors", "stats", "report", "sweep"):
         return top
     raise AssertionError(f"module {module} is in no room of docs/ARCHITECTURE.md")
 
 
-def modules() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*.py"))
+def modules(package: Path = PACKAGE) -> list[Path]:
+    return sorted(p for p in package.rglob("*.py"))
 
 
-def dotted(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def dotted(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def gptlab_imports(path: Path) -> list[tuple[int, str]]:
-    """Every gptlab module `path` imports, at any depth (lazy imports inside functions count)."""
-    found = []
+def is_module(name: str, package: Path = PACKAGE) -> bool:
+    """Whether the dotted `name` is a module or subpackage of `package` (a file, not a name inside one)."""
+    folder = package.joinpath(*name.split(".")[1:])
+    return folder.with_suffix(".py").is_file() or (folder / "__init__.py").is_file()
+
+
+def gptlab_imports(path: Path, package: Path = PACKAGE) -> list[tuple[int, str]]:
+    """Every gptlab module `path` imports, at any depth: lazy imports inside functions count, and so do those under
+    `if TYPE_CHECKING:` (a checker that resolves them follows the circle too). `from A import b` is module A.b when b
+    is one (`from gptlab.report import verdicts`), else A; relative imports are resolved against `path`'s package."""
+    root, found = package.name, []
+
+    def inside(name: str) -> bool:
+        return name == root or name.startswith(root + ".")
+
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "gptlab":  # from gptlab import x: x may be a subpackage
-                found += [(node.lineno, f"gptlab.{a.name}" if (PACKAGE / a.name).exists() or (PACKAGE / f"{a.name}.py").exists()
-                           else "gptlab") for a in node.names]
-            elif node.module.startswith("gptlab."):
-                found.append((node.lineno, node.module))
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                here = dotted(path, package).split(".")
+                here = here if path.name == "__init__.py" else here[:-1]
+                base = ".".join(here[:len(here) - node.level + 1] + ([base] if base else []))
+            if inside(base):
+                found += [(node.lineno, f"{base}.{a.name}" if is_module(f"{base}.{a.name}", package) else base)
+                          for a in node.names]
         elif isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names if a.name == "gptlab" or a.name.startswith("gptlab.")]
+            found += [(node.lineno, a.name) for a in node.names if inside(a.name)]
     return found
 
 
-# The one upward import, kept on purpose: a bad report.equivalence_margin is refused with the YAML.
-EXCEPTIONS = {("gptlab.sweep.spec", "gptlab.report.calls")}
+# Imports the rooms forbid, kept on purpose (none: the margin and the seed rule live in `stats`, below the sweep).
+EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -116,3 +134,201 @@ def test_the_rules_catch_a_planner_calling_back_into_the_driver(tmp_path):
     bad.write_text("class Rounds:\n    def next_stage(self, finished):\n"
                    "        from gptlab.sweep.execute import train\n        return None\n")
     assert defines_planner(bad) and driver_imports(bad) == ["line 3: gptlab.sweep.execute"]
+
+
+# -- no import circle, inside a folder or across the package -----------------------------------------------------
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Each module of `package` -> the modules of `package` it imports (lazy ones too), from the AST alone.
+
+    `import gptlab.report.stats` also runs `gptlab/report/__init__.py` first; that is not counted as an edge, or
+    every package that re-exports its modules (`gptlab.model`) would be a circle with each of them."""
+    graph = {dotted(p, package): set() for p in modules(package)}
+    for path in modules(package):
+        source = dotted(path, package)
+        graph[source] |= {target for _, target in gptlab_imports(path, package) if target in graph and target != source}
+    return graph
+
+
+def circle_groups(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The groups of two or more modules that all reach each other by imports (strongly connected components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm; a hundred modules are far from the recursion limit
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = {stack.pop()}
+            while node not in group:
+                group.add(stack.pop())
+            groups.append(group)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [g for g in groups if len(g) > 1]
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One shortest circle through each group of `circle_groups`, as a path that starts and ends at the group's
+    first module by name: [a, b, a]."""
+    cycles = []
+    for group in circle_groups(graph):
+        start = min(group)
+        paths = {start: [start]}
+        queue = [start]
+        while queue:  # breadth first inside the group: the shortest way back to start
+            node = queue.pop(0)
+            for nxt in sorted(graph[node] & group):
+                if nxt == start:
+                    queue, found = [], paths[node] + [start]
+                    break
+                if nxt not in paths:
+                    paths[nxt] = paths[node] + [nxt]
+                    queue.append(nxt)
+        cycles.append(found)
+    return sorted(cycles)
+
+
+def within(graph: dict[str, set[str]], folder: str) -> dict[str, set[str]]:
+    """The part of the graph between the modules of one folder (its `__init__` included, subfolders not)."""
+    mine = {m for m in graph if m == folder or m.rpartition(".")[0] == folder}
+    return {m: graph[m] & mine for m in mine}
+
+
+def circles_message(graph: dict[str, set[str]]) -> str:
+    """Each circle as `a -> b -> a`, with the other modules of its group (each is on some circle with it)."""
+    groups = circle_groups(graph)
+    return "; ".join(" -> ".join(cycle) + "".join(f" (its group also holds {', '.join(sorted(g - set(cycle)))})"
+                                                 for g in groups if cycle[0] in g and g - set(cycle))
+                     for cycle in import_cycles(graph))
+
+
+GRAPH = import_graph()
+FOLDERS = sorted({dotted(p) for p in modules() if p.name == "__init__.py"})
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_no_import_circle_inside_a_folder(folder):
+    graph = within(GRAPH, folder)
+    assert not import_cycles(graph), f"import circles inside {folder}: {circles_message(graph)}"
+
+
+def test_no_import_circle_across_the_package():
+    assert not import_cycles(GRAPH), f"import circles in gptlab: {circles_message(GRAPH)}"
+
+
+def test_the_cycle_finder_names_a_planted_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"a", "f"}, "f": {"e"}}
+    assert import_cycles(graph) == [["a", "b", "c", "a"], ["e", "f", "e"]]
+    graph["d"] = {"b"}  # d joins the group of a, b and c, off the shortest circle through a
+    assert circles_message(graph) == "a -> b -> c -> a (its group also holds d); e -> f -> e"
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_graph_counts_lazy_and_type_checking_imports(tmp_path):
+    pkg = tmp_path / "gptlab"
+    (pkg / "report").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "report" / "__init__.py").write_text("from gptlab.report.stats import table\n")
+    (pkg / "report" / "verdicts.py").write_text("from gptlab.report.stats import table\n")
+    (pkg / "report" / "stats.py").write_text("def table():\n    from gptlab.report import verdicts\n")
+    (pkg / "report" / "fmt.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                          "    from .render import page\n")
+    (pkg / "report" / "render.py").write_text("import gptlab.report.fmt\n")
+    graph = import_graph(pkg)
+    assert graph["gptlab.report"] == {"gptlab.report.stats"}  # a package's own init is no edge of its modules
+    assert [" -> ".join(c) for c in import_cycles(within(graph, "gptlab.report"))] == [
+        "gptlab.report.fmt -> gptlab.report.render -> gptlab.report.fmt",
+        "gptlab.report.stats -> gptlab.report.verdicts -> gptlab.report.stats"]
+
+
+# -- docs/ARCHITECTURE.md names every module with its docstring's first line ---------------------------------------
+
+DOC = PACKAGE.parent / "docs" / "ARCHITECTURE.md"
+SECTION = re.compile(r"^## .*\(`(gptlab/(?:[a-z_]+/)*)`\)\s*$")  # "## One run (`gptlab/run/`)"
+ENTRY = re.compile(r"^- `(\w+\.py)`: (.*)$")  # "- `data.py`: <first line of data.py's docstring>"
+
+
+def documented(doc: str) -> dict[str, list[str]]:
+    """Each module path the map names (`run/data.py`, relative to gptlab/) -> the job of every bullet naming it.
+
+    A bullet `- \\`NAME.py\\`: JOB` names NAME.py of the folder in its section's heading; its first line is the
+    job, indented lines after it say more. Bullets under a heading without a folder name no module."""
+    named: dict[str, list[str]] = {}
+    folder = None
+    for line in doc.splitlines():
+        if line.startswith("## "):
+            match = SECTION.match(line)
+            folder = match.group(1).removeprefix("gptlab/") if match else None
+        elif folder is not None and (match := ENTRY.match(line)):
+            named.setdefault(folder + match.group(1), []).append(match.group(2).strip())
+    return named
+
+
+def first_line(path: Path) -> str | None:
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+    return docstring.strip().splitlines()[0].strip() if docstring and docstring.strip() else None
+
+
+def map_problems(module: str, named: dict[str, list[str]], package: Path = PACKAGE) -> list[str]:
+    """What is wrong with the map's line for `module` (a path relative to gptlab/); [] when it is true."""
+    path, (folder, _, name) = package / module, module.rpartition("/")
+    if not path.is_file():
+        return [f"docs/ARCHITECTURE.md names {module}, which does not exist"]
+    job, jobs = first_line(path), named.get(module, [])
+    if job is None:
+        return [f"{module} has no module docstring (its first line is the module's job in docs/ARCHITECTURE.md)"]
+    if not jobs:
+        return [f"docs/ARCHITECTURE.md does not name {module}: add `- `{name}`: {job}` under the section of "
+                f"`gptlab/{folder + '/' if folder else ''}`"]
+    return [f"docs/ARCHITECTURE.md names {module} {len(jobs)} times"] * (len(jobs) > 1) + [
+        f"docs/ARCHITECTURE.md says {module} is '{j}'; its docstring's first line says '{job}'" for j in jobs if j != job]
+
+
+NAMED = documented(DOC.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_map_names_every_module_with_its_job(path):
+    problems = map_problems(path.relative_to(PACKAGE).as_posix(), NAMED)
+    assert not problems, "; ".join(problems)
+
+
+def test_the_map_names_no_module_that_does_not_exist():
+    problems = [p for module in sorted(NAMED) if not (PACKAGE / module).is_file() for p in map_problems(module, NAMED)]
+    assert not problems, "; ".join(problems)
+
+
+def test_the_map_check_catches_a_missing_a_stale_and_a_wrong_line(tmp_path):
+    pkg = tmp_path / "gptlab"
+    (pkg / "report").mkdir(parents=True)
+    (pkg / "errors.py").write_text('"""The one exception type.\n\nMore words."""\n')
+    (pkg / "report" / "verdicts.py").write_text('"""The report\'s sentences."""\n')
+    (pkg / "report" / "stats.py").write_text("x = 1\n")
+    doc = ("## Basics (`gptlab/`)\n- `errors.py`: The one exception type.\n  More words, not checked.\n"
+           "## The report (`gptlab/report/`)\n- `verdicts.py`: Sentences.\n- `layout.py`: gone.\n"
+           "## Notes\n- `stats.py`: not a module section, so it names nothing.\n")
+    named = documented(doc)
+    assert sorted(named) == ["errors.py", "report/layout.py", "report/verdicts.py"]
+    assert map_problems("errors.py", named, pkg) == []
+    assert map_problems("report/verdicts.py", named, pkg) == [
+        "docs/ARCHITECTURE.md says report/verdicts.py is 'Sentences.'; its docstring's first line says "
+        "'The report's sentences.'"]
+    assert map_problems("report/layout.py", named, pkg) == ["docs/ARCHITECTURE.md names report/layout.py, which does not exist"]
+    assert "no module docstring" in map_problems("report/stats.py", named, pkg)[0]
+    (pkg / "report" / "stats.py").write_text('"""Statistics."""\n')
+    assert map_problems("report/stats.py", named, pkg) == [
+        "docs/ARCHITECTURE.md does not name report/stats.py: add `- `stats.py`: Statistics.` under the section of "
+        "`gptlab/report/`"]
+    twice = documented(doc + "## Again (`gptlab/`)\n- `errors.py`: The one exception type.\n")
+    assert map_problems("errors.py", twice, pkg) == ["docs/ARCHITECTURE.md names errors.py 2 times"]

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from gptlab.report.design import Design
-from gptlab.report.synthetic import CALIBRATION_DESIGNS, PlantedTruth, calibrate
+from gptlab.stats.calibration import CALIBRATION_DESIGNS, PlantedTruth, calibrate
+from gptlab.stats.design import Design
 
 
 @pytest.fixture(scope="module")

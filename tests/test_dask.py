@@ -228,7 +228,7 @@ def test_shared_dir_equal_to_the_results_parent_trains_in_place(cluster, tmp_pat
 
 
 def test_a_cli_cluster_whose_scheduler_lacks_gptlab(tmp_path, corpus):
-    """The README's `dask scheduler` / `dask worker` commands; only the worker can import gptlab."""
+    """docs/CLUSTER.md's `dask scheduler` / `dask worker` commands; only the worker can import gptlab."""
     blocker = tmp_path / "blocker" / "gptlab"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('the scheduler must not need gptlab')\n")

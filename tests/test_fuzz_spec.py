@@ -470,11 +470,14 @@ def fuzz_files(tmp_path_factory) -> FuzzFiles:
     return FuzzFiles(tmp_path_factory.mktemp("fuzz"))
 
 
+STEP_TIMING = gptlab.sweep.estimate.StepTiming(1e-3, 1e-2)
+
+
 @pytest.fixture
 def fast_estimate(monkeypatch):
     """An accepted spec's dry run times six training steps of its first run (seconds on Tiny Shakespeare,
     with the data loaded). The property is about validation, so the estimator answers a constant here."""
-    monkeypatch.setattr(gptlab.sweep.estimate, "estimate_run_seconds", lambda config, steps=6: 1.0)
+    monkeypatch.setattr(gptlab.sweep.estimate, "time_run", lambda config, steps=6: STEP_TIMING)
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)  # a dry run sets the plan's thread count for this process

@@ -16,7 +16,7 @@ import yaml
 from gptlab.errors import GptlabError
 from gptlab.model.activations import ACTIVATIONS
 from gptlab.report import figures as F
-from gptlab.report import load_results, stats, write_report
+from gptlab.report import analyses, load_results, write_report
 from gptlab.report.samples import samples
 from gptlab.report.synthetic import make_results
 from gptlab.run.config import resolve_run_config
@@ -214,7 +214,7 @@ def test_best_loss_per_level_puts_numeric_levels_on_ticks_without_the_category_a
     drawn = []
     monkeypatch.setattr(F, "to_png", lambda fig: drawn.append(fig) or b"png")
     caplog.set_level(logging.INFO, logger="matplotlib.category")
-    assert F.level_effects(res, stats.level_table(res)) == b"png"
+    assert F.level_effects(res, analyses.level_table(res)) == b"png"
     assert not [r for r in caplog.records if r.name.startswith("matplotlib")], caplog.records
     norm, warmup = drawn[0].axes
     assert [t.get_text() for t in warmup.get_xticklabels()] == ["0", "100", "200"]

@@ -15,13 +15,13 @@ import pytest
 import yaml
 
 from gptlab.executors import ExecutorConfig, Plan, RunResult
-from gptlab.layout import SWEEP_YAML, ROUNDS_CSV, SUMMARY_CSV
-from gptlab.report.precision import SeedRule, Widest
+from gptlab.run.resultsdir import SWEEP_YAML, ROUNDS_CSV, SUMMARY_CSV
+from gptlab.stats.precision import SeedRule, Widest
 from gptlab.run.rundir import RunDir
 from gptlab.sweep.adaptive import AdaptiveSeeds
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Stage
-from gptlab.sweep.spec import Run, SweepSpec
+from gptlab.sweep.runs import Run, SweepSpec
 
 GRID = {"model.activation": ["gelu", "relu"]}
 

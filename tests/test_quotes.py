@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from gptlab.errors import GptlabError
-from gptlab.report import document, figures, load_results, quotes, scale, stats, write_report
+from gptlab.report import document, figures, load_results, quotes, write_report
 from gptlab.report.synthetic import make_results
+from gptlab.report.tables import compute_tables
 
 GRID = {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"], "train.max_iters": [2000, 6000]}
 # relu: better at 2000 iterations, worse at 6000 (opposite signs); untied: worse everywhere
@@ -25,10 +26,9 @@ def study(tmp_path_factory):
     spec = yaml.safe_load((results / "sweep.yaml").read_text())
     (results / "sweep.yaml").write_text(yaml.safe_dump({**spec, "scale": ["train.max_iters"]}, sort_keys=False))
     res = load_results(results)
-    st = stats.compute(res, 0.01)
-    tables = {"cells": stats.cell_table(res), "main_effects": st.main, "interactions": st.interactions,
-              "simple_effects": st.simple, "effects_by_step": st.by_step,
-              "effects_by_scale": scale.effects_by_scale(res, 0.01)}
+    st = compute_tables(res, 0.01)
+    tables = {"cells": st.cells, "main_effects": st.main, "interactions": st.interactions,
+              "simple_effects": st.simple, "effects_by_step": st.by_step, "effects_by_scale": st.by_scale}
     return results, res, tables
 
 

@@ -5,7 +5,6 @@ import math
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +40,8 @@ def report(tmp_path_factory):
     results = make_results(root, GRID, 3, name="mixed", status=STATUS, rng_seed=1,
                            effects={(("model.norm", "post"),): 0.05, (("train.warmup_iters", 0),): 0.01})
     with pytest.MonkeyPatch.context() as mp:  # sampling: pretend no checkpoint exists
-        mp.setitem(sys.modules, "gptlab.sample", types.SimpleNamespace(
-            sample_from_run=lambda run_dir, **kw: (_ for _ in ()).throw(FileNotFoundError(run_dir))))
+        mp.setattr("gptlab.run.sampling.sample_from_run",
+                   lambda run_dir, **kw: (_ for _ in ()).throw(FileNotFoundError(run_dir)))
         out = write_report(results)
     summary = pd.read_csv(results / "summary.csv")
     return results, out, (out / "report.md").read_text(), summary
@@ -222,9 +221,10 @@ def test_unreplicated_90_cell_grid_scales(tmp_path, no_figures):
     assert sentences[0].startswith("- lr=0.001 is better than lr=0.0001")  # largest first
     # simple effects: 2 x 30 + 4 x 18 + 2 x 30 + 1 x 45 rows, too many for the page
     assert "see `tables/simple_effects.csv`" in md and len(pd.read_csv(out / "tables" / "simple_effects.csv")) == 237
-    from gptlab.report import figures, load_results, stats
+    from gptlab.report import figures, load_results
+    from gptlab.report.tables import compute_tables
     res = load_results(results)
-    fig = figures._draw_level_curves(res, stats.compute(res, 0.01).level_curves)
+    fig = figures._draw_level_curves(res, compute_tables(res, 0.01).level_curves)
     axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_legend() is not None]
     assert len(axes) == 4 and max(len(ax.get_legend().get_texts()) for ax in axes) == 5
 
@@ -255,14 +255,15 @@ def test_cell_without_ok_runs_is_named_and_counted_at_the_ceiling(tmp_path, monk
 def test_margin_comes_from_the_sweep_yaml_unless_given(tmp_path):
     import yaml
 
-    from gptlab.report import load_results, resolve_margin, stats
+    from gptlab.report import load_results, resolve_margin, sentences
+    from gptlab.report.tables import compute_tables
     results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 3, name="m", effects={})
     spec = yaml.safe_load((results / "sweep.yaml").read_text())
     (results / "sweep.yaml").write_text(yaml.safe_dump({**spec, "report": {"equivalence_margin": 0.5}}))
     res = load_results(results)
     assert resolve_margin(res, None) == 0.5 and resolve_margin(res, 1e-6) == 1e-6
-    wide, narrow = stats.compute(res, 0.5), stats.compute(res, 1e-6)
-    assert "Equivalence margin: +/-0.5 nats/char (`report.equivalence_margin` or `--margin`)." in wide.notes
+    wide, narrow = compute_tables(res, 0.5), compute_tables(res, 1e-6)
+    assert "Equivalence margin: +/-0.5 nats/char (`report.equivalence_margin` or `--margin`)." in sentences.write(res, wide).notes
     assert wide.main["call"].iloc[0] == "equivalent" and narrow.main["call"].iloc[0] == "inconclusive"
 
 

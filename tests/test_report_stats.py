@@ -4,22 +4,29 @@ from __future__ import annotations
 import json
 import math
 import sys
-import types
+
+from types import SimpleNamespace
 
 import pytest
 import statsmodels.formula.api as smf
 
-from gptlab.report import load_results
+from gptlab.report import load_results, sentences
+from gptlab.report.analyses import cell_table
 from gptlab.report.samples import NO_CHECKPOINT, samples
-from gptlab.report.stats import cell_table, compute
 from gptlab.report.synthetic import make_results
+from gptlab.report.tables import compute_tables
 
 GRID = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}
 POST = (("model.norm", "post"),)
 
 
 def effects(res):
-    return compute(res, 0.01)
+    """The report's effect tables as it writes them (with their verdicts), its fit and its warnings."""
+    tables = compute_tables(res, 0.01)
+    words = sentences.write(res, tables)
+    files = tables.files(words.verdicts)
+    return SimpleNamespace(main=files["main_effects"], interactions=files["interactions"], analysis=tables.effects,
+                           warnings=words.warnings)
 
 
 def _row(table, **where):
@@ -146,7 +153,7 @@ def test_samples_use_best_seed_and_tolerate_missing_checkpoints(tmp_path, monkey
             raise FileNotFoundError(run_dir)
         return "To be, or not to be"
 
-    monkeypatch.setitem(sys.modules, "gptlab.sample", types.SimpleNamespace(sample_from_run=fake_sample))
+    monkeypatch.setattr("gptlab.run.sampling.sample_from_run", fake_sample)
     got = samples(res)
     ok = res.runs
     best = [ok.loc[ok[ok["cell"] == c]["best_val_loss"].idxmin(), "run_id"] for c in res.cells["cell"]]
@@ -155,7 +162,8 @@ def test_samples_use_best_seed_and_tolerate_missing_checkpoints(tmp_path, monkey
     assert [t for _, _, t in got] == ["To be, or not to be", NO_CHECKPOINT]
     # a sample drawn from a checkpoint is kept in results/NAME/samples.json for reports without checkpoints
     assert json.loads((results / "samples.json").read_text()) == {best[0]: "To be, or not to be"}
-    monkeypatch.setitem(sys.modules, "gptlab.sample", None)  # module missing -> ImportError
+    sampling = sys.modules["gptlab.run.sampling"]
+    monkeypatch.setitem(sys.modules, "gptlab.run.sampling", None)  # module missing -> ImportError
     assert [t for _, _, t in samples(res)] == ["To be, or not to be", NO_CHECKPOINT]
     (results / "samples.json").unlink()
     assert [t for _, _, t in samples(res)] == [NO_CHECKPOINT, NO_CHECKPOINT]
@@ -163,5 +171,5 @@ def test_samples_use_best_seed_and_tolerate_missing_checkpoints(tmp_path, monkey
     (results / "runs" / best[0]).mkdir(parents=True, exist_ok=True)
     (results / "runs" / best[0] / "sample.txt").write_text("From the run itself")
     calls.clear()
-    monkeypatch.setitem(sys.modules, "gptlab.sample", types.SimpleNamespace(sample_from_run=fake_sample))
+    monkeypatch.setitem(sys.modules, "gptlab.run.sampling", sampling)
     assert [t for _, _, t in samples(res)][0] == "From the run itself" and best[0] not in [c[0] for c in calls]

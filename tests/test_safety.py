@@ -157,15 +157,18 @@ def test_a_setting_added_later_is_hashed_only_when_it_leaves_its_default(monkeyp
 def test_the_report_warns_when_runs_come_from_different_code():
     from types import SimpleNamespace
 
-    from gptlab.report.verdicts import mixed_code
+    from gptlab.report.sentences.notes import mixed_code
 
     assert mixed_code(SimpleNamespace(environment={"gptlab": ["0.1.0"], "git_commit": ["abc"]})) == []
     warning = mixed_code(SimpleNamespace(environment={"gptlab": ["0.1.0", "0.2.0"]}))
     assert len(warning) == 1 and "different code (versions 0.1.0, 0.2.0)" in warning[0]
 
 
-def test_the_report_removes_only_what_its_previous_generation_wrote(tmp_path):
+def test_the_report_removes_only_what_its_previous_generation_wrote(tmp_path, monkeypatch):
     import json
+
+    # What the figures show is not tested here (test_report_output.py): one stand-in, drawn in no time
+    monkeypatch.setattr("gptlab.report.figures.make_figures", lambda *a, **k: {"val_curves.png": b"\x89PNG stand-in"})
 
     from gptlab.report import write_report
     from gptlab.report.synthetic import make_results

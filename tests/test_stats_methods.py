@@ -11,11 +11,11 @@ from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
 from gptlab.errors import GptlabError
-from gptlab.report.calls import call, check_margin, holm
-from gptlab.report.design import Design, estimability
-from gptlab.report.effects import analyse
-from gptlab.report.models import fit_cells, seeds_for_precision
-from gptlab.report.synthetic import simulate_runs
+from gptlab.stats.calibration import simulate_runs
+from gptlab.stats.calls import call, check_margin, holm
+from gptlab.stats.design import Design, estimability
+from gptlab.stats.effects import analyse
+from gptlab.stats.models import fit_cells, seeds_for_precision
 
 TWO = {"a": ("0", "1"), "b": ("0", "1")}
 
@@ -227,7 +227,7 @@ def test_unequal_variances_switch_to_welch_only_when_every_cell_is_replicated():
 
 
 def test_design_cells_is_the_grid_minus_its_excludes_in_grid_order():
-    from gptlab.cells import design_cells
+    from gptlab.stats.design import design_cells
     grid = {"a": ["0", "1"], "b": ["x", "y", "z"]}
     assert design_cells(grid) == [("0", "x"), ("0", "y"), ("0", "z"), ("1", "x"), ("1", "y"), ("1", "z")]
     assert design_cells(grid, [{"a": "1", "b": "y"}, {"b": "z"}]) == [("0", "x"), ("0", "y"), ("1", "x")]

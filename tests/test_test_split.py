@@ -13,12 +13,13 @@ import torch
 import yaml
 
 from gptlab.errors import GptlabError
-from gptlab.layout import run_path
 from gptlab.model import ModelConfig, build_model
-from gptlab.report import stats, write_report
+from gptlab.report import analyses, write_report
 from gptlab.report.load import load_results
+from gptlab.report.tables import compute_tables
 from gptlab.run.config import resolve_run_config
 from gptlab.run.data import load_dataset, split_points
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.run.runner import RunDirWriter, train_run
 from gptlab.run.trainer import Trainer
@@ -231,7 +232,7 @@ def fake_sweep(tmp_path: Path, corpus: Path, test_fraction: float) -> tuple[Path
     spec = load_spec(path)
     results = tmp_path / f"results_{test_fraction}"
     for i, run in enumerate(spec.runs):
-        RunDir(run_path(results, run.run_id)).write_summary(
+        ResultsDir(results).run(run.run_id).write_summary(
             {"status": "ok", "best_val_loss": 2.0 + i, "best_test_loss": 3.0 + i if test_fraction else None,
              "best_test_bpc": (3.0 + i) / LN2 if test_fraction else None})
     write_summary(spec, results)
@@ -271,7 +272,7 @@ def planted_results(tmp_path: Path, with_test: list[bool]) -> Path:
 
 
 def relu_effect(res) -> float:
-    main = stats.compute(res, 0.01).main
+    main = compute_tables(res, 0.01).main
     return float(main.loc[main["level"] == "relu", "estimate"].iloc[0])
 
 
@@ -299,4 +300,4 @@ def test_a_sweep_without_a_test_split_for_every_run_reports_on_validation(tmp_pa
                 - runs.loc[runs["model.activation"] == "gelu", "best_val_loss"].mean())
     assert expected < -0.05
     assert relu_effect(res) == pytest.approx(expected, abs=1e-4)
-    assert "best_test_loss" not in stats.cell_table(res)
+    assert "best_test_loss" not in analyses.cell_table(res)

@@ -15,8 +15,8 @@ import yaml
 
 from gptlab.errors import GptlabError
 from gptlab.executors import Plan, RunResult
-from gptlab.layout import SUMMARY_CSV, TUNING_CSV
-from gptlab.report.picks import Trial, edge_keys, pick_rows
+from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
+from gptlab.stats.picks import Trial, edge_keys, pick_rows
 from gptlab.run.rundir import RunDir
 from gptlab.sweep import main as sweep_main
 from gptlab.sweep.adaptive import AdaptiveSeeds
@@ -229,7 +229,7 @@ def test_a_diverged_selection_run_rules_its_setting_out(tmp_path, corpus):
 
 
 def test_adaptive_estimation_rounds_run_at_the_picks(tmp_path, corpus):
-    from gptlab.report.precision import Widest
+    from gptlab.stats.precision import Widest
 
     spec = _spec(corpus, seeds={"min": 2, "max": 4, "precision": 0.01})
     asked = []

@@ -1,6 +1,6 @@
 """Calibration of the tuned protocol (issue 21, point 5) by simulation with planted loss-against-lr curves.
 
-`gptlab.report.tuning_sim` states the model and the three protocols; every CI and call comes from
+`gptlab.stats.tuning_sim` states the model and the three protocols; every CI and call comes from
 `effects.analyse`. Checked here: the tuned protocol covers the true at-optimum difference and
 keeps false `better`/`worse` calls near 5% where arms are equal at their optima (scenarios a and b);
 its CI is exact for the difference at the picked settings, also in (d), where one selection seed
@@ -16,11 +16,11 @@ import math
 import numpy as np
 import pytest
 
-from gptlab.report import tuning_sim
-from gptlab.report.design import Design
-from gptlab.report.effects import analyse
-from gptlab.report.synthetic import simulate_runs
-from gptlab.report.tuning_sim import (FACTOR, FIXED, NAIVE, SCENARIOS, TUNED, Curve, Scenario, run_protocols,
+from gptlab.stats import tuning_sim
+from gptlab.stats.calibration import simulate_runs
+from gptlab.stats.design import Design
+from gptlab.stats.effects import analyse
+from gptlab.stats.tuning_sim import (FACTOR, FIXED, NAIVE, SCENARIOS, TUNED, Curve, Scenario, run_protocols,
                                       simulate, summarise)
 
 A, B, C, D = SCENARIOS  # (a) optima apart, equal there; (b) equal everywhere; (c) a real difference; (d) flat arm

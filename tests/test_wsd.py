@@ -14,7 +14,7 @@ import yaml
 
 from gptlab.errors import GptlabError
 from gptlab.executors import BACKENDS, ExecutorConfig, Plan, RunResult
-from gptlab.layout import SUMMARY_CSV
+from gptlab.run.resultsdir import SUMMARY_CSV
 from gptlab.run.branching import Branch, record_branches
 from gptlab.run.config import SCHEDULE_NAMES, TrainConfig, resolve_run_config
 from gptlab.run.rundir import RunDir
@@ -23,7 +23,8 @@ from gptlab.run.trainer import SCHEDULES, TrainerCallback, lr_at
 from gptlab.sweep import main as sweep_main
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Stage
-from gptlab.sweep.spec import Run, SweepSpec, load_spec
+from gptlab.sweep.spec import load_spec
+from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.trunks import SharedTrunks, steps_trained, trunk_groups
 
 from helpers import REPO, tiny_config

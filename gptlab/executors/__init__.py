@@ -4,7 +4,8 @@
   `BACKENDS` registry with its `Backend` protocol;
 - `plan`: workers x threads from the machine (cores, memory, GPUs) and `executor:`;
 - `worker`: the worker-side task every backend runs, `execute_run(Task) -> RunResult`;
-- `local` (`loky`: worker processes here) and `dask_backend` (`dask`: a dask.distributed cluster).
+- `local` (`loky`: worker processes here) and `dask_backend` (`dask`: a dask.distributed cluster);
+- `slurm`: `executor.cluster: {type: slurm}`, a dask-jobqueue SLURMCluster the dask backend starts and releases.
 
 Both backends are imported here, explicitly, so registration is deterministic; neither imports
 joblib or dask until it runs.

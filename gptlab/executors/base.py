@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from gptlab.errors import GptlabError, closest, shown
+from gptlab.executors.slurm import SlurmConfig
 from gptlab.fields import setting
 from gptlab.registry import Registry
 
@@ -27,6 +28,7 @@ class ExecutorConfig:
     scheduler: str | None = setting(None, "dask: the scheduler address (tcp://HOST:PORT), or 'local' for a local cluster")
     shared_dir: str | None = setting(None, "dask: a folder every worker sees, where runs train (and resume) in place")
     on_worker_lost: str = setting("retry", "dask: retry (once) or fail a run whose worker was lost")
+    cluster: SlurmConfig | None = setting(None, "dask: a cluster the sweep starts and releases, {type: slurm, ...}")
 
     @classmethod
     def from_mapping(cls, raw: Any) -> "ExecutorConfig":
@@ -37,7 +39,8 @@ class ExecutorConfig:
         for key in raw:
             if key not in names:
                 raise GptlabError(f"executor: unknown key {shown(key)}{closest(str(key), names)}; valid: {', '.join(names)}")
-        config = cls(**raw)
+        cluster = raw.get("cluster")
+        config = cls(**{**raw, "cluster": SlurmConfig.from_mapping(cluster) if cluster is not None else None})
         config.validate()
         return config
 
@@ -57,30 +60,44 @@ class ExecutorConfig:
                 raise _fail(key, f"must be a non-empty string, got {shown(value)}")
         if self.on_worker_lost not in ON_WORKER_LOST:
             raise _fail("on_worker_lost", f"must be one of {', '.join(ON_WORKER_LOST)}, got {shown(self.on_worker_lost)}")
-        if self.backend == "dask" and not self.scheduler:
-            raise _fail("scheduler", "the dask backend needs a scheduler address (tcp://HOST:PORT) or 'local'")
-        for key in ("scheduler", "shared_dir"):
+        if self.cluster is not None and not isinstance(self.cluster, SlurmConfig):
+            raise _fail("cluster", f"must be a mapping such as {{type: slurm}}, got {shown(self.cluster)}")
+        if self.backend == "dask" and not self.scheduler and self.cluster is None:
+            raise _fail("scheduler", "the dask backend needs a scheduler address (tcp://HOST:PORT) or 'local', "
+                        "or executor.cluster: {type: slurm, ...}")
+        for key in ("scheduler", "shared_dir", "cluster"):
             if self.backend != "dask" and getattr(self, key) is not None:
                 raise _fail(key, f"only the dask backend uses it, and the backend is {self.backend!r}; "
                             "add executor.backend: dask (or --backend dask), or remove it")
         if self.shared_dir is not None and not os.path.isabs(os.path.expanduser(self.shared_dir)):
             raise _fail("shared_dir", f"must be an absolute path (every worker resolves it on its own machine), "
                         f"got {shown(self.shared_dir)}")
-        if self.backend == "loky" and isinstance(self.threads, int):
-            from gptlab.executors.plan import available_cores
-
-            cores = available_cores()
-            if self.threads > cores:
-                raise _fail("threads", f"{self.threads} threads per run, but this machine has {cores} core(s); "
-                            f"use at most {cores}, or auto")
+        if self.cluster is not None:
+            self._validate_cluster(self.cluster)
         for key, limit in LIMITS.items():
             value = getattr(self, key)
+            if key == "threads" and self.backend == "loky":
+                continue  # the plan refuses more than this machine's cores (plan.plan_resources), with its count
             if isinstance(value, int) and value > limit:
                 raise _fail(key, f"must be at most {limit:,}, got {shown(value)}: no machine or cluster comes near it")
 
+    def _validate_cluster(self, cluster: SlurmConfig) -> None:
+        if self.scheduler is not None:
+            raise _fail("cluster", f"the sweep starts the cluster's own scheduler, so executor.scheduler "
+                        f"{shown(self.scheduler)} contradicts it; remove one (or --scheduler)")
+        if self.n_jobs != "auto":
+            raise _fail("n_jobs", "with a cluster, its jobs are executor.cluster.jobs (or min_jobs/max_jobs); "
+                        "remove n_jobs (or --jobs)")
+        if isinstance(self.threads, int) and self.threads > cluster.cores:
+            raise _fail("threads", f"{self.threads} threads per run, but each SLURM job has executor.cluster.cores "
+                        f"{cluster.cores}; use at most {cluster.cores}, or auto")
+
     def to_dict(self) -> dict[str, Any]:
         """As recorded in results/NAME/sweep.yaml (unset optional keys left out)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+        if self.cluster is not None:
+            out["cluster"] = self.cluster.to_dict()
+        return out
 
 
 ON_WORKER_LOST = ("retry", "fail")
@@ -94,8 +111,6 @@ LIMITS = {
 
 def _fail(key: str, message: str) -> GptlabError:
     return GptlabError(f"executor.{key}: {message}")
-
-
 
 
 def _positive_int(value: Any) -> bool:

@@ -50,7 +50,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 from gptlab.errors import GptlabError
 from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Plan, RunResult, Task
+from gptlab.executors.slurm import check_slurm, slurm_client
 from gptlab.executors.worker import execute_run, failed_result, with_run_dir
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.runio import atomic_write_text
 
@@ -144,6 +146,9 @@ def _probe(address: str, timeout: float) -> dict[str, Any]:
 
 def check_scheduler(executor: ExecutorConfig) -> None:
     """Fail fast, in one line naming the address, when the scheduler cannot be used."""
+    if executor.cluster is not None:
+        check_slurm()
+        return
     try:
         import distributed  # noqa: F401
     except ImportError:
@@ -163,9 +168,14 @@ def check_scheduler(executor: ExecutorConfig) -> None:
 
 
 @contextlib.contextmanager
-def connect(executor: ExecutorConfig, plan: Plan) -> Iterator[tuple[Any, bool]]:
-    """Yield (client, is_local): a Client of the scheduler, or of a LocalCluster for 'local'."""
+def connect(executor: ExecutorConfig, plan: Plan, n_runs: int = 1) -> Iterator[tuple[Any, bool]]:
+    """Yield (client, is_local): a Client of the scheduler, of a LocalCluster for 'local', or of a
+    SLURM cluster started for `n_runs` runs (and released on the way out)."""
     check_scheduler(executor)
+    if executor.cluster is not None:
+        with slurm_client(executor.cluster, n_runs) as client:
+            yield client, False
+        return
     from distributed import Client, LocalCluster
 
     address = str(executor.scheduler)
@@ -189,22 +199,32 @@ def connect(executor: ExecutorConfig, plan: Plan) -> Iterator[tuple[Any, bool]]:
 
 
 def run_threads(executor: ExecutorConfig, plan: Plan, local: bool) -> int:
-    """Torch threads per run: executor.threads; else the local plan on 'local', else 1.
+    """Torch threads per run: executor.threads; else the local plan on 'local', a SLURM job's
+    cores on a cluster, else 1.
 
     A worker runs as many runs at once as its `--nthreads`, so each of its thread slots is one
     core for one run. One thread is also what makes a run's CPU losses the same wherever it trains.
     """
     if isinstance(executor.threads, int):
         return executor.threads
+    if executor.cluster is not None:
+        return executor.cluster.cores  # a job's worker has one task slot and all of the job's cores
     return plan.threads if local else 1
 
 
-def _describe(client: Any, address: str, threads: int) -> str:
+def _where(executor: ExecutorConfig) -> str:
+    if executor.cluster is not None:
+        return "the SLURM cluster's scheduler"
+    return "the local dask cluster" if executor.scheduler == "local" else f"the dask scheduler at {executor.scheduler}"
+
+
+def _describe(client: Any, executor: ExecutorConfig, plan: Plan, threads: int, n_runs: int) -> str:
+    if executor.cluster is not None:  # no worker yet: its jobs are only just submitted
+        return f"{executor.cluster.describe(threads, n_runs, plan.run_bytes)}; dashboard {client.dashboard_link}"
     workers = client.nthreads()  # {worker address: its thread slots}
     slots = sum(workers.values())
-    where = f"dask scheduler {address}" if address != "local" else "a local dask cluster"
-    return (f"plan: {len(workers)} worker(s) with {slots} task slot(s) on {where}, {threads} thread(s) per run; "
-            f"dashboard {client.dashboard_link}")
+    return (f"plan: {len(workers)} worker(s) with {slots} task slot(s) on {_where(executor)}, "
+            f"{threads} thread(s) per run; dashboard {client.dashboard_link}")
 
 
 def _deliver(job: _Job, payload: dict[str, Any]) -> RunResult:
@@ -240,6 +260,8 @@ class DaskBackend:
         """For a dry run, what the scheduler reports now; before training, None (logged once connected)."""
         if not dry_run:
             return None
+        if self.config.cluster is not None:
+            return self.config.cluster.describe(run_threads(self.config, plan, False), run_bytes=plan.run_bytes)
         address = str(self.config.scheduler)
         if address == "local":
             threads = run_threads(self.config, plan, True)
@@ -264,12 +286,11 @@ def run_dask(tasks: Sequence[Task], plan: Plan, executor: ExecutorConfig, on_res
 
     allowed = 1 if executor.on_worker_lost == "retry" else 0
     shared_root = Path(executor.shared_dir).expanduser().resolve() if executor.shared_dir else None
-    address = str(executor.scheduler)
-    with connect(executor, plan) as (client, local):
+    with connect(executor, plan, len(tasks)) as (client, local):
         threads = run_threads(executor, plan, local)
-        log.info("%s", _describe(client, address, threads))
-        if not client.nthreads():
-            log.warning("the scheduler at %s has no workers yet; runs wait until one joins", address)
+        log.info("%s", _describe(client, executor, plan, threads, len(tasks)))
+        if not client.nthreads() and executor.cluster is None:
+            log.warning("the scheduler at %s has no workers yet; runs wait until one joins", executor.scheduler)
         jobs: dict[Any, tuple[Any, _Job]] = {}  # task key -> (future, job), while the run is out
         pending = as_completed()
 
@@ -282,8 +303,9 @@ def run_dask(tasks: Sequence[Task], plan: Plan, executor: ExecutorConfig, on_res
             pending.add(future)
 
         for task in tasks:
-            run_dir = Path(task.run_dir)
-            worker_dir = str(shared_root / run_dir.parent.parent.name / "runs" / task.run_id) if shared_root else None
+            results = ResultsDir.holding(task.run_dir)  # the shared copy of results/NAME: shared_dir/NAME
+            worker_dir = str(ResultsDir(shared_root / results.name).run(task.run_id).path) \
+                if shared_root and results is not None else None
             submit(_Job(task, worker_dir))
         try:
             for future in pending:
@@ -299,7 +321,7 @@ def run_dask(tasks: Sequence[Task], plan: Plan, executor: ExecutorConfig, on_res
                         continue
                     result = failed_result(job.task, worker_lost_message(max(losses, 1)))
                 except (CancelledError, asyncio.CancelledError) as err:  # the scheduler went away, or a cancel
-                    raise GptlabError(f"the dask scheduler at {address} dropped run {job.task.run_id} "
+                    raise GptlabError(f"{_where(executor)} dropped run {job.task.run_id} "
                                       f"({getattr(err, 'reason', 'cancelled')}); finished runs are kept, "
                                       "rerun the same command to train the rest") from None
                 except Exception as err:  # e.g. gptlab not importable on the worker

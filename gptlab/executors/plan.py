@@ -1,9 +1,14 @@
-"""The plan: how many runs train at once, with how many threads, from the machine and `executor:`."""
+"""The plan: how many runs train at once, with how many threads, from the machine and `executor:`.
+
+What `executor:` asks of this machine is checked here, not in `ExecutorConfig.validate`, which
+judges the YAML alone (and so never imports this module back).
+"""
 from __future__ import annotations
 
 import os
 from typing import Any, Mapping
 
+from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig, Plan
 
 # Resident memory of a worker beyond its model: the Python interpreter, torch and the dataset.
@@ -43,6 +48,9 @@ def plan_resources(n_runs: int, executor: ExecutorConfig, device: str, run_bytes
 
     cores = available_cores()
     n_jobs, threads = executor.n_jobs, executor.threads
+    if executor.backend == "loky" and isinstance(threads, int) and threads > cores:
+        raise GptlabError(f"executor.threads: {threads} threads per run, but this machine has {cores} core(s); "
+                          f"use at most {cores}, or auto")
     memory_cap = max(1, int(0.8 * psutil.virtual_memory().available // max(run_bytes, 1)))
     if device == "cuda":
         import torch

@@ -7,23 +7,21 @@ Parameter count of one norm, with C = n_embd: layernorm C (2C with model.bias), 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import torch
 import torch.nn as nn
 
+from gptlab.model.shape import ModelShape
 from gptlab.registry import Registry
 
-if TYPE_CHECKING:
-    from gptlab.model.gpt import ModelConfig
-
-NormFactory = Callable[["ModelConfig"], nn.Module]
+NormFactory = Callable[[ModelShape], nn.Module]
 
 NORM_TYPES: Registry[NormFactory] = Registry("norm_type", "what each normalisation layer computes")
 
 
 @NORM_TYPES.register("layernorm")
-def layernorm(cfg: "ModelConfig") -> nn.Module:
+def layernorm(cfg: ModelShape) -> nn.Module:
     """LayerNorm (Ba et al. 2016): centre, then scale; C weights, plus C biases with model.bias."""
     return nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
 
@@ -42,7 +40,7 @@ class RMSNorm(nn.RMSNorm):
 
 
 @NORM_TYPES.register("rmsnorm")
-def rmsnorm(cfg: "ModelConfig") -> nn.Module:
+def rmsnorm(cfg: ModelShape) -> nn.Module:
     """RMSNorm (Zhang & Sennrich 2019): x / RMS(x) times a gain, no centring; C weights, no bias.
 
     A gain only, whatever `model.bias` says, as in T5 (Raffel et al. 2020) and LLaMA (Touvron et
@@ -51,11 +49,11 @@ def rmsnorm(cfg: "ModelConfig") -> nn.Module:
     return RMSNorm(cfg.n_embd, eps=1e-6)
 
 
-def make_norm(cfg: "ModelConfig") -> nn.Module:
+def make_norm(cfg: ModelShape) -> nn.Module:
     """The normalisation module itself (what it is, as opposed to where it goes)."""
     return NORM_TYPES.get(cfg.norm_type)(cfg)
 
 
-def norm_at(cfg: "ModelConfig", used: bool) -> nn.Module:
+def norm_at(cfg: ModelShape, used: bool) -> nn.Module:
     """A norm where the placement puts one, the identity (no parameters) elsewhere."""
     return make_norm(cfg) if used else nn.Identity()

@@ -12,15 +12,12 @@ tables are non-persistent buffers rebuilt from the config).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
 
+from gptlab.model.shape import ModelShape
 from gptlab.registry import Registry
-
-if TYPE_CHECKING:
-    from gptlab.model.gpt import ModelConfig
 
 POSITIONS: Registry[type["PositionEncoding"]] = Registry("position", "position information scheme")
 
@@ -45,7 +42,7 @@ class PositionEncoding(nn.Module):
 class LearnedPosition(PositionEncoding):
     """Learned absolute table of block_size x n_embd (GPT-2)."""
 
-    def __init__(self, cfg: "ModelConfig") -> None:
+    def __init__(self, cfg: ModelShape) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(cfg.block_size, cfg.n_embd))
         nn.init.normal_(self.weight, mean=0.0, std=EMBEDDING_INIT_STD)
@@ -66,7 +63,7 @@ class SinusoidalPosition(PositionEncoding):
     table to per-element RMS 0.02, exactly the scale of the learned table at init.
     """
 
-    def __init__(self, cfg: "ModelConfig") -> None:
+    def __init__(self, cfg: ModelShape) -> None:
         super().__init__()
         pos = torch.arange(cfg.block_size, dtype=torch.float32).unsqueeze(1)  # (T, 1)
         inv_freq = torch.exp(torch.arange(0, cfg.n_embd, 2).float() * (-math.log(10000.0) / cfg.n_embd))
@@ -90,7 +87,7 @@ class NoPosition(PositionEncoding):
     tokens), which is why this can still learn; it is the control for every other entry.
     """
 
-    def __init__(self, cfg: "ModelConfig") -> None:
+    def __init__(self, cfg: ModelShape) -> None:
         super().__init__()
 
 
@@ -106,7 +103,7 @@ class RotaryPosition(PositionEncoding):
     left unrotated (like GPT-NeoX's partial rotary), so every n_embd / n_head shape works.
     """
 
-    def __init__(self, cfg: "ModelConfig") -> None:
+    def __init__(self, cfg: ModelShape) -> None:
         super().__init__()
         head_size = cfg.n_embd // cfg.n_head
         self.half = head_size // 2
@@ -153,7 +150,7 @@ class ALiBiPosition(PositionEncoding):
     as the paper's fairseq code does.
     """
 
-    def __init__(self, cfg: "ModelConfig") -> None:
+    def __init__(self, cfg: ModelShape) -> None:
         super().__init__()
         slopes = torch.tensor(alibi_slopes(cfg.n_head))  # (nh,)
         pos = torch.arange(cfg.block_size)

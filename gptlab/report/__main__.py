@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     from gptlab.errors import GptlabError
     from gptlab.report import write_report
-    from gptlab.report.calls import check_margin
+    from gptlab.stats.calls import check_margin
     try:
         margin = None if args.margin is None else check_margin(args.margin, "--margin")
         out = write_report(args.results_dir, args.out, margin=margin)

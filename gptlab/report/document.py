@@ -1,8 +1,10 @@
 """The report's content: which sections, tables, figures and sentences, in what order.
 
-Owns the wording of the report (header, summary, captions, method notes). Every number in it
-comes from the rounded tables of `stats` (or from sums of summary.csv columns in the header), so
-report.md agrees with tables/*.csv.
+Owns the report's blocks from start to end: the header, the summary, the discussion, the cells, the
+sections of `sections`, throughput, failed runs, samples and the method. Every number in it comes
+from the rounded tables of `tables.ReportTables` (or from sums of summary.csv columns in the
+header), so report.md agrees with tables/*.csv; every sentence about the results comes from
+`sentences`. `build` takes the bundles and returns the blocks that `render` writes.
 """
 from __future__ import annotations
 
@@ -13,30 +15,21 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from gptlab.report import quotes
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
 from gptlab.report.render import Block, Bullets, Code, Heading, Image, Markdown, Para, Table
-from gptlab.report import quotes, verdicts
-from gptlab.report.calls import ALPHA
-from gptlab.report.models import FORMULAS
-from gptlab.report.rounds import AdaptiveView, rule_sentence
-from gptlab.report.stats import Statistics
-from gptlab.report.tuning import TuningView, tuning_section
+from gptlab.report.sections import (MAX_MD_ROWS, SNAPSHOT, adaptive_section, effects_sections, scale_section,
+                                    table_blocks, training_sections, tuning_section)
+from gptlab.report.sentences import Sentences
+from gptlab.report.tables import LABEL_COLUMNS, ReportTables
+from gptlab.stats.calls import ALPHA
+from gptlab.stats.models import FORMULAS
 
 CELL_MD_COLS = ["rank", "cell", "baseline", "best_val_loss", "best_val_loss_ci95", "best_val_bpc",
                 "best_val_bpc_ci95", "best_step", "final_val_loss", "gap", "params", "tokens_per_sec",
                 "wall_s", "n_seeds", "n_diverged", "n_failed"]
 TEST_MD_COLS = ["best_test_loss", "best_test_loss_ci95", "best_test_bpc", "best_test_bpc_ci95"]  # with a test split
-EFFECT_COLS = ["estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call"]
-MAIN_MD_COLS = ["factor", "level", "baseline"] + EFFECT_COLS + ["mde80", "seeds_needed", "n_ok", "n_ok_baseline",
-                                                                "n_diverged", "n_failed"]
-INT_MD_COLS = ["factor_a", "level_a", "factor_b", "level_b"] + EFFECT_COLS
-MAX_MD_ROWS = 40  # longer tables are summarised in the text and kept whole in tables/*.csv
-# Said next to every effect along training (the summary's bullets, the section, its figure): readers take a
-# step-s effect for the effect of training s steps, which the schedule makes it not.
-SNAPSHOT = ("Effects at a step are snapshots of the runs taken mid-schedule, not the results of shorter runs: until "
-            "its decay ends (`train.lr_decay_iters`, by default the last step) a run's learning rate is higher than "
-            "that of a run stopped at that step, so an effect at step s is not the effect of training for s steps.")
 
 METHOD = (
     "Which runs count: runs with status `ok` enter cell means, effects and curves; diverged runs are reported "
@@ -71,7 +64,7 @@ def header(res: Results) -> list[Block]:
     counts = runs["status"].value_counts()
     status = ", ".join(f"{n} {s}" for s, n in counts.items())
     total = float(runs["wall_s"].sum())
-    rel = f"{res.results_dir.resolve().parent.name}/{res.results_dir.resolve().name}"
+    rel = f"{res.results_dir.path.resolve().parent.name}/{res.results_dir.path.resolve().name}"
     items = [f"**Reproduce the sweep**: `{spec.get('command') or f'python -m gptlab.sweep ablations/{res.name}.yaml'}`",
              f"**Regenerate this report**: `python -m gptlab.report {rel}`"]
     for f in res.factors:
@@ -105,19 +98,17 @@ def header(res: Results) -> list[Block]:
     return blocks
 
 
-def _calls_table(st: Statistics, res: Results) -> pd.DataFrame:
-    """The summary's compact table: every main effect, and every other effect with a better/worse call."""
-    rows = []
-    for r in st.main.to_dict("records"):
-        rows.append({"effect": f"{res.label(r['factor'], r['level'])} vs {r['baseline']}", **_pick(r)})
-    for r in st.interactions.to_dict("records"):
-        if r["call"] in ("better", "worse"):
+def _calls_table(tables: ReportTables, res: Results) -> pd.DataFrame:
+    """The summary's compact table: every main effect, and every other effect called better or worse."""
+    rows = [{"effect": f"{res.label(r['factor'], r['level'])} vs {r['baseline']}", **_pick(r)}
+            for r in tables.main.to_dict("records")]
+    for table, _, r in tables.called():
+        if table == "interactions":
             rows.append({"effect": f"{res.label(r['factor_a'], r['level_a'])} x "
                                    f"{res.label(r['factor_b'], r['level_b'])}", **_pick(r)})
-    for table, name in ((st.higher, "term"), (st.aliases, "aliased"), (st.cells_vs_baseline, "cell")):
-        for r in table.to_dict("records"):
-            if r["call"] in ("better", "worse") and not (name == "cell" and r["changes"] == 1):
-                rows.append({"effect": r[name] + (" vs baseline cell" if name == "cell" else ""), **_pick(r)})
+        elif table != "main_effects":
+            rows.append({"effect": r[LABEL_COLUMNS[table]] + (" vs baseline cell" if table == "cells_vs_baseline" else ""),
+                         **_pick(r)})
     return pd.DataFrame(rows, columns=["effect", "estimate", "ci_low", "ci_high", "p_adjusted", "call"])
 
 
@@ -133,9 +124,10 @@ def _count_calls(table: pd.DataFrame, what: str) -> str:
     return f"{what}: " + ", ".join(f"{n} {c}" for c, n in counts.items())
 
 
-def summary(res: Results, cells: pd.DataFrame, st: Statistics) -> list[Block]:
+def summary(res: Results, tables: ReportTables, words: Sentences) -> list[Block]:
     blocks: list[Block] = [Heading("Summary")]
     items = []
+    cells = tables.cells
     ranked = cells.dropna(subset=["best_val_loss"])
     if len(ranked):
         best = ranked.iloc[0]
@@ -147,18 +139,17 @@ def summary(res: Results, cells: pd.DataFrame, st: Statistics) -> list[Block]:
         items.append(f"Baseline: {b['cell']}, {fmt_loss(b['best_val_loss'])} {res.unit} (rank {b['rank']}).")
     if items:
         blocks.append(Bullets(items))
-    table = _calls_table(st, res)
+    table = _calls_table(tables, res)
     if len(table):
-        blocks += [Para(f"Calls (equivalence margin +/-{st.margin:g} {res.unit}; `better`/`worse`: Holm-adjusted "
+        blocks += [Para(f"Calls (equivalence margin +/-{tables.margin:g} {res.unit}; `better`/`worse`: Holm-adjusted "
                         f"p < {ALPHA}; `equivalent`: 90% CI inside the margin). Every main effect, and every other "
                         "effect called better or worse:"), Table(table)]
-    counts = [c for c in (_count_calls(st.interactions, "Two-way interactions"),
-                          _count_calls(st.higher, "Higher-order contrasts"),
-                          _count_calls(st.simple, "Simple effects")) if c]
-    sentences = verdicts.called(st, res)
-    bullets = sentences + [f"Along training: {t}" for t in st.trajectory] + ([SNAPSHOT] if st.trajectory else [])
+    counts = [c for c in (_count_calls(tables.interactions, "Two-way interactions"),
+                          _count_calls(tables.higher, "Higher-order contrasts"),
+                          _count_calls(tables.simple, "Simple effects")) if c]
+    bullets = words.called + [f"Along training: {t}" for t in words.trajectory] + ([SNAPSHOT] if words.trajectory else [])
     bullets += counts
-    bullets += [f"Warning: {w}" for w in st.warnings]
+    bullets += [f"Warning: {w}" for w in words.warnings]
     if bullets:
         blocks.append(Bullets(bullets))
     return blocks
@@ -174,164 +165,38 @@ def discussion(res: Results, tables: Mapping[str, pd.DataFrame]) -> list[Block]:
     if res.discussion is None:
         return []
     return [Heading("Discussion"), Markdown(quotes.render(res.discussion, tables, res,
-                                                          f"{res.results_dir / 'discussion.md'}"))]
+                                                          f"{res.results_dir.discussion_md}"))]
 
 
-def _table(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list[Block]:
-    """A table in the report, or a pointer to its CSV when it is long."""
-    if len(df) <= MAX_MD_ROWS:
-        return [Table(df[[c for c in cols if c in df.columns]])]
-    called = int(df["call"].isin(["better", "worse"]).sum()) if "call" in df else 0
-    return [Para(f"{len(df)} {what} ({called} called better or worse): too many to list here; "
-                 f"see `tables/{csv}`.")]
-
-
-def effects_sections(res: Results, st: Statistics, fig) -> list[Block]:
-    """Main effects, interactions, higher-order terms, simple effects / cells against the baseline."""
-    blocks: list[Block] = [Heading("Design and model"), Bullets(st.notes + verdicts.schedule_note(res)
-                                                                + [f"Warning: {w}" for w in st.warnings])]
-    blocks += fig("forest.png", "Every effect with its 95% CI; equivalence band shaded")
-    blocks += [Heading("Main effects")]
-    if len(st.main):
-        what = ("averaged over every combination of the other factors (equal weights)" if st.factorial else
-                "against the baseline cell, from the cell that differs from it in that factor alone")
-        blocks += [Para(f"Difference in {res.outcome_label} ({res.unit}) between each level and the baseline level of "
-                        f"its factor, {what}; positive = worse. Table: `tables/main_effects.csv`.")]
-        blocks += _table(st.main, MAIN_MD_COLS, "main_effects.csv", "main effects")
-        blocks += [Bullets(list(st.main["verdict"]))]
-    else:
-        blocks.append(Para("No main effects to estimate."))
-    blocks += fig("level_effects.png", "Best val loss per level of each factor")
-    blocks += [Heading("Interactions")]
-    if len(st.interactions):
-        blocks += [Para(f"Two-way interaction contrast ({res.unit}): how much worse (positive) or better (negative) "
-                        "the combination is than the sum of the two separate effects"
-                        + (", averaged over the other factors. " if st.factorial else
-                           ", at the baseline of the other factors; aliased where the cells cannot separate it. ")
-                        + "Table: `tables/interactions.csv`.")]
-        blocks += _table(st.interactions, INT_MD_COLS + ["alias"], "interactions.csv", "interaction contrasts")
-        blocks += [Bullets(list(st.interactions["verdict"]))] if len(st.interactions) <= MAX_MD_ROWS else []
-    else:
-        blocks.append(Para("No pair of factors with two or more levels: no interactions."))
-    blocks += fig("interactions.png", "Interaction plots: marginal means with 95% CIs")
-    if len(st.higher):
-        blocks += [Heading("Higher-order interactions"),
-                   Para("k-th order differences of k factors' changes (averaged over the other factors). "
-                        "Table: `tables/higher_order.csv`.")]
-        blocks += _table(st.higher, ["term", "order"] + EFFECT_COLS, "higher_order.csv", "higher-order contrasts")
-    if len(st.cells_vs_baseline):
-        blocks += [Heading("Cells against the baseline cell"),
-                   Para(f"Each cell minus the baseline cell ({res.unit}). Table: `tables/cells_vs_baseline.csv`.")]
-        blocks += _table(st.cells_vs_baseline, ["cell"] + EFFECT_COLS, "cells_vs_baseline.csv", "cells")
-    if len(st.aliases):
-        blocks += [Heading("Aliased terms"),
-                   Para("These terms cannot be separated by the cells of this design: only their sum is "
-                        "estimable (the cell with all the changes against the baseline, minus its estimable "
-                        "terms). Table: `tables/aliases.csv`."),
-                   Table(st.aliases[["aliased"] + EFFECT_COLS])]
-    if len(st.simple):
-        blocks += [Heading("Simple effects"),
-                   Para("Each level against its baseline at every combination of the other factors. "
-                        "Table: `tables/simple_effects.csv`.")]
-        blocks += _table(st.simple, ["factor", "level", "baseline", "at"] + EFFECT_COLS, "simple_effects.csv",
-                         "simple effects")
-        blocks += fig("simple_effects.png", "Simple effects with 95% CIs")
-    return blocks
-
-
-def training_sections(res: Results, st: Statistics, fig) -> list[Block]:
-    """Effects along training, divergence and its sensitivity analysis."""
-    blocks: list[Block] = [Heading("Effects over training")]
-    if len(st.by_step):
-        what = "main effects" if st.factorial else "each cell against the baseline cell"
-        blocks += [Para(f"The same model on the val loss at every evaluated step: {what}, with 95% CIs "
-                        f"(each step its own Holm family). {SNAPSHOT} Table: `tables/effects_by_step.csv`.")]
-        blocks += fig("effects_by_step.png", "Effects along training with 95% CIs (snapshots mid-schedule)")
-        blocks += [Bullets(st.trajectory or ["No effect changes sign or loses its call along training."])]
-    else:
-        blocks.append(Para("No validation curves with an error estimate: nothing to show along training."))
-    clean = st.divergence[st.divergence["n_diverged"] == 0]
-    caveat = (f" A cell where none of {int(clean['n_ok'].min())} runs diverged can still have a divergence rate up "
-              f"to {clean['rate_ci_high'].max():.3f}." if len(clean) else "")
-    blocks += [Heading("Divergence"),
-               Para("Divergence rate per cell among runs that did not crash, with its Clopper-Pearson 95% CI."
-                    + caveat + " Table: `tables/divergence.csv`.")]
-    blocks += _table(st.divergence, list(st.divergence.columns), "divergence.csv", "cells")
-    if st.sensitivity_notes:
-        blocks += [Bullets(st.sensitivity_notes)]
-    if len(st.sensitivity):
-        blocks += [Para("Table: `tables/sensitivity.csv`."), Table(st.sensitivity)] \
-            if len(st.sensitivity) <= MAX_MD_ROWS else [Para("Table: `tables/sensitivity.csv`.")]
-    return blocks
-
-
-def adaptive_section(view: AdaptiveView | None, fig) -> list[Block]:
-    """Adaptive sweeps: the stopping rule, each round, and whether each called effect reached the target."""
-    if view is None:
-        return []
-    blocks: list[Block] = [Heading("Seeds: adaptive rounds"), Para(rule_sentence(view.rule))]
-    if view.rounds.empty:
-        return blocks + [Para("No round has finished yet (results/NAME/rounds.csv is missing).")]
-    blocks += [Para("Rounds (`rounds.csv`): seeds per cell after the round, runs the round added, and the widest "
-                    "95% half-width among the called effects, with round 1's variance.")]
-    blocks += _table(view.rounds, list(view.rounds.columns), "rounds.csv", "rounds")
-    outcomes = view.outcomes
-    if len(outcomes):
-        reached = int((outcomes["outcome"] == "reached the target").sum())
-        blocks.append(Para(f"{reached} of {len(outcomes)} called effects reached the target half-width of "
-                           f"{view.rule.precision:g} at {int(outcomes['seeds'].max())} seeds per cell "
-                           f"(max {view.rule.max}). Table: `tables/precision.csv`."))
-        blocks += _table(outcomes, list(outcomes.columns), "precision.csv", "effects")
-    return blocks + fig("precision.png", "Half-width of each called effect against seeds per cell")
-
-
-def scale_section(res: Results, by_scale: tuple[pd.DataFrame, list[str]] | None, fig) -> list[Block]:
-    """Sweeps with `scale:`: every scientific effect at each level of each scale factor, and whether its call holds."""
-    if not res.scale:
-        return []
-    table, sentences = by_scale if by_scale is not None else (pd.DataFrame(), [])
-    scales = ", ".join(f"`{s}`" for s in res.scale)
-    blocks: list[Block] = [Heading("Effects by scale"), Para(
-        f"Scale factors: {scales}. They are not reported as effects: each scientific factor's main effect "
-        f"({res.unit}, level - baseline, averaged over the other scientific factors) is estimated at every level of "
-        "each scale factor, the other scale factors at their baseline, each level its own model and Holm family. "
-        "A call holds (the same at every level), changes, or reverses (better at one level, worse at another). "
-        "Table: `tables/effects_by_scale.csv`.")]
-    blocks += [Para(n) for n in verdicts.schedule_note(res) if "train.max_iters" in res.scale]
-    if not len(table):
-        return blocks + [Para("No scale level has successful runs of every scientific cell.")]
-    blocks.append(Bullets(sentences))
-    blocks += _table(table, list(table.columns), "effects_by_scale.csv", "rows")
-    return blocks + fig("effects_by_scale.png", "Effects at each level of each scale factor")
-
-
-def build(res: Results, cells: pd.DataFrame, levels: pd.DataFrame, st: Statistics, failures: pd.DataFrame,
-          figures: dict[str, bytes], samples: list[tuple[str, str, str]],
-          adaptive: AdaptiveView | None = None,
-          by_scale: tuple[pd.DataFrame, list[str]] | None = None,
-          tables: Mapping[str, pd.DataFrame] | None = None, tuned: TuningView | None = None) -> list[Block]:
-    """All blocks of the report, in order; `tables` (name -> the tables/*.csv frames) feed the discussion's quotes."""
+def build(res: Results, tables: ReportTables, words: Sentences, figures: Mapping[str, bytes],
+          samples: list[tuple[str, str, str]]) -> list[Block]:
+    """All blocks of the report, in order: its numbers (`tables`), its sentences (`words`), its figures
+    (file name -> PNG bytes) and its text samples ((cell, run_id, text) per cell)."""
     def fig(name: str, alt: str) -> list[Block]:
         return [Image(name, alt, figures[name])] if name in figures else []
 
-    blocks = header(res) + summary(res, cells, st) + adaptive_section(adaptive, fig) + discussion(res, tables or {})
+    blocks = header(res) + summary(res, tables, words) + adaptive_section(tables.adaptive, words, fig)
+    blocks += discussion(res, tables.files(words.verdicts))
+    cells = tables.cells
     blocks += [Heading("Cells"),
                Para("One row per combination of factor levels, ranked by mean best val loss over ok seeds "
                     f"({res.unit}; `_ci95` = half-width of the 95% CI; bpc = bits/char). "
                     "`baseline` marks the baseline cell. Table: `tables/cells.csv`.")]
-    blocks += _table(cells, CELL_MD_COLS + [c for c in TEST_MD_COLS if c in cells], "cells.csv", "cells")
+    blocks += table_blocks(cells, CELL_MD_COLS + [c for c in TEST_MD_COLS if c in cells], "cells.csv", "cells")
     blocks += fig("val_curves.png", "Validation loss curves")
-    blocks += scale_section(res, by_scale, fig)
-    blocks += effects_sections(res, st, fig) + tuning_section(tuned, res, st, fig) + training_sections(res, st, fig)
+    blocks += scale_section(res, tables, words, fig)
+    blocks += effects_sections(res, tables, words, fig) + tuning_section(tables.tuned, res, words, fig)
+    blocks += training_sections(res, tables, words, fig)
     blocks += [Heading("Throughput")] + (fig("throughput.png", "Tokens per second per cell")
                                           or [Para("No throughput measurements.")])
     blocks += [Heading("Failed and diverged runs")]
+    failures = tables.failures
     if len(failures):
         shown = failures.assign(error=failures["error"].map(_error_line))
         blocks += [Para(f"{len(failures)} of {len(res.runs)} runs did not finish ok; they are left out of the "
                         "effects above (see Divergence for the sensitivity analysis). `best_val_loss` is the best "
                         "value reached before diverging. Table: `tables/failures.csv`.")]
-        blocks += _table(shown, list(shown.columns), "failures.csv", "runs")
+        blocks += table_blocks(shown, list(shown.columns), "failures.csv", "runs")
     else:
         blocks.append(Para(f"None: all {len(res.runs)} runs finished ok."))
     blocks += [Heading("Samples"),

@@ -1,8 +1,9 @@
-"""Figures of effects: a forest plot of every effect, interaction plots, simple effects per factor, and
-effects along training, each with 95% CIs and the equivalence band.
+"""Figures of effects: forest, interactions, simple effects and effects along training, with 95% CIs.
 
-Every `X(...) -> bytes | None` has a `_draw_X(...) -> Figure | None` that tests can inspect; the
-numbers come in as DataFrames from `stats`, so each figure is a pure function of its inputs.
+A forest plot of every effect, interaction plots, simple effects per factor, and effects along
+training, each with the equivalence band. Every `X(...) -> bytes | None` has a `_draw_X(...) ->
+Figure | None` that tests can inspect; the numbers come in as DataFrames of the report's tables
+(`tables.ReportTables`), so each figure is a pure function of its inputs.
 """
 from __future__ import annotations
 

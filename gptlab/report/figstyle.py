@@ -1,5 +1,7 @@
-"""What every report figure shares: the Agg backend, sizes, colours by call and level, the equivalence
-band, legends and titles, and PNG encoding.
+"""What every report figure shares: the Agg backend, sizes, colours, the equivalence band, PNG encoding.
+
+The backend, sizes, colours by call and level, the equivalence band, legends and titles, and PNG
+encoding.
 
 Conventions: colours are fixed per cell (curves, throughput, per-cell effects), per level index
 (the baseline is always the first colour) and per call (better green, worse red, equivalent blue,

@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from gptlab.layout import DISCUSSION_MD, SUMMARY_CSV, SWEEP_YAML, run_path
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
-from gptlab.cells import design_cells
+from gptlab.stats.design import design_cells
 from gptlab.errors import GptlabError
-from gptlab.report.precision import SeedRule
+from gptlab.stats.precision import SeedRule
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class Results:
     (label), `ok` (status == "ok") and `diverged_step`. `levels[f]` lists the labels of factor f in
     grid order; `cells` lists every cell of the design (grid minus exclude) in grid order.
     """
-    results_dir: Path
+    results_dir: ResultsDir  # results/NAME: its files' paths (`.path`, the folder)
     name: str
     spec: dict[str, Any]
     factors: list[str]
@@ -122,8 +122,8 @@ def read_text(path: Path) -> str:
         raise ReportError(f"{path}: not UTF-8 text (byte {exc.start}); is it the file you meant?") from None
 
 
-def _read_spec(results_dir: Path) -> dict[str, Any]:
-    path = results_dir / SWEEP_YAML
+def _read_spec(results_dir: ResultsDir) -> dict[str, Any]:
+    path = results_dir.sweep_yaml
     if not path.exists():
         log.warning("%s missing: factors are inferred from summary.csv", path)
         return {}
@@ -136,10 +136,10 @@ def _read_spec(results_dir: Path) -> dict[str, Any]:
     return spec
 
 
-def _read_summary(results_dir: Path) -> pd.DataFrame:
-    if not results_dir.is_dir():
+def _read_summary(results_dir: ResultsDir) -> pd.DataFrame:
+    if not results_dir.path.is_dir():
         raise ReportError(f"results directory not found: {results_dir}")
-    path = results_dir / SUMMARY_CSV
+    path = results_dir.summary_csv
     if not path.is_file():
         raise ReportError(f"{path} not found: is {results_dir} a sweep's results directory?")
     try:
@@ -196,11 +196,11 @@ def _cells(spec: dict[str, Any], factors: list[str], levels: dict[str, list[str]
     return cells
 
 
-def _read_curves(results_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
+def _read_curves(results_dir: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
     """Validation points (rows with a val_loss) of every run that has a metrics.csv, in the runs' unit."""
     frames = []
     for run in runs.itertuples():
-        path = run_path(results_dir, run.run_id) / RunDir.METRICS
+        path = results_dir.run(run.run_id) / RunDir.METRICS
         try:
             m = pd.read_csv(path, usecols=["step", "val_loss"])
         except (FileNotFoundError, pd.errors.EmptyDataError, ValueError):
@@ -213,12 +213,12 @@ def _read_curves(results_dir: Path, runs: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
 
-def _read_run_json(results_dir: Path, runs: pd.DataFrame) -> dict[str, list[str]]:
+def _read_run_json(results_dir: ResultsDir, runs: pd.DataFrame) -> dict[str, list[str]]:
     """Set `diverged_step` on `runs` and return the environment values seen across runs."""
     env: dict[str, list[str]] = {}
     diverged, factors = [], []
     for run_id in runs["run_id"]:
-        path = run_path(results_dir, run_id) / RunDir.SUMMARY
+        path = results_dir.run(run_id) / RunDir.SUMMARY
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):  # missing, unreadable, not UTF-8 or not JSON
@@ -269,9 +269,9 @@ def _outcome(runs: pd.DataFrame) -> str:
     return VAL_OUTCOME
 
 
-def load_results(results_dir: Path | str) -> Results:
+def load_results(results_dir: ResultsDir | Path | str) -> Results:
     """Read results/NAME/ (see docs/CONTRACTS.md). Raises `ReportError` when it is not one."""
-    results_dir = Path(results_dir)
+    results_dir = ResultsDir(results_dir)
     runs = _read_summary(results_dir)
     spec = _read_spec(results_dir)
     levels = _levels(spec, runs)
@@ -283,7 +283,7 @@ def load_results(results_dir: Path | str) -> Results:
         if lab is None:
             raise ReportError(f"sweep.yaml: baseline {f}={base_spec[f]} is not a level of the grid")
         baseline[f] = lab
-    res = Results(results_dir, str(spec.get("name") or results_dir.resolve().name), spec, factors,
+    res = Results(results_dir, str(spec.get("name") or results_dir.path.resolve().name), spec, factors,
                   levels, baseline, runs, pd.DataFrame(), pd.DataFrame())
 
     def cell_label(cell: dict[str, str]) -> str:
@@ -306,19 +306,19 @@ def load_results(results_dir: Path | str) -> Results:
                                              split="test" if res.has_test_split else "val")
     if res.unit == "bits/char":
         res.ceiling *= CHAR_BPC_FACTOR  # a char unigram model, in bits/char
-    if (results_dir / DISCUSSION_MD).is_file():
-        res.discussion = read_text(results_dir / DISCUSSION_MD)
+    if results_dir.discussion_md.is_file():
+        res.discussion = read_text(results_dir.discussion_md)
     return res
 
 
-def _ceiling(results_dir: Path, runs: pd.DataFrame, per_token: bool = False, split: str = "val") -> tuple[float, str]:
+def _ceiling(results_dir: ResultsDir, runs: pd.DataFrame, per_token: bool = False, split: str = "val") -> tuple[float, str]:
     """Unigram loss of the validation (or test) split of the runs' dataset (from a run's config.yaml; never downloads).
 
     Per character (a char unigram) unless `per_token`: then per token of the runs' own tokenizer.
     """
     for run_id in runs["run_id"]:
         try:
-            data = (yaml.safe_load((run_path(results_dir, run_id) / RunDir.CONFIG).read_text(encoding="utf-8"))
+            data = (yaml.safe_load((results_dir.run(run_id) / RunDir.CONFIG).read_text(encoding="utf-8"))
                     or {}).get("data")
         except (OSError, ValueError, yaml.YAMLError, AttributeError):
             continue

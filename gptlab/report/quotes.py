@@ -27,8 +27,8 @@ from typing import Callable, Mapping
 
 import pandas as pd
 
-from gptlab.report import verdicts
 from gptlab.report.load import ReportError, Results
+from gptlab.report.sentences import verdicts
 
 REFERENCE = re.compile(r"\{\{(.*?)\}\}", re.S)
 FORMS = ("full", "estimate")

@@ -2,22 +2,26 @@
 
 Owns: the block types (`Heading`, `Para`, `Bullets`, `Code`, `Table`, `Image`, `Markdown`),
 `to_markdown` (figures referenced as `figures/NAME.png`), `to_html` (the same content, figures
-embedded as base64 data URIs, in a Jinja2 page whose wide tables scroll under sticky headers).
-Files are written by `gptlab.runio`'s atomic writes. Every piece of text is Markdown,
+embedded as base64 data URIs, in a Jinja2 page whose wide tables scroll under sticky headers), and
+`write`, which writes a report's folder: every file through `gptlab.runio`'s atomic writes, and a
+manifest of them, so that the next generation removes what it no longer writes. Every piece of text is Markdown,
 rendered to HTML by markdown-it-py (CommonMark plus tables; raw HTML in the text is escaped).
 """
 from __future__ import annotations
 
 import base64
 import html
+import json
 from dataclasses import dataclass
-from typing import Union
+from pathlib import Path
+from typing import Mapping, Union
 
 import pandas as pd
 from jinja2 import Environment
 from markdown_it import MarkdownIt
 
 from gptlab.report.fmt import fmt_value
+from gptlab.runio import atomic_write_bytes, atomic_write_text
 
 _MD = MarkdownIt("commonmark", {"html": False}).enable("table")  # html False: raw HTML is shown, not run
 
@@ -134,3 +138,32 @@ def _html_block(b: Block) -> str:
 
 def to_html(blocks: list[Block], title: str) -> str:
     return PAGE.render(title=title, css=CSS, body=[_html_block(b) for b in blocks])
+
+
+MANIFEST = ".manifest.json"  # the files the last generation of a report wrote, relative to its folder
+
+
+def write(out: Path, title: str, blocks: list[Block], tables: Mapping[str, pd.DataFrame],
+          figures: Mapping[str, bytes]) -> None:
+    """Write a report's folder: tables/NAME.csv, figures/NAME, report.md and report.html (titled `title`).
+
+    Every file is written atomically; files the previous generation wrote (its `.manifest.json`) that this
+    one does not are removed, and nothing else in the folder is touched.
+    """
+    for name, df in tables.items():
+        atomic_write_text(out / "tables" / f"{name}.csv", df.to_csv(index=False))
+    for name, png in figures.items():
+        atomic_write_bytes(out / "figures" / name, png)
+    atomic_write_text(out / "report.md", to_markdown(blocks))
+    atomic_write_text(out / "report.html", to_html(blocks, title))
+    written = sorted([f"tables/{n}.csv" for n in tables] + [f"figures/{n}" for n in figures]
+                     + ["report.md", "report.html"])
+    try:
+        previous = json.loads((out / MANIFEST).read_text(encoding="utf-8")).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        previous = []
+    for name in previous:
+        path = (out / str(name)).resolve()
+        if name not in written and path.is_relative_to(out.resolve()) and path.is_file():
+            path.unlink()
+    atomic_write_text(out / MANIFEST, json.dumps({"files": written}, indent=1) + "\n")

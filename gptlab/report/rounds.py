@@ -1,7 +1,7 @@
 """The rounds of an adaptive sweep, read from its results: what the sweep decides on and the report shows.
 
 `widest_at(res, n)` is the rule's input: the widest 95% half-width among the called effects
-(`precision.called_rows`) of the runs with seeds 0..n-1, with the first round's error (`stein`).
+(`stats.precision.called_rows`) of the runs with seeds 0..n-1, with the first round's error (`stein`).
 The sweep calls it after round 1 to choose the seed count, and after round 2 to record it; the
 report calls `half_width_curve` for its figure and `read_rounds` for its table. rounds.csv is
 written by the sweep (`gptlab.sweep.adaptive`) and only read here.
@@ -13,14 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from gptlab.layout import ROUNDS_CSV
-from gptlab.report.calls import DEFAULT_MARGIN
+from gptlab.report.analyses import analyse_runs
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results, read_text
-from gptlab.report.precision import SeedRule, Widest, called_rows
-from gptlab.report.stats import analyse_runs
-
-ROUND_COLS = ["round", "seeds", "runs_trained", "widest_half_width", "effect"]
+from gptlab.run.resultsdir import ResultsDir
+from gptlab.stats.calls import DEFAULT_MARGIN
+from gptlab.stats.precision import ROUND_COLS, SeedRule, Widest, called_rows
 
 
 def _called(res: Results, rule: SeedRule, n_seeds: int) -> pd.DataFrame:
@@ -70,25 +68,14 @@ def effect_outcomes(res: Results, curve: pd.DataFrame) -> pd.DataFrame:
     return last.reset_index(drop=True)
 
 
-def read_rounds(results_dir: Path) -> pd.DataFrame:
+def read_rounds(results_dir: ResultsDir | Path) -> pd.DataFrame:
     """results/NAME/rounds.csv, or an empty frame when the sweep has none."""
-    path = Path(results_dir) / ROUNDS_CSV
+    path = ResultsDir(results_dir).rounds_csv
     if not path.is_file():
         return pd.DataFrame(columns=ROUND_COLS)
     read_text(path)  # a binary file is one line of error, not a parser traceback
     frame = pd.read_csv(path)
     return frame if set(ROUND_COLS) <= set(frame.columns) else pd.DataFrame(columns=ROUND_COLS)
-
-
-def rule_sentence(rule: SeedRule) -> str:
-    """The stopping rule in one sentence, for the report."""
-    what = "every main effect (or cell against the baseline)" + (
-        " and every two-way interaction" if rule.precision_for == "interactions" else "")
-    return (f"Seeds were chosen by Stein's two-stage rule: round 1 trained {rule.min} seeds per cell; its pure-error "
-            f"variance alone fixed the seed count N in [{rule.min}, {rule.max}] at which {what} reaches a 95% CI "
-            f"half-width of {rule.precision:g}; all N seeds enter the estimates, and every CI, p-value and call uses "
-            "round 1's variance and degrees of freedom, which keeps them exact whatever N was chosen. "
-            "Stopping never looked at an estimate or a p-value.")
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,8 @@ treatments. For each scale factor S and each of its levels, the runs at that lev
 scale factor at its baseline) are analysed on their own with the report's model over the
 scientific factors alone: each scientific factor's main effect (averaged over the other
 scientific factors, a full factorial within the slice) with its 95% CI and call, each slice its
-own Holm family. The verdict compares the calls across S's levels: the call holds (the same at
-every level), changes (a decided call at one level, not at another), or reverses (`better` at one
-level, `worse` at another). Nothing here reports S's own effect: a longer run having a lower loss
-is not a finding.
+own Holm family (whether a call holds, changes or reverses across S's levels is said by
+`sentences`). Nothing here reports S's own effect: a longer run having a lower loss is not a finding.
 """
 from __future__ import annotations
 
@@ -16,9 +14,9 @@ import dataclasses
 
 import pandas as pd
 
-from gptlab.report.fmt import fmt_loss, round_frame
+from gptlab.report.analyses import analyse_runs
+from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
-from gptlab.report.stats import analyse_runs
 
 SCALE_COLS = ["factor", "level", "baseline", "scale_factor", "scale_level", "estimate", "ci_low", "ci_high",
               "p_adjusted", "call", "n_runs"]
@@ -55,27 +53,3 @@ def effects_by_scale(res: Results, margin: float) -> pd.DataFrame:
                              "ci_low": r["ci_low"], "ci_high": r["ci_high"], "p_adjusted": r["p_adjusted"],
                              "call": r["call"], "n_runs": len(part)})
     return round_frame(pd.DataFrame(rows, columns=SCALE_COLS))
-
-
-def scale_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
-    """One sentence per scientific effect and scale factor: holds, changes or reverses with scale."""
-    out = []
-    for (factor, level, s), part in table.groupby(["factor", "level", "scale_factor"], sort=False):
-        versus = f"{res.label(factor, level)} vs {res.label(factor, part['baseline'].iloc[0])}"
-        part = part[part["estimate"].notna()]
-        if len(part) < 2:
-            out.append(f"{versus}: estimable at {len(part)} level(s) of {res.short(s)}, so nothing to compare.")
-            continue
-        calls = [c if isinstance(c, str) and c else "no call" for c in part["call"]]
-        decided = {c for c in calls if c in ("better", "worse")}
-        if decided == {"better", "worse"}:
-            word = "reverses"
-        elif len(set(calls)) == 1:
-            word = "holds"
-        else:
-            word = "changes"
-        at = "; ".join(f"{res.short(s)}={r['scale_level']}: {c} "
-                       f"{fmt_loss(r['estimate'])} ({fmt_loss(r['ci_low'])} to {fmt_loss(r['ci_high'])})"
-                       for c, r in zip(calls, part.to_dict("records")))
-        out.append(f"{versus}: the call {word} with {res.short(s)} ({at}).")
-    return out

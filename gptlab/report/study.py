@@ -2,8 +2,9 @@
 
 Owns the public Python view of `results/NAME/`: `Study`, a frozen object holding the report's own
 reading of the folder (`load.load_results`) and the equivalence margin, whose tables are computed
-on first access by the code that writes the report (`stats`, `scale`, `rounds`): nothing here
-estimates anything, so a notebook and `reports/NAME/tables/*.csv` always agree. Loading is cheap
+on first access by the code that writes the report (`tables.compute_tables`, and `sentences` for
+the verdicts): nothing here estimates anything, so a notebook and `reports/NAME/tables/*.csv`
+always agree. Loading is cheap
 (summary.csv, the run summaries); the curves read every metrics.csv on first access, the effect
 tables fit the report's models on first access. Nothing here writes a file.
 """
@@ -16,7 +17,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from gptlab.layout import run_path
 from gptlab.report.load import Results, load_results
 from gptlab.run.rundir import RunDir
 
@@ -49,7 +49,7 @@ class Study:
     @property
     def results_dir(self) -> Path:
         """The folder this study was read from."""
-        return self.results.results_dir
+        return self.results.results_dir.path
 
     @property
     def factors(self) -> list[str]:
@@ -94,24 +94,20 @@ class Study:
         from gptlab.report.tables import compute_tables
         return compute_tables(self.results, self.margin)
 
-    @property
-    def _statistics(self):  # stats.Statistics: the effect tables of the bundle
-        return self._bundle.stats
-
     @cached_property
     def main_effects(self) -> pd.DataFrame:
         """Each level against its factor's baseline, with CI, Holm-adjusted p, `call` and `verdict`."""
-        return self._statistics.main
+        return self.tables["main_effects"]
 
     @cached_property
     def interactions(self) -> pd.DataFrame:
         """Two-factor interactions, with CI, Holm-adjusted p, `call` and `verdict`."""
-        return self._statistics.interactions
+        return self.tables["interactions"]
 
     @cached_property
     def effects_by_step(self) -> pd.DataFrame:
         """Main effects (or cells against the baseline) at every evaluated step, each step its own Holm family."""
-        return self._statistics.by_step
+        return self._bundle.by_step
 
     @cached_property
     def effects_by_scale(self) -> pd.DataFrame:
@@ -132,7 +128,8 @@ class Study:
     @cached_property
     def tables(self) -> dict[str, pd.DataFrame]:
         """The report's tables by file name (`tables/NAME.csv`), the ones the report writes for this sweep."""
-        return self._bundle.files
+        from gptlab.report.sentences import write
+        return self._bundle.files(write(self.results, self._bundle).verdicts)
 
     def __repr__(self) -> str:
         return (f"Study({self.name!r}: {len(self.results.runs)} runs, {len(self.results.cells)} cells, "
@@ -148,7 +145,7 @@ def read_curves(res: Results) -> pd.DataFrame:
     labels = ["run_id", "cell", *res.factors, "seed", "status"]
     frames = []
     for run in res.runs.to_dict("records"):
-        path = run_path(res.results_dir, run["run_id"]) / RunDir.METRICS
+        path = res.results_dir.run(run["run_id"]) / RunDir.METRICS
         if not path.is_file():
             continue
         try:

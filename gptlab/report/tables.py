@@ -1,56 +1,131 @@
 """Every number of one report, computed once: `compute_tables(res, margin) -> ReportTables`.
 
 Owns which tables a report has and in what order (`reports/NAME/tables/NAME.csv`), so that the
-report (`write_report`) and the notebook API (`gptlab.load`) can never disagree about them. No
-sentences, no figures, no files: those come after, from this bundle.
+report (`write_report`) and the notebook API (`gptlab.load`) can never disagree about them, and
+which effects count as called (`ReportTables.called`, the one filter of the summary's table and
+its sentences). Numbers only: the sentences come after, from this bundle (`sentences`), and so do
+the figures and the document.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from gptlab.report import analyses
+from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
+from gptlab.report.rounds import AdaptiveView, adaptive_view
+from gptlab.report.scale import effects_by_scale
+from gptlab.report.tuning import TuningView, tuning_view
+from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis
 
 ALWAYS = ("main_effects", "interactions", "failures")  # tables the report writes even when they have no rows
+COUNT_COLS = ["n_ok", "n_ok_baseline", "n_diverged", "n_failed"]  # run counts the main-effects table adds
+CALLED = ("better", "worse")
+# The effect tables after the main effects, in the report's order: (file name, the Analysis field).
+OTHER_EFFECTS = (("interactions", "interactions"), ("higher_order", "higher"), ("aliases", "aliases"),
+                 ("cells_vs_baseline", "cells_vs_baseline"))
+LABEL_COLUMNS = {"higher_order": "term", "aliases": "aliased", "cells_vs_baseline": "cell"}  # what names a row
 
 
 @dataclass(frozen=True)
 class ReportTables:
-    """The numbers of one report: the statistics, and the views that only some sweeps have."""
+    """The numbers of one report: the effects of the outcome, the run tables, and the views only some sweeps have."""
 
-    cells: pd.DataFrame  # one row per cell (stats.cell_table)
-    levels: pd.DataFrame  # one row per factor level (stats.level_table)
-    failures: pd.DataFrame  # runs that did not finish ok (stats.failure_table)
-    stats: Any  # stats.Statistics: every effect table of the outcome, with calls
-    adaptive: Any  # rounds.AdaptiveView of an adaptive sweep, else None
+    margin: float  # the equivalence margin of every call
+    cells: pd.DataFrame  # one row per cell (analyses.cell_table)
+    levels: pd.DataFrame  # one row per factor level (analyses.level_table)
+    failures: pd.DataFrame  # runs that did not finish ok (analyses.failure_table)
+    effects: Analysis | None  # the outcome's effects (ok runs), every table rounded once; None without any
+    main: pd.DataFrame  # effects.main's rows of the scientific factors, with each level's run counts
+    by_step: pd.DataFrame  # effects at every evaluated step
+    level_curves: pd.DataFrame  # marginal mean val loss per level per step
+    pair_means: pd.DataFrame  # marginal means of every pair of levels (full factorials)
+    divergence: pd.DataFrame  # divergence rate per cell
+    sensitivity: pd.DataFrame  # effects again with diverged runs at the ceiling loss
+    adaptive: AdaptiveView | None  # rounds of an adaptive sweep, else None
     by_scale: pd.DataFrame  # effects at each level of each scale factor (no rows without `scale:`)
-    tuned: Any  # tuning.TuningView of a tuned sweep (picks, fixed-setting effects, LR sensitivity), else None
+    tuned: TuningView | None  # a tuned sweep's picks, fixed-setting effects and LR sensitivity, else None
     has_scale: bool  # whether the sweep names scale factors (then effects_by_scale.csv is written, even empty)
 
+    def _effects(self, name: str, empty: Sequence[str] = ()) -> pd.DataFrame:
+        return getattr(self.effects, name) if self.effects is not None else pd.DataFrame(columns=list(empty))
+
     @property
-    def files(self) -> dict[str, pd.DataFrame]:
-        """The tables the report writes, by file name (`tables/NAME.csv`), in the report's order."""
-        st = self.stats
-        every = {"cells": self.cells, "levels": self.levels, "main_effects": st.main, "interactions": st.interactions,
-                 "higher_order": st.higher, "simple_effects": st.simple, "cells_vs_baseline": st.cells_vs_baseline,
-                 "aliases": st.aliases, "effects_by_step": st.by_step, "divergence": st.divergence,
-                 "sensitivity": st.sensitivity, "failures": self.failures,
+    def interactions(self) -> pd.DataFrame:
+        return self._effects("interactions", INT_COLS)
+
+    @property
+    def higher(self) -> pd.DataFrame:
+        return self._effects("higher")
+
+    @property
+    def simple(self) -> pd.DataFrame:
+        return self._effects("simple")
+
+    @property
+    def cells_vs_baseline(self) -> pd.DataFrame:
+        return self._effects("cells_vs_baseline")
+
+    @property
+    def aliases(self) -> pd.DataFrame:
+        return self._effects("aliases")
+
+    @property
+    def factorial(self) -> bool:
+        """Whether the effects come from a full factorial (averaged effects) rather than the cells that have data."""
+        return self.effects is not None and self.effects.design.full_factorial
+
+    def called(self) -> list[tuple[str, int, dict[str, Any]]]:
+        """(table, row position, row) of every effect called better or worse, main effects first, then
+        `OTHER_EFFECTS` in order. A cell that differs from the baseline in one factor is left out: it is
+        the same contrast as a main-effects row."""
+        out = [("main_effects", i, r) for i, r in enumerate(self.main.to_dict("records")) if r["call"] in CALLED]
+        for table, field in OTHER_EFFECTS:
+            rows = getattr(self, field)
+            out += [(table, i, r) for i, r in enumerate(rows.to_dict("records") if len(rows) else [])
+                    if r["call"] in CALLED and not (table == "cells_vs_baseline" and r["changes"] == 1)]
+        return out
+
+    def files(self, verdicts: Mapping[str, Sequence[str]]) -> dict[str, pd.DataFrame]:
+        """The tables the report writes, by file name (`tables/NAME.csv`), in the report's order.
+
+        `verdicts` (file name -> one sentence per row) become each named table's last column, `verdict`.
+        """
+        every = {"cells": self.cells, "levels": self.levels, "main_effects": self.main,
+                 "interactions": self.interactions, "higher_order": self.higher, "simple_effects": self.simple,
+                 "cells_vs_baseline": self.cells_vs_baseline, "aliases": self.aliases,
+                 "effects_by_step": self.by_step, "divergence": self.divergence, "sensitivity": self.sensitivity,
+                 "failures": self.failures,
                  **({"rounds": self.adaptive.rounds, "precision": self.adaptive.outcomes}
                     if self.adaptive is not None else {}),
                  **({"effects_by_scale": self.by_scale} if self.has_scale else {}),
                  **(self.tuned.tables if self.tuned is not None else {})}
+        every |= {name: every[name].assign(verdict=list(text)) for name, text in verdicts.items()}
         return {name: df for name, df in every.items() if len(df.columns) and (len(df) or name in ALWAYS)}
+
+
+def _rounded(a: Analysis) -> Analysis:
+    """`a` with every table rounded to the report's precision (the fit and the design as they are)."""
+    return dataclasses.replace(a, **{f: round_frame(getattr(a, f)) for f in
+                                     ("main", "interactions", "higher", "simple", "cells_vs_baseline", "aliases")})
 
 
 def compute_tables(res: Results, margin: float) -> ReportTables:
     """Every table of the report of `res`, with calls at the equivalence `margin`."""
-    from gptlab.report import rounds, scale, stats, tuning
-
-    st = stats.compute(res, margin)
-    tuned = tuning.tuning_view(res, st, margin)  # a tuned sweep's selection runs: picks, fixed against tuned
-    if tuned is not None:
-        st.warnings += tuned.warnings
-    return ReportTables(stats.cell_table(res), stats.level_table(res), stats.failure_table(res), st,
-                        rounds.adaptive_view(res), scale.effects_by_scale(res, margin), tuned, bool(res.scale))
+    ok = res.runs[res.runs["ok"] & res.runs[res.outcome].notna()]
+    a = analyses.analyse_runs(res, ok, res.outcome, margin)
+    effects = _rounded(a) if a is not None else None
+    main = pd.DataFrame(columns=MAIN_COLS + COUNT_COLS)
+    if effects is not None:  # a scale factor's own effect (a longer run's lower loss) is not a finding: see by_scale
+        main = round_frame(analyses.with_counts(res, effects.main))
+        main = main[~main["factor"].isin(res.scale)].reset_index(drop=True)
+    interactions = effects.interactions if effects is not None else pd.DataFrame(columns=INT_COLS)
+    by_step, level_curves = analyses.by_step(res, margin)
+    return ReportTables(margin, analyses.cell_table(res), analyses.level_table(res), analyses.failure_table(res),
+                        effects, main, by_step, level_curves, analyses.pair_means(res, a),
+                        analyses.divergence_table(res), analyses.sensitivity(res, a, margin), adaptive_view(res),
+                        effects_by_scale(res, margin), tuning_view(res, main, interactions, margin), bool(res.scale))

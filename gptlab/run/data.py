@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, Iterator
 import torch
 
 from gptlab.errors import GptlabError
+from gptlab.run.cache import cache_dir
 from gptlab.run.tokenizers import TOKENIZERS, Tokenizer
 from gptlab.runio import atomic_write
 
@@ -43,14 +44,6 @@ DATASETS: dict[str, DatasetSource] = {
         sha256="86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
     )
 }
-
-
-def cache_dir() -> Path:
-    """The user cache for downloaded datasets."""
-    if os.environ.get("GPTLAB_CACHE_DIR"):
-        return Path(os.environ["GPTLAB_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "gptlab"
 
 
 def sha256_of(path: Path) -> str:

@@ -1,7 +1,10 @@
 """Text from a run's checkpoint: `sample_from_run`, with the defaults every sample of the lab uses.
 
-Checkpoints carry the run config and the tokenizer, so sampling needs neither the dataset, the
-tokenizer cache nor the sweep that trained the run. `python -m gptlab.sample` is the command line.
+Checkpoints carry the run config and the tokenizer, so sampling needs neither the dataset nor the
+tokenizer cache. A run trained with a plugin's registry entry (an activation, a tokenizer...) needs that
+plugin to be rebuilt: `import_sweep_plugins` imports those the sweep that trained it named (the
+`plugins:` of `results/NAME/sweep.yaml`, `sweep_plugins`), or those given, and no others. The report's
+samples and `python -m gptlab.sample`, the command line, both use this module.
 """
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ import torch
 
 from gptlab.errors import GptlabError
 from gptlab.model import GPT, build_model
+from gptlab.plugins import import_plugins, resolve_plugin, stored_plugins
 from gptlab.run.config import resolve_run_config
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.tokenizers import Tokenizer, tokenizer_from_state
 from gptlab.run.rundir import RunDir
 
@@ -47,3 +52,33 @@ def sample_from_run(run_dir: str | Path, prompt: str = PROMPT, max_new_tokens: i
     """Generate `max_new_tokens` tokens after `prompt` (characters with char); same seed, same text."""
     model, tokenizer = load_checkpoint_model(run_dir, which)
     return generate(model, tokenizer, prompt, max_new_tokens, seed, temperature, top_k)
+
+
+def sweep_plugins(results_dir: ResultsDir | str | Path) -> list[str]:
+    """The plugin entries the sweep of `results_dir` (results/NAME) named: its sweep.yaml's `plugins:`.
+
+    They are stored resolved (absolute .py paths or module names) when the sweep starts. No sweep.yaml
+    (a run trained by `python -m gptlab.train`) means no plugins.
+    """
+    return stored_plugins(ResultsDir(results_dir).sweep_yaml)
+
+
+def import_sweep_plugins(run_dir: str | Path, entries: list[str] | None = None) -> list[str]:
+    """Import the plugins a run needs: `entries` if given, else those of the sweep that trained it.
+
+    `run_dir` is results/NAME/runs/RUN_ID; a run directory elsewhere has no sweep, so only `entries`.
+    Returns the entries imported. A plugin that cannot be found or imported is one GptlabError.
+    """
+    results_dir = ResultsDir.holding(Path(run_dir).resolve())
+    if entries is None:
+        entries = sweep_plugins(results_dir) if results_dir is not None else []
+        where = f" (named by {results_dir.sweep_yaml}; pass --plugin to name them yourself)" \
+            if results_dir is not None else ""
+    else:
+        where = ""
+    try:
+        resolved = [resolve_plugin(entry, Path.cwd()) for entry in entries]
+        import_plugins(resolved, [str(Path.cwd())])
+    except GptlabError as err:
+        raise GptlabError(f"{err}{where}") from None
+    return resolved

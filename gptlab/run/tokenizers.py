@@ -25,6 +25,7 @@ import torch
 
 from gptlab.errors import GptlabError
 from gptlab.registry import Registry
+from gptlab.run.cache import cache_dir
 
 log = logging.getLogger("gptlab.run.tokenizers")
 
@@ -193,8 +194,6 @@ def check_vocab_size(vocab_size: int, tokenizer: str) -> None:
 
 def tokenizer_cache() -> Path:
     """Where trained tokenizers are kept, beside the downloaded datasets (`GPTLAB_CACHE_DIR`)."""
-    from gptlab.run.data import cache_dir
-
     return cache_dir() / "tokenizers"
 
 

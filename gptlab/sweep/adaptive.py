@@ -1,27 +1,24 @@
 """Adaptive sweeps (`seeds: {min, max, precision}`): the `AdaptiveSeeds` planner, which also writes rounds.csv.
 
-The rule is `gptlab.report.precision`'s (Stein's two-stage procedure); this module only applies it.
+The rule is `gptlab.stats.precision`'s (Stein's two-stage procedure); this module only applies it.
 Round 1 trains seeds 0..min-1 of every cell; the first round's results alone fix the seed count
 N; round 2 trains seeds up to N. Every decision is recomputed from the runs on disk, which never
 change once finished, so a killed sweep, rerun, makes the same decisions and trains the same runs.
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO
+from typing import Any, Callable, Sequence, TextIO
 
-from gptlab.layout import ROUNDS_CSV
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.runio import write_csv
+from gptlab.stats.precision import ROUND_COLS, SeedRule, Widest
 from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
-from gptlab.sweep.spec import Run
+from gptlab.sweep.runs import Run
 
-if TYPE_CHECKING:
-    from gptlab.report.precision import SeedRule, Widest
-
-WidestAt = Callable[[Path, int], "Widest"]  # (results_dir, seeds) -> the widest called half-width
+WidestAt = Callable[[ResultsDir, int], Widest]  # (results_dir, seeds) -> the widest called half-width
 
 
-def widest_on_disk(results_dir: Path, n_seeds: int) -> "Widest":
+def widest_on_disk(results_dir: ResultsDir, n_seeds: int) -> Widest:
     """The rule's input as the report computes it, from the runs with seeds 0..n_seeds-1 on disk."""
     from gptlab.report.load import load_results  # lazily: the report room loads pandas
     from gptlab.report.rounds import widest_at
@@ -32,7 +29,7 @@ def widest_on_disk(results_dir: Path, n_seeds: int) -> "Widest":
 class AdaptiveSeeds:
     """Round 1 (seeds 0..min-1), Stein's decision from round 1 alone, round 2 (seeds 0..N-1), then done."""
 
-    def __init__(self, runs: Sequence[Run], rule: "SeedRule", out: TextIO, widest: WidestAt = widest_on_disk) -> None:
+    def __init__(self, runs: Sequence[Run], rule: SeedRule, out: TextIO, widest: WidestAt = widest_on_disk) -> None:
         self.runs, self.rule, self.out, self.widest = tuple(runs), rule, out, widest
         self.round = 0  # the last round handed out (3: done)
         self.n_seeds = rule.min  # seeds per cell once decided
@@ -71,12 +68,10 @@ class AdaptiveSeeds:
                          self.widest(finished.results_dir, self.n_seeds))
         return None
 
-    def _record(self, results_dir: Path, seeds: int, runs_trained: int, widest: "Widest") -> None:
-        from gptlab.report.rounds import ROUND_COLS
-
+    def _record(self, results_dir: ResultsDir, seeds: int, runs_trained: int, widest: Widest) -> None:
         self.rounds.append({"round": len(self.rounds) + 1, "seeds": seeds, "runs_trained": runs_trained,
                             "widest_half_width": widest.half_width, "effect": widest.effect})
-        write_csv(results_dir / ROUNDS_CSV, self.rounds, ROUND_COLS)
+        write_csv(results_dir.rounds_csv, self.rounds, ROUND_COLS)
 
     def preview(self) -> Preview | None:
         rule = self.rule

@@ -24,11 +24,14 @@ from typing import Any, TextIO
 
 from gptlab.errors import GptlabError
 from gptlab.model import REGISTRIES
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import FINISHED
 from gptlab.sweep.execute import SweepOptions, execute, planner_for, warn_other_runs
 from gptlab.sweep.progress import clock
-from gptlab.sweep.results import run_dir, write_summary
-from gptlab.sweep.spec import SweepSpec, load_spec, parse_overrides
+from gptlab.sweep.results import write_summary
+from gptlab.sweep.spec import load_spec, parse_overrides
+from gptlab.sweep.runs import Run, SweepSpec
+from gptlab.sweep.trunks import SHARING_BACKENDS, trunk_groups
 from gptlab.sweep.tuning import known_runs, planned_range
 
 log = logging.getLogger("gptlab.sweep")
@@ -65,39 +68,47 @@ def list_registries(stream: TextIO) -> None:
             print(f"  {name:<14} {registry.summary(name)}", file=stream)
 
 
-def dry_run(spec: SweepSpec, results_dir: Path, plan_line: str, workers: int, threads: int, stream: TextIO) -> None:
+def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: int, threads: int, stream: TextIO) -> None:
     from gptlab.run.device import configure_process
-    from gptlab.sweep.estimate import estimate_run_seconds
+    from gptlab.sweep.estimate import time_run
 
     factors = list(spec.grid) + (list(spec.tune.space) if spec.tune else [])  # a tuned sweep's: + its settings
     header = [*factors, "seed", "run_id", "state"]
     rows = [[*(str(v) for _, v in r.cell + getattr(r, "setting", ())), str(r.seed), r.run_id,
-             run_dir(results_dir, r).state()] for r in spec.runs]
+             results_dir.run(r.run_id).state()] for r in spec.runs]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     for line in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip(), file=stream)
     warn_other_runs(spec, results_dir, stream)
-    pending = [r for r in spec.runs if run_dir(results_dir, r).state() not in FINISHED + ("failed",)]
+    pending = [r for r in spec.runs if results_dir.run(r.run_id).state() not in FINISHED + ("failed",)]
     print(f"\n{len(spec.runs)} runs: {len(spec.runs) - len(pending)} finished, {len(pending)} to train", file=stream)
     print(plan_line, file=stream)
-    per_run = None
+    timing = None
     if pending:
         configure_process(threads)
-        per_run = estimate_run_seconds(pending[0].config)
-        waves = -(-len(pending) // workers)
-        print(f"estimate: ~{clock(per_run)} per run (timed from the first steps of {pending[0].run_id}), "
-              f"~{clock(per_run * waves)} in all", file=stream)
+        timing = time_run(pending[0].config)
+        print(f"estimate: ~{clock(timing.seconds(pending[0].config))} for {pending[0].run_id} (timed from its first "
+              f"steps; other runs scaled by their steps), ~{clock(_seconds(spec, pending, timing, workers))} in all",
+              file=stream)
     preview = planner_for(spec, stream).preview()  # the planner's stages, e.g. adaptive seeds' min and worst case
     if preview is not None:
         print(preview.intro, file=stream)
         for case in preview.cases:
-            left = [r for r in case.runs if run_dir(results_dir, r).state() not in FINISHED + ("failed",)]
-            if per_run is None and left:  # a case's runs need not be the spec's (a later stage's)
+            left = [r for r in case.runs if results_dir.run(r.run_id).state() not in FINISHED + ("failed",)]
+            if timing is None and left:  # a case's runs need not be the spec's (a later stage's)
                 configure_process(threads)
-                per_run = estimate_run_seconds(left[0].config)
-            time = f", ~{clock(per_run * -(-len(left) // workers))}" if per_run is not None else ""
+                timing = time_run(left[0].config)
+            time = f", ~{clock(_seconds(spec, left, timing, workers))}" if timing is not None else ""
             print(f"  {case.label}, {len(case.runs)} runs, {len(left)} to train{time}", file=stream)
 
+
+def _seconds(spec: SweepSpec, runs: list[Run], timing: Any, workers: int) -> float:
+    """Wall time of `runs` on `workers`: each run's steps (a shared trunk's branch only its cooldown), spread over the
+    workers, and never less than the longest run."""
+    starts = ({run.run_id: b for group in trunk_groups(runs) for run, b in group.branches}
+              if spec.executor.backend in SHARING_BACKENDS else {})
+    each = [timing.seconds(r.config, starts.get(r.run_id, 0)) for r in runs]
+    return max(max(each, default=0.0), sum(each) / max(1, workers))
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, `kill`, a closed terminal
 
@@ -139,11 +150,11 @@ def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     out = sys.stderr
-    results_dir: Path | None = None
+    results_dir: ResultsDir | None = None
     spec: SweepSpec | None = None
     try:
         if args.margin is not None:
-            from gptlab.report.calls import check_margin
+            from gptlab.stats.calls import check_margin
 
             args.margin = check_margin(args.margin, "--margin")
         if args.list:
@@ -159,7 +170,7 @@ def _main(argv: list[str] | None) -> int:
         from gptlab.sweep.preflight import preflight
 
         device, run_bytes = preflight(spec)
-        results_dir = Path(args.results_dir) / spec.name
+        results_dir = ResultsDir(Path(args.results_dir) / spec.name)
         # Planned for the whole sweep, not just what is left, so that a resumed or retrained run
         # gets the same thread count as its siblings: CPU float reductions depend on it.
         plan = plan_resources(len(spec.runs), spec.executor, device, run_bytes)
@@ -177,7 +188,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {err}", file=out)
         return 2
     except KeyboardInterrupt:
-        if spec is not None and results_dir is not None and results_dir.exists():
+        if spec is not None and results_dir is not None and results_dir.path.exists():
             rows = write_summary(spec, results_dir, known_runs(spec))  # tuned: the estimation runs too
             low, high = planned_range(spec)
             planned = f"{low} to {high} (adaptive seeds)" if low != high else str(high)

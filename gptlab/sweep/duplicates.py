@@ -1,4 +1,4 @@
-"""Why two cells of a sweep grid resolve to one run config, said in the "same config" error of `spec.expand`.
+"""Why two cells of a sweep grid resolve to one run config, said in the "same config" error of `runs.expand`.
 
 The factors where the two cells differ are the ones the resolved config ignores, or resolves to
 one value (bpe with no `vocab_size` is bpe with its default 1024). A factor the two cells share
@@ -17,6 +17,11 @@ from gptlab.errors import GptlabError
 from gptlab.run.config import get_dotted, resolve_run_config, set_dotted
 
 Cell = tuple[tuple[str, Any], ...]  # ((dotted factor, level), ...) in grid order
+
+
+def same_level(a: Any, b: Any) -> bool:
+    """Levels match only with the same type: 1 is not True, and '1' is not 1."""
+    return type(a) is type(b) and a == b or (type(a), type(b)) in ((int, float), (float, int)) and a == b
 
 
 def _flow(value: Any) -> str:
@@ -39,13 +44,11 @@ def _identity(base: dict[str, Any], cell: Cell, change: tuple[str, Any] | None =
 
 def same_config_message(base: dict[str, Any], grid: dict[str, list[Any]], first: Cell, second: Cell) -> str:
     """One line: the two cells, the factors they differ in and why those do not count, and an exclude."""
-    from gptlab.sweep.spec import _same_level  # the spec's own rule for when two levels are one
-
     a, b = dict(first), dict(second)
-    differ = [k for k in a if not _same_level(a[k], b[k])]
+    differ = [k for k in a if not same_level(a[k], b[k])]
     causes = []
     for key in (k for k in a if k not in differ):
-        for other in (level for level in grid[key] if not _same_level(level, a[key])):
+        for other in (level for level in grid[key] if not same_level(level, a[key])):
             pair = _identity(base, first, (key, other)), _identity(base, second, (key, other))
             if None not in pair and pair[0] != pair[1]:
                 causes.append(key)
@@ -53,7 +56,7 @@ def same_config_message(base: dict[str, Any], grid: dict[str, list[Any]], first:
     if causes:
         named = [f"{k}={_flow([a[k]])[1:-1]}" for k in causes]
         why = f"which {' and '.join(named)} {'ignores' if len(named) == 1 else 'ignore'}"
-    elif all(any(_same_level(_resolved(base, first, k), level) for level in (a[k], b[k])) for k in differ):
+    elif all(any(same_level(_resolved(base, first, k), level) for level in (a[k], b[k])) for k in differ):
         why = "whose levels resolve to the same value"  # the identity holds one of the two levels
     else:
         why = "which the rest of the config (base) ignores"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 
@@ -31,8 +32,22 @@ def build_trainer(config: Mapping[str, Any], run_id: str = "estimate") -> Any:
     return Trainer(cfg.bind_vocab(dataset.tokenizer.vocab_size), dataset, resolve_device(cfg.train.device), run_id=run_id)
 
 
-def estimate_run_seconds(config: Mapping[str, Any], steps: int = 6) -> float:
-    """Seconds one run of `config` should take, from timing its first few steps and one eval batch."""
+@dataclass(frozen=True)
+class StepTiming:
+    """A run's cost measured on its first steps: seconds per training step and per full evaluation."""
+
+    per_step: float  # one optimizer step
+    per_eval: float  # one evaluation of the whole validation split
+
+    def seconds(self, config: Mapping[str, Any], start: int = 0) -> float:
+        """Seconds to train `config` from step `start` (a branch of a shared trunk starts at its cooldown)."""
+        train = config["train"]
+        steps = max(0, int(train["max_iters"]) - start)
+        return steps * self.per_step + (steps // int(train["eval_interval"]) + 2) * self.per_eval
+
+
+def time_run(config: Mapping[str, Any], steps: int = 6) -> StepTiming:
+    """Time a few training steps of `config` and one evaluation batch (the split's batches scale it)."""
     from gptlab.run.trainer import evaluate
 
     trainer = build_trainer(config)
@@ -43,6 +58,9 @@ def estimate_run_seconds(config: Mapping[str, Any], steps: int = 6) -> float:
     evaluate(trainer.model, trainer.dataset.val[: window + 1], cfg.model.block_size, cfg.train.eval_batch_size,
              trainer.device, trainer.autocast)
     per_batch = time.perf_counter() - tick
-    n_batches = math.ceil(len(trainer.dataset.val) / window)
-    n_evals = cfg.train.max_iters // cfg.train.eval_interval + 2
-    return cfg.train.max_iters * per_step + n_evals * n_batches * per_batch
+    return StepTiming(per_step, math.ceil(len(trainer.dataset.val) / window) * per_batch)
+
+
+def estimate_run_seconds(config: Mapping[str, Any], steps: int = 6) -> float:
+    """Seconds one run of `config` should take, from timing its first few steps and one eval batch."""
+    return time_run(config, steps).seconds(config)

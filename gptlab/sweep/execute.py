@@ -14,24 +14,24 @@ from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from gptlab.executors import BACKENDS, Plan, RunResult, Task
-from gptlab.layout import RUNS, SUMMARY_CSV, SWEEP_YAML, run_path
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import FINISHED, RunDir
 from gptlab.runio import write_yaml
 from gptlab.sweep.adaptive import AdaptiveSeeds
 from gptlab.sweep.lock import SweepLock
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
 from gptlab.sweep.progress import Progress
-from gptlab.sweep.results import run_dir, write_summary
-from gptlab.sweep.spec import Run, SweepSpec
+from gptlab.sweep.results import write_summary
+from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.trunks import with_shared_trunks
-from gptlab.sweep.tuning import TuneThenEstimate, known_runs
+from gptlab.sweep.tuning import TuneThenEstimate, known_runs, selects
 
 
 @dataclass(frozen=True)
 class SweepOptions:
     """How one invocation trains a sweep (the CLI's flags, as data)."""
 
-    results_dir: Path  # results/NAME
+    results_dir: ResultsDir  # results/NAME (a path is taken as one)
     reports_dir: Path  # reports/NAME
     command: str = ""  # how to reproduce, recorded in sweep.yaml
     rerun_failed: bool = False  # train failed runs again (from their last checkpoint)
@@ -39,11 +39,14 @@ class SweepOptions:
     progress_every_s: float | None = None  # seconds between live progress looks (None: the default)
     stream: TextIO = field(default=sys.stderr, compare=False)  # where progress and the summary go
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "results_dir", ResultsDir(self.results_dir))  # frozen: the one write, normalising
 
-def runs_to_train(runs: list[Run], results_dir: Path, rerun_failed: bool) -> list[Run]:
+
+def runs_to_train(runs: list[Run], results_dir: ResultsDir, rerun_failed: bool) -> list[Run]:
     """Pending and partial runs, and failed ones when asked to rerun them."""
     wanted = ("pending", "partial", *(("failed",) if rerun_failed else ()))
-    return [r for r in runs if run_dir(results_dir, r).state() in wanted]
+    return [r for r in runs if results_dir.run(r.run_id).state() in wanted]
 
 
 def execute(spec: SweepSpec, plan: Plan, options: SweepOptions) -> int:
@@ -55,18 +58,16 @@ def execute(spec: SweepSpec, plan: Plan, options: SweepOptions) -> int:
         return _execute_locked(spec, plan, options, backend)
 
 
-def other_finished_runs(spec: SweepSpec, results_dir: Path) -> list[RunDir]:
+def other_finished_runs(spec: SweepSpec, results_dir: ResultsDir) -> list[RunDir]:
     """Finished runs in results/NAME/runs/ that this spec does not name (the spec changed since)."""
     named = {r.run_id for r in known_runs(spec)}  # a tuned sweep: every possible estimation run too
-    folder = results_dir / RUNS
-    others = [RunDir(p) for p in sorted(folder.iterdir()) if p.is_dir() and p.name not in named] if folder.is_dir() else []
-    return [r for r in others if r.state() in FINISHED]
+    return results_dir.finished_runs(skip=named)
 
 
-def warn_other_runs(spec: SweepSpec, results_dir: Path, out: TextIO) -> None:
+def warn_other_runs(spec: SweepSpec, results_dir: ResultsDir, out: TextIO) -> None:
     others = other_finished_runs(spec, results_dir)
     if others:
-        print(f"note: {len(others)} finished run(s) in {results_dir / RUNS} are not in this spec (it changed since "
+        print(f"note: {len(others)} finished run(s) in {results_dir.runs_dir} are not in this spec (it changed since "
               "they ran); they stay on disk, out of summary.csv and the report", file=out)
 
 
@@ -78,7 +79,7 @@ def planner_for(spec: SweepSpec, out: TextIO) -> Planner:
 def base_planner(spec: SweepSpec, out: TextIO) -> Planner:
     """The planner of a spec's kind of sweep: selection then estimation for `tune:` (its estimation fixed or adaptive),
     adaptive rounds for `seeds: {min, max, precision}`, else one stage."""
-    if spec.tune is not None:
+    if selects(spec):  # given picks (`tune.picks`) train as a plain sweep: nothing to select
         return TuneThenEstimate(spec, out)
     if spec.seed_rule is not None:
         return AdaptiveSeeds(spec.runs, spec.seed_rule, out)
@@ -87,7 +88,7 @@ def base_planner(spec: SweepSpec, out: TextIO) -> Planner:
 
 def _execute_locked(spec: SweepSpec, plan: Plan, options: SweepOptions, backend: Any) -> int:
     warn_other_runs(spec, options.results_dir, options.stream)
-    write_yaml(options.results_dir / SWEEP_YAML, {**spec.to_dict(), "command": options.command})
+    write_yaml(options.results_dir.sweep_yaml, {**spec.to_dict(), "command": options.command})
     planned = train_stages(spec, planner_for(spec, options.stream), plan, options, backend)
     return finish(spec, planned, options)
 
@@ -113,7 +114,7 @@ def train(spec: SweepSpec, stage: Stage, plan: Plan, options: SweepOptions, back
     out, results_dir, runs = options.stream, options.results_dir, list(stage.runs)
     todo = runs_to_train(runs, results_dir, options.rerun_failed)
     for run in todo:
-        run_dir(results_dir, run).clear_failure()  # a failed run the user asked to rerun
+        results_dir.run(run.run_id).clear_failure()  # a failed run the user asked to rerun
     seeds, cells = max(1, len({r.seed for r in runs})), max(1, len({r.cell for r in runs}))
     settings = len(runs) // (cells * seeds)  # a tuned sweep's selection trains each cell at several settings
     shape = f"{cells} cells x {settings} settings x {seeds} seeds" if settings > 1 else f"{len(runs) // seeds} cells x {seeds} seeds"
@@ -122,7 +123,7 @@ def train(spec: SweepSpec, stage: Stage, plan: Plan, options: SweepOptions, back
     plan_line = backend.describe(plan)
     if plan_line:
         print(plan_line, file=out)
-    tasks = [Task(r.run_id, r.config, str(run_dir(results_dir, r).path.resolve()), plan.threads,
+    tasks = [Task(r.run_id, r.config, str(results_dir.run(r.run_id).path.resolve()), plan.threads,
                   tuple(spec.plugins), tuple(spec.search_path), plan.gpus, spec.executor.runs_per_gpu) for r in todo]
     planned = list(stage.planned)
     with Progress(runs, todo, results_dir, plan.workers, out, options.progress_every_s, stage=stage.tag) as progress:
@@ -133,7 +134,7 @@ def train(spec: SweepSpec, stage: Stage, plan: Plan, options: SweepOptions, back
 
         backend.run(tasks, plan, on_result, fail_fast=options.fail_fast)
     rows = write_summary(spec, results_dir, planned)
-    peaks = [s.get("peak_rss_mb") for s in (run_dir(results_dir, r).summary() for r in todo) if s]
+    peaks = [s.get("peak_rss_mb") for s in (results_dir.run(r.run_id).summary() for r in todo) if s]
     peaks = [p for p in peaks if p]
     if peaks:
         print(f"peak resident memory per worker: {max(peaks):.0f} MiB "
@@ -150,13 +151,13 @@ def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions) -> in
     if not_ok:
         print(f"\n{len(not_ok)} run(s) did not finish ok:", file=out)
         for row in not_ok:
-            folder = RunDir(run_path(results_dir, row["run_id"]))
+            folder = results_dir.run(row["run_id"])
             log_file = folder / (RunDir.ERROR if row["status"] not in FINISHED else RunDir.LOG)
             print(f"  {row['status']:<8} {row['run_id']}  {row.get('error') or ''}  log: {log_file}", file=out)
     try:
         from gptlab.report import write_report
     except ImportError:
-        print(f"summary: {results_dir / SUMMARY_CSV}", file=out)
+        print(f"summary: {results_dir.summary_csv}", file=out)
     else:
         path = write_report(results_dir, options.reports_dir, margin=spec.report["equivalence_margin"])
         print(f"report: {Path(path) / 'report.md'}", file=out)

@@ -15,38 +15,36 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from gptlab.errors import GptlabError
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.runio import atomic_write_text, read_json
-
-LOCK = ".lock"
-HOLDER = ".lock.json"
 
 
 class SweepLock:
     """Context manager: hold the results folder, or refuse in one line naming who holds it."""
 
-    def __init__(self, results_dir: Path, command: str = "") -> None:
-        self.results_dir, self.command = Path(results_dir), command
-        self.lock = FileLock(str(self.results_dir / LOCK), timeout=0)
+    def __init__(self, results_dir: ResultsDir | Path, command: str = "") -> None:
+        self.results_dir, self.command = ResultsDir(results_dir), command
+        self.lock = FileLock(str(self.results_dir.lock), timeout=0)
 
     def __enter__(self) -> "SweepLock":
-        self.results_dir.mkdir(parents=True, exist_ok=True)
+        self.results_dir.path.mkdir(parents=True, exist_ok=True)
         try:
             self.lock.acquire()
         except Timeout:
             raise GptlabError(f"{self.results_dir} is in use by another sweep ({self._holder()}); wait for it "
                               "to finish or stop it, then rerun (finished runs are kept)") from None
-        atomic_write_text(self.results_dir / HOLDER, json.dumps(
+        atomic_write_text(self.results_dir.lock_holder, json.dumps(
             {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S"),
              "command": self.command}))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        (self.results_dir / HOLDER).unlink(missing_ok=True)
+        (self.results_dir.lock_holder).unlink(missing_ok=True)
         self.lock.release()
 
     def _holder(self) -> str:
         try:
-            info = read_json(self.results_dir / HOLDER)
+            info = read_json(self.results_dir.lock_holder)
             return f"process {info['pid']} on {info['host']} since {info['since']}: {info['command'] or 'a sweep'}"
         except (OSError, ValueError, KeyError, TypeError):
             return "a process that has not said who it is"

@@ -15,18 +15,21 @@ The planners: `FixedSeeds` here (one stage: the spec's runs) and `AdaptiveSeeds`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
-from gptlab.sweep.spec import Run
+from gptlab.run.resultsdir import ResultsDir
+from gptlab.sweep.runs import Run
 
 
 @dataclass(frozen=True)
 class FinishedRuns:
     """What a planner decides its next stage from: the results folder and the runs finished so far."""
 
-    results_dir: Path  # results/NAME (summary.csv holds exactly `rows`, the runs' folders are under runs/)
+    results_dir: ResultsDir  # results/NAME (a path is taken as one); summary.csv holds exactly `rows`
     rows: tuple[Mapping[str, Any], ...] = ()  # summary.csv rows of every run planned so far (empty before the first stage)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "results_dir", ResultsDir(self.results_dir))  # frozen: the one write, normalising
 
 
 @dataclass(frozen=True)

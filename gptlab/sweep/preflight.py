@@ -10,7 +10,7 @@ from typing import Any
 
 from gptlab.errors import GptlabError
 from gptlab.executors.plan import estimate_run_bytes
-from gptlab.sweep.spec import SweepSpec
+from gptlab.sweep.runs import SweepSpec
 
 MEMORY_SHARE = 0.8  # of the memory available now, what one run may plan to use
 

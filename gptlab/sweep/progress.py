@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from gptlab.executors.base import RunResult
-from gptlab.sweep.results import run_dir
-from gptlab.sweep.spec import Run, cell_label
+from gptlab.run.resultsdir import ResultsDir
+from gptlab.sweep.runs import Run, cell_label
 
 LIVE_EVERY_S = 10.0  # seconds between two looks at the runs in flight
 
@@ -57,10 +57,11 @@ class InFlight:
 class Progress:
     """Live progress of one sweep; use as a context manager around the backend's run."""
 
-    def __init__(self, runs: Sequence[Run], todo: Sequence[Run], results_dir: Path, workers: int,
+    def __init__(self, runs: Sequence[Run], todo: Sequence[Run], results_dir: ResultsDir | Path, workers: int,
                  stream: TextIO, every_s: float | None = None, live: bool | None = None, stage: str = "") -> None:
         self.stage = f"{stage}: " if stage else ""  # e.g. "round 2 of 2" in an adaptive sweep
-        self.runs, self.results_dir, self.workers, self.stream = list(runs), results_dir, max(1, workers), stream
+        self.runs, self.workers, self.stream = list(runs), max(1, workers), stream
+        self.results_dir = ResultsDir(results_dir)
         self.labels = {r.run_id: f"{cell_label(r.cell + getattr(r, 'setting', ()))} seed {r.seed}" for r in runs}  # tuned: + setting
         self.open = {r.run_id: r for r in todo}  # runs of this session not finished yet
         self.total, self.done = len(self.runs), len(self.runs) - len(todo)
@@ -124,7 +125,7 @@ class Progress:
     def _in_flight(self) -> list[InFlight]:
         flying = []
         for run_id, run in list(self.open.items()):
-            folder = run_dir(self.results_dir, run)
+            folder = self.results_dir.run(run_id)
             record = folder.progress() if folder.is_running() else None
             if not record or not isinstance(record.get("step"), int):
                 continue

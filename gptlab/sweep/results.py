@@ -1,17 +1,18 @@
-"""The results layout of a sweep (DESIGN.md) and `summary.csv`, rebuilt from the run directories.
+"""`summary.csv` of a sweep, rebuilt from its run directories.
 
 `summary.csv` is never updated incrementally: it is rewritten from the runs' `summary.json`
-files, so it cannot drift out of step with them, whatever interrupted the sweep.
+files, so it cannot drift out of step with them, whatever interrupted the sweep. Where the files
+are is `gptlab.run.resultsdir.ResultsDir`'s.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from gptlab.layout import SUMMARY_CSV, run_path
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.runio import write_csv
-from gptlab.sweep.spec import Run, SweepSpec
+from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.tuning import TunedRun, tuned_columns
 
 METRIC_FIELDS = ["status", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
@@ -21,8 +22,9 @@ METRIC_FIELDS = ["status", "best_val_loss", "best_step", "final_val_loss", "fina
 TEST_FIELDS = ["best_test_loss", "best_test_bpc"]
 
 
-def run_dir(results_dir: Path, run: Run) -> RunDir:
-    return RunDir(run_path(results_dir, run.run_id))
+def run_dir(results_dir: ResultsDir | Path, run: Run) -> RunDir:
+    """The folder of a sweep's run."""
+    return ResultsDir(results_dir).run(run.run_id)
 
 
 def has_test_split(spec: SweepSpec, runs: list[Run] | None = None) -> bool:
@@ -39,11 +41,11 @@ def summary_columns(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]
     return ["run_id", "seed", *spec.grid, *tuned_columns(spec), *metric_fields(spec, runs)]
 
 
-def summary_rows(spec: SweepSpec, results_dir: Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
+def summary_rows(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
     """One row per run of `runs` (default: the spec's) that has a summary.json, in grid order."""
-    rows, fields = [], metric_fields(spec, runs)
+    rows, fields, results_dir = [], metric_fields(spec, runs), ResultsDir(results_dir)
     for run in spec.runs if runs is None else runs:
-        folder = run_dir(results_dir, run)
+        folder = results_dir.run(run.run_id)
         if not (folder / RunDir.SUMMARY).exists():
             continue
         summary = folder.summary() or {"status": "failed", "error": f"unreadable {folder / RunDir.SUMMARY}"}
@@ -53,7 +55,8 @@ def summary_rows(spec: SweepSpec, results_dir: Path, runs: list[Run] | None = No
     return rows
 
 
-def write_summary(spec: SweepSpec, results_dir: Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
+def write_summary(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
+    """Rewrite summary.csv from the runs' summary.json files (see `summary_rows`); its rows."""
     rows = summary_rows(spec, results_dir, runs)
-    write_csv(results_dir / SUMMARY_CSV, rows, summary_columns(spec, runs))
+    write_csv(ResultsDir(results_dir).summary_csv, rows, summary_columns(spec, runs))
     return rows

@@ -1,4 +1,4 @@
-"""Sweep specs: read a YAML (`sweep.loader`, strict), validate all of it, expand it into runs.
+"""Sweep specs: read a YAML (`sweep.loader`, strict) and validate all of it into a `SweepSpec` with its runs.
 
 Validation happens before anything is written or trained: unknown keys (with the closest valid
 one), wrong types, unknown registry names, impossible shapes, excludes that match nothing, an
@@ -9,72 +9,27 @@ one or the other, never both, so a preset can never silently overwrite what the 
 from __future__ import annotations
 
 import copy
-import functools
 import math
-import os
 import re
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gptlab.cells import design_cells
-from gptlab.run.config import MAX_SEED, RunConfig, get_dotted, resolve_run_config, set_dotted, valid_keys
+from gptlab.run.config import MAX_SEED, get_dotted, resolve_run_config, set_dotted, valid_keys
 from gptlab.errors import GptlabError, closest, shown
 from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
+from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
+from gptlab.stats.precision import SeedRule
+from gptlab.sweep.duplicates import same_level
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
+from gptlab.sweep.runs import MAX_RUNS, SweepSpec, expand
+from gptlab.sweep.tuning import apply_tune
 
 TOP_KEYS = ["name", "description", "plugins", "base", "grid", "scale", "seeds", "tune", "exclude", "baseline", "executor", "report"]
 REPORT_KEYS = ["equivalence_margin"]
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: $ would allow a final newline
 MAX_SEEDS = 10_000
-# A run takes ~1 ms to validate and expand: a mistyped grid (30 factors, seeds pasted twice) must not hang it.
-MAX_RUNS = 10_000  # cells before exclude x seeds (adaptive seeds: x max)
 MAX_EXCLUDE = 256  # exclude rules
-
-
-@dataclass(frozen=True)
-class Run:
-    """One training run of the sweep: a grid cell and a seed."""
-
-    run_id: str  # deterministic: cell label, seed and a hash of the resolved config
-    cell: tuple[tuple[str, Any], ...]  # (dotted factor key, level) pairs in grid order
-    seed: int  # the run's seed
-    config: dict[str, Any]  # plain resolved run config, as sent to workers
-
-    @property
-    def factors(self) -> dict[str, Any]:
-        return dict(self.cell)
-
-
-@dataclass
-class SweepSpec:
-    """A validated sweep: what to train (grid x seeds over base) and how (executor)."""
-
-    name: str  # results/NAME and reports/NAME
-    description: str  # one line shown in the report
-    plugins: list[str]  # resolved plugin entries (module names or absolute .py paths)
-    base: dict[str, Any]  # fixed settings, nested {model, train, data}
-    grid: dict[str, list[Any]]  # dotted factor key -> levels, in YAML order
-    seeds: list[int]  # seeds every cell is trained with
-    exclude: list[dict[str, Any]]  # cells dropped from the product
-    baseline: dict[str, Any]  # reference level per factor (default: first level)
-    executor: ExecutorConfig  # how and where the runs train
-    report: dict[str, Any]  # report settings: equivalence_margin (nats/char), always filled
-    scale: list[str] = field(default_factory=list)  # grid keys reported as scale (effects per level), not effects
-    seed_rule: Any = None  # report.precision.SeedRule of an adaptive sweep (seeds 0..max-1), None for fixed seeds
-    tune: Any = None  # sweep.tuning.TuneSpec of a tuned sweep (then `runs` are its selection runs), else None
-    source: str = ""  # the YAML path it came from
-    search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
-    runs: list[Run] = field(default_factory=list)  # expanded grid x seeds minus exclude
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "plugins": self.plugins,
-                "base": self.base, "grid": self.grid,
-                "seeds": self.seed_rule.to_dict() if self.seed_rule else self.seeds, "exclude": self.exclude,
-                "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report,
-                **({"scale": self.scale} if self.scale else {}), **({"tune": self.tune.to_dict()} if self.tune else {})}
 
 
 def _fail(key: str, message: str) -> GptlabError:
@@ -159,8 +114,6 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
 
     seed_rule = None
     if isinstance(raw.get("seeds"), dict):
-        from gptlab.report.precision import SeedRule  # lazily, as report.calls below
-
         seed_rule = SeedRule.from_mapping(raw["seeds"], MAX_SEEDS)
         seeds = list(range(seed_rule.max))
     else:
@@ -185,7 +138,6 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     scale = _check_scale(raw.get("scale") or [], grid)
     spec = SweepSpec(name, description, plugins, base, dict(grid), seeds, exclude, baseline, executor,
                      report, scale, seed_rule, source=str(path), search_path=search_path)
-    from gptlab.sweep.tuning import apply_tune  # `tune:` nuisance settings tuned per cell, in two stages
     spec.runs = apply_tune(spec, raw["tune"]) if "tune" in raw else expand(spec)
     if not any(r.factors == baseline for r in spec.runs):
         raise _fail("baseline", f"the cell {shown(baseline, 200)} is excluded; name a cell that is trained")
@@ -243,11 +195,6 @@ def _check_seeds(seeds: Any) -> list[int]:
     return seeds
 
 
-def _same_level(a: Any, b: Any) -> bool:
-    """Levels match only with the same type: 1 is not True, and '1' is not 1."""
-    return type(a) is type(b) and a == b or (type(a), type(b)) in ((int, float), (float, int)) and a == b
-
-
 def _check_cell_mapping(rule: Any, grid: dict[str, list[Any]], key: str) -> None:
     if not isinstance(rule, dict) or (key.startswith("exclude") and not rule):
         raise _fail(key, f"must be a mapping of grid factors to levels, got {shown(rule)}")
@@ -255,14 +202,12 @@ def _check_cell_mapping(rule: Any, grid: dict[str, list[Any]], key: str) -> None
         if factor not in grid:
             raise _fail(key, f"{shown(factor)} is not a grid factor{closest(str(factor), grid)}; factors: "
                         f"{shown(list(grid), 200)}")
-        if not any(_same_level(level, candidate) for candidate in grid[factor]):
+        if not any(same_level(level, candidate) for candidate in grid[factor]):
             raise _fail(key, f"{factor} level {shown(level)} ({type(level).__name__}) is not in the grid; levels: "
                         f"{shown(grid[factor], 200)}")
 
 
 def _check_report(report: Any) -> dict[str, Any]:
-    from gptlab.report.calls import DEFAULT_MARGIN, check_margin  # here: importing gptlab.report loads pandas
-
     _require(report, dict, "report", "a mapping (e.g. {equivalence_margin: 0.01})")
     for key in report:
         if key not in REPORT_KEYS:
@@ -273,73 +218,3 @@ def _check_report(report: Any) -> dict[str, Any]:
     return {"equivalence_margin": check_margin(margin, "report.equivalence_margin")}
 
 
-def cell_label(cell: tuple[tuple[str, Any], ...]) -> str:
-    """Folder-safe label of a cell's levels, e.g. 'pre-gelu'."""
-    text = "-".join(str(level) for _, level in cell)
-    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", text)[:80]
-
-
-def expand(spec: SweepSpec) -> list[Run]:
-    """grid product minus exclude, times seeds; every config resolved (and so validated)."""
-    factors = list(spec.grid)
-    cells = [tuple(zip(factors, levels)) for levels in design_cells(spec.grid, spec.exclude)]
-    if not cells:
-        raise _fail("exclude", "removes every cell of the grid; nothing would be trained")
-    runs: list[Run] = []
-    seen: dict[str, tuple] = {}
-    for cell in cells:
-        config = copy.deepcopy(spec.base)
-        for dotted, level in cell:
-            set_dotted(config, dotted, level)
-        try:
-            resolved = resolve_run_config({**config, "seed": 0})
-        except GptlabError as err:
-            where = ", ".join(f"{k}={v}" for k, v in cell)
-            raise GptlabError(f"grid cell ({where}): {err}") from None
-        key = resolved.run_hash()
-        if key in seen:
-            from gptlab.sweep.duplicates import same_config_message  # only on this error: keeps expand light
-
-            raise _fail("grid", same_config_message(spec.base, spec.grid, seen[key], cell))
-        seen[key] = cell
-        sources = {**plugin_sources(spec.plugins), **corpus_source(resolved.data.path)}
-        for seed in spec.seeds:
-            run_cfg = RunConfig(resolved.model, resolved.train, resolved.data, seed)
-            run_id = f"{cell_label(cell)}_s{seed}_{run_cfg.run_hash(sources)}"
-            runs.append(Run(run_id, cell, seed, run_cfg.to_dict()))
-    return runs
-
-
-def plugin_sources(plugins: list[str]) -> dict[str, str]:
-    """sha256 of each (already imported) plugin's file: a fixed plugin makes new runs, not reused ones."""
-    sources = {}
-    for entry in plugins:
-        path = entry if entry.endswith(".py") else getattr(sys.modules.get(entry), "__file__", None)
-        if path:
-            sources[f"plugin:{Path(entry).name}"] = _sha256(path)  # by name: moving the project keeps ids
-    return sources
-
-
-def corpus_source(path: str | None) -> dict[str, str]:
-    """sha256 of a user corpus (`data.path`); named datasets are fixed by their own checksum."""
-    from gptlab.run.data import check_corpus_file
-
-    if path is None:
-        return {}
-    resolved = check_corpus_file(path)  # metadata first: /dev/zero or a FIFO would never finish hashing
-    try:
-        return {"corpus": _sha256(str(resolved))}
-    except OSError as err:
-        raise _fail("data.path", f"cannot read {path} ({err.strerror or err})") from None
-
-
-@functools.lru_cache(maxsize=64)
-def _sha256_cached(path: str, mtime_ns: int, size: int) -> str:
-    from gptlab.run.data import sha256_of
-
-    return sha256_of(Path(path))
-
-
-def _sha256(path: str) -> str:
-    stat = os.stat(path)
-    return _sha256_cached(path, stat.st_mtime_ns, stat.st_size)

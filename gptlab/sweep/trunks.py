@@ -25,8 +25,7 @@ from typing import Sequence, TextIO
 from gptlab.run.branching import Branch, record_branches
 from gptlab.run.config import resolve_run_config
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
-from gptlab.sweep.results import run_dir
-from gptlab.sweep.spec import Run, SweepSpec
+from gptlab.sweep.runs import Run, SweepSpec
 
 SHARING_BACKENDS = ("loky",)  # whose workers train in the results folder, where a trunk reaches its branches
 
@@ -103,7 +102,7 @@ class SharedTrunks:
         if not groups:
             return stage
         for group in groups:  # rewritten at every invocation: a trunk reads it when it (re)starts
-            record_branches(run_dir(finished.results_dir, group.trunk),
+            record_branches(finished.results_dir.run(group.trunk.run_id),
                             [Branch(b, run.run_id, run.config) for run, b in group.branches])
         later = {run.run_id for group in groups for run, _ in group.branches}
         print(describe_sharing(stage.runs), file=self.out)

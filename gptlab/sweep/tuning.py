@@ -4,7 +4,7 @@ Nuisance settings (the learning rate first) are tuned for every cell of the grid
 
 - selection: every cell x every setting of `tune.space` (the product of its keys) x `tune.seeds`
   seeds, the selection seeds SELECTION_SEED_OFFSET + i. Each cell's pick is the setting with the
-  lowest mean `best_val_loss` (the rule, diverged runs and edges: `gptlab.report.picks`);
+  lowest mean `best_val_loss` (the rule, diverged runs and edges: `gptlab.stats.picks`);
   `results/NAME/tuning.csv` records it.
 - estimation: the sweep's `seeds:` (a list, or adaptive rounds) at each cell's pick. Estimation
   seeds must be below the offset, so the runs that give the verdict never took part in choosing
@@ -23,20 +23,19 @@ import itertools
 import math
 import typing
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
 from gptlab.errors import GptlabError, closest, shown
-from gptlab.layout import TUNING_CSV
 from gptlab.runio import write_csv
 from gptlab.run.config import SECTIONS, coerce, get_dotted, resolve_run_config, set_dotted, valid_keys
 from gptlab.sweep.adaptive import AdaptiveSeeds
+from gptlab.sweep.given import check_given
 from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
-from gptlab.sweep.spec import MAX_RUNS, Run, SweepSpec, cell_label, expand
+from gptlab.sweep.runs import MAX_RUNS, Run, SweepSpec, cell_label, expand
 
 SELECTION_SEED_OFFSET = 1_000_000  # selection seed i is 1,000,000 + i; estimation seeds must stay below it
 MAX_TUNE_SEEDS = 100  # selection seeds per cell and setting
-TUNE_KEYS = ["space", "seeds"]
+TUNE_KEYS = ["space", "seeds", "picks", "picked_by"]  # picks, picked_by: settings given (gptlab.sweep.given)
 SELECTION, ESTIMATION = "selection", "estimation"  # summary.csv's `stage` column
 Pairs = tuple[tuple[str, Any], ...]
 
@@ -46,7 +45,9 @@ class TuneSpec:
     """A validated `tune:` section."""
 
     space: Mapping[str, tuple[Any, ...]]  # tuned dotted key -> its levels (as resolved: 1e-3 is 0.001), YAML order
-    seeds: int = 1  # selection seeds per cell and setting
+    seeds: int = 1  # selection seeds per cell and setting (0 with given picks)
+    given: tuple[tuple[Pairs, Pairs], ...] = ()  # (cell, setting) of `tune.picks`: settings chosen elsewhere, no selection
+    picked_by: str = ""  # who chose the given picks, on which runs (`tune.picked_by`)
 
     @property
     def selection_seeds(self) -> list[int]:
@@ -57,6 +58,9 @@ class TuneSpec:
         return [tuple(zip(self.space, combo)) for combo in itertools.product(*self.space.values())]
 
     def to_dict(self) -> dict[str, Any]:
+        if self.given:
+            picks = [{**dict(cell), **dict(setting)} for cell, setting in self.given]
+            return {"picks": picks, **({"picked_by": self.picked_by} if self.picked_by else {})}
         return {"space": {k: list(v) for k, v in self.space.items()}, "seeds": self.seeds}
 
 
@@ -91,6 +95,8 @@ def apply_tune(spec: SweepSpec, raw: Any) -> list[TunedRun]:
         except (KeyError, TypeError):  # half the held-out tail: 0.05 of Tiny Shakespeare, nanoGPT's val text halved
             set_dotted(spec.base, "data.test_fraction", resolve_run_config(spec.base).data.val_fraction / 2)
     spec.tune = tune
+    if tune.given:  # no selection: the runs are each cell at its given setting, as estimation runs
+        return [r for cell, setting in tune.given for r in runs_at(spec, [setting], spec.seeds, ESTIMATION, [cell])]
     return runs_at(spec, tune.settings(), tune.selection_seeds, SELECTION)
 
 
@@ -101,37 +107,21 @@ def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:
         if key not in TUNE_KEYS:
             raise GptlabError(f"unknown key {shown(f'tune.{key}')}{closest(f'tune.{key}', [f'tune.{k}' for k in TUNE_KEYS])}"
                               f"; valid keys under tune: {', '.join(TUNE_KEYS)}")
+    if "picks" in raw:  # settings chosen elsewhere: no selection runs (gptlab.sweep.given)
+        given = check_given(raw, spec, expand_cells(spec), lambda key, levels: _resolve_levels(spec, key, levels,
+                                                                                                "tune.picks"))
+        space = {k: tuple(dict.fromkeys(s[i][1] for _, s in given)) for i, (k, _) in enumerate(given[0][1])}
+        return TuneSpec(space, 0, given, raw.get("picked_by", ""))
     space = raw.get("space")
     if not isinstance(space, dict) or not space:
         raise _fail("tune.space", "needs at least one key to tune, e.g. {train.lr: [5.0e-4, 1.0e-3, 2.0e-3]}, got "
                     f"{shown(space)}")
-    keys = [k for k in valid_keys() if k != "seed"]
     levels_by_key: dict[str, tuple[Any, ...]] = {}
     for dotted, levels in space.items():
         where = f"tune.space.{dotted}"
-        if dotted not in keys:
-            raise GptlabError(f"tune.space: unknown key {shown(dotted)}{closest(str(dotted), keys)}")
-        if str(dotted).startswith("data."):
-            raise _fail(where, "data settings cannot be tuned: the selection compares validation losses, which "
-                        "only mean the same on the same split and tokenizer; put it in base or grid")
-        if dotted in spec.grid:
-            raise GptlabError(f"{dotted} is in both grid and tune.space; keep it in one place")
-        try:
-            get_dotted(spec.base, dotted)
-        except (KeyError, TypeError):
-            pass
-        else:
-            raise GptlabError(f"{dotted} is set in both base and tune.space; keep it in one place (remove it from "
-                              "base: each cell trains at the tuned levels)")
         if not isinstance(levels, list) or not levels:
             raise _fail(where, f"must be a non-empty list of levels, got {shown(levels)}")
-        if any(isinstance(v, (dict, list)) for v in levels):
-            raise _fail(where, "levels must be plain values (strings, numbers, booleans)")
-        section, name = dotted.split(".", 1)
-        try:
-            resolved = tuple(coerce(dotted, v, typing.get_type_hints(SECTIONS[section])[name]) for v in levels)
-        except GptlabError as err:
-            raise _fail(where, str(err)) from None
+        resolved = _resolve_levels(spec, dotted, levels, "tune.space")
         if len(set(map(repr, resolved))) != len(resolved):
             raise _fail(where, f"lists a level twice: {shown(levels)}")
         if len(resolved) < 2:
@@ -153,9 +143,37 @@ def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:
     return tune
 
 
+def _resolve_levels(spec: SweepSpec, dotted: Any, levels: list[Any], owner: str) -> tuple[Any, ...]:
+    """A tuned key's levels as the run config resolves them; the key must be tunable (a config key, not data.*,
+    in neither base nor grid). `owner`: tune.space or tune.picks, for the messages."""
+    keys = [k for k in valid_keys() if k != "seed"]
+    where = f"{owner}.{dotted}"
+    if dotted not in keys:
+        raise GptlabError(f"{owner}: unknown key {shown(dotted)}{closest(str(dotted), keys)}")
+    if str(dotted).startswith("data."):
+        raise _fail(where, "data settings cannot be tuned: the selection compares validation losses, which "
+                    "only mean the same on the same split and tokenizer; put it in base or grid")
+    if dotted in spec.grid:
+        raise GptlabError(f"{dotted} is in both grid and {owner}; keep it in one place")
+    try:
+        get_dotted(spec.base, dotted)
+    except (KeyError, TypeError):
+        pass
+    else:
+        raise GptlabError(f"{dotted} is set in both base and {owner}; keep it in one place (remove it from "
+                          "base: each cell trains at the tuned levels)")
+    if any(isinstance(v, (dict, list)) for v in levels):
+        raise _fail(where, "levels must be plain values (strings, numbers, booleans)")
+    section, name = dotted.split(".", 1)
+    try:
+        return tuple(coerce(dotted, v, typing.get_type_hints(SECTIONS[section])[name]) for v in levels)
+    except GptlabError as err:
+        raise _fail(where, str(err)) from None
+
+
 def expand_cells(spec: SweepSpec) -> list[Pairs]:
     """The grid's cells (minus exclude), in grid order."""
-    from gptlab.cells import design_cells
+    from gptlab.stats.design import design_cells
 
     return [tuple(zip(spec.grid, levels)) for levels in design_cells(spec.grid, spec.exclude)]
 
@@ -205,13 +223,18 @@ def candidate_runs(spec: SweepSpec) -> list[TunedRun]:
 
 def known_runs(spec: SweepSpec) -> list[Run]:
     """The runs a spec may have in its folder: its runs, and a tuned sweep's every possible estimation run."""
-    return list(spec.runs) + (candidate_runs(spec) if spec.tune is not None else [])
+    return list(spec.runs) + (candidate_runs(spec) if selects(spec) else [])
+
+
+def selects(spec: SweepSpec) -> bool:
+    """Whether the sweep selects settings itself (`tune.space`), rather than training given picks or no tune."""
+    return spec.tune is not None and not spec.tune.given
 
 
 def planned_range(spec: SweepSpec) -> tuple[int, int]:
     """How many runs the whole sweep trains: (fewest, most); they differ only with adaptive seeds."""
     rule, runs = spec.seed_rule, len(spec.runs)
-    if spec.tune is None:
+    if not selects(spec):
         return (runs // rule.max * rule.min if rule else runs), runs
     cells = len({r.cell for r in spec.runs})
     return runs + cells * (rule.min if rule else len(spec.seeds)), runs + cells * len(spec.seeds)
@@ -279,7 +302,7 @@ class TuneThenEstimate:
 
     def decide(self, finished: FinishedRuns) -> list[Any]:
         """Each cell's pick from the selection runs' rows (summary.json on disk); writes tuning.csv."""
-        from gptlab.report.picks import Trial, pairs_text, pick_rows, picks, short_names, tuning_columns
+        from gptlab.stats.picks import Trial, pairs_text, pick_rows, picks, short_names, tuning_columns
 
         by_id = {r["run_id"]: r for r in finished.rows}
         trials = []
@@ -290,7 +313,7 @@ class TuneThenEstimate:
                                 float(loss) if loss not in (None, "") else math.nan))
         rows = pick_rows(trials, self.cells, self.tune.settings(), self.tune.space)
         names = short_names(list(self.spec.grid))
-        write_csv(Path(finished.results_dir) / TUNING_CSV, [r.to_row(names) for r in rows],
+        write_csv(finished.results_dir.tuning_csv, [r.to_row(names) for r in rows],
                   tuning_columns(list(self.spec.grid), list(self.tune.space)))
         self.picks = {cell: row.setting for cell, row in picks(rows).items()}
         chosen = [f"{pairs_text(c, names)} -> {pairs_text(r.setting)}" for c, r in picks(rows).items()]

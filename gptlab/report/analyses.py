@@ -1,9 +1,9 @@
-"""Statistics of a sweep: cell and level summaries, every effect with its call, effects over training,
-divergence and its sensitivity analysis.
+"""The report's analyses of a sweep's runs: which runs enter which analysis, and the tables they give.
 
-Owns which runs enter which analysis and every number of the report's tables (rounded once with
-`fmt.round_frame`). The models are stated in `models`, the contrasts in `design`, the tables of one
-outcome in `effects`, the sentences in `verdicts`.
+Owns the cell and level tables, the effects of any column over any runs (`analyse_runs`, the
+report's one way into `gptlab.stats.effects`), effects at every evaluated step, marginal means,
+divergence and the ceiling sensitivity analysis, each rounded once with `fmt.round_frame`. Numbers
+only: the sentences about them are `sentences`', the bundle of one report is `tables`'.
 
 Which runs count: runs with status "ok" enter the cell means, effects and curves. Diverged runs
 are data too: their rate per cell (Clopper-Pearson 95% CI) is reported, and a sensitivity
@@ -16,19 +16,17 @@ needed it are then reported as not estimable.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from scipy import stats as st
 from statsmodels.stats.proportion import proportion_confint
 
-from gptlab.report import verdicts
-from gptlab.report.calls import ALPHA
-from gptlab.report.design import Design
-from gptlab.report.effects import INT_COLS, MAIN_COLS, Analysis, analyse
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
+from gptlab.stats.calls import ALPHA
+from gptlab.stats.design import Design
+from gptlab.stats.effects import Analysis, analyse
 
 LN2 = math.log(2.0)
 
@@ -122,68 +120,13 @@ def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoi
     if runs.empty or not res.factors:
         return None
     cells = list(map(tuple, runs[res.factors].to_numpy().tolist()))
-    rule = res.seed_rule  # an adaptive sweep: the error of its first round alone (report.precision)
+    rule = res.seed_rule  # an adaptive sweep: the error of its first round alone (stats.precision)
     first_round = (runs["seed"].astype(int) < rule.min).to_numpy() if rule else None
     return analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design_for(res, runs), res.label,
                    margin, endpoint, error_mask=first_round)
 
 
-@dataclass
-class Statistics:
-    """Everything the report prints about effects, rounded for the tables, plus the sentences."""
-    analysis: Analysis | None  # endpoint (best val loss of ok runs), unrounded
-    margin: float
-    main: pd.DataFrame
-    interactions: pd.DataFrame
-    higher: pd.DataFrame
-    simple: pd.DataFrame
-    cells_vs_baseline: pd.DataFrame
-    aliases: pd.DataFrame
-    by_step: pd.DataFrame
-    level_curves: pd.DataFrame
-    pair_means: pd.DataFrame
-    divergence: pd.DataFrame
-    sensitivity: pd.DataFrame
-    trajectory: list[str] = field(default_factory=list)
-    sensitivity_notes: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def factorial(self) -> bool:
-        return self.analysis is not None and self.analysis.design.full_factorial
-
-
-def compute(res: Results, margin: float) -> Statistics:
-    """All effect statistics of `res` at equivalence margin `margin` (nats/char)."""
-    ok = res.runs[res.runs["ok"] & res.runs[res.outcome].notna()]
-    a = analyse_runs(res, ok, res.outcome, margin)
-    empty = pd.DataFrame()
-    tables = {k: empty for k in ("higher", "simple", "cells_vs_baseline", "aliases")}
-    tables["main"] = pd.DataFrame(columns=MAIN_COLS + ["n_ok", "n_ok_baseline", "n_diverged", "n_failed", "verdict"])
-    tables["interactions"] = pd.DataFrame(columns=INT_COLS + ["verdict"])
-    if a is not None:
-        main = _with_counts(res, a.main)
-        tables = {"main": main, "interactions": a.interactions, "higher": a.higher, "simple": a.simple,
-                  "cells_vs_baseline": a.cells_vs_baseline, "aliases": a.aliases}
-        tables = {k: round_frame(v) for k, v in tables.items()}
-        tables["main"] = tables["main"][~tables["main"]["factor"].isin(res.scale)].reset_index(drop=True)  # scale:
-        # a longer run's lower loss is not a finding; report.scale shows the other effects at each scale level
-        tables["main"]["verdict"] = [verdicts.main(r, res, margin, tables["simple"])
-                                     for r in tables["main"].to_dict("records")]
-        tables["interactions"]["verdict"] = [verdicts.interaction(r, res, margin)
-                                             for r in tables["interactions"].to_dict("records")]
-    by_step, curves = _by_step(res, margin)
-    out = Statistics(a, margin, **tables, by_step=by_step, level_curves=curves,
-                     pair_means=_pair_means(res, a), divergence=divergence_table(res),
-                     sensitivity=empty)
-    out.trajectory = verdicts.trajectories(out.by_step, res)
-    out.sensitivity, out.sensitivity_notes = _sensitivity(res, a, margin)
-    out.notes, out.warnings = verdicts.design_notes(res, a, margin)
-    return out
-
-
-def _with_counts(res: Results, main: pd.DataFrame) -> pd.DataFrame:
+def with_counts(res: Results, main: pd.DataFrame) -> pd.DataFrame:
     """Add n_ok, n_ok_baseline, n_diverged, n_failed per level to the main-effects table."""
     main = main.copy()
     extra = []
@@ -198,7 +141,7 @@ BY_STEP_COLS = ["factor", "level", "step", "estimate", "ci_low", "ci_high", "p_v
 CURVE_COLS = ["factor", "level", "step", "mean", "ci_low", "ci_high"]
 
 
-def _by_step(res: Results, margin: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+def by_step(res: Results, margin: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Main effects (full factorial) or cells against the baseline (other designs) at every evaluated
     step, each step its own Holm family; and marginal mean val loss per level per step."""
     curves = res.curves[res.curves["ok"].astype(bool)]
@@ -237,7 +180,7 @@ def _level_weights(design: Design, factor: str, level: str) -> np.ndarray | None
 PAIR_COLS = ["factor_a", "level_a", "factor_b", "level_b", "mean", "ci_low", "ci_high"]
 
 
-def _pair_means(res: Results, a: Analysis | None) -> pd.DataFrame:
+def pair_means(res: Results, a: Analysis | None) -> pd.DataFrame:
     """Marginal mean best val loss of every pair of levels of every pair of factors (full factorials)."""
     rows = []
     if a is not None and a.design.full_factorial and a.fit.has_error:
@@ -273,14 +216,11 @@ SENSITIVITY_COLS = ["effect", "estimate", "call", "estimate_at_ceiling", "ci_low
                     "ci_high_at_ceiling", "call_at_ceiling"]
 
 
-def _sensitivity(res: Results, a: Analysis | None, margin: float) -> tuple[pd.DataFrame, list[str]]:
+def sensitivity(res: Results, a: Analysis | None, margin: float) -> pd.DataFrame:
     """Main effects (or cells against the baseline) again, with every diverged run at the ceiling loss."""
     diverged = res.runs["status"] == "diverged"
-    if not diverged.any():
-        return pd.DataFrame(columns=SENSITIVITY_COLS), []
-    if not math.isfinite(res.ceiling):
-        return pd.DataFrame(columns=SENSITIVITY_COLS), [
-            f"No sensitivity analysis: the ceiling loss needs the dataset, which was not found ({res.ceiling_note})."]
+    if not diverged.any() or not math.isfinite(res.ceiling):  # no ceiling without the dataset (sentences say so)
+        return pd.DataFrame(columns=SENSITIVITY_COLS)
     runs = res.runs[res.runs["ok"] | diverged].copy()
     runs["loss_at_ceiling"] = np.where(runs["ok"], runs[res.outcome], res.ceiling)
     b = analyse_runs(res, runs, "loss_at_ceiling", margin, endpoint=False)
@@ -297,28 +237,4 @@ def _sensitivity(res: Results, a: Analysis | None, margin: float) -> tuple[pd.Da
                          "call": old["call"].iloc[0] if len(old) else "",
                          "estimate_at_ceiling": r["estimate"], "ci_low_at_ceiling": r["ci_low"],
                          "ci_high_at_ceiling": r["ci_high"], "call_at_ceiling": r["call"]})
-    table = round_frame(pd.DataFrame(rows, columns=SENSITIVITY_COLS))
-    return table, verdicts.sensitivity(table, int(diverged.sum()), res.ceiling, res.unit,
-                                       "test" if res.has_test_split else "validation")
-
-
-def forest_rows(st: Statistics, res: Results) -> pd.DataFrame:
-    """Every effect with a CI, for the forest plot: group, label, estimate, ci_low, ci_high, call."""
-    parts = []
-    if len(st.main):
-        parts.append(st.main.assign(group="main effect", label=[f"{res.label(f, lv)} vs {b}" for f, lv, b in
-                                                              zip(st.main["factor"], st.main["level"], st.main["baseline"])]))
-    if len(st.interactions):
-        parts.append(st.interactions.assign(group="interaction", label=[
-            f"{res.label(a, la)} x {res.label(b, lb)}" for a, la, b, lb in
-            zip(st.interactions["factor_a"], st.interactions["level_a"], st.interactions["factor_b"],
-                st.interactions["level_b"])]))
-    for table, group, col in ((st.higher, "higher-order", "term"), (st.aliases, "aliased sum", "aliased"),
-                              (st.cells_vs_baseline, "cell vs baseline", "cell")):
-        if len(table):
-            parts.append(table.assign(group=group, label=table[col]))
-    cols = ["group", "label", "estimate", "ci_low", "ci_high", "call"]
-    if not parts:
-        return pd.DataFrame(columns=cols)
-    out = pd.concat([p[cols] for p in parts], ignore_index=True)
-    return out.dropna(subset=["ci_low"])
+    return round_frame(pd.DataFrame(rows, columns=SENSITIVITY_COLS))

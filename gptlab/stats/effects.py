@@ -17,9 +17,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from gptlab.report import calls
-from gptlab.report.design import Design, Term, estimability
-from gptlab.report.models import CellFit, Test, fit_cells, mde80, seeds_for_precision
+from gptlab.stats import calls
+from gptlab.stats.design import Design, Term, estimability
+from gptlab.stats.models import CellFit, Test, fit_cells, mde80, seeds_for_precision
 
 Label = Callable[[str, str], str]  # (factor, level) -> "norm=post"
 STATS = ["estimate", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value", "p_adjusted", "call"]

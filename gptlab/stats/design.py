@@ -1,7 +1,9 @@
 """The experimental design as linear contrasts over cells: what a set of cells can estimate.
 
-Owns `Design` (factors, levels, baseline and the cells that have data) and every contrast the
-report prints, as a weight vector over those cells:
+Owns `design_cells` (which cells a sweep has: the grid's cartesian product minus its `exclude`
+rules, in grid order; one rule for the sweep expanding runs, the report reading them back and
+synthetic results), `Design` (factors, levels, baseline and the cells that have data) and every
+contrast of an effect, as a weight vector over those cells:
 
 - averaged main effect of level l of factor f: the mean over every combination o of the other
   factors of mu(l, o) - mu(baseline, o) (the effect-coded marginal contrast; needs every cell);
@@ -21,12 +23,25 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 Cell = tuple[str, ...]  # one level label per factor, in factor order
 Term = tuple[tuple[str, str], ...]  # (factor, non-baseline level) pairs in factor order
+
+
+def design_cells(grid: Mapping[str, Sequence[Any]], exclude: Sequence[Mapping[str, Any]] = ()) -> list[tuple]:
+    """Level tuples (one level per factor, in the grid's factor order) of every cell not excluded.
+
+    A rule excludes a cell when every factor it names has the level it names (a rule naming a factor
+    the grid lacks excludes nothing).
+    """
+    factors = list(grid)
+    missing = object()
+    return [combo for combo in itertools.product(*grid.values())
+            if not any(all(dict(zip(factors, combo)).get(k, missing) == v for k, v in rule.items())
+                       for rule in exclude)]
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Owns the simulation behind `benchmarks/tuning_calibration.py` and `tests/test_tu
 (issue 21, point 5). Two arms (one factor, baseline first) each have a planted curve, a parabola in
 log2 of the tuned setting (`Curve`). Every simulated study has runs at every arm x setting x seed:
     y[arm, setting, seed] = curve_arm(setting) + b[seed] + e,   b ~ N(0, seed_sd^2), e ~ N(0, noise_sd^2)
-(`synthetic.simulate_runs`: a seed shifts every run alike, as the lab's shared batch order does).
+(`calibration.simulate_runs`: a seed shifts every run alike, as the lab's shared batch order does).
 Seeds 0..tune_seeds-1 are the selection seeds, the next `seeds` the estimation seeds. Protocols:
 
 - `tuned` (the lab's): each arm's pick is the setting with the lowest mean selection loss; the
@@ -28,10 +28,10 @@ from typing import Sequence
 
 import numpy as np
 
-from gptlab.report.calls import DEFAULT_MARGIN
-from gptlab.report.design import Design
-from gptlab.report.effects import analyse
-from gptlab.report.synthetic import simulate_runs
+from gptlab.stats.calibration import simulate_runs
+from gptlab.stats.calls import DEFAULT_MARGIN
+from gptlab.stats.design import Design
+from gptlab.stats.effects import analyse
 
 TUNED, NAIVE, FIXED = "tuned", "naive", "fixed"
 PROTOCOLS = (TUNED, NAIVE, FIXED)

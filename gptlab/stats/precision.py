@@ -32,6 +32,8 @@ from gptlab.errors import GptlabError
 
 PRECISION_FOR = ("effects", "interactions")
 RULE_KEYS = ("min", "max", "precision", "precision_for")
+# rounds.csv, the record of the rule's decisions (the sweep writes it, the report shows it): one row per round
+ROUND_COLS = ["round", "seeds", "runs_trained", "widest_half_width", "effect"]
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ def called_rows(analysis: Any, rule: SeedRule, label: Callable[[str, str], str],
                 scale: tuple[str, ...] | list[str] = ()) -> pd.DataFrame:
     """The effects the rule is about, with their 95% half-widths: columns effect, half_width.
 
-    A scale factor's own main effect is never called (`report.scale`), so the rule ignores it.
+    A scale factor's own main effect is never called (the report's effects by scale), so the rule ignores it.
     """
     rows = []
     if analysis.design.full_factorial:

@@ -1,0 +1,223 @@
+"""The report's sections on effects, training and the kinds of sweep: blocks from the tables and the sentences.
+
+Owns the layout and captions of the sections between the cells table and the throughput: design and
+model, main effects, interactions, higher-order terms, cells against the baseline, aliases, simple
+effects, effects over training, divergence, and the sections of adaptive, scale and tuned sweeps.
+Every number comes from `tables.ReportTables`, every sentence about the results from `sentences`;
+`document` puts these sections in order with the rest.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import pandas as pd
+
+from gptlab.report.fmt import fmt_loss
+from gptlab.report.load import Results
+from gptlab.report.render import Block, Bullets, Heading, Para, Table
+from gptlab.report.rounds import AdaptiveView
+from gptlab.report.sentences import Sentences
+from gptlab.report.tables import ReportTables
+from gptlab.report.tuning import TuningView
+
+Fig = Callable[[str, str], list[Block]]  # (figure file name, alt text) -> its image block, or none
+EFFECT_COLS = ["estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call"]
+MAIN_MD_COLS = ["factor", "level", "baseline"] + EFFECT_COLS + ["mde80", "seeds_needed", "n_ok", "n_ok_baseline",
+                                                                "n_diverged", "n_failed"]
+INT_MD_COLS = ["factor_a", "level_a", "factor_b", "level_b"] + EFFECT_COLS
+MAX_MD_ROWS = 40  # longer tables are summarised in the text and kept whole in tables/*.csv
+# Said next to every effect along training (the summary's bullets, the section, its figure): readers take a
+# step-s effect for the effect of training s steps, which the schedule makes it not.
+SNAPSHOT = ("Effects at a step are snapshots of the runs taken mid-schedule, not the results of shorter runs: until "
+            "its decay ends (`train.lr_decay_iters`, by default the last step) a run's learning rate is higher than "
+            "that of a run stopped at that step, so an effect at step s is not the effect of training for s steps.")
+
+
+def table_blocks(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list[Block]:
+    """A table in the report, or a pointer to its CSV when it is long."""
+    if len(df) <= MAX_MD_ROWS:
+        return [Table(df[[c for c in cols if c in df.columns]])]
+    called = int(df["call"].isin(["better", "worse"]).sum()) if "call" in df else 0
+    return [Para(f"{len(df)} {what} ({called} called better or worse): too many to list here; "
+                 f"see `tables/{csv}`.")]
+
+
+def effects_sections(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:
+    """Main effects, interactions, higher-order terms, simple effects / cells against the baseline."""
+    blocks: list[Block] = [Heading("Design and model"), Bullets(words.notes + words.schedule
+                                                                + [f"Warning: {w}" for w in words.warnings])]
+    blocks += fig("forest.png", "Every effect with its 95% CI; equivalence band shaded")
+    blocks += [Heading("Main effects")]
+    if len(tables.main):
+        what = ("averaged over every combination of the other factors (equal weights)" if tables.factorial else
+                "against the baseline cell, from the cell that differs from it in that factor alone")
+        blocks += [Para(f"Difference in {res.outcome_label} ({res.unit}) between each level and the baseline level of "
+                        f"its factor, {what}; positive = worse. Table: `tables/main_effects.csv`.")]
+        blocks += table_blocks(tables.main, MAIN_MD_COLS, "main_effects.csv", "main effects")
+        blocks += [Bullets(words.main)]
+    else:
+        blocks.append(Para("No main effects to estimate."))
+    blocks += fig("level_effects.png", "Best val loss per level of each factor")
+    blocks += [Heading("Interactions")]
+    if len(tables.interactions):
+        blocks += [Para(f"Two-way interaction contrast ({res.unit}): how much worse (positive) or better (negative) "
+                        "the combination is than the sum of the two separate effects"
+                        + (", averaged over the other factors. " if tables.factorial else
+                           ", at the baseline of the other factors; aliased where the cells cannot separate it. ")
+                        + "Table: `tables/interactions.csv`.")]
+        blocks += table_blocks(tables.interactions, INT_MD_COLS + ["alias"], "interactions.csv", "interaction contrasts")
+        blocks += [Bullets(words.interactions)] if len(tables.interactions) <= MAX_MD_ROWS else []
+    else:
+        blocks.append(Para("No pair of factors with two or more levels: no interactions."))
+    blocks += fig("interactions.png", "Interaction plots: marginal means with 95% CIs")
+    if len(tables.higher):
+        blocks += [Heading("Higher-order interactions"),
+                   Para("k-th order differences of k factors' changes (averaged over the other factors). "
+                        "Table: `tables/higher_order.csv`.")]
+        blocks += table_blocks(tables.higher, ["term", "order"] + EFFECT_COLS, "higher_order.csv", "higher-order contrasts")
+    if len(tables.cells_vs_baseline):
+        blocks += [Heading("Cells against the baseline cell"),
+                   Para(f"Each cell minus the baseline cell ({res.unit}). Table: `tables/cells_vs_baseline.csv`.")]
+        blocks += table_blocks(tables.cells_vs_baseline, ["cell"] + EFFECT_COLS, "cells_vs_baseline.csv", "cells")
+    if len(tables.aliases):
+        blocks += [Heading("Aliased terms"),
+                   Para("These terms cannot be separated by the cells of this design: only their sum is "
+                        "estimable (the cell with all the changes against the baseline, minus its estimable "
+                        "terms). Table: `tables/aliases.csv`."),
+                   Table(tables.aliases[["aliased"] + EFFECT_COLS])]
+    if len(tables.simple):
+        blocks += [Heading("Simple effects"),
+                   Para("Each level against its baseline at every combination of the other factors. "
+                        "Table: `tables/simple_effects.csv`.")]
+        blocks += table_blocks(tables.simple, ["factor", "level", "baseline", "at"] + EFFECT_COLS, "simple_effects.csv",
+                         "simple effects")
+        blocks += fig("simple_effects.png", "Simple effects with 95% CIs")
+    return blocks
+
+
+def training_sections(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:
+    """Effects along training, divergence and its sensitivity analysis."""
+    blocks: list[Block] = [Heading("Effects over training")]
+    if len(tables.by_step):
+        what = "main effects" if tables.factorial else "each cell against the baseline cell"
+        blocks += [Para(f"The same model on the val loss at every evaluated step: {what}, with 95% CIs "
+                        f"(each step its own Holm family). {SNAPSHOT} Table: `tables/effects_by_step.csv`.")]
+        blocks += fig("effects_by_step.png", "Effects along training with 95% CIs (snapshots mid-schedule)")
+        blocks += [Bullets(words.trajectory or ["No effect changes sign or loses its call along training."])]
+    else:
+        blocks.append(Para("No validation curves with an error estimate: nothing to show along training."))
+    clean = tables.divergence[tables.divergence["n_diverged"] == 0]
+    caveat = (f" A cell where none of {int(clean['n_ok'].min())} runs diverged can still have a divergence rate up "
+              f"to {clean['rate_ci_high'].max():.3f}." if len(clean) else "")
+    blocks += [Heading("Divergence"),
+               Para("Divergence rate per cell among runs that did not crash, with its Clopper-Pearson 95% CI."
+                    + caveat + " Table: `tables/divergence.csv`.")]
+    blocks += table_blocks(tables.divergence, list(tables.divergence.columns), "divergence.csv", "cells")
+    if words.sensitivity:
+        blocks += [Bullets(words.sensitivity)]
+    if len(tables.sensitivity):
+        blocks += [Para("Table: `tables/sensitivity.csv`."), Table(tables.sensitivity)] \
+            if len(tables.sensitivity) <= MAX_MD_ROWS else [Para("Table: `tables/sensitivity.csv`.")]
+    return blocks
+
+
+def adaptive_section(view: AdaptiveView | None, words: Sentences, fig: Fig) -> list[Block]:
+    """Adaptive sweeps: the stopping rule, each round, and whether each called effect reached the target."""
+    if view is None:
+        return []
+    blocks: list[Block] = [Heading("Seeds: adaptive rounds"), Para(words.rule)]
+    if view.rounds.empty:
+        return blocks + [Para("No round has finished yet (results/NAME/rounds.csv is missing).")]
+    blocks += [Para("Rounds (`rounds.csv`): seeds per cell after the round, runs the round added, and the widest "
+                    "95% half-width among the called effects, with round 1's variance.")]
+    blocks += table_blocks(view.rounds, list(view.rounds.columns), "rounds.csv", "rounds")
+    outcomes = view.outcomes
+    if len(outcomes):
+        reached = int((outcomes["outcome"] == "reached the target").sum())
+        blocks.append(Para(f"{reached} of {len(outcomes)} called effects reached the target half-width of "
+                           f"{view.rule.precision:g} at {int(outcomes['seeds'].max())} seeds per cell "
+                           f"(max {view.rule.max}). Table: `tables/precision.csv`."))
+        blocks += table_blocks(outcomes, list(outcomes.columns), "precision.csv", "effects")
+    return blocks + fig("precision.png", "Half-width of each called effect against seeds per cell")
+
+
+def scale_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:
+    """Sweeps with `scale:`: every scientific effect at each level of each scale factor, and whether its call holds."""
+    if not res.scale:
+        return []
+    table, sentences = tables.by_scale, words.scale
+    scales = ", ".join(f"`{s}`" for s in res.scale)
+    blocks: list[Block] = [Heading("Effects by scale"), Para(
+        f"Scale factors: {scales}. They are not reported as effects: each scientific factor's main effect "
+        f"({res.unit}, level - baseline, averaged over the other scientific factors) is estimated at every level of "
+        "each scale factor, the other scale factors at their baseline, each level its own model and Holm family. "
+        "A call holds (the same at every level), changes, or reverses (better at one level, worse at another). "
+        "Table: `tables/effects_by_scale.csv`.")]
+    blocks += [Para(n) for n in words.schedule if "train.max_iters" in res.scale]
+    if not len(table):
+        return blocks + [Para("No scale level has successful runs of every scientific cell.")]
+    blocks.append(Bullets(sentences))
+    blocks += table_blocks(table, list(table.columns), "effects_by_scale.csv", "rows")
+    return blocks + fig("effects_by_scale.png", "Effects at each level of each scale factor")
+
+
+def tuning_section(view: TuningView | None, res: Results, words: Sentences, fig: Fig) -> list[Block]:
+    """The "Tuned comparison" section's blocks (none for a sweep that tuned nothing)."""
+    if view is None:
+        return []
+    keys = ", ".join(f"`{k}`" for k in view.keys)
+    sel = res.selection
+    blocks: list[Block] = [Heading("Tuned comparison"), Para(
+        f"Every cell's {keys} was tuned on its own selection runs: {len(view.settings)} settings x {view.seeds} "
+        f"seed(s) per cell (seeds 1,000,000 and up; {len(sel)} runs, {float(sel['wall_s'].sum()):.0f} s of compute, "
+        "not counted in the header). Each cell's pick is the setting with the lowest mean best val loss (a setting "
+        "with a diverged run only when every setting has one). The estimation runs (seeds "
+        f"{', '.join(map(str, res.seeds))}) then trained at each cell's pick; they alone make every effect, interaction "
+        f"and call above, on the {res.outcome_label}: the effects at the tuned optima. The selection runs never "
+        "enter them. Table: `tables/tuning.csv`.")]
+    if words.tuning_warnings:
+        blocks.append(Bullets([f"Warning: {w}" for w in words.tuning_warnings]))
+    picked = view.table[view.table["picked"].astype(bool)]
+    blocks += _md(picked[["cell", "setting", "runs", "n_diverged", "mean_loss", "sd_loss", "at_edge"]],
+                  "tuning.csv", "picks")
+    blocks += fig("isolation.png", "Selection loss against the tuned setting, one curve per cell, picks circled")
+    blocks += [Heading("Fixed setting against tuned", 3), Para(
+        "What a study run at one setting for every cell would have found: the same main effects and two-way "
+        f"interactions ({res.outcome_label}, {res.unit}), from the selection runs at that setting alone, each setting its "
+        "own Holm family. " + ("With one selection seed a setting has one run per cell: estimates only, no CI and no "
+                               "call. " if view.seeds < 2 else "") + "Table: `tables/fixed_setting_effects.csv`.")]
+    blocks += _md(_side_by_side(view), "fixed_setting_effects.csv", "effects")
+    blocks.append(Bullets(words.tuning_changes or ["No effect's answer at a single setting differs from the tuned one."]))
+    space = "learning rates" if view.keys == ["train.lr"] else "settings of the tuned space"
+    cap = f"{fmt_loss(view.ceiling)} {res.unit}" if math.isfinite(view.ceiling) else "unknown (dataset not found)"
+    blocks += [Heading("LR sensitivity", 3), Para(
+        f"Wortsman et al. (2023): the mean over the tuned {space} of the loss minus the cell's lowest loss, every "
+        f"loss capped at the unigram loss of the validation split ({cap}) and a diverged run counted at it; per "
+        "selection seed, then averaged. Lower = more tolerant. Tables: `tables/lr_sensitivity.csv`, "
+        "`tables/lr_sensitivity_effects.csv` (the factors' effects on it" + (
+            "; one selection seed: estimates only, no calls)." if view.seeds < 2 else ")."))]
+    blocks += _md(view.sensitivity.drop(columns=list(res.factors), errors="ignore"), "lr_sensitivity.csv", "cells")
+    if len(view.sensitivity_effects):
+        blocks += _md(view.sensitivity_effects, "lr_sensitivity_effects.csv", "effects")
+    return blocks
+
+
+def _side_by_side(view: TuningView) -> pd.DataFrame:
+    """One row per effect: the tuned estimate, CI and call, then the estimate (and call) at each single setting."""
+    out = view.effects.rename(columns={"estimate": "tuned_estimate", "ci_low": "tuned_ci_low", "ci_high": "tuned_ci_high",
+                                "call": "tuned_call"})[["effect", "tuned_estimate", "tuned_ci_low", "tuned_ci_high",
+                                                        "tuned_call"]]
+    for setting in dict.fromkeys(view.fixed["setting"]):
+        at = view.fixed[view.fixed["setting"] == setting].set_index("effect")
+        text = [f"{at.at[e, 'estimate']:+.4f}" + (f" ({at.at[e, 'call']})" if at.at[e, "call"] else "")
+                if e in at.index and math.isfinite(at.at[e, "estimate"]) else "n/a" for e in out["effect"]]
+        out[f"at {setting}"] = text
+    return out
+
+
+def _md(df: pd.DataFrame, csv: str, what: str) -> list[Block]:
+    """A tuning table, or a pointer to its CSV when it is long."""
+    if len(df) <= MAX_MD_ROWS:
+        return [Table(df)]
+    return [Para(f"{len(df)} {what}: too many to list here; see `tables/{csv}`.")]

@@ -1,0 +1,53 @@
+"""Every sentence of a report, written once from its tables: `write(res, tables) -> Sentences`.
+
+Owns the step between the numbers (`tables.ReportTables`) and the document: the verdicts of every
+main effect and interaction (`verdicts`), the summary's called effects, changes along training,
+notes and warnings on the design and model (`notes`), and the sentences of scale, adaptive and
+tuned sweeps (`sweeps`). The document places these sentences; it writes none about the results.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gptlab.report.load import Results
+from gptlab.report.sentences import notes, sweeps, verdicts
+from gptlab.report.tables import ReportTables
+
+
+@dataclass(frozen=True)
+class Sentences:
+    """The sentences of one report, each list in the order the report shows it."""
+
+    main: list[str]  # one verdict per row of `tables.main` (main_effects.csv's `verdict`)
+    interactions: list[str]  # one verdict per row of `tables.interactions` (interactions.csv's `verdict`)
+    called: list[str]  # the summary: effects called better or worse, largest first
+    trajectory: list[str]  # effects whose call or size changes along training
+    sensitivity: list[str]  # what counting diverged runs at the ceiling changes, or why it was not done
+    notes: list[str]  # the design and model
+    warnings: list[str]  # the design and model, then the tuned picks on the edge of their space
+    schedule: list[str]  # `train.max_iters` as a factor also changes the schedule
+    scale: list[str]  # per scientific effect and scale factor: the call holds, changes or reverses
+    rule: str  # an adaptive sweep's stopping rule ("" for fixed seeds)
+    tuning_changes: list[str]  # where a study at one fixed setting would have answered otherwise
+    tuning_warnings: list[str]  # picks on the edge of the tuned space
+
+    @property
+    def verdicts(self) -> dict[str, list[str]]:
+        """The `verdict` column of each table that has one, by file name (`ReportTables.files`)."""
+        return {"main_effects": self.main, "interactions": self.interactions}
+
+
+def write(res: Results, tables: ReportTables) -> Sentences:
+    """Every sentence of the report of `res`, from its `tables`."""
+    margin = tables.margin
+    main = [verdicts.main(r, res, margin, tables.simple) for r in tables.main.to_dict("records")]
+    interactions = [verdicts.interaction(r, res, margin) for r in tables.interactions.to_dict("records")]
+    design_notes, warnings = notes.design_notes(res, tables.effects, margin)
+    tuned = tables.tuned
+    edge = sweeps.tuning_warnings(tuned) if tuned is not None else []
+    return Sentences(main, interactions,
+                     verdicts.called(tables, res, {"main_effects": main, "interactions": interactions}),
+                     verdicts.trajectories(tables.by_step, res), notes.sensitivity(res, tables.sensitivity),
+                     design_notes, warnings + edge, notes.schedule_note(res), sweeps.scale_verdicts(tables.by_scale, res),
+                     sweeps.rule_sentence(tables.adaptive.rule) if tables.adaptive is not None else "",
+                     sweeps.tuning_changes(tuned) if tuned is not None else [], edge)

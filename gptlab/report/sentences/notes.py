@@ -1,0 +1,128 @@
+"""The report's notes on its design and model: the margin, the model and its error, gaps, precision, warnings.
+
+Owns the sentences that are about the whole analysis rather than one effect: `design_notes`
+(notes and warnings on the model, its error, the design's gaps and the precision reached, from the
+effects' fit), runs trained by mixed code, the schedule confounded with `train.max_iters`, and the
+ceiling sensitivity analysis.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from gptlab.report.fmt import fmt_loss, fmt_p
+from gptlab.report.load import Results
+from gptlab.report.sentences.verdicts import absent
+from gptlab.stats.effects import Analysis
+from gptlab.stats.models import FORMULAS, HETERO_P
+
+
+def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[str], list[str]]:
+    """(notes, warnings) about the model, its error, the design's gaps and the precision reached."""
+    notes: list[str] = [f"Equivalence margin: +/-{margin:g} {res.unit} (`report.equivalence_margin` or `--margin`)."]
+    if math.isfinite(res.ceiling):
+        split = "test" if res.has_test_split else "validation"
+        notes.append(f"Unigram loss of the {split} split (the ceiling at which diverged runs are counted in the "
+                     f"sensitivity analysis): {fmt_loss(res.ceiling)} {res.unit}.")
+    warns: list[str] = mixed_code(res)
+    if a is None:
+        return notes, warns + ["No successful runs or no factors: no effects to estimate."]
+    fit, d = a.fit, a.design
+    notes.append(f"Model: `{FORMULAS[fit.kind]}`" + (f", {fit.df:g} residual degrees of freedom, residual SD "
+                                                      f"{fmt_loss(fit.resid_sd)} {res.unit}" if fit.has_error else "")
+                 + (f"; seed blocking {'on' if fit.seed_block else 'off'}" if fit.kind in ("pure", "welch") else "")
+                 + f"; {a.n_tests} distinct tests in the Holm family.")
+    if fit.kind == "pure" and fit.bartlett_p < HETERO_P:
+        warns.append(f"Cell variances differ (Bartlett p {fmt_p(fit.bartlett_p)}), but a cell has a single ok run, so "
+                     "per-cell variances cannot be used: CIs assume equal variances and may be too narrow.")
+    elif fit.kind == "pure" and not absent(fit.bartlett_p):
+        notes.append(f"Equal cell variances kept (Bartlett p {fmt_p(fit.bartlett_p)}; per-cell variances are used "
+                     f"below p = {HETERO_P:g}).")
+    if fit.kind == "welch":
+        warns.append(f"Cell variances differ (Bartlett p {fmt_p(fit.bartlett_p)}): every CI uses per-cell variances "
+                     "with Welch-Satterthwaite degrees of freedom.")
+    if fit.kind == "pooled":
+        warns.append(f"No pure error (one ok run per cell): CIs, p-values and calls ASSUME that every interaction "
+                     f"of three or more factors is zero; their {fit.df:g} degrees of freedom are pooled as error "
+                     "and no higher-order term is tested.")
+    ok = res.runs[res.runs["ok"] & np.isfinite(res.runs[res.outcome].astype(float))]
+    if fit.kind == "none" and ok.groupby("cell").size().max() > 1:
+        warns.append("No error estimate: the runs of each cell have identical losses, so no variation is left to "
+                     "estimate an error from. Estimates only, no CIs, p-values or calls.")
+    elif fit.kind == "none":
+        warns.append("No error estimate (one ok run per cell and fewer than three factors): estimates only, "
+                     "no CIs, p-values or calls. Run at least 2 seeds.")
+    unusable = res.runs[res.runs["ok"] & ~np.isfinite(res.runs[res.outcome].astype(float))]
+    if len(unusable):
+        warns.append(f"{len(unusable)} ok run(s) without a finite {res.outcome} left out of every analysis: "
+                     + ", ".join(map(str, unusable["run_id"][:5])) + (", ..." if len(unusable) > 5 else "") + ".")
+    if fit.kind in ("pure", "welch"):
+        single = [c for c, n in ok.groupby("cell").size().items() if n == 1]
+        if single:
+            warns.append(f"{len(single)} cell(s) with a single ok run ({'; '.join(single[:5])}"
+                         f"{'; ...' if len(single) > 5 else ''}): their error is assumed to equal the pooled one.")
+    dead = [c for c in res.cells["cell"] if c not in set(ok["cell"])]
+    excluded = len(d.grid) - len(res.cells)
+    if dead:
+        lost = [f"{res.label(r['factor'], r['level'])}" for r in a.main.to_dict("records") if absent(r["estimate"])]
+        warns.append(f"{len(dead)} cell(s) with no ok run: {'; '.join(dead)}. Averaged effects need every cell"
+                     + (f"; not estimable: {', '.join(lost)}" if lost else "") + ".")
+    if not d.full_factorial:
+        notes.append(f"Not a full factorial ({excluded} cell(s) excluded by the sweep, {len(dead)} without an ok "
+                     "run): each level's effect is its simple effect against the baseline cell (from the cell that "
+                     "differs from the baseline in that factor alone), every cell is compared with the baseline "
+                     "cell, and terms the cells cannot separate are reported as aliased.")
+    if a.higher_joint is not None:
+        F, df1, df2, p = a.higher_joint
+        notes.append(f"Interactions of three or more factors, jointly: F({df1}, {df2:g}) = {F:.2f}, p {fmt_p(p)}.")
+    main = a.main.dropna(subset=["ci95"])
+    if len(main):
+        need = main["seeds_needed"].max()
+        notes.append(f"Precision: main-effect 95% CIs are +/-{fmt_loss(main['ci95'].max())} {res.unit} at "
+                     f"{ok['seed'].nunique()} seed(s); a half-width of the margin ({margin:g}) needs "
+                     + (f"{int(need)} seeds per cell (`seeds_needed`, from this error)." if not absent(need)
+                        else "more than 10,000 seeds per cell."))
+    if ok["seed"].nunique() < 2:
+        warns.append("Only one seed: seed-to-seed noise cannot be separated from the effects.")
+    return notes, warns
+
+
+def mixed_code(res: Results) -> list[str]:
+    """A warning when the runs were trained by different gptlab versions or commits."""
+    seen = {key: res.environment.get(key, []) for key in ("gptlab", "git_commit")}
+    mixed = {key: values for key, values in seen.items() if len(values) > 1}
+    if not mixed:
+        return []
+    what = "; ".join(f"{'versions' if key == 'gptlab' else 'commits'} {', '.join(values)}" for key, values in mixed.items())
+    return [f"The runs were trained by different code ({what}): a difference between cells may come from the "
+            "code rather than the design. Rerun the sweep into a new results folder with one version."]
+
+
+def schedule_note(res: Results) -> list[str]:
+    """A sentence when `train.max_iters` is a factor: its levels change the learning-rate schedule too."""
+    fixed = ((res.spec.get("base") or {}).get("train") or {}).get("lr_decay_iters") is not None
+    if "train.max_iters" not in res.factors or fixed:
+        return []
+    return ["`train.max_iters` is confounded with the learning-rate schedule: it also sets where the decay ends "
+            "(`train.lr_decay_iters` defaults to it), so its levels differ in schedule as well as in length, and "
+            "an effect that changes with it may follow either."]
+
+
+def sensitivity(res: Results, table: pd.DataFrame) -> list[str]:
+    """What counting every diverged run at the ceiling loss changes (`analyses.sensitivity`'s `table`), or why
+    there is no such analysis; nothing when no run diverged."""
+    n_diverged = int((res.runs["status"] == "diverged").sum())
+    if not n_diverged:
+        return []
+    if not math.isfinite(res.ceiling):
+        return [f"No sensitivity analysis: the ceiling loss needs the dataset, which was not found ({res.ceiling_note})."]
+    ceiling, unit, split = res.ceiling, res.unit, "test" if res.has_test_split else "validation"
+    changed = table[table["call"].fillna("") != table["call_at_ceiling"].fillna("")]
+    head = (f"Counting the {n_diverged} diverged run(s) at the ceiling loss {fmt_loss(ceiling)} {unit} (unigram "
+            f"loss of the {split} split) instead of leaving them out: ")
+    if changed.empty:
+        return [head + "no call changes."]
+    return [head + "; ".join(f"{r['effect']} {r['call'] or 'not estimable'} -> {r['call_at_ceiling']} "
+                             f"({fmt_loss(r['estimate_at_ceiling'])})" for r in changed.to_dict("records")) + "."]

@@ -1,0 +1,87 @@
+"""The report's sentences about the kinds of sweep only some are: effects by scale, adaptive seeds, tuned settings.
+
+Owns whether a call holds, changes or reverses with a scale factor (`scale_verdicts`), the adaptive
+stopping rule in one sentence (`rule_sentence`), and a tuned sweep's sentences: where a study at one
+fixed setting would have answered otherwise (`tuning_changes`) and the picks on the edge of the
+tuned space (`tuning_warnings`).
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from gptlab.report.fmt import fmt_loss
+from gptlab.report.load import Results
+from gptlab.report.tuning import TuningView
+from gptlab.stats.precision import SeedRule
+
+
+def scale_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
+    """One sentence per scientific effect and scale factor: holds, changes or reverses with scale."""
+    out = []
+    for (factor, level, s), part in table.groupby(["factor", "level", "scale_factor"], sort=False):
+        versus = f"{res.label(factor, level)} vs {res.label(factor, part['baseline'].iloc[0])}"
+        part = part[part["estimate"].notna()]
+        if len(part) < 2:
+            out.append(f"{versus}: estimable at {len(part)} level(s) of {res.short(s)}, so nothing to compare.")
+            continue
+        calls = [c if isinstance(c, str) and c else "no call" for c in part["call"]]
+        decided = {c for c in calls if c in ("better", "worse")}
+        if decided == {"better", "worse"}:
+            word = "reverses"
+        elif len(set(calls)) == 1:
+            word = "holds"
+        else:
+            word = "changes"
+        at = "; ".join(f"{res.short(s)}={r['scale_level']}: {c} "
+                       f"{fmt_loss(r['estimate'])} ({fmt_loss(r['ci_low'])} to {fmt_loss(r['ci_high'])})"
+                       for c, r in zip(calls, part.to_dict("records")))
+        out.append(f"{versus}: the call {word} with {res.short(s)} ({at}).")
+    return out
+
+
+def rule_sentence(rule: SeedRule) -> str:
+    """The stopping rule in one sentence, for the report."""
+    what = "every main effect (or cell against the baseline)" + (
+        " and every two-way interaction" if rule.precision_for == "interactions" else "")
+    return (f"Seeds were chosen by Stein's two-stage rule: round 1 trained {rule.min} seeds per cell; its pure-error "
+            f"variance alone fixed the seed count N in [{rule.min}, {rule.max}] at which {what} reaches a 95% CI "
+            f"half-width of {rule.precision:g}; all N seeds enter the estimates, and every CI, p-value and call uses "
+            "round 1's variance and degrees of freedom, which keeps them exact whatever N was chosen. "
+            "Stopping never looked at an estimate or a p-value.")
+
+
+def tuning_changes(view: TuningView) -> list[str]:
+    """One sentence per effect whose answer at some single setting differs from the tuned one.
+
+    With calls on both sides (two or more selection seeds): where the call differs. With one
+    selection seed the fixed side has no call: where its estimate lies outside the tuned 95% CI.
+    """
+    fixed, n_seeds = view.fixed, view.seeds
+    out = []
+    for t in view.effects.to_dict("records"):
+        if not math.isfinite(t["estimate"]):
+            continue
+        ci = (f", 95% CI {fmt_loss(t['ci_low'])} to {fmt_loss(t['ci_high'])}"
+              if math.isfinite(t["ci_low"]) else "")
+        at = fixed[fixed["effect"] == t["effect"]]
+        if n_seeds >= 2:
+            moved = [f"{r['call'] or 'no call'} at {r['setting']} ({r['estimate']:+.4f})"
+                     for r in at.to_dict("records") if math.isfinite(r["estimate"]) and r["call"] != t["call"]]
+            what = "a fixed-setting study would call it"
+        else:
+            moved = [f"{r['estimate']:+.4f} at {r['setting']}" for r in at.to_dict("records")
+                     if math.isfinite(r["estimate"]) and math.isfinite(t["ci_low"])
+                     and not t["ci_low"] <= r["estimate"] <= t["ci_high"]]
+            what = "a fixed-setting study (one seed, no call) would estimate it outside that CI"
+        if moved:
+            out.append(f"{t['effect']}: tuned per cell, {t['call'] or 'no call'} ({t['estimate']:+.4f}{ci}); {what}: "
+                       f"{', '.join(moved)}.")
+    return out
+
+
+def tuning_warnings(view: TuningView) -> list[str]:
+    """A warning per cell whose pick lies on the edge of the tuned space (`tuning.csv`'s `at_edge`)."""
+    return [f"the pick of {r['cell']} ({r['setting']}) lies on the edge of the tuned space: its best setting may lie "
+            "beyond it, so widen tune.space and rerun" for r in view.table.to_dict("records") if r["at_edge"]]

@@ -1,0 +1,189 @@
+"""The report's sentences about effects: one verdict per row, the summary's called effects, changes along training.
+
+Owns the wording that turns a rounded table row into a verdict. Every sentence follows the row's
+`call` (see `gptlab.stats.calls`): a difference is claimed only for `better`/`worse`, "no difference" only
+for `equivalent` (TOST within the margin), and everything else is said to be inconclusive.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import pandas as pd
+
+from gptlab.report.fmt import fmt_loss, fmt_p
+from gptlab.report.load import Results
+from gptlab.report.tables import LABEL_COLUMNS, ReportTables
+
+MAX_SENTENCES = 15  # called effects given a sentence in the summary; the tables hold the rest
+
+
+def absent(x: object) -> bool:
+    """Whether a table value is missing (None, NaN, or pandas' NA of an integer column)."""
+    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
+
+
+def _ci(r: dict, level: int = 95) -> str:
+    lo, hi = (r["ci_low"], r["ci_high"]) if level == 95 else (r["ci90_low"], r["ci90_high"])
+    return f"{level}% CI {fmt_loss(lo)} to {fmt_loss(hi)}"
+
+
+def _decided(r: dict, what: str, margin: float, unit: str = "nats/char") -> str:
+    """Shared tail of a verdict for the four calls (`what` names the difference an inconclusive one lacks)."""
+    if r["call"] in ("better", "worse"):
+        return (f"by {fmt_loss(abs(r['estimate']))} {unit} ({_ci(r)}; Holm-adjusted p "
+                f"{fmt_p(r['p_adjusted'])})")
+    if r["call"] == "equivalent":
+        return (f"equivalent within +/-{margin:g} {unit} (estimate {fmt_loss(r['estimate'])}, {_ci(r, 90)})")
+    return (f"inconclusive (estimate {fmt_loss(r['estimate'])}, {_ci(r)}): neither {what} nor equivalence "
+            f"within +/-{margin:g} is shown")
+
+
+def _counts(r: dict, res: Results) -> str:
+    out = ""
+    for lvl in (r["level"], r["baseline"]):
+        runs = res.runs[res.runs[r["factor"]] == lvl]
+        for s, n in (("diverged", (runs["status"] == "diverged").sum()),
+                     ("failed", (~runs["ok"] & (runs["status"] != "diverged")).sum())):
+            if n:
+                out += f"; {n} of {len(runs)} {res.label(r['factor'], lvl)} runs {s}"
+    return out
+
+
+def _spread(r: dict, simple: pd.DataFrame | None) -> str:
+    """'; its simple effects range from ... (6 worse, 1 better, 1 inconclusive)' when their calls disagree."""
+    if simple is None or not len(simple) or not r["kind"].startswith("averaged"):
+        return ""
+    rows = simple[(simple["factor"] == r["factor"]) & (simple["level"] == r["level"])]
+    calls_ = rows["call"].fillna("").replace("", "no call")
+    if len(set(calls_) & {"better", "worse"}) == 0 or set(calls_) == {r["call"]}:
+        return ""
+    counts = ", ".join(f"{n} {c}" for c, n in calls_.value_counts().items())
+    return (f"; its simple effects range from {fmt_loss(rows['estimate'].min())} to {fmt_loss(rows['estimate'].max())}"
+            f" ({counts}): see Simple effects")
+
+
+def main(r: dict, res: Results, margin: float, simple: pd.DataFrame | None = None) -> str:
+    """Verdict of one main-effects row (rounded); `simple` adds the spread of its simple effects."""
+    a, b = res.label(r["factor"], r["level"]), res.label(r["factor"], r["baseline"])
+    where = "" if r["kind"].startswith("averaged") else " at the baseline of the other factors"
+    if absent(r["estimate"]):
+        return f"{a} vs {b}: {r['alias'] or 'not estimable'}" + _counts(r, res)
+    if absent(r["p_value"]):
+        return f"{a} vs {b}{where}: {fmt_loss(r['estimate'])} {res.unit}, no error estimate (no call)" + _counts(r, res)
+    if r["call"] in ("better", "worse"):
+        text = f"{a} is {r['call']} than {b}{where} " + _decided(r, "a difference", margin, res.unit)
+    else:
+        text = f"{a} vs {b}{where}: " + _decided(r, "a difference", margin, res.unit)
+    return text + _spread(r, simple) + _counts(r, res)
+
+
+def interaction(r: dict, res: Results, margin: float) -> str:
+    """Verdict of one two-way interaction row (rounded)."""
+    pair = f"{res.label(r['factor_a'], r['level_a'])} x {res.label(r['factor_b'], r['level_b'])}"
+    if absent(r["estimate"]):
+        return f"{pair}: not estimable: {r['alias'] or 'a cell it needs has no data'}"
+    if absent(r["p_value"]):
+        return f"{pair}: interaction {fmt_loss(r['estimate'])} {res.unit}, no error estimate (no call)"
+    if r["call"] in ("better", "worse"):
+        return (f"{pair}: not additive; together they are {r['call']} than the sum of their separate effects "
+                + _decided(r, "", margin, res.unit))
+    return f"{pair}: " + ("additive, " if r["call"] == "equivalent" else "") + \
+        _decided(r, "an interaction", margin, res.unit)
+
+
+def quoted(r: dict, form: str = "full") -> str:
+    """A table row as a discussion quotes it (`quotes`): '-0.0630 (95% CI -0.0710 to -0.0550, better)'.
+
+    Effects carry their sign (+ included); a cell or level row gives its mean loss and 95% CI. `form`
+    "estimate" gives the number alone.
+    """
+    if "estimate" in r:
+        def num(x: float) -> str:
+            return f"{'+' if x > 0 else ''}{fmt_loss(x)}"
+        est, lo, hi, call = num(r["estimate"]), r.get("ci_low"), r.get("ci_high"), r.get("call")
+        call = call if isinstance(call, str) and call else "no call"
+    else:  # cells (mean +/- half-width) and levels (mean, CI): losses, no sign
+        num = fmt_loss
+        est, half = num(r["best_val_loss"]), r.get("best_val_loss_ci95")
+        lo, hi = (r["best_val_loss"] - half, r["best_val_loss"] + half) if "ci_low" not in r else (r["ci_low"],
+                                                                                                   r["ci_high"])
+        call = f"{r['n_seeds']} seeds" if "n_seeds" in r else f"{r['n_ok']} runs"
+    if form == "estimate":
+        return est
+    if absent(lo) or absent(hi):
+        return f"{est} (no error estimate, {call})"
+    return f"{est} (95% CI {num(lo)} to {num(hi)}, {call})"
+
+
+# What a called row of each effect table after the interactions is (`ReportTables.called`).
+KINDS = {"higher_order": "interaction of {order} factors", "aliases": "aliased sum",
+         "cells_vs_baseline": "cell against the baseline cell"}
+
+
+def called(tables: ReportTables, res: Results, verdicts: dict[str, Sequence[str]]) -> list[str]:
+    """Sentences for every effect called better or worse, largest first (at most MAX_SENTENCES).
+
+    A main effect or an interaction says its own verdict (`verdicts`: table -> one per row)."""
+    items: list[tuple[float, str]] = []
+    for table, i, r in tables.called():
+        if table in verdicts:
+            items.append((abs(r["estimate"]), verdicts[table][i]))
+            continue
+        items.append((abs(r["estimate"]), f"{r[LABEL_COLUMNS[table]]} ({KINDS[table].format(**r)}): {r['call']} "
+                      + _decided(r, "", tables.margin, res.unit)))
+    items.sort(key=lambda x: -x[0])
+    out = [text for _, text in items[:MAX_SENTENCES]]
+    if len(items) > MAX_SENTENCES:
+        out.append(f"... and {len(items) - MAX_SENTENCES} more effects called better or worse (see the tables).")
+    return out
+
+
+def trajectories(by_step: pd.DataFrame, res: Results) -> list[str]:
+    """One sentence per effect whose call changes along training in a way that matters.
+
+    Said when a called difference (better or worse) meets another decisive call along training
+    (the other sign, or equivalent), or when a called difference is gone by the last evaluation.
+    Moves between `equivalent` and `inconclusive` alone are not news. An effect called the same
+    way at every step gets a sentence when its size changes by TREND_RATIO or more.
+    """
+    out = []
+    for (factor, level), g in by_step.groupby(["factor", "level"], sort=False):
+        g = g.sort_values("step")
+        calls_ = list(g["call"].fillna(""))
+        decisive = [c for c in calls_ if c in ("better", "worse", "equivalent")]
+        differ = [c for c in decisive if c != "equivalent"]
+        lost = bool(differ) and calls_[-1] != differ[-1]  # a difference that is gone by the end
+        name = level if factor == "cell" else res.label(factor, level)
+        if not (len(set(decisive)) > 1 and differ) and not lost:
+            trend = _trend(g, calls_)
+            if trend:
+                out.append(f"{name}: {trend}.")
+            continue
+        segments: list[list] = []
+        for step, c, est in zip(g["step"], calls_, g["estimate"]):
+            if segments and segments[-1][0] == c:
+                segments[-1][2], segments[-1][4] = step, est
+            else:
+                segments.append([c or "no call", step, step, est, est])
+        parts = [f"{c} at step{'s' if a != b else ''} {a}{'-' + str(b) if a != b else ''} "
+                 f"({fmt_loss(e0)}{' to ' + fmt_loss(e1) if a != b else ''})" for c, a, b, e0, e1 in segments]
+        flips = {"better", "worse"} <= set(decisive)
+        out.append(f"{name}: {'changes sign' if flips else 'changes call'} along training: " + ", ".join(parts) + ".")
+    return out
+
+
+TREND_RATIO = 1.5  # a called effect whose size changes by this factor along training gets a sentence
+
+
+def _trend(g: pd.DataFrame, calls_: list[str]) -> str:
+    """'grows from -0.0279 at step 250 to -0.0626 at step 2000' for an effect called the same way throughout."""
+    called = [(s, e) for s, c, e in zip(g["step"], calls_, g["estimate"]) if c in ("better", "worse")]
+    if len(called) < 2 or len(set(calls_)) != 1:
+        return ""
+    (s0, e0), (s1, e1) = called[0], called[-1]
+    ratio = abs(e1) / abs(e0) if e0 else math.inf
+    if 1 / TREND_RATIO < ratio < TREND_RATIO:
+        return ""
+    word = "grows" if ratio > 1 else "shrinks"
+    return f"{calls_[0]} throughout; the effect {word} from {fmt_loss(e0)} at step {s0} to {fmt_loss(e1)} at step {s1}"

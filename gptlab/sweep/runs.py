@@ -1,0 +1,143 @@
+"""The runs of a sweep: `Run`, `SweepSpec` (a validated spec) and `expand` (grid x seeds minus exclude, resolved).
+
+Below the spec's validation (`sweep.spec`) and every planner: what a sweep trains, named and
+identified. A run's id is its cell's label, its seed and a hash of its resolved config with the
+sources it depends on (plugin files, a user corpus), so a finished run is found again, never
+trained twice, and a changed plugin or corpus makes new runs.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gptlab.stats.design import design_cells
+from gptlab.errors import GptlabError
+from gptlab.executors.base import ExecutorConfig
+from gptlab.run.config import RunConfig, resolve_run_config, set_dotted
+from gptlab.sweep.duplicates import same_config_message
+
+# A run takes ~1 ms to validate and expand: a mistyped grid (30 factors, seeds pasted twice) must not hang it.
+MAX_RUNS = 10_000  # cells before exclude x seeds (adaptive seeds: x max)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of the sweep: a grid cell and a seed."""
+
+    run_id: str  # deterministic: cell label, seed and a hash of the resolved config
+    cell: tuple[tuple[str, Any], ...]  # (dotted factor key, level) pairs in grid order
+    seed: int  # the run's seed
+    config: dict[str, Any]  # plain resolved run config, as sent to workers
+
+    @property
+    def factors(self) -> dict[str, Any]:
+        return dict(self.cell)
+
+
+@dataclass
+class SweepSpec:
+    """A validated sweep: what to train (grid x seeds over base) and how (executor)."""
+
+    name: str  # results/NAME and reports/NAME
+    description: str  # one line shown in the report
+    plugins: list[str]  # resolved plugin entries (module names or absolute .py paths)
+    base: dict[str, Any]  # fixed settings, nested {model, train, data}
+    grid: dict[str, list[Any]]  # dotted factor key -> levels, in YAML order
+    seeds: list[int]  # seeds every cell is trained with
+    exclude: list[dict[str, Any]]  # cells dropped from the product
+    baseline: dict[str, Any]  # reference level per factor (default: first level)
+    executor: ExecutorConfig  # how and where the runs train
+    report: dict[str, Any]  # report settings: equivalence_margin (nats/char), always filled
+    scale: list[str] = field(default_factory=list)  # grid keys reported as scale (effects per level), not effects
+    seed_rule: Any = None  # stats.precision.SeedRule of an adaptive sweep (seeds 0..max-1), None for fixed seeds
+    tune: Any = None  # sweep.tuning.TuneSpec of a tuned sweep (then `runs` are its selection runs), else None
+    source: str = ""  # the YAML path it came from
+    search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
+    runs: list[Run] = field(default_factory=list)  # expanded grid x seeds minus exclude
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "plugins": self.plugins,
+                "base": self.base, "grid": self.grid,
+                "seeds": self.seed_rule.to_dict() if self.seed_rule else self.seeds, "exclude": self.exclude,
+                "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report,
+                **({"scale": self.scale} if self.scale else {}), **({"tune": self.tune.to_dict()} if self.tune else {})}
+
+
+def _fail(key: str, message: str) -> GptlabError:
+    return GptlabError(f"{key}: {message}")
+
+
+def cell_label(cell: tuple[tuple[str, Any], ...]) -> str:
+    """Folder-safe label of a cell's levels, e.g. 'pre-gelu'."""
+    text = "-".join(str(level) for _, level in cell)
+    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", text)[:80]
+
+
+def expand(spec: SweepSpec) -> list[Run]:
+    """grid product minus exclude, times seeds; every config resolved (and so validated)."""
+    factors = list(spec.grid)
+    cells = [tuple(zip(factors, levels)) for levels in design_cells(spec.grid, spec.exclude)]
+    if not cells:
+        raise _fail("exclude", "removes every cell of the grid; nothing would be trained")
+    runs: list[Run] = []
+    seen: dict[str, tuple] = {}
+    for cell in cells:
+        config = copy.deepcopy(spec.base)
+        for dotted, level in cell:
+            set_dotted(config, dotted, level)
+        try:
+            resolved = resolve_run_config({**config, "seed": 0})
+        except GptlabError as err:
+            where = ", ".join(f"{k}={v}" for k, v in cell)
+            raise GptlabError(f"grid cell ({where}): {err}") from None
+        key = resolved.run_hash()
+        if key in seen:
+            raise _fail("grid", same_config_message(spec.base, spec.grid, seen[key], cell))
+        seen[key] = cell
+        sources = {**plugin_sources(spec.plugins), **corpus_source(resolved.data.path)}
+        for seed in spec.seeds:
+            run_cfg = RunConfig(resolved.model, resolved.train, resolved.data, seed)
+            run_id = f"{cell_label(cell)}_s{seed}_{run_cfg.run_hash(sources)}"
+            runs.append(Run(run_id, cell, seed, run_cfg.to_dict()))
+    return runs
+
+
+def plugin_sources(plugins: list[str]) -> dict[str, str]:
+    """sha256 of each (already imported) plugin's file: a fixed plugin makes new runs, not reused ones."""
+    sources = {}
+    for entry in plugins:
+        path = entry if entry.endswith(".py") else getattr(sys.modules.get(entry), "__file__", None)
+        if path:
+            sources[f"plugin:{Path(entry).name}"] = _sha256(path)  # by name: moving the project keeps ids
+    return sources
+
+
+def corpus_source(path: str | None) -> dict[str, str]:
+    """sha256 of a user corpus (`data.path`); named datasets are fixed by their own checksum."""
+    from gptlab.run.data import check_corpus_file
+
+    if path is None:
+        return {}
+    resolved = check_corpus_file(path)  # metadata first: /dev/zero or a FIFO would never finish hashing
+    try:
+        return {"corpus": _sha256(str(resolved))}
+    except OSError as err:
+        raise _fail("data.path", f"cannot read {path} ({err.strerror or err})") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_cached(path: str, mtime_ns: int, size: int) -> str:
+    from gptlab.run.data import sha256_of
+
+    return sha256_of(Path(path))
+
+
+def _sha256(path: str) -> str:
+    stat = os.stat(path)
+    return _sha256_cached(path, stat.st_mtime_ns, stat.st_size)

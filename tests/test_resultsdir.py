@@ -1,0 +1,110 @@
+"""`ResultsDir`: the file names of results/NAME/ (DESIGN.md's layout), its runs, and that nothing else spells them."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gptlab.errors import GptlabError
+from gptlab.run.resultsdir import ResultsDir
+from gptlab.run.rundir import RunDir
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gptlab"
+# The contract (DESIGN.md "Results layout", docs/CONTRACTS.md), spelled out here on purpose: a renamed file fails.
+LAYOUT = {"sweep_yaml": "sweep.yaml", "summary_csv": "summary.csv", "runs_dir": "runs", "rounds_csv": "rounds.csv",
+          "tuning_csv": "tuning.csv", "samples_json": "samples.json", "discussion_md": "discussion.md",
+          "lock": ".lock", "lock_holder": ".lock.json"}
+
+
+def _run(results: ResultsDir, run_id: str, status: str | None) -> RunDir:
+    """A run folder in `status` (None: pending, no summary.json)."""
+    folder = results.run(run_id)
+    folder.path.mkdir(parents=True)
+    if status is not None:
+        folder.write_summary({"run_id": run_id, "status": status})
+    return folder
+
+
+def test_every_file_name_of_the_layout(tmp_path):
+    results = ResultsDir(tmp_path / "quick")
+    assert {key: getattr(results, key) for key in LAYOUT} == {key: tmp_path / "quick" / name
+                                                              for key, name in LAYOUT.items()}
+    assert results.run("r1").path == tmp_path / "quick" / "runs" / "r1" and isinstance(results.run("r1"), RunDir)
+    assert results.name == "quick" and results / "notes.txt" == tmp_path / "quick" / "notes.txt"
+
+
+def test_built_from_a_str_a_path_or_itself_and_path_like(tmp_path):
+    built = [ResultsDir(str(tmp_path)), ResultsDir(tmp_path), ResultsDir(ResultsDir(tmp_path))]
+    assert all(r == built[0] and isinstance(r.path, Path) for r in built)
+    assert os.fspath(built[0]) == str(built[0]) == str(tmp_path) and Path(built[0]) == tmp_path
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built[0].path = tmp_path / "other"  # type: ignore[misc]
+
+
+def test_run_ids_and_finished_runs(tmp_path):
+    results = ResultsDir(tmp_path)
+    assert results.run_ids() == [] and results.finished_runs() == []  # before the first run: no runs/ at all
+    for run_id, status in [("d", "diverged"), ("a", "ok"), ("c", "failed"), ("b", None)]:
+        _run(results, run_id, status)
+    (results.run("e").path / RunDir.LAST).parent.mkdir(parents=True)
+    (results.run("e").path / RunDir.LAST).write_bytes(b"")  # partial: a checkpoint, no summary
+    (results.runs_dir / "stray.txt").write_text("not a run")
+    assert results.run_ids() == ["a", "b", "c", "d", "e"]
+    assert [r.path.name for r in results.finished_runs()] == ["a", "d"]  # ok and diverged are results
+    assert [r.path.name for r in results.finished_runs(skip={"a"})] == ["d"]
+
+
+def test_holding_finds_the_results_folder_of_a_run_folder_only(tmp_path):
+    assert ResultsDir.holding(tmp_path / "quick" / "runs" / "r1") == ResultsDir(tmp_path / "quick")
+    assert ResultsDir.holding(tmp_path / "train" / "abc123") is None  # a `python -m gptlab.train` run
+
+
+def test_sample_without_a_sweep_needs_no_sweep_yaml(tmp_path):
+    """A run folder outside results/NAME/runs/ has no sweep: no plugins, and no error (it once raised TypeError)."""
+    from gptlab.sample import import_sweep_plugins
+
+    assert import_sweep_plugins(tmp_path / "train" / "abc123") == []
+
+
+def test_sample_names_the_sweep_yaml_of_a_missing_plugin(tmp_path):
+    from gptlab.sample import import_sweep_plugins
+
+    results = ResultsDir(tmp_path / "quick")
+    results.path.mkdir()
+    results.sweep_yaml.write_text(yaml.safe_dump({"plugins": ["no_such_plugin_module_xyz"]}))
+    with pytest.raises(GptlabError, match=f"named by {results.sweep_yaml}"):
+        import_sweep_plugins(results.run("r1").path)
+
+
+def test_the_report_reads_results_through_it(tmp_path):
+    from gptlab.report.load import load_results
+
+    results = ResultsDir(tmp_path / "tiny")
+    results.path.mkdir()
+    results.sweep_yaml.write_text(yaml.safe_dump({"name": "tiny", "grid": {"model.activation": ["gelu", "relu"]}}))
+    results.summary_csv.write_text("run_id,seed,model.activation,status,best_val_loss\n"
+                                   "r0,0,gelu,ok,2.0\nr1,0,relu,ok,2.1\n")
+    results.discussion_md.write_text("Hand-written.")
+    res = load_results(results.path)
+    assert res.results_dir == results and res.discussion == "Hand-written." and len(res.runs) == 2
+
+
+def _joins_of_layout_names(path: Path) -> list[str]:
+    """`x / "summary.csv"` and the like: a results file name joined to a path outside `ResultsDir`."""
+    names = set(LAYOUT.values())
+    return [f"line {node.lineno}: / {node.right.value!r}" for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant)
+            and node.right.value in names]
+
+
+def test_no_module_but_resultsdir_joins_a_results_file_name(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(d):\n    return d / 'summary.csv'\n")
+    assert _joins_of_layout_names(bad) == ["line 2: / 'summary.csv'"]  # the check itself can fail
+    wrong = {str(p.relative_to(PACKAGE)): hits for p in sorted(PACKAGE.rglob("*.py"))
+             if p.name != "resultsdir.py" and (hits := _joins_of_layout_names(p))}
+    assert not wrong, f"results/NAME/ file names are ResultsDir's (gptlab/run/resultsdir.py): {wrong}"
