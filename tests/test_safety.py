@@ -45,7 +45,7 @@ def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_p
     gate = tmp_path / "gate"
     plugin = tmp_path / "gate_plugin.py"
     plugin.write_text(GATE_PLUGIN.format(gate=str(gate)))
-    spec = write_spec(tmp_path, corpus)
+    spec = write_spec(tmp_path, corpus, max_iters=10, eval_interval=10)  # how long it trains is not the point
     raw = yaml.safe_load(spec.read_text())
     raw["plugins"] = [str(plugin)]
     raw["base"]["model"]["activation"] = "gated_gelu"  # the first sweep trains only once the gate is open

@@ -90,9 +90,10 @@ GRID = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}
 @pytest.fixture(scope="module")
 def finished_sweep(tmp_path_factory, corpus):
     """One 2x2 x 2-seed sweep, trained once and shared by the tests that only read it; it is also the
-    uninterrupted reference of the kill test (120 steps: long enough to be caught mid-run)."""
+    uninterrupted reference of the kill test (80 steps, a checkpoint every 20: killed once a third run has
+    one, six runs are still unfinished)."""
     root = tmp_path_factory.mktemp("sweep")
-    spec = write_spec(root, corpus, GRID, train={"max_iters": 120, "eval_interval": 20})
+    spec = write_spec(root, corpus, GRID, train={"max_iters": 80, "eval_interval": 20})
     code = sweep_main([str(spec), "--results-dir", str(root / "results"), "--reports-dir", str(root / "reports")])
     return root, spec, code
 
@@ -140,7 +141,7 @@ def test_rerun_trains_nothing_and_a_deleted_run_is_retrained(finished_sweep, cap
 
 
 def test_sweep_killed_mid_run_and_restarted_matches_an_uninterrupted_one(finished_sweep, tmp_path):
-    root, spec, _ = finished_sweep  # the uninterrupted sweep (its spec: 120 steps a run)
+    root, spec, _ = finished_sweep  # the uninterrupted sweep (its spec: 80 steps a run)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     args = [str(spec), "--reports-dir", str(tmp_path / "reports"), "--results-dir", str(tmp_path / "killed")]
     proc = subprocess.Popen(python_m("gptlab.sweep", figures=False) + args, env=env, start_new_session=True,

@@ -1,5 +1,6 @@
-"""The SLURM cluster of the dask backend: `executor.cluster: {type: slurm, ...}` validated, and a
-dask-jobqueue `SLURMCluster` started for a stage's runs and released at its end.
+"""The SLURM cluster of the dask backend: `executor.cluster: {type: slurm, ...}`, validated, started and released.
+
+A dask-jobqueue `SLURMCluster` is started for a stage's runs and released at its end.
 
 Each SLURM job runs one dask worker with one task slot, so a job trains one run at a time on its
 `cores` (the run's torch threads) within its `memory`. The number of jobs is adaptive: between

@@ -185,7 +185,7 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Mapping
     blocks += table_blocks(cells, CELL_MD_COLS + [c for c in TEST_MD_COLS if c in cells], "cells.csv", "cells")
     blocks += fig("val_curves.png", "Validation loss curves")
     blocks += scale_section(res, tables, words, fig)
-    blocks += effects_sections(res, tables, words, fig) + tuning_section(tables.tuned, res, words, fig)
+    blocks += effects_sections(res, tables, words, fig) + tuning_section(tables.tuned, res, words, fig, tables.given)
     blocks += training_sections(res, tables, words, fig)
     blocks += [Heading("Throughput")] + (fig("throughput.png", "Tokens per second per cell")
                                           or [Para("No throughput measurements.")])

@@ -30,8 +30,9 @@ MAX_MD_ROWS = 40  # longer tables are summarised in the text and kept whole in t
 # Said next to every effect along training (the summary's bullets, the section, its figure): readers take a
 # step-s effect for the effect of training s steps, which the schedule makes it not.
 SNAPSHOT = ("Effects at a step are snapshots of the runs taken mid-schedule, not the results of shorter runs: until "
-            "its decay ends (`train.lr_decay_iters`, by default the last step) a run's learning rate is higher than "
-            "that of a run stopped at that step, so an effect at step s is not the effect of training for s steps.")
+            "its schedule ends (cosine: its decay, `train.lr_decay_iters`, by default the last step; wsd: its "
+            "cooldown over the last steps) a run's learning rate is higher than that of a run stopped at that step, "
+            "so an effect at step s is not the effect of training for s steps.")
 
 
 def table_blocks(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list[Block]:
@@ -159,11 +160,26 @@ def scale_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig
         return blocks + [Para("No scale level has successful runs of every scientific cell.")]
     blocks.append(Bullets(sentences))
     blocks += table_blocks(table, list(table.columns), "effects_by_scale.csv", "rows")
-    return blocks + fig("effects_by_scale.png", "Effects at each level of each scale factor")
+    blocks += fig("effects_by_scale.png", "Effects at each level of each scale factor")
+    changes = tables.changes
+    if not len(changes):
+        return blocks
+    blocks += [Para(
+        "Does an effect change with scale? Comparing the CIs above is not that test: a seed's runs share their "
+        "initialisation and batches at every level. Each effect's change from a scale factor's first level to "
+        "another (effect at the level - effect at the first level, in the same seeds) is computed per seed, with a "
+        "t interval over the seeds, Holm across each scale factor's rows: `changes` when the adjusted p < 0.05, "
+        f"`no change within margin` when the 90% CI lies inside +/- {tables.margin:g}, else `inconclusive`. "
+        "Table: `tables/effect_changes.csv`."), Bullets(words.changes)]
+    return blocks + table_blocks(changes, list(changes.columns), "effect_changes.csv", "rows")
 
 
-def tuning_section(view: TuningView | None, res: Results, words: Sentences, fig: Fig) -> list[Block]:
-    """The "Tuned comparison" section's blocks (none for a sweep that tuned nothing)."""
+def tuning_section(view: TuningView | None, res: Results, words: Sentences, fig: Fig,
+                   given: pd.DataFrame | None = None) -> list[Block]:
+    """The "Tuned comparison" section's blocks, or "Settings given per cell" for given picks (none for a sweep that
+    tuned nothing)."""
+    if given is not None and len(given):
+        return [Heading("Settings given per cell"), Para(words.given), Table(given)]
     if view is None:
         return []
     keys = ", ".join(f"`{k}`" for k in view.keys)

@@ -18,8 +18,8 @@ from gptlab.report import analyses
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.rounds import AdaptiveView, adaptive_view
-from gptlab.report.scale import effects_by_scale
-from gptlab.report.tuning import TuningView, tuning_view
+from gptlab.report.scale import effect_changes_by_scale, effects_by_scale
+from gptlab.report.tuning import TuningView, given_picks, tuning_view
 from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis
 
 ALWAYS = ("main_effects", "interactions", "failures")  # tables the report writes even when they have no rows
@@ -50,6 +50,8 @@ class ReportTables:
     by_scale: pd.DataFrame  # effects at each level of each scale factor (no rows without `scale:`)
     tuned: TuningView | None  # a tuned sweep's picks, fixed-setting effects and LR sensitivity, else None
     has_scale: bool  # whether the sweep names scale factors (then effects_by_scale.csv is written, even empty)
+    changes: pd.DataFrame  # each effect's change between scale levels, paired by seed (no rows without `scale:`)
+    given: pd.DataFrame  # each cell's setting given by `tune.picks` (no rows unless the sweep gives picks)
 
     def _effects(self, name: str, empty: Sequence[str] = ()) -> pd.DataFrame:
         return getattr(self.effects, name) if self.effects is not None else pd.DataFrame(columns=list(empty))
@@ -102,7 +104,8 @@ class ReportTables:
                  "failures": self.failures,
                  **({"rounds": self.adaptive.rounds, "precision": self.adaptive.outcomes}
                     if self.adaptive is not None else {}),
-                 **({"effects_by_scale": self.by_scale} if self.has_scale else {}),
+                 **({"effects_by_scale": self.by_scale, "effect_changes": self.changes} if self.has_scale else {}),
+                 **({"given_picks": self.given} if len(self.given) else {}),
                  **(self.tuned.tables if self.tuned is not None else {})}
         every |= {name: every[name].assign(verdict=list(text)) for name, text in verdicts.items()}
         return {name: df for name, df in every.items() if len(df.columns) and (len(df) or name in ALWAYS)}
@@ -128,4 +131,5 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
     return ReportTables(margin, analyses.cell_table(res), analyses.level_table(res), analyses.failure_table(res),
                         effects, main, by_step, level_curves, analyses.pair_means(res, a),
                         analyses.divergence_table(res), analyses.sensitivity(res, a, margin), adaptive_view(res),
-                        effects_by_scale(res, margin), tuning_view(res, main, interactions, margin), bool(res.scale))
+                        effects_by_scale(res, margin), tuning_view(res, main, interactions, margin), bool(res.scale),
+                        effect_changes_by_scale(res, margin), given_picks(res))

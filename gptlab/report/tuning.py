@@ -73,6 +73,23 @@ def _setting_of(row: dict, space: dict[str, list[Any]]) -> Pairs | None:
     return tuple(pairs)
 
 
+def given_picks(res: Results) -> pd.DataFrame:
+    """Each cell's setting as `tune.picks` gave it (sweep.yaml records one entry per cell), with its ok runs at that
+    setting; no rows unless the sweep trained given picks."""
+    tune = res.spec.get("tune")
+    picks = tune.get("picks") if isinstance(tune, dict) else None
+    if not isinstance(picks, list) or not picks:
+        return pd.DataFrame()
+    rows = []
+    for entry in picks:
+        at = pd.Series(True, index=res.runs.index)
+        for key, value in entry.items():
+            if key in res.runs:
+                at &= res.runs[key].map(_key) == _key(value)
+        rows.append({**entry, "n_ok": int((at & res.runs["ok"]).sum())})
+    return pd.DataFrame(rows)
+
+
 def tuning_view(res: Results, main: pd.DataFrame, interactions: pd.DataFrame, margin: float) -> TuningView | None:
     """The section's tables, with the report's own `main` effects and `interactions`; None when the sweep tuned nothing."""
     space = _space(res)

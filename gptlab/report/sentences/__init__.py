@@ -30,6 +30,8 @@ class Sentences:
     rule: str  # an adaptive sweep's stopping rule ("" for fixed seeds)
     tuning_changes: list[str]  # where a study at one fixed setting would have answered otherwise
     tuning_warnings: list[str]  # picks on the edge of the tuned space
+    changes: list[str]  # per row of `tables.changes`: how an effect changes from the first scale level to another
+    given: str  # who chose the settings of a sweep with given picks ("" otherwise)
 
     @property
     def verdicts(self) -> dict[str, list[str]]:
@@ -50,4 +52,5 @@ def write(res: Results, tables: ReportTables) -> Sentences:
                      verdicts.trajectories(tables.by_step, res), notes.sensitivity(res, tables.sensitivity),
                      design_notes, warnings + edge, notes.schedule_note(res), sweeps.scale_verdicts(tables.by_scale, res),
                      sweeps.rule_sentence(tables.adaptive.rule) if tables.adaptive is not None else "",
-                     sweeps.tuning_changes(tuned) if tuned is not None else [], edge)
+                     sweeps.tuning_changes(tuned) if tuned is not None else [], edge,
+                     sweeps.change_verdicts(tables.changes, res), sweeps.given_sentence(res, tables.given))

@@ -85,3 +85,31 @@ def tuning_warnings(view: TuningView) -> list[str]:
     """A warning per cell whose pick lies on the edge of the tuned space (`tuning.csv`'s `at_edge`)."""
     return [f"the pick of {r['cell']} ({r['setting']}) lies on the edge of the tuned space: its best setting may lie "
             "beyond it, so widen tune.space and rerun" for r in view.table.to_dict("records") if r["at_edge"]]
+
+
+def change_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
+    """One sentence per row of `effect_changes.csv`: the effect at both scale levels (same seeds) and its change."""
+    out = []
+    for r in table.to_dict("records"):
+        versus = f"{res.label(r['factor'], r['level'])} vs {res.label(r['factor'], r['baseline'])}"
+        s, ref, at = res.short(r["scale_factor"]), r["reference_level"], r["scale_level"]
+        ci = ("no CI" if _nan(r["ci_low"]) else f"95% CI {fmt_loss(r['ci_low'])} to {fmt_loss(r['ci_high'])}")
+        out.append(f"{versus}: {fmt_loss(r['effect_at_reference'])} at {s}={ref}, {fmt_loss(r['effect_at_level'])} at "
+                   f"{s}={at}; change {fmt_loss(r['change'])} ({ci}, {int(r['n_seeds'])} paired seeds): {r['call']}.")
+    return out
+
+
+def given_sentence(res: Results, given: pd.DataFrame) -> str:
+    """Who chose the settings of a sweep with given picks (`tune.picks`), or "" for other sweeps."""
+    if not len(given):
+        return ""
+    tune = res.spec.get("tune") or {}
+    keys = [c for c in given.columns if c not in res.factors and c != "n_ok"]
+    who = tune.get("picked_by") or "not recorded (`tune.picked_by` is empty)"
+    return (f"Each cell's {', '.join(f'`{k}`' for k in keys)} was given by the sweep (`tune.picks`), not tuned here: "
+            f"no selection runs, so nothing in this report chose it. Chosen by: {who}. The effects below compare the "
+            "cells each at its own setting; they are the effects at those settings, only as good as that choice.")
+
+
+def _nan(x: object) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
