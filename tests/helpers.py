@@ -43,11 +43,12 @@ def tiny_config(corpus_path: Path, **train) -> dict:
 def skip_figures(mp, keep: tuple[str, ...] = ()) -> None:
     """Stub the report's figures (seconds each) on a `pytest.MonkeyPatch`: text and tables are still written.
 
-    `keep`: the figure functions left alone (`make_figures`, `precision_curves`, `effects_by_scale`)."""
+    `keep`: the figure functions left alone (`make_figures`, `precision_curves`, `effects_by_scale`,
+    `isolation_plot`)."""
     from gptlab.report import figures
 
     stubs = {"make_figures": lambda *args, **kw: {}, "precision_curves": lambda *args, **kw: None,
-             "effects_by_scale": lambda *args, **kw: None}
+             "effects_by_scale": lambda *args, **kw: None, "isolation_plot": lambda *args, **kw: None}
     for name, stub in stubs.items():
         if name not in keep:
             mp.setattr(figures, name, stub)
@@ -62,7 +63,7 @@ def python_m(module: str, figures: bool = True) -> list[str]:
             "def write_report(*args, **kw):\n"
             "    from gptlab.report import figures\n"
             "    figures.make_figures = lambda *a, **k: {}\n"
-            "    figures.precision_curves = figures.effects_by_scale = lambda *a, **k: None\n"
+            "    figures.precision_curves = figures.effects_by_scale = figures.isolation_plot = lambda *a, **k: None\n"
             "    return write(*args, **kw)\n"
             f"report.write_report = write_report; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
     return [sys.executable, "-c", code]

@@ -119,3 +119,22 @@ def test_a_small_wsd_length_sweep_with_given_picks_end_to_end(tmp_path, corpus, 
     assert {(r["model.activation"], float(r["train.lr"])) for r in rows} == {("gelu", 4e-3), ("relu", 2e-3)}
     md = (tmp_path / "reports" / "given" / "report.md").read_text()
     assert "a planted choice" in md and "given" in md.lower()
+
+
+def test_the_dry_run_estimate_counts_each_runs_steps_and_a_branch_only_from_its_cooldown(tmp_path, corpus, monkeypatch,
+                                                                                         capsys):
+    import gptlab.sweep.estimate as estimate
+
+    monkeypatch.setattr(estimate, "time_run", lambda config, steps=6: estimate.StepTiming(1.0, 0.0))
+    config = tiny_config(corpus, eval_interval=10, schedule="wsd")
+    config["train"].pop("max_iters")
+    raw = {"name": "lengths", "base": {k: config[k] for k in ("model", "train", "data")},
+           "grid": {"model.activation": ["gelu", "relu"], "train.max_iters": [20, 40]}, "scale": ["train.max_iters"],
+           "seeds": 2, "executor": {"backend": "loky", "n_jobs": 1}}
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
+    args = [str(tmp_path / "sweep.yaml"), "--results-dir", str(tmp_path / "results"), "--dry-run"]
+    assert sweep_main(args) == 0
+    # 2 cells x 2 seeds: each trunk 40 steps, each 20-step branch only its cooldown (20 - 16 = 4): 176 s, not 240 s
+    assert "~0:02:56 in all" in capsys.readouterr().out
+    assert sweep_main(args + ["--backend", "dask", "--scheduler", "local"]) == 0  # no sharing on dask: from step 0
+    assert "~0:04:00 in all" in capsys.readouterr().out

@@ -3,6 +3,8 @@ included, and refused when they name no row or several; the report says effects 
 snapshots, and that a training-length factor changes the schedule too."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import yaml
@@ -112,3 +114,15 @@ def test_the_report_renders_references_and_refuses_a_missing_row_before_writing(
     assert "activation=relu @ max_iters=6000" in str(err.value)
     assert not (tmp_path / "refused").exists()
     (results / "discussion.md").unlink()
+
+
+def test_a_change_across_scale_levels_is_quoted_by_its_effect_and_level():
+    from gptlab.report.load import ReportError
+
+    res = load_results(Path(__file__).resolve().parents[1] / "results" / "transfer")
+    files = compute_tables(res, 0.01).files({})
+    row = files["effect_changes"].set_index(["factor", "scale_level"]).loc[("model.activation", "6000")]
+    text = quotes.render("{{effect_changes: activation=relu @ max_iters=6000}}", files, res)
+    assert text == f"+{row['change']:.4f} (95% CI +{row['ci_low']:.4f} to +{row['ci_high']:.4f}, {row['call']})"
+    with pytest.raises(ReportError, match="matches no row of effect_changes"):
+        quotes.render("{{effect_changes: activation=relu @ max_iters=2000}}", files, res)  # the reference level

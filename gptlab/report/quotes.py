@@ -9,7 +9,8 @@ Syntax (one reference per pair of double braces, inside any Markdown):
 - `{{interactions: model.activation=relu x model.tying=untied}}`: terms joined by ` x ` (any order);
 - `{{effects_by_scale: activation=relu @ max_iters=6000}}`: `@` then the slice the row is taken at
   (`at` of simple effects, the scale level, `step=N` along training), as `key=level` terms joined by commas;
-  naming enough of the slice to pick one row is enough;
+  naming enough of the slice to pick one row is enough; `effect_changes` rows are named the same way (the
+  change from the scale factor's first level to the level after `@`);
 - `{{cells: norm=pre, warmup_iters=100, lr=0.006}}`: a cell (also `cells_vs_baseline`, and the cells of
   `effects_by_step` in designs that are not full factorials);
 - a trailing `| estimate` renders the estimate alone.
@@ -124,6 +125,7 @@ _ROW_KEYS: dict[str, Callable[[dict, Mapping[str, str]], tuple[Terms, Terms]]] =
     "effects_by_step": lambda r, k: ((_cell_terms(r["level"], k) if r["factor"] == "cell"
                                       else _one(r["factor"], r["level"])), _one("step", r["step"])),
     "effects_by_scale": lambda r, k: (_one(r["factor"], r["level"]), _one(r["scale_factor"], r["scale_level"])),
+    "effect_changes": lambda r, k: (_one(r["factor"], r["level"]), _one(r["scale_factor"], r["scale_level"])),
 }
 
 
@@ -159,6 +161,8 @@ def find_row(ref: Reference, tables: Mapping[str, pd.DataFrame], res: Results, w
             f"matches {len(hits)} rows of {ref.table} (name the slice after @)"
         raise ReportError(f"{where}: {ref.text} {what}; valid rows: {shown}")
     row = hits[0]
+    if "change" in row:  # effect_changes: the change is the row's estimate (the effects at both levels are beside it)
+        row = {**row, "estimate": row["change"]}
     value = row.get("estimate", row.get("best_val_loss"))
     if value is None or (isinstance(value, float) and math.isnan(value)):
         raise ReportError(f"{where}: {ref.text}: that row of {ref.table} is not estimable, so it has no number "
