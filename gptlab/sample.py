@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.nanogpt_ckpt:
             model, tokenizer, val = load_nanogpt_checkpoint(args.nanogpt_ckpt, data_path=args.data)
             if args.eval:
-                from gptlab.run.trainer import evaluate
+                from gptlab.run.evaluation import evaluate
                 loss = evaluate(model, val, model.config.block_size, 64, torch.device("cpu"),
                                 torch.autocast("cpu", enabled=False))
                 print(f"val loss {loss:.4f} nats/char (full validation split)")

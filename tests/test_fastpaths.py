@@ -16,7 +16,8 @@ import torch.nn.functional as F
 from gptlab.run.config import resolve_run_config
 from gptlab.run.data import BatchSampler, load_dataset
 from gptlab.model import build_model
-from gptlab.run.trainer import evaluate, lr_at
+from gptlab.run.evaluation import evaluate
+from gptlab.run.trainer import lr_at
 from gptlab.run.runner import train_run
 from gptlab.sweep.estimate import build_trainer, time_train_steps
 from gptlab.runio import read_json

@@ -12,7 +12,8 @@ from gptlab.errors import GptlabError
 from gptlab.run.resultsdir import SUMMARY_CSV
 from gptlab.sweep import main as sweep_main
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.tuning import ESTIMATION, planned_range, runs_at
+from gptlab.sweep.runs import ESTIMATION
+from gptlab.sweep.tuning import planned_range, runs_at
 
 from helpers import skip_figures, tiny_config
 
@@ -37,7 +38,7 @@ def test_each_cell_trains_at_its_given_setting_with_the_ids_of_estimation_runs(c
     spec = _spec(_raw(corpus, picked_by="study X"), corpus)
     lr = {(r.cell[0][1], r.cell[1][1]): r.config["train"]["lr"] for r in spec.runs}
     assert lr == {("gelu", "tied"): 4e-3, ("gelu", "untied"): 4e-3, ("relu", "tied"): 4e-3, ("relu", "untied"): 2e-3}
-    assert len(spec.runs) == 8 and {r.stage for r in spec.runs} == {ESTIMATION} and {r.seed for r in spec.runs} == {0, 1}
+    assert len(spec.runs) == 8 and {r.role for r in spec.runs} == {ESTIMATION} and {r.seed for r in spec.runs} == {0, 1}
     # the same ids as a tuned sweep's estimation runs at those settings: a rerun as either finds the other's runs
     tuned = _spec({**_raw(corpus), "tune": {"space": {"train.lr": [2e-3, 4e-3]}}}, corpus)
     alike = {r.run_id for s in tuned.tune.settings() for r in runs_at(tuned, [s], tuned.seeds, ESTIMATION)}
@@ -115,7 +116,7 @@ def test_a_small_wsd_length_sweep_with_given_picks_end_to_end(tmp_path, corpus, 
     assert "selection" not in out.out + out.err and "shared trunks" in out.out + out.err
     with open(tmp_path / "results" / "given" / SUMMARY_CSV, newline="") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 4 and {r["stage"] for r in rows} == {"estimation"}
+    assert len(rows) == 4 and {r["role"] for r in rows} == {"estimation"}
     assert {(r["model.activation"], float(r["train.lr"])) for r in rows} == {("gelu", 4e-3), ("relu", 2e-3)}
     md = (tmp_path / "reports" / "given" / "report.md").read_text()
     assert "a planted choice" in md and "given" in md.lower()

@@ -235,21 +235,13 @@ DECLARED: dict[tuple[str, str], dict[str, str]] = {
         "reach **1.796** (": f"cells_vs_baseline[cell={BEYOND_ALL}].estimate",
         "against the baseline), ": f"-aliases[{BEYOND_ALIAS}].estimate",
     },
-    ("tuned", "discussion"): {
-        "inside the ": MARGIN,
-        "put ReLU ahead by ": "-fixed_setting_effects[setting=lr=0.001 | effect=activation=relu vs gelu].estimate",
-        "put untied ahead by ": "-fixed_setting_effects[setting=lr=0.001 | effect=tying=untied vs tied].estimate",
-        "the five lrs) is ": "lr_sensitivity[cell=activation=gelu, tying=tied].lr_sensitivity",
-        "is 0.099 and ": "lr_sensitivity[cell=activation=gelu, tying=untied].lr_sensitivity",
-        "an untied head, against ": "lr_sensitivity[cell=activation=relu, tying=tied].lr_sensitivity",
-        "against 0.041 and ": "lr_sensitivity[cell=activation=relu, tying=untied].lr_sensitivity",
-        "ReLU's effect on it is ": "lr_sensitivity_effects[effect=activation=relu vs gelu].estimate",
-    },
+    ("tuned", "discussion"): {},
     ("tuned", "findings"): {
-        "within the margin. At lr 1e-3, the rate of studies 1, 3 and 4, the same selection runs\n  put ReLU ahead by ":
+        "averages simple effects of opposite sign (":
+            "simple_effects[factor=model.activation | at=tying=tied].estimate",
+        "with a tied head, ": "simple_effects[factor=model.activation | at=tying=untied].estimate",
+        "the same selection runs put ReLU ahead by ":
             "-fixed_setting_effects[setting=lr=0.001 | effect=activation=relu vs gelu].estimate",
-        "inconclusive, against untied ahead by ": "-fixed_setting_effects[setting=lr=0.001 | effect=tying=untied vs tied].estimate",
-        "ReLU's\n  effect on it is ": "lr_sensitivity_effects[effect=activation=relu vs gelu].estimate",
     },
     ("transfer", "discussion"): {
         "; residual SD ": RESIDUAL_SD,

@@ -106,7 +106,7 @@ def test_grid_trains_every_run_into_the_layout(finished_sweep):
     assert len(rows) == 8
     assert list(rows[0]) == ["run_id", "seed", "model.norm", "model.activation", "status", "best_val_loss",
                              "best_step", "final_val_loss", "final_train_loss", "params", "params_non_embedding",
-                             "tokens_per_sec", "wall_s", "error", "best_val_bpc"]
+                             "tokens_per_sec", "wall_s", "error", "best_val_bpc", "role"]
     assert {(r["model.norm"], r["model.activation"], r["seed"]) for r in rows} == {
         (n, a, s) for n in ("pre", "post") for a in ("gelu", "relu") for s in ("0", "1")}
     assert all(r["status"] == "ok" and float(r["best_val_loss"]) < 3.0 for r in rows)

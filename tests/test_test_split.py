@@ -244,9 +244,9 @@ def fake_sweep(tmp_path: Path, corpus: Path, test_fraction: float) -> tuple[Path
 def test_summary_csv_has_the_test_columns_last_only_with_a_test_split(corpus, tmp_path):
     _, plain = fake_sweep(tmp_path, corpus, 0.0)
     _, split = fake_sweep(tmp_path, corpus, 0.05)
-    assert plain[0][-1] == "best_val_bpc"  # the columns of every sweep so far, unchanged
-    assert split[0] == plain[0] + ["best_test_loss", "best_test_bpc"]
-    assert [r[-2:] for r in split[1:]] == [["3.0", str(3.0 / LN2)], ["4.0", str(4.0 / LN2)]]
+    assert plain[0][-2:] == ["best_val_bpc", "role"]  # the columns of every sweep so far, then the run's role
+    assert split[0] == plain[0][:-1] + ["best_test_loss", "best_test_bpc", "role"]
+    assert [r[-3:-1] for r in split[1:]] == [["3.0", str(3.0 / LN2)], ["4.0", str(4.0 / LN2)]]
 
 
 # -- the report's outcome -----------------------------------------------------------------------------------------
@@ -301,3 +301,47 @@ def test_a_sweep_without_a_test_split_for_every_run_reports_on_validation(tmp_pa
     assert expected < -0.05
     assert relu_effect(res) == pytest.approx(expected, abs=1e-4)
     assert "best_test_loss" not in analyses.cell_table(res)
+
+
+# -- test_blocks.csv ------------------------------------------------------------------------------------------------
+def read_blocks(run: Path) -> list[dict]:
+    import csv
+
+    with open(run / "test_blocks.csv", encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_test_blocks_are_twenty_contiguous_blocks_whose_weighted_mean_is_the_test_loss(corpus, tmp_path):
+    summary = train_run(split_config(corpus, 0.05), tmp_path / "run")
+    blocks = read_blocks(tmp_path / "run")
+    assert [int(b["block"]) for b in blocks] == list(range(20))
+    tokens = [int(b["tokens"]) for b in blocks]
+    text = corpus.read_text(encoding="utf-8")
+    n_test = len(text) - int(len(text) * 0.95)
+    assert sum(tokens) == n_test - 1 and max(tokens) - min(tokens) <= 1  # every target once, equal blocks
+    assert [int(b["chars"]) for b in blocks] == tokens  # a char tokenizer: one character per token
+    weighted = sum(float(b["loss"]) * n for b, n in zip(blocks, tokens)) / sum(tokens)
+    assert weighted == pytest.approx(summary["best_test_loss"], rel=1e-9)
+    assert weighted == pytest.approx(independent_test_loss(tmp_path / "run", corpus, 0.05), rel=1e-5)
+    assert len({round(float(b["loss"]), 6) for b in blocks}) > 5  # per-block losses, not one number copied
+    assert not (tmp_path / "plain").exists()
+    train_run(split_config(corpus, 0.0), tmp_path / "plain")
+    assert not (tmp_path / "plain" / "test_blocks.csv").exists()  # no test split, no blocks
+
+
+def test_test_blocks_come_from_the_best_checkpoint_after_a_resume(corpus, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    save = RunDirWriter.on_evaluation
+
+    def save_then_stop(self, trainer, val_loss, improved):
+        save(self, trainer, val_loss, improved)
+        raise Interrupted
+
+    monkeypatch.setattr(RunDirWriter, "on_evaluation", save_then_stop)
+    with pytest.raises(Interrupted):
+        train_run(split_config(corpus, 0.05), run)
+    at_kill = torch.load(run / "ckpt_last.pt", weights_only=True)["best_test_blocks"]
+    monkeypatch.setattr(RunDirWriter, "on_evaluation", save)
+    monkeypatch.setattr(Trainer, "evaluate", lambda self: 50.0)  # never improves again: blocks from step 10
+    train_run(split_config(corpus, 0.05), run)
+    assert [float(b["loss"]) for b in read_blocks(run)] == pytest.approx([b["loss"] for b in at_kill], rel=1e-12)

@@ -24,7 +24,7 @@ from gptlab.run.rundir import RunDir
 from gptlab.run.runner import train_run
 from gptlab.run.sampling import load_checkpoint_model, sample_from_run
 from gptlab.run.tokenizers import TOKENIZERS, BPETokenizer, tokenizer_cache
-from gptlab.run.trainer import evaluate
+from gptlab.run.evaluation import evaluate
 from gptlab.sweep import main as sweep_main
 
 from helpers import REPO, make_corpus, skip_figures, tiny_config

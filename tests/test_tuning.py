@@ -22,8 +22,9 @@ from gptlab.sweep import main as sweep_main
 from gptlab.sweep.adaptive import AdaptiveSeeds
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, TunedRun, TuneThenEstimate, planned_range
+from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, Grid, TunedRun, planned_range
 
+from fakes import FakeBackend
 from helpers import tiny_config
 
 LRS = [1e-3, 2e-3, 4e-3]
@@ -59,7 +60,7 @@ BAD_TUNES = [
     ({"grid": {"train.lr": [1e-3, 2e-3]}}, "train.lr is in both grid and tune.space; keep it in one place"),
     ({"tune": {"space": {"train.lrr": LRS}}}, "tune.space: unknown key 'train.lrr' (did you mean 'train.lr'?)"),
     ({"tune": {"spaces": {"train.lr": LRS}}}, "unknown key 'tune.spaces' (did you mean 'tune.space'?); valid keys "
-                                              "under tune: space, seeds"),
+                                              "under tune with method grid: space, seeds"),
     ({"tune": {"space": {"train.lr": [1e-3, "fast"]}}}, "tune.space.train.lr: train.lr must be float, got 'fast'"),
     ({"tune": {"space": {"train.lr": [1e-3, "1e-3"]}}}, "tune.space.train.lr: lists a level twice"),
     ({"tune": {"space": {"train.lr": [1e-3]}}}, "tune.space.train.lr: lists one level (0.001); a fixed setting "
@@ -118,7 +119,7 @@ def test_levels_are_resolved_and_the_spec_records_them(corpus):
 
 def test_selection_and_estimation_seeds_are_disjoint_and_seeds_never_change_the_selection(corpus):
     spec = _spec(corpus)
-    assert isinstance(spec.runs[0], TunedRun) and {r.stage for r in spec.runs} == {"selection"}
+    assert isinstance(spec.runs[0], TunedRun) and {r.role for r in spec.runs} == {"selection"}
     assert {r.seed for r in spec.runs} == {SELECTION_SEED_OFFSET}
     assert [(dict(r.cell)["model.activation"], r.setting) for r in spec.runs[:3]] == \
         [("gelu", (("train.lr", lr),)) for lr in LRS]  # cell-major, then setting
@@ -131,28 +132,6 @@ def test_selection_and_estimation_seeds_are_disjoint_and_seeds_never_change_the_
 
 
 # -- the planner, from fake finished runs --------------------------------------------------------
-
-class FakeBackend:
-    """Finishes every task at once with the loss `loss(config)`; ids in `fail` fail, in `diverge` diverge."""
-
-    def __init__(self, loss, fail=(), diverge=()) -> None:
-        self.loss, self.fail, self.diverge, self.trained = loss, set(fail), set(diverge), []
-
-    def check(self) -> None:
-        pass
-
-    def describe(self, plan, dry_run=False):
-        return None
-
-    def run(self, tasks, plan, on_result, fail_fast=False) -> None:
-        for task in tasks:
-            self.trained.append(task.run_id)
-            status = "failed" if task.run_id in self.fail else "diverged" if task.run_id in self.diverge else "ok"
-            summary = {"run_id": task.run_id, "status": status, "best_val_loss": self.loss(task.config)}
-            RunDir(task.run_dir).path.mkdir(parents=True, exist_ok=True)
-            RunDir(task.run_dir).write_summary(summary)
-            on_result(RunResult(task.run_id, summary, 0.1))
-
 
 def planted(config: dict) -> float:
     """gelu is best at lr 2e-3, relu at 4e-3 (the edge); untied 0.01 better; the seed adds a little."""
@@ -173,24 +152,25 @@ def test_selection_then_estimation_at_each_cells_pick(tmp_path, corpus):
     spec, results = _spec(corpus), tmp_path / "results"
     backend = FakeBackend(planted)
     planned, out, planner = _loop(spec, results, backend)
-    assert isinstance(planner, TuneThenEstimate)
+    assert isinstance(planner, Grid)
     selection = [r.run_id for r in spec.runs]
     assert backend.trained[:12] == selection and len(backend.trained) == 12 + 4 * 2
     estimation = planned[12:]
     assert [r.run_id for r in planned[:12]] == selection
     assert {(dict(r.cell)["model.activation"], dict(r.setting)["train.lr"]) for r in estimation} == \
         {("gelu", 2e-3), ("relu", 4e-3)}
-    assert sorted({r.seed for r in estimation}) == [0, 1] and {r.stage for r in estimation} == {"estimation"}
+    assert sorted({r.seed for r in estimation}) == [0, 1] and {r.role for r in estimation} == {"estimation"}
     rows = _rows(results / TUNING_CSV)
     assert len(rows) == 12 and [r["picked"] for r in rows[:3]] == ["False", "True", "False"]
     assert [(r["cell"], r["setting"], r["at_edge"]) for r in rows if r["picked"] == "True"] == [
         ("activation=gelu, tying=tied", "lr=0.002", "False"), ("activation=gelu, tying=untied", "lr=0.002", "False"),
         ("activation=relu, tying=tied", "lr=0.004", "True"), ("activation=relu, tying=untied", "lr=0.004", "True")]
     assert float(rows[1]["mean_loss"]) == pytest.approx(planted(spec.runs[1].config))
-    assert "warning: the pick of activation=relu, tying=tied (lr=0.004) lies on the edge of tune.space" in out
+    assert "warning: the pick of activation=relu, tying=tied (lr=0.004) lies on the edge of the settings tried" in out
     summary = _rows(results / SUMMARY_CSV)
-    assert list(summary[0])[:6] == ["run_id", "seed", "model.activation", "model.tying", "train.lr", "stage"]
-    assert [r["stage"] for r in summary] == ["selection"] * 12 + ["estimation"] * 8
+    assert list(summary[0])[:6] == ["run_id", "seed", "model.activation", "model.tying", "train.lr", "status"]
+    assert list(summary[0])[-1] == "role"
+    assert [r["role"] for r in summary] == ["selection"] * 12 + ["estimation"] * 8
     assert "selection: 12 runs (4 cells x 3 settings x 1 seeds)" in out and "estimation: 8 runs (4 cells x 2 seeds)" in out
 
 
@@ -238,7 +218,7 @@ def test_adaptive_estimation_rounds_run_at_the_picks(tmp_path, corpus):
         asked.append(n_seeds)
         return Widest(0.012, "model.activation=relu")  # 2 * (0.012 / 0.01)^2 = 2.9 -> 3 seeds
 
-    planner = TuneThenEstimate(spec, io.StringIO(), rounds=functools.partial(AdaptiveSeeds, widest=widest))
+    planner = Grid(spec, io.StringIO(), rounds=functools.partial(AdaptiveSeeds, widest=widest))
     backend = FakeBackend(planted)
     planned, out, _ = _loop(spec, tmp_path / "results", backend, planner)
     assert asked == [2, 3] and len(planned) == 12 + 4 * 3
@@ -289,12 +269,12 @@ def _tuned_results(tmp_path: Path, corpus: Path, selection_seeds: int, fixed_gap
                 seed = SELECTION_SEED_OFFSET + i
                 status = "diverged" if (act, lr, i) == ("gelu", 4e-3, 0) else "ok"
                 rows.append({"run_id": f"{act}-{lr}_s{seed}", "seed": seed, "model.activation": act, "train.lr": lr,
-                             "stage": "selection", "status": status, "best_val_loss": curve[act][lr] + shift[act] * i,
+                             "role": "selection", "status": status, "best_val_loss": curve[act][lr] + shift[act] * i,
                              "best_test_loss": curve[act][lr] + shift[act] * i + 0.002, "wall_s": 1.0})
         for seed in range(3):
             loss = 1.40 + ESTIMATION_NOISE[act][seed]
             rows.append({"run_id": f"{act}-{picks[act]}_s{seed}", "seed": seed, "model.activation": act,
-                         "train.lr": picks[act], "stage": "estimation", "status": "ok", "best_val_loss": loss,
+                         "train.lr": picks[act], "role": "estimation", "status": "ok", "best_val_loss": loss,
                          "best_test_loss": loss + 0.002, "wall_s": 1.0})
     results.mkdir(parents=True)
     pd.DataFrame(rows).to_csv(results / SUMMARY_CSV, index=False)
@@ -384,12 +364,12 @@ def test_a_small_tuned_sweep_end_to_end(tmp_path, corpus, capsys):
     picks = {r["model.activation"]: float(r["train.lr"]) for r in tuning if r["picked"] == "True"}
     assert len(tuning) == 6 and set(picks) == {"gelu", "relu"}
     summary = _rows(results / SUMMARY_CSV)
-    assert [r["stage"] for r in summary] == ["selection"] * 6 + ["estimation"] * 4
+    assert [r["role"] for r in summary] == ["selection"] * 6 + ["estimation"] * 4
     for row in summary:
         run = yaml.safe_load((results / "runs" / row["run_id"] / "config.yaml").read_text())
-        assert (run["seed"] >= SELECTION_SEED_OFFSET) == (row["stage"] == "selection")
+        assert (run["seed"] >= SELECTION_SEED_OFFSET) == (row["role"] == "selection")
         assert run["data"]["test_fraction"] == 0.05 and row["best_test_loss"]
-        if row["stage"] == "estimation":
+        if row["role"] == "estimation":
             assert run["train"]["lr"] == picks[row["model.activation"]] and run["seed"] in (0, 1)
     report = tmp_path / "reports" / "tuned"
     md = (report / "report.md").read_text()

@@ -15,7 +15,10 @@ needed it are then reported as not estimable.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -114,16 +117,33 @@ def design_for(res: Results, runs: pd.DataFrame) -> Design:
     return Design(tuple(res.factors), {f: tuple(res.levels[f]) for f in res.factors}, dict(res.baseline), cells)
 
 
-def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoint: bool = True) -> Analysis | None:
-    """Effects of column `y` over `runs` (rows with a finite value); None when no run has one."""
+def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoint: bool = True,
+                 blocks: bool = False, loss_left: Mapping[tuple[str, ...], float] | None = None) -> Analysis | None:
+    """Effects of column `y` over `runs` (rows with a finite value); None when no run has one.
+
+    `blocks`: the CIs count the test text's blocks too when the results have them (`y` is then the test
+    loss, or a value that replaces it, such as the ceiling of a diverged run, counted in every block).
+    `loss_left`: a tuned sweep's per-cell upper bound of the loss its pick leaves on the table (`report.tuning`):
+    every call is checked against it (`stats.robustness`).
+    """
     runs = runs[np.isfinite(runs[y].astype(float))]
     if runs.empty or not res.factors:
         return None
     cells = list(map(tuple, runs[res.factors].to_numpy().tolist()))
     rule = res.seed_rule  # an adaptive sweep: the error of its first round alone (stats.precision)
     first_round = (runs["seed"].astype(int) < rule.min).to_numpy() if rule else None
-    return analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design_for(res, runs), res.label,
-                   margin, endpoint, error_mask=first_round)
+    text = res.test_blocks.for_runs(runs["run_id"], runs[y]) if blocks else None
+    design = design_for(res, runs)
+    left = None if loss_left is None else np.array([loss_left.get(tuple(c), np.nan) for c in design.cells])
+    a = analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design, res.label,
+                margin, endpoint, error_mask=first_round, blocks=text, loss_left=left)
+    if left is None:
+        return a
+    names = [", ".join(res.label(f, lv) for f, lv in zip(design.factors, c)) for c in design.cells]
+    name = lambda i: names[int(i)] if i == i else ""  # noqa: E731 (NaN: no cell to name)
+    return dataclasses.replace(a, **{f: getattr(a, f).assign(tuning_cell=getattr(a, f)["tuning_cell"].map(name))
+                                     for f in ("main", "interactions", "higher", "simple", "cells_vs_baseline",
+                                               "aliases") if "tuning_cell" in getattr(a, f)})
 
 
 def with_counts(res: Results, main: pd.DataFrame) -> pd.DataFrame:
@@ -223,7 +243,7 @@ def sensitivity(res: Results, a: Analysis | None, margin: float) -> pd.DataFrame
         return pd.DataFrame(columns=SENSITIVITY_COLS)
     runs = res.runs[res.runs["ok"] | diverged].copy()
     runs["loss_at_ceiling"] = np.where(runs["ok"], runs[res.outcome], res.ceiling)
-    b = analyse_runs(res, runs, "loss_at_ceiling", margin, endpoint=False)
+    b = analyse_runs(res, runs, "loss_at_ceiling", margin, endpoint=False, blocks=True)
     rows = []
     for table in ("main", "cells_vs_baseline"):
         before = getattr(a, table) if a is not None else pd.DataFrame()

@@ -149,6 +149,7 @@ def summary(res: Results, tables: ReportTables, words: Sentences) -> list[Block]
                           _count_calls(tables.simple, "Simple effects")) if c]
     bullets = words.called + [f"Along training: {t}" for t in words.trajectory] + ([SNAPSHOT] if words.trajectory else [])
     bullets += counts
+    bullets += [f"Tuning check: {t}" for t in words.tuning_checks]
     bullets += [f"Warning: {w}" for w in words.warnings]
     if bullets:
         blocks.append(Bullets(bullets))
@@ -206,4 +207,5 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Mapping
         blocks += [Heading(f"{cell} (run `{run_id}`)", 3), Code(text)]
     formula = "; ".join(f"`{k}`: `{v}`" for k, v in FORMULAS.items())
     blocks += [Heading("Method"), Para(METHOD.format(formula=formula, alpha=ALPHA))]
+    blocks += [Para(words.error_model)] if words.error_model else []
     return blocks

@@ -216,7 +216,7 @@ def sweep_figures(res: Results, tables: ReportTables) -> dict[str, bytes]:
     adaptive, tuned = tables.adaptive, tables.tuned
     figs = {"precision.png": precision_curves(adaptive.curve) if adaptive is not None else None,
             "effects_by_scale.png": effects_by_scale(tables.by_scale, res) if len(tables.by_scale) else None,
-            "isolation.png": isolation_plot(res, tuned.table, tuned.keys, tuned.ceiling)
+            "isolation.png": isolation_plot(res, tuned.table, tuned.keys, tuned.ceiling, tuned.curves)
             if tuned is not None and tuned.n_selection else None}
     return {name: png for name, png in figs.items() if png is not None}
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from gptlab.report.blocks import BlockLosses, read_test_blocks
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.stats.design import design_cells
@@ -25,14 +26,13 @@ from gptlab.errors import GptlabError
 from gptlab.stats.precision import SeedRule
 
 log = logging.getLogger(__name__)
-
 NUMERIC = ["seed", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
            "params_non_embedding", "tokens_per_sec", "wall_s", "best_val_bpc", "best_test_loss", "best_test_bpc"]
 LOSS_COLUMNS = ("best_val_loss", "final_val_loss", "final_train_loss")  # converted to bits/char when tokenizers mix
 VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
 CHAR_BPC_FACTOR = 1 / math.log(2)  # a char tokenizer's nats/token -> bits/char (runs from before tokenizers)
 REQUIRED = ["run_id", "seed", "status", "best_val_loss"]
-KNOWN = set(NUMERIC) | {"run_id", "status", "error", "stage"}
+KNOWN = set(NUMERIC) | {"run_id", "status", "error", "stage", "role"}
 
 
 class ReportError(GptlabError):
@@ -62,7 +62,9 @@ class Results:
     unit: str = "nats/char"  # of every loss in runs and curves: nats/char, nats/token, or bits/char (tokenizers mix)
     outcome: str = VAL_OUTCOME  # the runs' column the effects are on: best_test_loss when every run has a test split
     discussion: str | None = None  # results/NAME/discussion.md, written by a person (Markdown), if any
-    selection: pd.DataFrame = field(default_factory=pd.DataFrame)  # a tuned sweep's selection runs (`runs`: the rest)
+    selection: pd.DataFrame = field(default_factory=pd.DataFrame)  # a tuned sweep's selection runs (`runs`: estimation)
+    other_roles: pd.DataFrame = field(default_factory=pd.DataFrame)  # runs of any other role: in no effect
+    test_blocks: BlockLosses = field(default_factory=BlockLosses)  # per-block test losses (the text's error), or why none
 
     def short(self, factor: str) -> str:
         """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""
@@ -102,6 +104,13 @@ class Results:
         """The adaptive-seed rule of the sweep (`seeds: {min, max, precision}`), None for fixed seeds."""
         raw = self.spec.get("seeds")
         return SeedRule.from_mapping(raw, max_seeds=10**9, key="sweep.yaml: seeds") if isinstance(raw, dict) else None
+
+
+def run_roles(runs: pd.DataFrame) -> pd.Series:
+    """Each row's role (`role`; `stage` in results from before it; else estimation). Only estimation runs are effects'."""
+    column = next((c for c in ("role", "stage") if c in runs), None)
+    roles = runs[column].fillna("").astype(str).str.strip() if column else pd.Series("", index=runs.index)
+    return roles.replace("", "estimation")
 
 
 def _key(value: Any) -> str:
@@ -297,10 +306,12 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     res.cells["is_baseline"] = [all(r[f] == baseline[f] for f in factors) for _, r in res.cells.iterrows()]
     res.environment = _read_run_json(results_dir, runs)
     res.unit = _units(runs)
-    chose = runs["stage"] == "selection" if "stage" in runs else pd.Series(False, index=runs.index)  # tuned sweeps:
-    res.selection, res.runs = (runs[m].reset_index(drop=True) for m in (chose, ~chose))  # effects: estimation runs
+    role = run_roles(runs)  # a method's own roles (neither selection nor estimation) go to other_roles
+    res.selection, res.runs, res.other_roles = (runs[m].reset_index(drop=True) for m in (
+        role == "selection", role == "estimation", ~role.isin(["selection", "estimation"])))
     runs = res.runs
     res.outcome = _outcome(runs)
+    res.test_blocks = read_test_blocks(results_dir, runs, res.outcome, res.unit)
     res.curves = _read_curves(results_dir, runs)
     res.ceiling, res.ceiling_note = _ceiling(results_dir, runs, per_token=res.unit == "nats/token",
                                              split="test" if res.has_test_split else "val")

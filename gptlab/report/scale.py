@@ -46,7 +46,7 @@ def effects_by_scale(res: Results, margin: float) -> pd.DataFrame:
         at_baseline = _at_baseline_of_others(res, ok, s)
         for level in res.levels[s]:
             part = at_baseline[at_baseline[s] == level]
-            analysis = analyse_runs(view, part, res.outcome, margin, endpoint=False) if len(part) else None
+            analysis = analyse_runs(view, part, res.outcome, margin, endpoint=False, blocks=True) if len(part) else None
             if analysis is None:
                 continue
             for r in analysis.main.to_dict("records"):

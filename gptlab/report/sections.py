@@ -20,9 +20,10 @@ from gptlab.report.rounds import AdaptiveView
 from gptlab.report.sentences import Sentences
 from gptlab.report.tables import ReportTables
 from gptlab.report.tuning import TuningView
+from gptlab.stats.picks import pairs_text
 
 Fig = Callable[[str, str], list[Block]]  # (figure file name, alt text) -> its image block, or none
-EFFECT_COLS = ["estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call"]
+EFFECT_COLS = ["estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call", "text_share"]  # text_share: with blocks
 MAIN_MD_COLS = ["factor", "level", "baseline"] + EFFECT_COLS + ["mde80", "seeds_needed", "n_ok", "n_ok_baseline",
                                                                 "n_diverged", "n_failed"]
 INT_MD_COLS = ["factor_a", "level_a", "factor_b", "level_b"] + EFFECT_COLS
@@ -86,7 +87,7 @@ def effects_sections(res: Results, tables: ReportTables, words: Sentences, fig: 
                    Para("These terms cannot be separated by the cells of this design: only their sum is "
                         "estimable (the cell with all the changes against the baseline, minus its estimable "
                         "terms). Table: `tables/aliases.csv`."),
-                   Table(tables.aliases[["aliased"] + EFFECT_COLS])]
+                   Table(tables.aliases[[c for c in ["aliased"] + EFFECT_COLS if c in tables.aliases]])]
     if len(tables.simple):
         blocks += [Heading("Simple effects"),
                    Para("Each level against its baseline at every combination of the other factors. "
@@ -192,6 +193,12 @@ def tuning_section(view: TuningView | None, res: Results, words: Sentences, fig:
         f"{', '.join(map(str, res.seeds))}) then trained at each cell's pick; they alone make every effect, interaction "
         f"and call above, on the {res.outcome_label}: the effects at the tuned optima. The selection runs never "
         "enter them. Table: `tables/tuning.csv`.")]
+    if view.extra:
+        blocks.append(Para(
+            f"The selection runs also have {len(view.extra)} setting(s) outside the space, at which some cells trained "
+            f"(as a tuning method such as refine adds them): {', '.join(pairs_text(s) for s in view.extra[:12])}"
+            f"{', ...' if len(view.extra) > 12 else ''}. `tables/tuning.csv`, the pick and the figure include them; the "
+            "fixed-setting effects and the LR sensitivity use only the settings every cell trained at."))
     if words.tuning_warnings:
         blocks.append(Bullets([f"Warning: {w}" for w in words.tuning_warnings]))
     picked = view.table[view.table["picked"].astype(bool)]
@@ -216,7 +223,31 @@ def tuning_section(view: TuningView | None, res: Results, words: Sentences, fig:
     blocks += _md(view.sensitivity.drop(columns=list(res.factors), errors="ignore"), "lr_sensitivity.csv", "cells")
     if len(view.sensitivity_effects):
         blocks += _md(view.sensitivity_effects, "lr_sensitivity_effects.csv", "effects")
-    return blocks
+    return blocks + _curves_blocks(view, res)
+
+
+def _curves_blocks(view: TuningView, res: Results) -> list[Block]:
+    """The loss-against-lr fits near each cell's optimum (`tables/lr_curves.csv`), with what they are."""
+    curves = view.curves
+    if not len(curves):
+        return []
+    sd, df = float(curves["noise_sd"].iloc[0]), int(curves["noise_df"].iloc[0])
+    noise = (f"the pooled SD of one selection run, {sd:.4f} {res.unit} ({df} df: seeds repeated at one lr, the "
+             "estimation runs at each pick among them, and the fits' spare points), with t quantiles; by simulation "
+             "they cover 95% to 99% (docs/STATISTICS.md)" if df > 0 else
+             "no noise estimate (no cell has two runs at one lr and no fit has a spare point): no CIs")
+    return [Heading("Loss against lr near each optimum", 3), Para(
+        "Per cell, a curve fitted to the mean selection loss (capped at the unigram loss; diverged runs left out) at "
+        "the cell's lowest lr and every lr within one step of the space from it: m + c d^2 exp(a d), d = "
+        "log2(lr / optimum), a parabola bent by a, which has a N(0, 0.25^2) prior (real curves are bent so); with three "
+        "points the fit is the parabola, and the prior widens the CIs by the bias a bent curve gives it. `optimum_lr` "
+        "is the fitted optimum with its 95% CI (0 or inf: unbounded); `curvature` is c, the loss added one octave "
+        f"from it ({res.unit} per octave^2); `min_loss` the fitted minimum; `loss_left` the loss the pick leaves on "
+        "the table, the fitted curve at the pick minus its minimum, with its 95% CI. The CIs are profile-likelihood "
+        f"intervals with {noise}. Flags say where to read with care (`edge`: the lowest point at the end of the lrs "
+        "tried; `ci_unbounded`; `optimum_outside_window`: an extrapolation). Table: `tables/lr_curves.csv`.")] + \
+        _md(curves[["cell", "pick_lr", "optimum_lr", "optimum_lr_low", "optimum_lr_high", "curvature", "min_loss",
+                    "loss_left", "loss_left_ci_low", "loss_left_ci_high", "flags"]], "lr_curves.csv", "cells")
 
 
 def _side_by_side(view: TuningView) -> pd.DataFrame:

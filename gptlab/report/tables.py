@@ -19,7 +19,7 @@ from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.rounds import AdaptiveView, adaptive_view
 from gptlab.report.scale import effect_changes_by_scale, effects_by_scale
-from gptlab.report.tuning import TuningView, given_picks, tuning_view
+from gptlab.report.tuning import TuningView, given_picks, loss_left_high, tuning_view, with_effects
 from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis
 
 ALWAYS = ("main_effects", "interactions", "failures")  # tables the report writes even when they have no rows
@@ -120,7 +120,9 @@ def _rounded(a: Analysis) -> Analysis:
 def compute_tables(res: Results, margin: float) -> ReportTables:
     """Every table of the report of `res`, with calls at the equivalence `margin`."""
     ok = res.runs[res.runs["ok"] & res.runs[res.outcome].notna()]
-    a = analyses.analyse_runs(res, ok, res.outcome, margin)
+    tuned = tuning_view(res, margin)  # first: each call is checked against the picks' loss left on the table
+    a = analyses.analyse_runs(res, ok, res.outcome, margin, blocks=True,  # the text's error too, where runs have blocks
+                              loss_left=loss_left_high(res, tuned))
     effects = _rounded(a) if a is not None else None
     main = pd.DataFrame(columns=MAIN_COLS + COUNT_COLS)
     if effects is not None:  # a scale factor's own effect (a longer run's lower loss) is not a finding: see by_scale
@@ -131,5 +133,5 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
     return ReportTables(margin, analyses.cell_table(res), analyses.level_table(res), analyses.failure_table(res),
                         effects, main, by_step, level_curves, analyses.pair_means(res, a),
                         analyses.divergence_table(res), analyses.sensitivity(res, a, margin), adaptive_view(res),
-                        effects_by_scale(res, margin), tuning_view(res, main, interactions, margin), bool(res.scale),
+                        effects_by_scale(res, margin), with_effects(tuned, res, main, interactions) if tuned else None, bool(res.scale),
                         effect_changes_by_scale(res, margin), given_picks(res))

@@ -13,11 +13,21 @@ effects the rest of the report computes as usual, so they are the effects at the
   tuned settings of (loss - the cell's lowest loss), each loss capped at the unigram loss of the
   validation split and a diverged run counted at it; computed per selection seed and averaged.
   `tables/lr_sensitivity_effects.csv`: the factors' effects on it (calls only with two or more seeds).
+- `tables/lr_curves.csv` (`train.lr` tuned alone): per cell, the loss-against-lr curve fitted near its
+  lowest point (`gptlab.stats.lr_curves`): the optimum with its CI, the curvature, and the loss the
+  pick leaves on the table; the estimation runs at each pick inform the noise as replicates.
+
+The settings are those of `tune.space` plus every other one the selection runs have (a method such as
+refine adds lrs: edge extensions, midpoints), in the space's order (numeric). tuning.csv lists a cell at
+an added setting only where it has runs; the fixed-setting effects and the LR sensitivity use the
+settings every cell has (the space's, and any added one every cell got), so that cells stay comparable.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +38,10 @@ from gptlab.report.analyses import design_for
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import CHAR_BPC_FACTOR, Results, _ceiling, _key
 from gptlab.stats.effects import analyse
-from gptlab.stats.picks import Pairs, Trial, pairs_text, pick_rows, tuning_columns
+from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
+from gptlab.stats.picks import Pairs, SettingRow, Trial, edge_keys, pairs_text, pick_rows, tuning_columns
 
+LR_KEY = "train.lr"  # the tuned key whose curves lr_curves.csv fits
 SELECTION_LOSS = "best_val_loss"  # validation: the split that chose the checkpoints and the settings
 EFFECT_COLS = ["effect", "estimate", "ci_low", "ci_high", "p_adjusted", "call"]
 FIXED_COLS = ["setting", *EFFECT_COLS]
@@ -40,20 +52,22 @@ class TuningView:
     """Everything the "Tuned comparison" section shows, rounded for its tables."""
 
     keys: list[str]  # the tuned keys (tune.space), in order
-    settings: list[Pairs]  # every tuned setting, the product of the keys' levels
+    settings: list[Pairs]  # every setting of the space, the product of the keys' levels
     seeds: int  # selection seeds per cell and setting
-    n_selection: int  # selection runs at a setting of the space (without any: no effects, sensitivity or figure)
+    n_selection: int  # selection runs with a tuned setting (without any: no effects, sensitivity or figure)
     table: pd.DataFrame  # tables/tuning.csv
     effects: pd.DataFrame  # the report's own main effects and interactions (at the picks), labelled as `fixed`'s
     fixed: pd.DataFrame  # tables/fixed_setting_effects.csv
     sensitivity: pd.DataFrame  # tables/lr_sensitivity.csv
     sensitivity_effects: pd.DataFrame  # tables/lr_sensitivity_effects.csv
     ceiling: float  # unigram loss of the validation split (caps the sensitivity's losses)
+    extra: list[Pairs] = dataclasses.field(default_factory=list)  # settings outside the space the selection runs have
+    curves: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # tables/lr_curves.csv (no rows: none)
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:
         return {"tuning": self.table, "fixed_setting_effects": self.fixed, "lr_sensitivity": self.sensitivity,
-                "lr_sensitivity_effects": self.sensitivity_effects}
+                "lr_sensitivity_effects": self.sensitivity_effects, "lr_curves": self.curves}
 
 
 def _space(res: Results) -> dict[str, list[Any]] | None:
@@ -63,14 +77,72 @@ def _space(res: Results) -> dict[str, list[Any]] | None:
 
 
 def _setting_of(row: dict, space: dict[str, list[Any]]) -> Pairs | None:
-    """A summary.csv row's tuned setting, as sweep.yaml's levels (None when a value is not in the space)."""
+    """A summary.csv row's tuned setting, as sweep.yaml's levels where the space has the value, else as a number (or
+    text); None when the row has no value for a key."""
     pairs = []
     for key, levels in space.items():
-        level = next((lv for lv in levels if _key(lv) == _key(row.get(key, ""))), None)
-        if level is None:
+        value = row.get(key)
+        if value is None or (isinstance(value, float) and math.isnan(value)) or str(value).strip() == "":
             return None
-        pairs.append((key, level))
+        level = next((lv for lv in levels if _key(lv) == _key(value)), None)
+        number = _number(value)
+        pairs.append((key, level if level is not None else number if number is not None else str(value).strip()))
     return tuple(pairs)
+
+
+def _number(value: Any) -> float | None:
+    """A level as a number (None for text and booleans), as `stats.picks` reads levels for their edges."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _merged(levels: list[Any], found: list[Any]) -> list[Any]:
+    """A key's space levels with the other values found inserted in numeric order (ascending or descending as the
+    space is; after the space when it is neither)."""
+    extra = [v for v in dict.fromkeys(found) if all(_key(v) != _key(lv) for lv in levels)]
+    numbers = [_number(v) for v in levels + extra]
+    if not extra or None in numbers:
+        return levels + extra
+    ordered = numbers[:len(levels)]
+    if ordered == sorted(ordered) or ordered == sorted(ordered, reverse=True):
+        return sorted(levels + extra, key=_number, reverse=len(ordered) > 1 and ordered[0] > ordered[-1])
+    return levels + sorted(extra, key=_number)
+
+
+def _all_settings(space: dict[str, list[Any]], found: list[Pairs]) -> tuple[list[Pairs], list[Pairs], list[Pairs]]:
+    """(the space's settings, the others found, both together), in the order of the keys' merged levels."""
+    merged = {k: _merged(levels, [dict(s)[k] for s in found]) for k, levels in space.items()}
+    rank = lambda s: tuple(merged[k].index(v) for k, v in s)  # noqa: E731
+    settings = [tuple(zip(space, combo)) for combo in itertools.product(*space.values())]
+    extra = sorted({s for s in found if s not in settings}, key=rank)
+    return settings, extra, sorted(settings + extra, key=rank)
+
+
+def _pick_rows(trials: list[Trial], cells: list[Pairs], space: dict[str, list[Any]], ordered: list[Pairs],
+               settings: list[Pairs], trained: dict[Pairs, Pairs]) -> list[SettingRow]:
+    """`stats.picks`' rows, cell by cell, over every setting in order: a cell's edges are those of the space and of
+    its own added settings, and a cell has a row at an added setting only where it has runs there. The pick is
+    where the cell's estimation runs trained (`trained`: a refining tuner's pick need not be the lowest mean)."""
+    rows = []
+    for cell in cells:
+        mine = [t for t in trials if t.cell == cell]
+        sampled = [dict(t.setting) for t in mine if t.status in ("ok", "diverged")]
+        own = {k: _merged(levels, [s[k] for s in sampled]) for k, levels in space.items()}
+        found = [r for r in pick_rows(mine, [cell], ordered, own) if r.runs or r.setting in settings]
+        pick = next((s for s in ordered if _same(s, trained.get(cell))), None)
+        if pick is not None:
+            found = [dataclasses.replace(r, picked=r.setting == pick,
+                                         at_edge=r.setting == pick and bool(edge_keys(r.setting, own))) for r in found]
+        rows += found
+    return rows
+
+
+def _same(a: Pairs, b: Pairs | None) -> bool:
+    return b is not None and len(a) == len(b) and all(k == kb and _key(v) == _key(vb) for (k, v), (kb, vb) in zip(a, b))
 
 
 def given_picks(res: Results) -> pd.DataFrame:
@@ -90,22 +162,23 @@ def given_picks(res: Results) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def tuning_view(res: Results, main: pd.DataFrame, interactions: pd.DataFrame, margin: float) -> TuningView | None:
-    """The section's tables, with the report's own `main` effects and `interactions`; None when the sweep tuned nothing."""
+def tuning_view(res: Results, margin: float) -> TuningView | None:
+    """The section's tables from the selection runs (computed before the effects, whose calls are checked against
+    the curves' loss left on the table); `with_effects` adds the report's own; None when the sweep tuned nothing."""
     space = _space(res)
     if space is None:
         return None
     tune = res.spec["tune"]
     n_seeds = int(tune.get("seeds") or 1)
-    settings = [tuple(zip(space, combo)) for combo in itertools.product(*space.values())]
     sel = res.selection.copy()
     sel["setting"] = [_setting_of(r, space) for r in sel.to_dict("records")]
     sel = sel[sel["setting"].notna()]
+    settings, extra, ordered = _all_settings(space, list(sel["setting"]))
     cells = [tuple((f, c[f]) for f in res.factors) for c in res.cells.to_dict("records")]
     label = {cell: ", ".join(res.label(f, lv) for f, lv in cell) for cell in cells}
     trials = [Trial(tuple((f, r[f]) for f in res.factors), r["setting"], r["status"], float(r[SELECTION_LOSS]))
               for r in sel.to_dict("records")]
-    rows = pick_rows(trials, cells, settings, space)
+    rows = _pick_rows(trials, cells, space, ordered, settings, _trained_picks(res, space, cells))
     table = pd.DataFrame([{**r.to_row(), "cell": label[r.cell]} for r in rows],
                          columns=tuning_columns(res.factors, list(space)))
     ceiling, _ = _ceiling(res.results_dir, sel, per_token=res.unit == "nats/token", split="val") if len(sel) \
@@ -113,11 +186,74 @@ def tuning_view(res: Results, main: pd.DataFrame, interactions: pd.DataFrame, ma
     ceiling *= CHAR_BPC_FACTOR if res.unit == "bits/char" else 1.0
     fixed, sensitivity, sensitivity_effects = pd.DataFrame(columns=FIXED_COLS), pd.DataFrame(), \
         pd.DataFrame(columns=EFFECT_COLS)
+    with_runs = Counter(r.setting for r in rows if r.runs)
+    common = [s for s in ordered if s in settings or with_runs[s] == len(cells)]  # settings every cell has
+    at_common = sel[sel["setting"].map(lambda s: s in common).astype(bool)]
     if len(sel):
-        fixed = _fixed_effects(res, sel, settings, n_seeds, margin)
-        sensitivity, sensitivity_effects = _sensitivity(res, sel, cells, label, settings, ceiling, n_seeds, margin)
-    return TuningView(list(space), settings, n_seeds, len(sel), round_frame(table), _tuned_effects(res, main, interactions),
-                      fixed, sensitivity, sensitivity_effects, ceiling)
+        fixed = _fixed_effects(res, at_common, common, n_seeds, margin)
+        sensitivity, sensitivity_effects = _sensitivity(res, at_common, cells, label, common, ceiling, n_seeds, margin)
+    curves = _curves(res, sel, rows, label, space, ceiling) if list(space) == [LR_KEY] and len(sel) else \
+        pd.DataFrame(columns=["cell", *res.factors, *LR_CURVE_COLS])
+    return TuningView(list(space), settings, n_seeds, len(sel), round_frame(table), pd.DataFrame(columns=EFFECT_COLS),
+                      fixed, sensitivity, sensitivity_effects, ceiling, extra, curves)
+
+
+def with_effects(view: TuningView, res: Results, main: pd.DataFrame, interactions: pd.DataFrame) -> TuningView:
+    """`view` with the report's own `main` effects and `interactions` (at the picks), labelled as the fixed ones."""
+    return dataclasses.replace(view, effects=_tuned_effects(res, main, interactions))
+
+
+def loss_left_high(res: Results, view: TuningView | None) -> dict[tuple[str, ...], float] | None:
+    """Per cell (its levels, factor order), the upper end of the 95% CI of the loss its pick leaves on the table
+    (inf when unbounded, NaN without a fit); None without lr curves (nothing to check the calls against)."""
+    if view is None or view.curves.empty:
+        return None
+    out = {}
+    for row in view.curves.to_dict("records"):
+        high = row.get("loss_left_ci_high")
+        out[tuple(str(row[f]) for f in res.factors)] = float(high) if high is not None and high == high else math.nan
+    return out
+
+
+def _trained_picks(res: Results, space: dict[str, list[Any]], cells: list[Pairs]) -> dict[Pairs, Pairs]:
+    """Each cell's setting as its estimation runs trained it (the pick that counts, whatever rule chose it)."""
+    if not all(k in res.runs for k in space) or res.runs.empty:
+        return {}
+    out = {}
+    for cell in cells:
+        mine = res.runs
+        for f, lv in cell:
+            mine = mine[mine[f] == lv]
+        found = {tuple((k, r[k]) for k in space) for r in mine.to_dict("records")}
+        if len(found) == 1:
+            out[cell] = next(iter(found))
+    return out
+
+
+def _curves(res: Results, sel: pd.DataFrame, rows: list[SettingRow], label: dict[Pairs, str], space: dict[str, list[Any]],
+            ceiling: float) -> pd.DataFrame:
+    """tables/lr_curves.csv: each cell's loss-against-lr fit (`stats.lr_curves`), the window one step of the space
+    wide, the estimation runs at each pick the noise's replicates; lrs to 3 significant digits."""
+    levels = sorted(x for x in map(_number, space[LR_KEY]) if x is not None and x > 0)
+    step = float(np.median(np.diff(np.log2(levels)))) if len(levels) > 1 else None
+
+    def runs_at(runs: pd.DataFrame, lrs: list[Any]) -> pd.DataFrame:
+        lr = pd.to_numeric(pd.Series(lrs, index=runs.index, dtype=object), errors="coerce")
+        return pd.DataFrame({"cell": runs["cell"], "lr": lr, "loss": runs[SELECTION_LOSS].astype(float),
+                             "status": runs["status"]})[lr > 0]
+
+    selection = runs_at(sel, [dict(s)[LR_KEY] for s in sel["setting"]])
+    estimation = runs_at(res.runs, list(res.runs[LR_KEY])) if LR_KEY in res.runs else None
+    picks = {label[r.cell]: float(dict(r.setting)[LR_KEY]) for r in rows if r.picked and _number(dict(r.setting)[LR_KEY])}
+    fits = fit_curves(selection, step, ceiling if math.isfinite(ceiling) else math.inf, picks, estimation)
+    cell_of = {text: cell for cell, text in label.items()}
+    out = fits.frame()
+    out = out.assign(**{f: [dict(cell_of[c]).get(f) for c in out["cell"]] for f in res.factors})
+    out = out.iloc[sorted(range(len(out)), key=lambda i: list(label.values()).index(out["cell"].iloc[i]))]
+    for col in ("pick_lr", "optimum_lr", "optimum_lr_low", "optimum_lr_high", "window_lr_low", "window_lr_high"):
+        out[col] = [float(f"{x:.3g}") if math.isfinite(x) else x for x in out[col].astype(float)]
+    out[["curvature", "bend", "noise_sd"]] = out[["curvature", "bend", "noise_sd"]].astype(float).round(4)
+    return round_frame(out[["cell", *res.factors, *LR_CURVE_COLS]].reset_index(drop=True))
 
 
 def _effects(res: Results, runs: pd.DataFrame, y: str, margin: float, calls: bool) -> pd.DataFrame:

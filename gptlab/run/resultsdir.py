@@ -20,6 +20,7 @@ SUMMARY_CSV = "summary.csv"  # one row per run, rebuilt from the runs' summary.j
 SAMPLES_JSON = "samples.json"  # text samples kept by the report
 ROUNDS_CSV = "rounds.csv"  # one row per round of an adaptive sweep
 TUNING_CSV = "tuning.csv"  # a tuned sweep's selection: per cell and setting, the loss and the pick
+REFINE_CSV = "refine.csv"  # a refining tuner's rounds: each cell's pick, its confidence and what it tried next
 DISCUSSION_MD = "discussion.md"  # written by a person, read by the report
 RUNS = "runs"  # the folder of run directories
 LOCK = ".lock"  # the OS lock a sweep holds while it writes here (gptlab.sweep.lock)
@@ -73,6 +74,10 @@ class ResultsDir:
     @property
     def tuning_csv(self) -> Path:
         return self.path / TUNING_CSV
+
+    @property
+    def refine_csv(self) -> Path:
+        return self.path / REFINE_CSV
 
     @property
     def discussion_md(self) -> Path:

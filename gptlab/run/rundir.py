@@ -8,6 +8,7 @@ through `gptlab.runio`'s atomic write. The files themselves are described in doc
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from gptlab.runio import atomic_write, atomic_write_text, read_json, read_yaml, 
 FINISHED = ("ok", "diverged")  # statuses of a run that is a result (a diverged run is one too)
 STATUSES = ("ok", "diverged", "failed")  # every status a summary.json can hold
 METRIC_COLUMNS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens", "elapsed_s"]
+TEST_BLOCK_COLUMNS = ["block", "chars", "tokens", "loss"]  # test_blocks.csv: loss in nats/token
 
 
 class RunDir:
@@ -39,10 +41,11 @@ class RunDir:
     PROGRESS = "progress.json"  # step, loss and time of a run in flight, for the live display
     LOCK = ".lock"  # held by the process training the run
     SAMPLE = "sample.txt"  # text sampled from the best checkpoint at the end of training
+    TEST_BLOCKS = "test_blocks.csv"  # per-block test losses at the best checkpoint (runs with a test split)
     BRANCHES = "branches.json"  # a shared trunk's branch points: [{step, run_id, config}] (gptlab.run.branching)
     TRUNK = "trunk.json"  # a branch's origin, {run_id, step, shared_s}: its state until `step` is that trunk's
     # The small files a remote worker ships back; summary.json is last, the driver's "finished" mark.
-    SHIPPED = (CONFIG, METRICS, LOG, ERROR, SAMPLE, SUMMARY)
+    SHIPPED = (CONFIG, METRICS, LOG, ERROR, SAMPLE, TEST_BLOCKS, SUMMARY)
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
@@ -140,6 +143,18 @@ class RunDir:
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json(self / self.SUMMARY, summary)
+
+    def write_test_blocks(self, blocks: list[dict[str, Any]]) -> None:
+        """The test split's per-block losses at the best checkpoint (`gptlab.run.evaluation.test_blocks`)."""
+        write_csv(self / self.TEST_BLOCKS, blocks, TEST_BLOCK_COLUMNS)
+
+    def test_blocks(self) -> list[dict[str, str]]:
+        """The rows of `test_blocks.csv` as text (none for a run without a test split, or from before blocks)."""
+        path = self / self.TEST_BLOCKS
+        if not path.is_file():
+            return []
+        with open(path, encoding="utf-8", newline="") as f:
+            return list(csv.DictReader(f))
 
     def record_failure(self, run_id: str, config: dict[str, Any], error: BaseException | str) -> dict[str, Any]:
         """Record a run that raised: `error.txt` holds the traceback, `summary.json` says failed."""

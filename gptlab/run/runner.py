@@ -105,6 +105,8 @@ def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None,
             (folder / RunDir.TRUNK).unlink(missing_ok=True)
         outcome = trainer.run()
         write_sample(folder)
+        if trainer.best_test_blocks is not None:  # written before the summary: a finished run has its blocks
+            folder.write_test_blocks(trainer.best_test_blocks)
         summary = run_summary(trainer, outcome)
         if (origin := folder.branched_from()) is not None:  # its steps up to origin["step"] were its trunk's
             summary["branched_from"] = origin

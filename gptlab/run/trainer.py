@@ -22,8 +22,9 @@ import torch
 
 from gptlab.model import GPT, build_model
 from gptlab.run.config import RunConfig, TrainConfig
-from gptlab.run.data import BatchSampler, TextDataset, eval_windows
+from gptlab.run.data import BatchSampler, TextDataset
 from gptlab.run.device import autocast_for
+from gptlab.run.evaluation import evaluate, evaluate_per_target, test_blocks
 
 log = logging.getLogger("gptlab.train")
 
@@ -72,28 +73,6 @@ def make_optimizer(model: GPT, cfg: TrainConfig, device: torch.device) -> torch.
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=fused)
 
 
-@torch.inference_mode()
-def evaluate(model: torch.nn.Module, data: torch.Tensor, block_size: int, batch_size: int,
-             device: torch.device, autocast: contextlib.AbstractContextManager) -> float:
-    """Mean next-token loss (nats) over every target of `data`, in fixed windows: no sampling noise."""
-    was_training = model.training
-    model.eval()
-    total, count = torch.zeros((), device=device, dtype=torch.float64), 0
-    for x, y, n_scored in eval_windows(data, block_size):
-        for i in range(0, len(x), batch_size):
-            xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
-            with autocast:
-                logits, _ = model(xb)
-            logits, yb = logits[:, -n_scored:], yb[:, -n_scored:]
-            loss = torch.nn.functional.cross_entropy(
-                logits.reshape(-1, logits.size(-1)).float(), yb.reshape(-1), reduction="sum"
-            )
-            total += loss
-            count += yb.numel()
-    model.train(was_training)
-    return total.item() / count
-
-
 class TrainerCallback:
     """What happens around the loop; every method is optional (the defaults do nothing)."""
 
@@ -140,6 +119,7 @@ class Trainer:
         self.rows: list[dict[str, Any]] = []
         self.best_val_loss, self.best_step = math.inf, -1
         self.best_test_loss: float | None = None  # test loss at best_step (None without a test split)
+        self.best_test_blocks: list[dict[str, Any]] | None = None  # its per-block losses (`test_blocks`)
         self.elapsed_s = self.train_s = self.eval_s = 0.0
         self.resumed = False
         # Rows come at least every min(log_interval, eval_interval) steps, and at max_iters: that
@@ -159,6 +139,7 @@ class Trainer:
             "best_val_loss": self.best_val_loss,
             "best_step": self.best_step,
             "best_test_loss": self.best_test_loss,  # measured at best_step: a resume cannot measure it again
+            "best_test_blocks": self.best_test_blocks,
             "times": [self.elapsed_s, self.train_s, self.eval_s],
             # Losses of the steps since the last row (none at an evaluation): a state taken between
             # rows must carry them, or the next row would average fewer steps than an unbroken run's.
@@ -176,6 +157,7 @@ class Trainer:
         self.step, self.rows = state["step"], state["rows"]
         self.best_val_loss, self.best_step = state["best_val_loss"], state["best_step"]
         self.best_test_loss = state.get("best_test_loss")  # absent from checkpoints of before test splits
+        self.best_test_blocks = state.get("best_test_blocks")  # absent from checkpoints of before test blocks
         self.elapsed_s, self.train_s, self.eval_s = state["times"]
         pending = state.get("pending")  # absent from checkpoints of before branch points
         self._pending = len(pending["losses"]) if pending else 0
@@ -292,16 +274,18 @@ class Trainer:
         return val
 
     def evaluate_test(self) -> float:
-        """Test loss of the model as it is now (nats per token), in the same fixed windows as validation.
+        """Test loss of the model as it is now (nats per token), in the same fixed windows as validation;
+        its per-block losses go to `best_test_blocks` (this is only called at a new best checkpoint).
 
         Called only where validation improved: it is recorded, never compared, so the test split
         chooses nothing (not the best checkpoint, not a setting).
         """
         tick = time.perf_counter()
-        test = evaluate(self.forward, self.dataset.test, self.cfg.model.block_size,
-                        self.cfg.train.eval_batch_size, self.device, self.autocast)
+        losses = evaluate_per_target(self.forward, self.dataset.test, self.cfg.model.block_size,
+                                     self.cfg.train.eval_batch_size, self.device, self.autocast)
+        self.best_test_blocks = test_blocks(losses, self.dataset.test, self.dataset.tokenizer)
         self.eval_s += time.perf_counter() - tick
-        return test
+        return losses.mean().item()
 
 
 def fmt_loss(value: float | None) -> str:

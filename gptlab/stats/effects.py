@@ -5,8 +5,9 @@ interaction contrasts, every higher-order contrast with a joint test, and simple
 other set of cells (an `exclude`, or a cell with no successful run) gets only what it can
 estimate: each cell against the baseline cell, a level's effect from the cell that differs from
 the baseline in that factor alone, and every non-estimable term named with its alias string.
-Contrasts come from `design`, their errors from `models`; every p-value of one analysis is one
-Holm family (identical contrasts counted once) and every effect gets a call (`calls`).
+Contrasts come from `design`, their errors from `models` (plus the text's, from `text_share`, given
+the runs' test blocks); every p-value of one analysis is one Holm family (identical contrasts
+counted once) and every effect gets a call (`calls`).
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import pandas as pd
 from gptlab.stats import calls
 from gptlab.stats.design import Design, Term, estimability
 from gptlab.stats.models import CellFit, Test, fit_cells, mde80, seeds_for_precision
+from gptlab.stats.robustness import check as tuning_check
+from gptlab.stats.text_share import Blocks, TextError, text_error
 
 Label = Callable[[str, str], str]  # (factor, level) -> "norm=post"
 STATS = ["estimate", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value", "p_adjusted", "call"]
@@ -29,6 +32,10 @@ HIGHER_COLS = ["term", "order"] + STATS
 SIMPLE_COLS = ["factor", "level", "baseline", "at"] + STATS
 CELL_COLS = ["cell", "changes"] + STATS
 ALIAS_COLS = ["aliased", "estimable_as"] + STATS
+# A tuned sweep's check of each call: robust | depends on the picks | "" (nothing to check); the call before the check;
+# how far the estimate can move against the call (nats); the design cell (index) whose pick moves it most, where the
+# call does not hold.
+TUNING_COLS = ["tuning", "call_at_picks", "tuning_shift", "tuning_cell"]
 AVERAGED = "averaged over the other factors"
 AT_BASELINE = "simple effect at the baseline of the other factors"
 
@@ -56,27 +63,43 @@ class Analysis:
     higher_joint: tuple[float, int, float, float] | None = None  # F, df1, df2, p
     not_estimable: list[str] = field(default_factory=list)
     n_tests: int = 0
+    text: TextError | None = None  # the text's share of the error (seed x block model), None: seeds only
+    tuned: bool = False  # the calls were checked against each cell's loss left on the table (`tuning`, `tuning_cell`)
 
 
 class _Rows:
     """Collects rows of several tables with their contrast vectors, for one Holm family."""
 
-    def __init__(self, fit: CellFit, margin: float, n_seeds: int) -> None:
-        self.fit, self.margin, self.n_seeds = fit, margin, n_seeds
+    def __init__(self, fit: CellFit, margin: float, n_seeds: int, text: TextError | None = None,
+                 loss_left: np.ndarray | None = None) -> None:
+        self.fit, self.margin, self.n_seeds, self.text, self.loss_left = fit, margin, n_seeds, text, loss_left
         self.rows: dict[str, list[dict]] = {}
+        self.tests: dict[str, list[Test]] = {}
         self.vectors: dict[str, list[np.ndarray | None]] = {}
 
     def add(self, table: str, row: dict, c: np.ndarray | None, precision: bool = False) -> None:
-        t = self.fit.test(c)
+        seed = self.fit.test(c)
+        t = self.text.test(seed, c) if self.text is not None else seed
         row = {**row, **_stats(t)}
+        self.tests.setdefault(table, []).append(t)
+        if self.text is not None:
+            row["text_share"] = t.text_share
         if precision:
             row["mde80"] = mde80(t)
-            row["seeds_needed"] = seeds_for_precision(t, self.n_seeds, len(self.fit.means), self.margin, self.fit.kind)
+            fixed = self.text.variance_df(c) if self.text is not None and c is not None else (0.0, math.inf)
+            row["seeds_needed"] = seeds_for_precision(seed, self.n_seeds, len(self.fit.means), self.margin,
+                                                      self.fit.kind, *fixed)  # seeds leave the text's part
         self.rows.setdefault(table, []).append(row)
         self.vectors.setdefault(table, []).append(c if not math.isnan(t.p_value) else None)
 
     def frame(self, table: str, cols: list[str]) -> pd.DataFrame:
+        extra = (["text_share"] if self.text is not None else []) + (TUNING_COLS if self.loss_left is not None else [])
+        if extra:  # the text's share of each CI's variance and the tuning check, after the call
+            cols = cols[:cols.index("call") + 1] + extra + cols[cols.index("call") + 1:]
         return pd.DataFrame(self.rows.get(table, []), columns=cols)
+
+    def joint(self, C: np.ndarray) -> tuple[float, int, float, float]:
+        return self.text.joint(self.fit, C) if self.text is not None else self.fit.joint(C)
 
     def adjust(self) -> int:
         """Holm across every distinct tested contrast of every table; then the calls. Returns #tests."""
@@ -96,7 +119,19 @@ class _Rows:
                 row["p_adjusted"] = adjusted[key] if key is not None else math.nan
                 row["call"] = "" if math.isnan(row["p_value"]) else calls.call(  # no error, no call
                     row["estimate"], row["p_adjusted"], row["ci90_low"], row["ci90_high"], self.margin)
+        if self.loss_left is not None:
+            self._check_tuning()
         return len(order)
+
+    def _check_tuning(self) -> None:
+        """Each call against its cells' loss left on the table (`stats.robustness`): DEPENDS where it does not hold."""
+        for table, vecs in self.vectors.items():
+            for row, c, t in zip(self.rows[table], vecs, self.tests[table]):
+                check = tuning_check(t.estimate, t.se, t.df, row["p_value"], row["p_adjusted"],
+                                     (row["ci90_low"], row["ci90_high"]), row["call"], c, self.loss_left, self.margin)
+                row["call_at_picks"], row["call"], row["tuning_shift"] = row["call"], check.call, check.shift
+                row["tuning"] = "" if check.robust is None else "robust" if check.robust else "depends on the picks"
+                row["tuning_cell"] = check.cell if check.cell is not None and check.robust is False else math.nan
 
 
 def _stats(t: Test) -> dict:
@@ -106,18 +141,23 @@ def _stats(t: Test) -> dict:
 
 def analyse(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, design: Design, label: Label,
             margin: float, endpoint: bool = True, allow_welch: bool = True,
-            error_mask: np.ndarray | None = None) -> Analysis:
+            error_mask: np.ndarray | None = None, blocks: Blocks | None = None,
+            loss_left: np.ndarray | None = None) -> Analysis:
     """All effects of outcome `y` (one value per run, run i in cell `cells[i]`).
 
     `design.cells` must be the cells that have at least one value. With `endpoint` False only the
     main effects (full factorial) or cells against the baseline (other designs) are computed.
     `error_mask` (an adaptive sweep's first-round runs): the error comes from those alone (`models`).
+    `blocks` (each run's losses per block of its test text): every CI counts the text too (`text_share`).
+    `loss_left` (a tuned sweep: per design cell, the upper end of the 95% CI of the loss its pick leaves on the
+    table, NaN where unknown): every call is checked against it (`stats.robustness`; columns TUNING_COLS).
     """
     index = {c: i for i, c in enumerate(design.cells)}
-    fit = fit_cells(np.asarray(y, float), np.array([index[tuple(c)] for c in cells]), np.asarray(seeds), design,
-                    allow_welch, error_mask)
+    cell_idx = np.array([index[tuple(c)] for c in cells])
+    fit = fit_cells(np.asarray(y, float), cell_idx, np.asarray(seeds), design, allow_welch, error_mask)
+    text = text_error(blocks, cell_idx, np.asarray(seeds), design, fit) if blocks is not None else None
     n_seeds = len(set(np.asarray(seeds).tolist()))
-    rows = _Rows(fit, margin, n_seeds)
+    rows = _Rows(fit, margin, n_seeds, text, None if loss_left is None else np.asarray(loss_left, float))
     if design.full_factorial:
         joint, missing = _factorial(design, label, rows, endpoint, fit)
     else:
@@ -125,7 +165,8 @@ def analyse(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, desi
     n_tests = rows.adjust()
     return Analysis(design, fit, margin, rows.frame("main", MAIN_COLS), rows.frame("int", INT_COLS),
                     rows.frame("higher", HIGHER_COLS), rows.frame("simple", SIMPLE_COLS),
-                    rows.frame("cells", CELL_COLS), rows.frame("alias", ALIAS_COLS), joint, missing, n_tests)
+                    rows.frame("cells", CELL_COLS), rows.frame("alias", ALIAS_COLS), joint, missing, n_tests, text,
+                    loss_left is not None)
 
 
 def _factorial(design: Design, label: Label, rows: _Rows, endpoint: bool, fit: CellFit):
@@ -143,7 +184,7 @@ def _factorial(design: Design, label: Label, rows: _Rows, endpoint: bool, fit: C
         for t in higher:
             rows.add("higher", {"term": term_label(t, label), "order": len(t)}, design.interaction(t))
         if higher:
-            joint = fit.joint(np.stack([design.interaction(t) for t in higher]))
+            joint = rows.joint(np.stack([design.interaction(t) for t in higher]))
     _simple(design, rows, label)
     return joint, []
 

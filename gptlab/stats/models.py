@@ -8,8 +8,9 @@ Models (y = a run's loss; cell = its combination of factor levels; seed = its se
 - `pure`: the cell-means model   y ~ 0 + C(cell) + C(seed)
   Every cell has its own mean, so no interaction of any order leaks into the error; the error is
   pure replication error (seed-to-seed noise within cells). C(seed) is a blocking term, used when
-  there is more than one seed and it leaves residual degrees of freedom: in this lab a seed fixes
-  the batch order in every cell, so runs with the same seed are paired.
+  there is more than one seed, it leaves residual degrees of freedom and the seeds link every cell
+  (else a cell whose seeds no other cell has would have no mean at the average seed): in this lab a
+  seed fixes the batch order in every cell, so runs with the same seed are paired.
 - `welch`: the same model when cell variances differ strongly (Bartlett's test on the cells'
   residuals, p < 0.01, e.g. a cell that never trains): each cell keeps its own residual
   variance; a contrast's variance is the sandwich sum over cells and its degrees of freedom
@@ -153,6 +154,8 @@ def fit_cells(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Des
     seeds = sorted(set(seed.tolist()))
     S = np.stack([(seed == s).astype(float) for s in seeds[1:]], axis=1) if len(seeds) > 1 else np.zeros((len(y), 0))
     seed_block = S.shape[1] > 0 and len(y) - n_cells - S.shape[1] > 0
+    if seed_block and np.linalg.matrix_rank(np.hstack([D, S])) < n_cells + S.shape[1]:
+        seed_block = False  # seeds that do not link every cell: a cell's mean at the average seed is not estimable
     if not seed_block:
         S = S[:, :0]
     df = len(y) - n_cells - S.shape[1]
@@ -237,8 +240,12 @@ def mde80(t: Test) -> float:
     return float((t_quantile(1 - ALPHA / 2, t.df) + t_quantile(POWER, t.df)) * t.se)
 
 
-def seeds_for_precision(t: Test, n_seeds: int, n_cells: int, margin: float, kind: str) -> float:
+def seeds_for_precision(t: Test, n_seeds: int, n_cells: int, margin: float, kind: str, fixed: float = 0.0,
+                        fixed_df: float = math.inf) -> float:
     """Seeds per cell for a 95% CI half-width <= margin, from this contrast's error (SE ~ 1/sqrt(seeds)).
+
+    `fixed`: a variance no number of seeds reduces (the text's, `text_share`, on `fixed_df` degrees of
+    freedom), added to the seeds' at every n, the df then Satterthwaite's.
 
     Degrees of freedom at n seeds: the cell-means model's n_cells * (n - 1) - (n - 1); for Welch
     they scale with n - 1. NaN when the contrast has no error estimate or needs more than 10,000 seeds.
@@ -251,7 +258,13 @@ def seeds_for_precision(t: Test, n_seeds: int, n_cells: int, margin: float, kind
             df = t.df
         else:
             df = t.df * (n - 1) / max(n_seeds - 1, 1) if kind == "welch" else n_cells * (n - 1) - (n - 1)
-        return t_quantile(1 - ALPHA / 2, df) * t.se * math.sqrt(n_seeds / n) if df > 0 else math.inf
+        if df <= 0:
+            return math.inf
+        if not fixed:
+            return t_quantile(1 - ALPHA / 2, df) * t.se * math.sqrt(n_seeds / n)
+        seed = t.se ** 2 * n_seeds / n
+        df = (seed + fixed) ** 2 / (seed ** 2 / df + fixed ** 2 / fixed_df)
+        return t_quantile(1 - ALPHA / 2, df) * math.sqrt(seed + fixed)
 
     lo, hi = 2, 10_000
     if half_width(hi) > margin:

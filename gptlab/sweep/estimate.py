@@ -48,7 +48,7 @@ class StepTiming:
 
 def time_run(config: Mapping[str, Any], steps: int = 6) -> StepTiming:
     """Time a few training steps of `config` and one evaluation batch (the split's batches scale it)."""
-    from gptlab.run.trainer import evaluate
+    from gptlab.run.evaluation import evaluate
 
     trainer = build_trainer(config)
     cfg = trainer.cfg

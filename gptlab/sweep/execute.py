@@ -24,7 +24,7 @@ from gptlab.sweep.progress import Progress
 from gptlab.sweep.results import write_summary
 from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.trunks import with_shared_trunks
-from gptlab.sweep.tuning import TuneThenEstimate, known_runs, selects
+from gptlab.sweep.tuning import known_runs, selects, tuner_of
 
 
 @dataclass(frozen=True)
@@ -77,10 +77,10 @@ def planner_for(spec: SweepSpec, out: TextIO) -> Planner:
 
 
 def base_planner(spec: SweepSpec, out: TextIO) -> Planner:
-    """The planner of a spec's kind of sweep: selection then estimation for `tune:` (its estimation fixed or adaptive),
-    adaptive rounds for `seeds: {min, max, precision}`, else one stage."""
+    """The planner of a spec's kind of sweep: its tuning method's (`tune.method`, selection then estimation, the
+    estimation fixed or adaptive) for `tune:`, adaptive rounds for `seeds: {min, max, precision}`, else one stage."""
     if selects(spec):  # given picks (`tune.picks`) train as a plain sweep: nothing to select
-        return TuneThenEstimate(spec, out)
+        return tuner_of(spec)(spec, out)
     if spec.seed_rule is not None:
         return AdaptiveSeeds(spec.runs, spec.seed_rule, out)
     return FixedSeeds(spec.runs, spec.name)
@@ -118,6 +118,8 @@ def train(spec: SweepSpec, stage: Stage, plan: Plan, options: SweepOptions, back
     seeds, cells = max(1, len({r.seed for r in runs})), max(1, len({r.cell for r in runs}))
     settings = len(runs) // (cells * seeds)  # a tuned sweep's selection trains each cell at several settings
     shape = f"{cells} cells x {settings} settings x {seeds} seeds" if settings > 1 else f"{len(runs) // seeds} cells x {seeds} seeds"
+    if len(runs) != cells * max(settings, 1) * seeds:  # an uneven stage (a refining tuner's round)
+        shape = f"{cells} cells"
     print(f"{stage.title}: {len(runs)} runs ({shape}), "
           f"{len(runs) - len(todo)} already finished, {len(todo)} to train", file=out)
     plan_line = backend.describe(plan)

@@ -38,7 +38,8 @@ def metric_fields(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]:
 
 
 def summary_columns(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]:
-    return ["run_id", "seed", *spec.grid, *tuned_columns(spec), *metric_fields(spec, runs)]
+    # `role` last: a plain sweep keeps the first release's columns in their places for readers by position
+    return ["run_id", "seed", *spec.grid, *tuned_columns(spec), *metric_fields(spec, runs), "role"]
 
 
 def summary_rows(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
@@ -50,7 +51,8 @@ def summary_rows(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Run
             continue
         summary = folder.summary() or {"status": "failed", "error": f"unreadable {folder / RunDir.SUMMARY}"}
         rows.append({"run_id": run.run_id, "seed": run.seed, **run.factors,
-                     **(run.columns if isinstance(run, TunedRun) else {}),  # a tuned sweep: its setting and stage
+                     **(run.columns if isinstance(run, TunedRun) else {}),  # a tuned sweep: its setting
+                     "role": run.role,  # only estimation runs enter the effects
                      **{k: summary.get(k) for k in fields}})
     return rows
 

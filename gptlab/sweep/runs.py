@@ -24,6 +24,7 @@ from gptlab.sweep.duplicates import same_config_message
 
 # A run takes ~1 ms to validate and expand: a mistyped grid (30 factors, seeds pasted twice) must not hang it.
 MAX_RUNS = 10_000  # cells before exclude x seeds (adaptive seeds: x max)
+ESTIMATION = "estimation"  # summary.csv's `role` of a run whose result enters the effects (the only one that does)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,11 @@ class Run:
     @property
     def factors(self) -> dict[str, Any]:
         return dict(self.cell)
+
+    @property
+    def role(self) -> str:
+        """What the run is for (summary.csv's `role`): a plain sweep's runs all give the verdict."""
+        return ESTIMATION
 
 
 @dataclass

@@ -23,7 +23,8 @@ from gptlab.stats.precision import SeedRule
 from gptlab.sweep.duplicates import same_level
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
 from gptlab.sweep.runs import MAX_RUNS, SweepSpec, expand
-from gptlab.sweep.tuning import apply_tune
+from gptlab.sweep import refine  # noqa: F401 (registers tune.method refine; grid is registered by sweep.tuning)
+from gptlab.sweep.tune_spec import apply_tune
 
 TOP_KEYS = ["name", "description", "plugins", "base", "grid", "scale", "seeds", "tune", "exclude", "baseline", "executor", "report"]
 REPORT_KEYS = ["equivalence_margin"]

@@ -1,19 +1,20 @@
-"""Tuned sweeps (`tune: {space: {train.lr: [...]}, seeds: 1}`): the spec's `tune` key and the `TuneThenEstimate` planner.
+"""Tuned sweeps: their runs (`TunedRun`, `runs_at`) and `TuneThenEstimate`, the planner every tuning method extends.
 
-Nuisance settings (the learning rate first) are tuned for every cell of the grid, in two stages:
+Nuisance settings (the learning rate first) are tuned for every cell of the grid, in two parts:
 
-- selection: every cell x every setting of `tune.space` (the product of its keys) x `tune.seeds`
-  seeds, the selection seeds SELECTION_SEED_OFFSET + i. Each cell's pick is the setting with the
-  lowest mean `best_val_loss` (the rule, diverged runs and edges: `gptlab.stats.picks`);
-  `results/NAME/tuning.csv` records it.
+- selection: runs at tuned settings with the selection seeds SELECTION_SEED_OFFSET + i, chosen by
+  the sweep's tuning method (`tune.method`, a `gptlab.sweep.planners.TUNERS` entry). `grid` (here,
+  the default) trains every cell x every setting of `tune.space` x `tune.seeds` in one stage and
+  picks the lowest mean `best_val_loss` (`gptlab.stats.picks`); `refine` (`gptlab.sweep.refine`)
+  adds lrs and seeds in rounds. `results/NAME/tuning.csv` records the picks.
 - estimation: the sweep's `seeds:` (a list, or adaptive rounds) at each cell's pick. Estimation
   seeds must be below the offset, so the runs that give the verdict never took part in choosing
   their setting, and changing `seeds:` later never changes the selection runs.
 
-The picks are recomputed from the selection runs' summaries every time the planner is asked
-(a killed sweep, rerun, decides the same). A tuned sweep holds out a test split: `data.test_fraction`
-defaults to half of `data.val_fraction` (0.05: for Tiny Shakespeare, the two halves of nanoGPT's
-validation text), so the report can judge the effects on data that chose nothing.
+Every run carries its role (summary.csv's `role`): only `estimation` runs enter the effects, whatever
+other roles a method gives its runs. The picks are recomputed from the selection runs' summaries
+every time the planner is asked (a killed sweep, rerun, decides the same). A tuned sweep holds out a
+test split (`gptlab.sweep.tune_spec`), so the report can judge the effects on data that chose nothing.
 """
 from __future__ import annotations
 
@@ -21,22 +22,18 @@ import copy
 import dataclasses
 import itertools
 import math
-import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence, TextIO
+from typing import Any, Callable, ClassVar, Mapping, Sequence, TextIO
 
-from gptlab.errors import GptlabError, closest, shown
+from gptlab.errors import GptlabError
 from gptlab.runio import write_csv
-from gptlab.run.config import SECTIONS, coerce, get_dotted, resolve_run_config, set_dotted, valid_keys
+from gptlab.run.config import set_dotted
 from gptlab.sweep.adaptive import AdaptiveSeeds
-from gptlab.sweep.given import check_given
-from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
-from gptlab.sweep.runs import MAX_RUNS, Run, SweepSpec, cell_label, expand
+from gptlab.sweep.planners import TUNERS, Case, FinishedRuns, Preview, Stage
+from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec, cell_label, expand
 
 SELECTION_SEED_OFFSET = 1_000_000  # selection seed i is 1,000,000 + i; estimation seeds must stay below it
-MAX_TUNE_SEEDS = 100  # selection seeds per cell and setting
-TUNE_KEYS = ["space", "seeds", "picks", "picked_by"]  # picks, picked_by: settings given (gptlab.sweep.given)
-SELECTION, ESTIMATION = "selection", "estimation"  # summary.csv's `stage` column
+SELECTION = "selection"  # summary.csv's `role` of a run that chooses a setting (ESTIMATION: one that gives the verdict)
 Pairs = tuple[tuple[str, Any], ...]
 
 
@@ -48,10 +45,16 @@ class TuneSpec:
     seeds: int = 1  # selection seeds per cell and setting (0 with given picks)
     given: tuple[tuple[Pairs, Pairs], ...] = ()  # (cell, setting) of `tune.picks`: settings chosen elsewhere, no selection
     picked_by: str = ""  # who chose the given picks, on which runs (`tune.picked_by`)
+    method: str = "grid"  # the tuning method (`tune.method`, a TUNERS entry)
+    options: tuple[tuple[str, Any], ...] = ()  # the method's own keys (its planner's OPTIONS), validated
 
     @property
     def selection_seeds(self) -> list[int]:
         return [SELECTION_SEED_OFFSET + i for i in range(self.seeds)]
+
+    def option(self, name: str) -> Any:
+        """The validated value of one of the method's own keys."""
+        return dict(self.options)[name]
 
     def settings(self) -> list[Pairs]:
         """Every tuned setting: the product of the keys' levels, first key slowest."""
@@ -61,114 +64,26 @@ class TuneSpec:
         if self.given:
             picks = [{**dict(cell), **dict(setting)} for cell, setting in self.given]
             return {"picks": picks, **({"picked_by": self.picked_by} if self.picked_by else {})}
-        return {"space": {k: list(v) for k, v in self.space.items()}, "seeds": self.seeds}
+        method = {"method": self.method, **dict(self.options)} if self.method != "grid" else {}
+        return {"space": {k: list(v) for k, v in self.space.items()}, "seeds": self.seeds, **method}
 
 
 @dataclass(frozen=True)
 class TunedRun(Run):
-    """A run of a tuned sweep: its grid cell (`cell`), the tuned setting it trains at, and its stage."""
+    """A run of a tuned sweep: its grid cell (`cell`), the tuned setting it trains at, and its role."""
 
     setting: Pairs = ()  # (tuned key, value) pairs in tune.space order
-    stage: str = SELECTION  # selection | estimation
+    role: str = SELECTION  # selection | estimation | a role of a method's own (kept out of the effects)
 
     @property
     def columns(self) -> dict[str, Any]:
-        """What summary.csv adds to the run's row: one column per tuned key, and the stage."""
-        return {**dict(self.setting), "stage": self.stage}
+        """What summary.csv adds to the run's row: one column per tuned key."""
+        return dict(self.setting)
 
 
 def tuned_columns(spec: SweepSpec) -> list[str]:
-    """summary.csv's columns after the grid factors: the tuned keys and `stage` (none without `tune`)."""
-    return [*spec.tune.space, "stage"] if spec.tune is not None else []
-
-
-def _fail(key: str, message: str) -> GptlabError:
-    return GptlabError(f"{key}: {message}")
-
-
-def apply_tune(spec: SweepSpec, raw: Any) -> list[TunedRun]:
-    """Validate `tune:` against the spec, set `spec.tune` (and the test split's default); the selection runs."""
-    tune = _check_tune(raw, spec)
-    if not any(k == "data.test_fraction" for k in spec.grid):
-        try:
-            get_dotted(spec.base, "data.test_fraction")
-        except (KeyError, TypeError):  # half the held-out tail: 0.05 of Tiny Shakespeare, nanoGPT's val text halved
-            set_dotted(spec.base, "data.test_fraction", resolve_run_config(spec.base).data.val_fraction / 2)
-    spec.tune = tune
-    if tune.given:  # no selection: the runs are each cell at its given setting, as estimation runs
-        return [r for cell, setting in tune.given for r in runs_at(spec, [setting], spec.seeds, ESTIMATION, [cell])]
-    return runs_at(spec, tune.settings(), tune.selection_seeds, SELECTION)
-
-
-def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:
-    if not isinstance(raw, dict):
-        raise _fail("tune", f"must be a mapping {{space: {{train.lr: [...]}}, seeds: 1}}, got {shown(raw)}")
-    for key in raw:
-        if key not in TUNE_KEYS:
-            raise GptlabError(f"unknown key {shown(f'tune.{key}')}{closest(f'tune.{key}', [f'tune.{k}' for k in TUNE_KEYS])}"
-                              f"; valid keys under tune: {', '.join(TUNE_KEYS)}")
-    if "picks" in raw:  # settings chosen elsewhere: no selection runs (gptlab.sweep.given)
-        given = check_given(raw, spec, expand_cells(spec), lambda key, levels: _resolve_levels(spec, key, levels,
-                                                                                                "tune.picks"))
-        space = {k: tuple(dict.fromkeys(s[i][1] for _, s in given)) for i, (k, _) in enumerate(given[0][1])}
-        return TuneSpec(space, 0, given, raw.get("picked_by", ""))
-    space = raw.get("space")
-    if not isinstance(space, dict) or not space:
-        raise _fail("tune.space", "needs at least one key to tune, e.g. {train.lr: [5.0e-4, 1.0e-3, 2.0e-3]}, got "
-                    f"{shown(space)}")
-    levels_by_key: dict[str, tuple[Any, ...]] = {}
-    for dotted, levels in space.items():
-        where = f"tune.space.{dotted}"
-        if not isinstance(levels, list) or not levels:
-            raise _fail(where, f"must be a non-empty list of levels, got {shown(levels)}")
-        resolved = _resolve_levels(spec, dotted, levels, "tune.space")
-        if len(set(map(repr, resolved))) != len(resolved):
-            raise _fail(where, f"lists a level twice: {shown(levels)}")
-        if len(resolved) < 2:
-            raise _fail(where, f"lists one level ({shown(levels[0])}); a fixed setting belongs in base")
-        levels_by_key[dotted] = resolved
-    seeds = raw.get("seeds", 1)
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_TUNE_SEEDS:
-        raise _fail("tune.seeds", f"must be a count of selection seeds between 1 and {MAX_TUNE_SEEDS}, got {shown(seeds)}")
-    late = [s for s in spec.seeds if s >= SELECTION_SEED_OFFSET]
-    if late:
-        raise _fail("seeds", f"in a tuned sweep every seed must be below {SELECTION_SEED_OFFSET:,} (the selection "
-                    f"seeds are {SELECTION_SEED_OFFSET:,} and up), got {late[0]:,}")
-    tune = TuneSpec(levels_by_key, seeds)
-    cells = len(expand_cells(spec))
-    total = cells * len(tune.settings()) * (seeds + len(spec.seeds))
-    if total > MAX_RUNS:
-        raise _fail("tune", f"{cells:,} cells x {len(tune.settings()):,} settings x ({seeds} selection + "
-                    f"{len(spec.seeds):,} estimation seeds) is {total:,} runs to plan; at most {MAX_RUNS:,}")
-    return tune
-
-
-def _resolve_levels(spec: SweepSpec, dotted: Any, levels: list[Any], owner: str) -> tuple[Any, ...]:
-    """A tuned key's levels as the run config resolves them; the key must be tunable (a config key, not data.*,
-    in neither base nor grid). `owner`: tune.space or tune.picks, for the messages."""
-    keys = [k for k in valid_keys() if k != "seed"]
-    where = f"{owner}.{dotted}"
-    if dotted not in keys:
-        raise GptlabError(f"{owner}: unknown key {shown(dotted)}{closest(str(dotted), keys)}")
-    if str(dotted).startswith("data."):
-        raise _fail(where, "data settings cannot be tuned: the selection compares validation losses, which "
-                    "only mean the same on the same split and tokenizer; put it in base or grid")
-    if dotted in spec.grid:
-        raise GptlabError(f"{dotted} is in both grid and {owner}; keep it in one place")
-    try:
-        get_dotted(spec.base, dotted)
-    except (KeyError, TypeError):
-        pass
-    else:
-        raise GptlabError(f"{dotted} is set in both base and {owner}; keep it in one place (remove it from "
-                          "base: each cell trains at the tuned levels)")
-    if any(isinstance(v, (dict, list)) for v in levels):
-        raise _fail(where, "levels must be plain values (strings, numbers, booleans)")
-    section, name = dotted.split(".", 1)
-    try:
-        return tuple(coerce(dotted, v, typing.get_type_hints(SECTIONS[section])[name]) for v in levels)
-    except GptlabError as err:
-        raise _fail(where, str(err)) from None
+    """summary.csv's columns after the grid factors: the tuned keys (none without `tune`)."""
+    return list(spec.tune.space) if spec.tune is not None else []
 
 
 def expand_cells(spec: SweepSpec) -> list[Pairs]:
@@ -178,7 +93,7 @@ def expand_cells(spec: SweepSpec) -> list[Pairs]:
     return [tuple(zip(spec.grid, levels)) for levels in design_cells(spec.grid, spec.exclude)]
 
 
-def runs_at(spec: SweepSpec, settings: Sequence[Pairs], seeds: Sequence[int], stage: str,
+def runs_at(spec: SweepSpec, settings: Sequence[Pairs], seeds: Sequence[int], role: str,
             cells: Sequence[Pairs] | None = None) -> list[TunedRun]:
     """Every cell (or `cells`) x setting x seed as runs, cell-major; each config resolved (so validated).
 
@@ -206,14 +121,14 @@ def runs_at(spec: SweepSpec, settings: Sequence[Pairs], seeds: Sequence[int], st
                     raise _fail("tune.space", f"settings {dict(other)} and {dict(setting)} give the same run config")
             run_id = f"{cell_label(run.cell + setting)}_s{run.seed}_{digest}"
             found.setdefault((run.cell, setting), []).append(
-                TunedRun(run_id, run.cell, run.seed, run.config, setting, stage))
+                TunedRun(run_id, run.cell, run.seed, run.config, setting, role))
     order = {c: i for i, c in enumerate(dict.fromkeys(cell for cell, _ in found))}
     keyed = sorted(found.items(), key=lambda kv: (order[kv[0][0]], list(settings).index(kv[0][1])))
     return [run for _, runs in keyed for run in runs]
 
 
 def candidate_runs(spec: SweepSpec) -> list[TunedRun]:
-    """Every estimation run the sweep may ever plan: each cell at each setting with every estimation seed.
+    """Every estimation run the grid method may ever plan: each cell at each setting with every estimation seed.
 
     The naive full grid of `--dry-run`; with the selection runs, every run of the sweep's folder
     that belongs to it (whichever setting the picks name).
@@ -222,8 +137,8 @@ def candidate_runs(spec: SweepSpec) -> list[TunedRun]:
 
 
 def known_runs(spec: SweepSpec) -> list[Run]:
-    """The runs a spec may have in its folder: its runs, and a tuned sweep's every possible estimation run."""
-    return list(spec.runs) + (candidate_runs(spec) if selects(spec) else [])
+    """The runs a spec may have in its folder: its runs, and a tuned sweep's every possible later run."""
+    return list(spec.runs) + (tuner_of(spec).possible_runs(spec) if selects(spec) else [])
 
 
 def selects(spec: SweepSpec) -> bool:
@@ -231,54 +146,91 @@ def selects(spec: SweepSpec) -> bool:
     return spec.tune is not None and not spec.tune.given
 
 
+def tuner_of(spec: SweepSpec) -> type[TuneThenEstimate]:
+    """The planner class of a tuned sweep's method (`tune.method`)."""
+    return TUNERS.get(spec.tune.method)
+
+
 def planned_range(spec: SweepSpec) -> tuple[int, int]:
-    """How many runs the whole sweep trains: (fewest, most); they differ only with adaptive seeds."""
+    """How many runs the whole sweep trains: (fewest, most); they differ with adaptive seeds and adaptive tuners."""
     rule, runs = spec.seed_rule, len(spec.runs)
     if not selects(spec):
         return (runs // rule.max * rule.min if rule else runs), runs
     cells = len({r.cell for r in spec.runs})
-    return runs + cells * (rule.min if rule else len(spec.seeds)), runs + cells * len(spec.seeds)
+    low, high = tuner_of(spec).selection_range(spec)
+    return low + cells * (rule.min if rule else len(spec.seeds)), high + cells * len(spec.seeds)
 
 
 class TuneThenEstimate:
-    """Selection (every cell x setting x tune.seeds), each cell's pick from disk, then estimation at the picks."""
+    """Selection stages (`select`, each method's own), then estimation at each cell's pick (fixed or adaptive seeds).
+
+    A tuning method subclasses this, registers it in `TUNERS` under its `tune.method` name, and
+    implements `select`: called first with no rows, then with the rows of every run planned so far
+    once they all finished, it returns the next selection stage, or None after setting `self.picks`.
+    `OPTIONS` names its own keys under `tune:` with their defaults; `check_options` validates them.
+    """
+
+    OPTIONS: ClassVar[Mapping[str, Any]] = {}  # the method's own keys under tune:, with their defaults
 
     def __init__(self, spec: SweepSpec, out: TextIO, rounds: Callable[..., Any] = AdaptiveSeeds) -> None:
         self.spec, self.out, self.rounds_class = spec, out, rounds
         self.tune: TuneSpec = spec.tune
-        self.selection = tuple(spec.runs)
-        self.cells = list(dict.fromkeys(r.cell for r in self.selection))
-        self.step = 0  # 0: nothing handed out; 1: selection handed out; 2: estimation planned
+        self.selection: tuple[Run, ...] = tuple(spec.runs)  # every selection-side run planned so far
+        self.cells = list(dict.fromkeys(r.cell for r in spec.runs))
         self.rounds: Any = None  # adaptive seeds' planner over the estimation runs (seeds: {min, max, precision})
-        self.picks: dict[Pairs, Pairs] = {}  # cell -> its picked setting, once decided
+        self.picks: dict[Pairs, Pairs] | None = None  # cell -> its picked setting, once decided
 
+    # -- what a method implements ---------------------------------------------------------
+    @classmethod
+    def check_options(cls, raw: Mapping[str, Any], tune: TuneSpec) -> dict[str, Any]:
+        """The method's own keys, validated (`GptlabError` naming the key), every key of OPTIONS filled."""
+        return {**cls.OPTIONS, **raw}
+
+    @classmethod
+    def possible_runs(cls, spec: SweepSpec) -> list[Run]:
+        """Every run beyond `spec.runs` this method may plan (a folder's other runs are reported as strays)."""
+        return list(candidate_runs(spec))
+
+    @classmethod
+    def selection_range(cls, spec: SweepSpec) -> tuple[int, int]:
+        """The fewest and most selection runs the method trains."""
+        return len(spec.runs), len(spec.runs)
+
+    def select(self, finished: FinishedRuns) -> Stage | None:
+        """The next selection stage, or None once `self.picks` is set (from the finished runs on disk)."""
+        raise NotImplementedError
+
+    def selection_cases(self) -> list[Case]:
+        """The selection's cases for `--dry-run` (the first stage, and the worst case of an adaptive method)."""
+        return [Case(f"selection: {len(self.cells)} cells x {len(self.tune.settings())} settings x {self.tune.seeds} "
+                     "seed(s)", tuple(self.spec.runs))]
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    # -- the shared second half -----------------------------------------------------------
     def _estimation_seeds(self) -> str:
         rule = self.spec.seed_rule
         return f"adaptive seeds ({rule.min} to {rule.max})" if rule else f"{len(self.spec.seeds)} seed(s)"
 
-    def describe(self) -> str:
-        keys = ", ".join(self.tune.space)
-        return (f"tuned sweep: selection trains {len(self.cells)} cells x {len(self.tune.settings())} settings of "
-                f"{keys} x {self.tune.seeds} seed(s) (seeds {SELECTION_SEED_OFFSET:,}+); each cell's pick (lowest mean "
-                f"best val loss) then trains {self._estimation_seeds()} for the verdict")
-
     def next_stage(self, finished: FinishedRuns) -> Stage | None:
-        if self.step == 0:
-            self.step = 1
-            print(self.describe(), file=self.out)
-            return Stage("selection", self.selection, self.selection, tag="selection",
-                         unfinished="selection is incomplete: each cell's setting is picked once every selection run "
-                         "has finished")
-        selection_ids = {r.run_id for r in self.selection}
-        if self.step == 1:
-            self.step = 2
-            self.decide(finished)
+        if self.picks is None:
+            if not finished.rows:
+                print(self.describe(), file=self.out)
+            stage = self.select(finished)
+            if stage is not None:
+                self.selection = tuple(stage.planned)
+                return stage
+            if self.picks is None:
+                raise GptlabError(f"tune.method {self.tune.method}: its planner ended selection without picks")
             runs = self.estimation_runs()
             if self.spec.seed_rule is not None:
                 self.rounds = self.rounds_class(runs, self.spec.seed_rule, self.out)
                 return self._wrap(self.rounds.next_stage(FinishedRuns(finished.results_dir)))
+            self.rounds = False  # fixed seeds: one estimation stage, then done
             return Stage("estimation", tuple(runs), self.selection + tuple(runs), tag="estimation")
-        if self.rounds is not None:
+        if self.rounds:
+            selection_ids = {r.run_id for r in self.selection}
             rows = tuple(r for r in finished.rows if r["run_id"] not in selection_ids)
             return self._wrap(self.rounds.next_stage(FinishedRuns(finished.results_dir, rows)))
         return None
@@ -300,29 +252,36 @@ class TuneThenEstimate:
         return Stage(f"estimation {stage.title}", stage.runs, self.selection + stage.planned,
                      tag=f"estimation {stage.tag}", unfinished=stage.unfinished)
 
-    def decide(self, finished: FinishedRuns) -> list[Any]:
-        """Each cell's pick from the selection runs' rows (summary.json on disk); writes tuning.csv."""
-        from gptlab.stats.picks import Trial, pairs_text, pick_rows, picks, short_names, tuning_columns
+    def trials(self, finished: FinishedRuns) -> list[Any]:
+        """The finished selection runs as `stats.picks.Trial`s (a failed or missing run counts as failed)."""
+        from gptlab.stats.picks import Trial
 
         by_id = {r["run_id"]: r for r in finished.rows}
         trials = []
         for run in self.selection:
+            if getattr(run, "role", SELECTION) != SELECTION:
+                continue
             row = by_id.get(run.run_id) or {}
             loss = row.get("best_val_loss")
             trials.append(Trial(run.cell, run.setting, str(row.get("status") or "failed"),
                                 float(loss) if loss not in (None, "") else math.nan))
-        rows = pick_rows(trials, self.cells, self.tune.settings(), self.tune.space)
+        return trials
+
+    def record_picks(self, finished: FinishedRuns, rows: Sequence[Any], how: str) -> None:
+        """Write tuning.csv from `rows` (stats.picks.SettingRow, `picked` marked), set `self.picks`, print them."""
+        from gptlab.stats.picks import pairs_text, picks, short_names, tuning_columns
+
         names = short_names(list(self.spec.grid))
         write_csv(finished.results_dir.tuning_csv, [r.to_row(names) for r in rows],
                   tuning_columns(list(self.spec.grid), list(self.tune.space)))
-        self.picks = {cell: row.setting for cell, row in picks(rows).items()}
-        chosen = [f"{pairs_text(c, names)} -> {pairs_text(r.setting)}" for c, r in picks(rows).items()]
-        print(f"selection: each cell's pick (lowest mean best val loss): {'; '.join(chosen)}", file=self.out)
-        for cell, row in picks(rows).items():
+        chosen = picks(rows)
+        self.picks = {cell: row.setting for cell, row in chosen.items()}
+        text = [f"{pairs_text(c, names)} -> {pairs_text(r.setting)}" for c, r in chosen.items()]
+        print(f"selection: each cell's pick ({how}): {'; '.join(text)}", file=self.out)
+        for cell, row in chosen.items():
             if row.at_edge:
                 print(f"warning: the pick of {pairs_text(cell, names)} ({pairs_text(row.setting)}) lies on the edge "
-                      "of tune.space: its best setting may lie beyond it; widen the space", file=self.out)
-        return rows
+                      "of the settings tried: its best setting may lie beyond them; widen the space", file=self.out)
 
     def preview(self) -> Preview | None:
         spec, n_cells, n_settings = self.spec, len(self.cells), len(self.tune.settings())
@@ -336,11 +295,33 @@ class TuneThenEstimate:
             estimation = [Case(f"estimation, {what}: {n} seeds at each cell's pick",
                                tuple(r for r in stand_in if r.seed < n))
                           for what, n in (("minimum", rule.min), ("worst case", rule.max))]
+        selection = self.selection_cases()
         naive = candidate_runs(spec)
-        both = [Case(f"tuned in all (selection + {case.label.split(': ', 1)[0]})", self.selection + case.runs)
-                for case in estimation]
+        both = [Case(f"tuned in all ({sel.label.split(':', 1)[0]} + {case.label.split(': ', 1)[0]})",
+                     sel.runs + case.runs) for sel in selection[-1:] for case in estimation]
         return Preview(self.describe(), (
-            Case(f"selection: {n_cells} cells x {n_settings} settings x {self.tune.seeds} seed(s)", self.selection),
-            *estimation, *both,
+            *selection, *estimation, *both,
             Case(f"for comparison, the naive full grid (every setting x every seed): {n_cells} cells x {n_settings} "
                  f"settings x {len(spec.seeds)} seeds", tuple(naive))))
+
+
+@TUNERS.register("grid")
+class Grid(TuneThenEstimate):
+    """Every cell at every setting of tune.space x tune.seeds in one stage; the pick: the lowest mean val loss."""
+
+    def describe(self) -> str:
+        keys = ", ".join(self.tune.space)
+        return (f"tuned sweep: selection trains {len(self.cells)} cells x {len(self.tune.settings())} settings of "
+                f"{keys} x {self.tune.seeds} seed(s) (seeds {SELECTION_SEED_OFFSET:,}+); each cell's pick (lowest mean "
+                f"best val loss) then trains {self._estimation_seeds()} for the verdict")
+
+    def select(self, finished: FinishedRuns) -> Stage | None:
+        if not finished.rows:
+            return Stage("selection", self.selection, self.selection, tag="selection",
+                         unfinished="selection is incomplete: each cell's setting is picked once every selection run "
+                         "has finished")
+        from gptlab.stats.picks import pick_rows
+
+        rows = pick_rows(self.trials(finished), self.cells, self.tune.settings(), self.tune.space)
+        self.record_picks(finished, rows, "lowest mean best val loss")
+        return None

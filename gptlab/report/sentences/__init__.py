@@ -32,6 +32,8 @@ class Sentences:
     tuning_warnings: list[str]  # picks on the edge of the tuned space
     changes: list[str]  # per row of `tables.changes`: how an effect changes from the first scale level to another
     given: str  # who chose the settings of a sweep with given picks ("" otherwise)
+    error_model: str = ""  # the method's sentence on which error the CIs count: seeds, or seeds and text blocks
+    tuning_checks: tuple[str, ...] = ()  # a tuned sweep's summary: per effect, whether its call survives the picks
 
     @property
     def verdicts(self) -> dict[str, list[str]]:
@@ -53,4 +55,18 @@ def write(res: Results, tables: ReportTables) -> Sentences:
                      design_notes, warnings + edge, notes.schedule_note(res), sweeps.scale_verdicts(tables.by_scale, res),
                      sweeps.rule_sentence(tables.adaptive.rule) if tables.adaptive is not None else "",
                      sweeps.tuning_changes(tuned) if tuned is not None else [], edge,
-                     sweeps.change_verdicts(tables.changes, res), sweeps.given_sentence(res, tables.given))
+                     sweeps.change_verdicts(tables.changes, res), sweeps.given_sentence(res, tables.given),
+                     notes.error_model(res, tables.effects), tuple(_tuning_checks(res, tables)))
+
+
+def _tuning_checks(res: Results, tables: ReportTables) -> list[str]:
+    a = tables.effects
+    if a is None or not a.tuned:
+        return []
+
+    def label(r: dict) -> str:
+        if "factor_a" in r:
+            return f"{res.label(r['factor_a'], r['level_a'])} x {res.label(r['factor_b'], r['level_b'])}"
+        at = f" at {r['at']}" if r.get("at") else ""
+        return f"{res.label(r['factor'], r['level'])} vs {res.label(r['factor'], r['baseline'])}{at}"
+    return sweeps.tuning_checks({"main": tables.main, "interactions": tables.interactions, "simple": a.simple}, label)

@@ -80,13 +80,58 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     main = a.main.dropna(subset=["ci95"])
     if len(main):
         need = main["seeds_needed"].max()
+        beyond = int(main["seeds_needed"].isna().sum()) if a.text is not None else 0  # the text's part alone too wide
         notes.append(f"Precision: main-effect 95% CIs are +/-{fmt_loss(main['ci95'].max())} {res.unit} at "
                      f"{ok['seed'].nunique()} seed(s); a half-width of the margin ({margin:g}) needs "
-                     + (f"{int(need)} seeds per cell (`seeds_needed`, from this error)." if not absent(need)
+                     + (f"no number of seeds (up to 10,000) for {beyond} of {len(main)} main effect(s) on this much "
+                        "test text: seeds do not shrink the text's part of a CI (`text_share`)." if beyond
+                        else f"{int(need)} seeds per cell (`seeds_needed`, from this error)." if not absent(need)
                         else "more than 10,000 seeds per cell."))
     if ok["seed"].nunique() < 2:
         warns.append("Only one seed: seed-to-seed noise cannot be separated from the effects.")
     return notes, warns
+
+
+MISSING_BLOCKS = {  # why a report's CIs count the seeds alone (`blocks.BlockLosses.missing`)
+    "no test split": "the runs have no test split, so no per-block test losses in `test_blocks.csv`",
+    "no blocks": "{without} of {runs} ok runs have no `test_blocks.csv`: results from before the test blocks were kept",
+    "unlike blocks": "the runs' `test_blocks.csv` files do not cut the test text into the same blocks",
+    "not their loss": "the `test_blocks.csv` of run {culprit} does not add up to its test loss",
+}
+
+
+def error_model(res: Results, a: Analysis | None) -> str:
+    """The method's sentence on which error the effects' CIs count: the seeds, or the seeds and the text's blocks."""
+    if a is None or not a.fit.has_error:
+        return "Error model: none (no effect has an error estimate; see Design and model)."
+    if a.text is None:
+        tb = res.test_blocks
+        why = MISSING_BLOCKS.get(tb.missing, "the seed model leaves no error for the blocks").format(
+            without=tb.without, runs=tb.runs, culprit=tb.culprit)
+        return ("Error model: seeds only. Every CI, p-value and call counts the variation between seeds and holds "
+                f"the scored text fixed ({why}): the same runs scored on other text could differ by more than a CI "
+                "says.")
+    share = a.main["text_share"].dropna()
+    shares = f"{share.min():.2f} to {share.max():.2f} for the main effects" if len(share) else "none"
+    seeds_only = ["the effects along training (validation loss)"] + (["the paired changes of effect_changes.csv"]
+                                                                       if res.scale else [])
+    seeds_only += ["the adaptive rule's half-widths"] if res.seed_rule else []
+    seeds_only += ["the fixed-setting effects of the tuning runs"] if len(res.selection) else []
+    return ("Error model: seeds x text blocks. Every CI, p-value and call of the effect tables counts both the "
+            f"variation between seeds and which text is scored: each run's test loss on the test split's "
+            f"{a.text.n_blocks} contiguous blocks (`test_blocks.csv`) is taken as a sample of text, and an effect's "
+            "variance is the model's above plus its arm x block part (the variance over blocks of the effect on "
+            "each block alone, less what the runs' own block-to-block noise, SD "
+            f"{fmt_loss(a.text.sd_err)} {res.unit}, puts there, times the sum of the blocks' squared weights), "
+            "with Satterthwaite degrees of freedom (`gptlab/stats/text_share.py`; its calibration is in "
+            f"docs/STATISTICS.md). `text_share` is the blocks' share of an effect's variance: {shares}. "
+            f"{_listed(seeds_only)} count the seeds only.")
+
+
+def _listed(items: list[str]) -> str:
+    """'A, B and C', capitalised."""
+    text = ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else items[0]
+    return text[0].upper() + text[1:]
 
 
 def mixed_code(res: Results) -> list[str]:

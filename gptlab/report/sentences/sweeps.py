@@ -2,12 +2,14 @@
 
 Owns whether a call holds, changes or reverses with a scale factor (`scale_verdicts`), the adaptive
 stopping rule in one sentence (`rule_sentence`), and a tuned sweep's sentences: where a study at one
-fixed setting would have answered otherwise (`tuning_changes`) and the picks on the edge of the
-tuned space (`tuning_warnings`).
+fixed setting would have answered otherwise (`tuning_changes`), whether each call survives the
+picks' loss left on the table (`tuning_checks`) and the picks on the edge of the tuned space
+(`tuning_warnings`).
 """
 from __future__ import annotations
 
 import math
+from typing import Callable, Mapping
 
 import pandas as pd
 
@@ -78,6 +80,29 @@ def tuning_changes(view: TuningView) -> list[str]:
         if moved:
             out.append(f"{t['effect']}: tuned per cell, {t['call'] or 'no call'} ({t['estimate']:+.4f}{ci}); {what}: "
                        f"{', '.join(moved)}.")
+    return out
+
+
+def tuning_checks(tables: Mapping[str, pd.DataFrame], label: Callable[[dict], str]) -> list[str]:
+    """Per main effect and interaction (and called simple effect) of a tuned sweep: does its call survive the loss
+    each cell's pick may leave on the table (`stats.robustness`)? Empty when the calls were not checked."""
+    out = []
+    for name, table in tables.items():
+        if "tuning" not in table:
+            continue
+        for r in table.to_dict("records"):
+            at = r.get("call_at_picks") or "no call"
+            if name == "simple" and at not in ("better", "worse", "equivalent"):
+                continue
+            if r["tuning"] == "robust":
+                out.append(f"{label(r)}: {at} at the picks, and still {at} with each cell's loss left on the table "
+                           "taken against it: robust to the tuning.")
+            elif r["tuning"]:
+                out.append(f"{label(r)}: {at} at the picks, but it depends on the pick of {r['tuning_cell']}: "
+                           "with the loss that pick may leave on the table taken against it, the call does not hold.")
+            else:
+                out.append(f"{label(r)}: {at} at the picks: nothing the tuning could overturn"
+                           + (" (a cell it uses has no bound on its loss left)." if at != "inconclusive" else "."))
     return out
 
 

@@ -14,6 +14,7 @@ import pandas as pd
 from gptlab.report.fmt import fmt_loss, fmt_p
 from gptlab.report.load import Results
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
+from gptlab.stats.robustness import DEPENDS
 
 MAX_SENTENCES = 15  # called effects given a sentence in the summary; the tables hold the rest
 
@@ -29,7 +30,13 @@ def _ci(r: dict, level: int = 95) -> str:
 
 
 def _decided(r: dict, what: str, margin: float, unit: str = "nats/char") -> str:
-    """Shared tail of a verdict for the four calls (`what` names the difference an inconclusive one lacks)."""
+    """Shared tail of a verdict for the four calls (`what` names the difference an inconclusive one lacks), and for
+    a tuned sweep's call that does not survive the loss its cells' picks leave on the table (`stats.robustness`)."""
+    if r["call"] == DEPENDS:
+        at_picks = _decided({**r, "call": r["call_at_picks"]}, what, margin, unit)
+        return (f"depends on the picks: at the picks {r['call_at_picks']} {at_picks.removeprefix(r['call_at_picks'])}"
+                f", but the loss the pick of {r['tuning_cell']} may leave on the table (tables/lr_curves.csv) could move "
+                f"it by {_shift(r['tuning_shift'], unit)} against that call").replace("  ", " ")
     if r["call"] in ("better", "worse"):
         return (f"by {fmt_loss(abs(r['estimate']))} {unit} ({_ci(r)}; Holm-adjusted p "
                 f"{fmt_p(r['p_adjusted'])})")
@@ -37,6 +44,10 @@ def _decided(r: dict, what: str, margin: float, unit: str = "nats/char") -> str:
         return (f"equivalent within +/-{margin:g} {unit} (estimate {fmt_loss(r['estimate'])}, {_ci(r, 90)})")
     return (f"inconclusive (estimate {fmt_loss(r['estimate'])}, {_ci(r)}): neither {what} nor equivalence "
             f"within +/-{margin:g} is shown")
+
+
+def _shift(x: float, unit: str) -> str:
+    return "an unbounded amount (its optimum's CI is open)" if math.isinf(x) else f"up to {fmt_loss(x)} {unit}"
 
 
 def _counts(r: dict, res: Results) -> str:
@@ -73,6 +84,8 @@ def main(r: dict, res: Results, margin: float, simple: pd.DataFrame | None = Non
         return f"{a} vs {b}{where}: {fmt_loss(r['estimate'])} {res.unit}, no error estimate (no call)" + _counts(r, res)
     if r["call"] in ("better", "worse"):
         text = f"{a} is {r['call']} than {b}{where} " + _decided(r, "a difference", margin, res.unit)
+    elif r["call"] == DEPENDS and r["call_at_picks"] in ("better", "worse"):
+        text = f"{a} vs {b}{where}: " + _decided(r, "a difference", margin, res.unit)
     else:
         text = f"{a} vs {b}{where}: " + _decided(r, "a difference", margin, res.unit)
     return text + _spread(r, simple) + _counts(r, res)

@@ -1,0 +1,194 @@
+"""Calibration of the refining tuner: refine against the grid at one and two seeds, on planted asymmetric lr curves.
+
+    python benchmarks/refine_calibration.py [--studies 1000] [--seed 0] [--quick]
+
+For each world of `gptlab.stats.refine_sim.WORLDS` (which states the model: the `tuned` study's 2x2,
+activation x tying; per cell a loss curve steeper below its optimum, optima log-uniform over 1.5e-3 ..
+6e-3, curvature 0.013 .. 0.05 per squared octave; run SD 0.006; three estimation seeds with a seed
+block), and for the variants below (symmetric curves, divergence, flatter curves, 5 estimation
+seeds), it simulates
+`--studies` studies, answers each with every tuner on the same draws, and prints one row per world
+and tuner: the pick's regret (median and 90th percentile over cells), the coverage of the 95% CIs of
+every printed effect (against the contrast of the true minima, and of the true losses at the picks),
+false better/worse calls (studies with one; share of the truly-zero effects), the power on the
+activation main effect, and the selection runs per cell (mean, 90th percentile, multiple of today's
+5). Then the issue's goals for refine, met or not. Deterministic for a given --seed.
+`--quick` simulates the four main worlds only, with the three main tuners. `--variants` simulates
+worlds (a) and (a) with 5 estimation seeds (the same studies as the main table's) under copies of
+refine's decisions, each with one thing changed (noise SD known or drawn from its df, window, no
+quadratic, one half-step) and a stricter rule: what each would change.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import time
+
+import numpy as np
+
+from gptlab.stats import refine
+from gptlab.stats.refine import CellDecision, Lattice, RefineRule
+from gptlab.stats.refine_sim import TUNERS, WORLDS, Summary, Tuner, World, run
+
+EXTRA_TUNERS = (Tuner("refine, confidence 0.9", rule=RefineRule(confidence=0.9)),
+                Tuner("refine, tolerance 0.002", rule=RefineRule(tolerance=0.002)))
+
+
+# --variants: copies of `stats.refine`'s `judge` and `decide` with one thing changed each, to measure what it does
+# (stats/refine.py itself is unchanged; with no change the copies decide exactly as it does: a test checks).
+
+
+def _design(x: np.ndarray, degree: int) -> np.ndarray:
+    return np.stack([x ** p for p in range(degree, -1, -1)], axis=1)
+
+
+def judge_variant(obs, sigma: float, seed: int = 0, *, window: int = refine.WINDOW, smooth: bool = True,
+                  df: int | None = None, degree: int = 2, outer: float = 1.0) -> CellDecision:
+    """`refine.judge` with another window, without the quadratic, with the noise SD drawn from its df, a cubic
+    (`degree` 3, with 4 points or more), or the window's outer points down-weighted by `outer`."""
+    means, runs = refine._means(obs), sum(len(v) for v in obs.values())
+    finite = {k: v for k, v in means.items() if math.isfinite(v[0])}
+    if not finite:
+        return CellDecision(reason="no ok run", runs=runs)
+    best = min(sorted(finite), key=lambda k: finite[k][0])
+    ks = sorted(k for k, (m, n) in finite.items() if abs(k - best) <= window and n > 0)
+    y, n = np.array([finite[k][0] for k in ks]), np.array([finite[k][1] for k in ks], float)
+    x = np.asarray(ks, float) - best
+    deg = degree if len(ks) > degree else 2
+    w = n * np.where(np.abs(x) > window / 2, outer, 1.0)
+    X = _design(x, deg)
+    coef = np.linalg.lstsq(X * np.sqrt(w)[:, None], y * np.sqrt(w), rcond=None)[0] if smooth and len(ks) >= 3 else None
+    convex = coef is not None and coef[-3] > 0  # the quadratic term (at the lowest mean, for a cubic)
+    centre = X @ coef if convex else y
+    pick = ks[int(np.argmin(centre))]
+    if not math.isfinite(sigma) or sigma <= 0:
+        return CellDecision(pick=pick, runs=runs)
+    rng = np.random.default_rng([seed, len(ks), int(n.sum())])
+    scale = sigma if df is None else sigma * np.sqrt(df / rng.chisquare(df, (refine.BOOTSTRAP_DRAWS, 1)))
+    draws = centre + rng.standard_normal((refine.BOOTSTRAP_DRAWS, len(ks))) * scale / np.sqrt(n)
+    if convex:
+        sw = np.sqrt(w)
+        draws = (X @ np.linalg.lstsq(X * sw[:, None], (draws * sw).T, rcond=None)[0]).T
+    i = ks.index(pick)
+    return CellDecision(pick=pick, p_best=float(np.mean(np.argmin(draws, axis=1) == i)),
+                        expected_regret=float(np.mean(draws[:, i] - draws.min(axis=1))), runs=runs)
+
+
+def decide_variant(*, one_sided: bool = False, known_sigma: float | None = None, t_sigma: bool = False,
+                   window: int = refine.WINDOW, smooth: bool = True, degree: int = 2, outer: float = 1.0):
+    """A `decide_all` like `refine.decide_all`, with the one change named."""
+
+    def decide(obs, lattice: Lattice, rule: RefineRule, sigma: float, df: int, seed: int) -> CellDecision:
+        means, runs = refine._means(obs), sum(len(v) for v in obs.values())
+        finite = {k: v for k, v in means.items() if math.isfinite(v[0])}
+        (low, high), room = lattice.bounds, rule.max_runs_per_cell - runs
+        if finite and room > 0:
+            best, tried = min(sorted(finite), key=lambda k: finite[k][0]), sorted(means)
+            for edge, step in ((tried[-1], 2), (tried[0], -2)):
+                if best == edge and low <= best + step <= high:
+                    return CellDecision(add=(best + step,), pick=best, reason="edge", runs=runs)
+            missing = [k for k in (best - 1, best + 1) if low <= k <= high and k not in means]
+            if one_sided:  # only while neither half-step is tried: the one towards the lower tried neighbour
+                side = {s: min((means[best + s * j][0] for j in (1, 2) if best + s * j in means), default=math.inf)
+                        for s in (-1, 1)}
+                missing = [] if len(missing) < 2 else [best - 1] if side[-1] < side[1] else [best + 1]
+            if missing:
+                return CellDecision(add=tuple(missing[:room]), pick=best, reason="refine", runs=runs)
+        v = judge_variant(obs, sigma, seed, window=window, smooth=smooth, df=df if t_sigma and df > 0 else None,
+                          degree=degree, outer=outer)
+        if v.pick is None:
+            return v
+        if v.p_best >= rule.confidence or v.expected_regret <= rule.tolerance:
+            return dataclasses.replace(v, reason="confident" if v.p_best >= rule.confidence else "tolerance")
+        rival = refine._rival(obs, v.pick)
+        add = tuple(k for k in (v.pick, rival) if k is not None)[:max(room, 0)]
+        return dataclasses.replace(v, add=add, reason="replicate" if add else "budget")
+
+    def decide_all(cells, lattice: Lattice, rule: RefineRule):
+        sigma, df = refine.pooled_sigma(cells)
+        sigma = known_sigma if known_sigma is not None else sigma
+        return [decide(obs, lattice, rule, sigma, df, i) for i, obs in enumerate(cells)], sigma, df
+
+    return decide_all
+
+
+VARIANT_WORLDS = ("a: best losses equal", "a, 5 estimation seeds")
+DEFAULT = RefineRule()
+VARIANT_TUNERS = (
+    Tuner("refine (stats/refine.py)", rule=DEFAULT),
+    Tuner("copy, unchanged", rule=DEFAULT, decide_all=decide_variant()),
+    Tuner("copy, noise SD known (0.006)", rule=DEFAULT, decide_all=decide_variant(known_sigma=0.006)),
+    Tuner("copy, noise SD drawn from its df", rule=DEFAULT, decide_all=decide_variant(t_sigma=True)),
+    Tuner("copy, window 4 half-steps", rule=DEFAULT, decide_all=decide_variant(window=4)),
+    Tuner("copy, no quadratic (lowest mean)", rule=DEFAULT, decide_all=decide_variant(smooth=False)),
+    Tuner("copy, one half-step (the lower side)", rule=DEFAULT, decide_all=decide_variant(one_sided=True)),
+    Tuner("refine, confidence 0.95, tolerance 0.0005", rule=RefineRule(confidence=0.95, tolerance=0.0005)),
+)
+
+
+def variants(quick: bool) -> list[tuple[str, World, tuple[Tuner, ...]]]:
+    """(label, world, tuners): the four worlds, then (a) with symmetric, diverging or flatter curves, or 5 estimation
+    seeds."""
+    a, b = (next(w for name, w in WORLDS.items() if name.startswith(x)) for x in ("a:", "b:"))
+    out = [(name, world, TUNERS if quick or world not in (a, b) else TUNERS + EXTRA_TUNERS)
+           for name, world in WORLDS.items()]
+    if quick:
+        return out
+    return out + [
+        ("a, symmetric curves (0.013 .. 0.05 both sides)", dataclasses.replace(a, skew=1.0, curvature=(0.013, 0.05)),
+         TUNERS),
+        ("a, runs diverge 2 octaves above the optimum", dataclasses.replace(a, diverge=2.0), TUNERS),
+        ("a, flatter curves (0.008 .. 0.013, low side x2)", dataclasses.replace(a, curvature=(0.008, 0.013)),
+         TUNERS + EXTRA_TUNERS[1:]),
+        ("a, 5 estimation seeds (as ablations/tuned_refine.yaml)", dataclasses.replace(a, seeds=5),
+         TUNERS + EXTRA_TUNERS[1:])]
+
+
+def row(world: str, s: Summary) -> str:
+    reasons = ", ".join(f"{k} {v:.2f}" for k, v in s.reasons.items()) or "-"
+    return (f"| {world} | {s.tuner} | {s.regret_median:.4f} | {s.regret_p90:.4f} | {s.coverage:.3f} | "
+            f"{s.coverage_picked:.3f} | {s.coverage_se:.3f} | {s.false_per_study:.3f} | "
+            f"{s.false_per_null_effect:.3f} | {s.power:.3f} | {s.runs_mean:.2f} | {s.runs_p90:.0f} | "
+            f"{s.runs_ratio:.2f}x | {reasons} |")
+
+
+def goals(s: Summary, null: bool) -> str:
+    checks = [("median regret <= 0.002", s.regret_median <= 0.002), ("p90 regret <= 0.005", s.regret_p90 <= 0.005),
+              ("coverage 93-97%", 0.93 <= s.coverage <= 0.97), ("runs <= 1.5x", s.runs_ratio <= 1.5)]
+    if null:
+        checks.append(("false calls <= 5% of studies", s.false_per_study <= 0.05))
+    return "; ".join(f"{name}: {'met' if ok else 'MISSED'}" for name, ok in checks)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--studies", type=int, default=1000, help="simulated studies per world")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true", help="the four main worlds and the three main tuners only")
+    p.add_argument("--variants", action="store_true",
+                   help="instead: worlds (a) and (a) with 5 estimation seeds under copies of refine's decisions "
+                        "with one thing changed each")
+    args = p.parse_args()
+    if args.studies < 1:
+        p.error(f"--studies must be >= 1, got {args.studies}")
+    start = time.perf_counter()
+    print("| world | tuner | regret median | regret p90 | coverage (true minima) | coverage (at the picks) | "
+          "MC SE (coverage) | false calls: studies | false calls: zero effects | power (activation) | runs/cell | "
+          "runs p90 | x today | refine stopped by |")
+    print("|" + "---|" * 14)
+    verdicts = []
+    plan = list(enumerate(variants(args.quick and not args.variants)))
+    if args.variants:  # the same studies as the main table's rows of these worlds (same simulation seeds)
+        plan = [(i, (name, world, VARIANT_TUNERS)) for i, (name, world, _) in plan if name.startswith(VARIANT_WORLDS)]
+    for i, (name, world, tuners) in plan:
+        for s in run(world, args.studies, tuners, rng_seed=args.seed * 100 + i):
+            print(row(name, s), flush=True)
+            if s.tuner in ("refine", "refine (stats/refine.py)"):
+                verdicts.append(f"- {name}: {goals(s, world.effect == 0)}")
+    print("\nGoals for refine (RefineRule defaults):\n" + "\n".join(verdicts))
+    print(f"\n{time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

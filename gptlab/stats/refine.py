@@ -1,0 +1,230 @@
+"""The refining tuner's decisions: which learning rates (and seeds) each cell tries next, and when its pick is trusted.
+
+Numbers only: the sweep's `refine` planner (`gptlab.sweep.refine`) and the calibration by simulation
+(`gptlab.stats.refine_sim`) call the same `decide` on the same observations, so what is calibrated is
+what trains.
+
+The lrs a cell may try form a lattice in log2(lr): the coarse levels of `tune.space` (a geometric
+grid, ratio r) are the even half-steps k = 0, 2, ..., 2(n-1) (lr = lr_0 r^(k/2)); the odd ones are
+their geometric midpoints; at most `extend` coarse steps beyond either end. After the coarse grid
+(one seed per level), each round takes, for every cell, the first of these that applies:
+
+1. edge: the lowest mean sits at the highest (lowest) lr tried -> try one coarse step beyond it.
+2. refine: a half-step neighbour of the lowest mean is untried -> try it (the neighbours at half
+   the spacing, so the pick is at most a quarter of a coarse step from the curve's minimum).
+3. the pick: a weighted quadratic in k through the points within one coarse step of the lowest
+   mean (weights: ok runs per lr; Wortsman et al. 2023 read the whole loss-vs-lr curve, not one
+   point) smooths the means; the pick is the tried lr with the lowest fitted loss (the lowest
+   mean where the fit is not convex). A parametric bootstrap of the points under the pooled
+   selection noise gives the pick's probability of being the best tried lr (`p_best`) and the
+   loss it is expected to leave on the table against the best of them (`expected_regret`).
+   The cell is done when p_best >= confidence, or the expected regret is below `tolerance` (two
+   lrs whose true losses differ by less than that are never told apart, and need not be), or its
+   budget is spent; otherwise one more seed trains at the pick and at its closest rival.
+
+Diverged runs count as an infinite loss (never a pick, never in a fit). The pooled noise SD
+comes from replicate seeds at one lr and from the fits' residuals, pooled over cells with their
+degrees of freedom; with none yet, no pick is trusted (more seeds are the only way to learn it).
+Every random draw comes from a generator seeded by the data's shape, so a rerun decides the same.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+BOOTSTRAP_DRAWS = 2000  # parametric bootstrap draws behind p_best and the expected regret
+WINDOW = 2  # half-steps either side of the lowest mean that the local quadratic sees (one coarse step)
+
+Observations = Mapping[int, Sequence[float]]  # half-step k -> losses of its selection runs (inf: diverged)
+
+
+@dataclass(frozen=True)
+class Lattice:
+    """The lrs a refine tuner may try: lr = levels[0] * ratio ** (k / 2), k from -2 extend to 2 (n - 1 + extend)."""
+
+    levels: tuple[float, ...]  # tune.space's levels, ascending, a geometric grid (its even half-steps)
+    extend: int = 2  # coarse steps an edge pick may add beyond each end of the space
+    limits: tuple[int, int] | None = None  # narrower half-step bounds where lrs beyond are invalid (e.g. below min_lr)
+
+    @property
+    def ratio(self) -> float:
+        return self.levels[1] / self.levels[0]
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """The lowest and highest half-step a cell may try."""
+        low, high = -2 * self.extend, 2 * (len(self.levels) - 1 + self.extend)
+        return (low, high) if self.limits is None else (max(low, self.limits[0]), min(high, self.limits[1]))
+
+    def coarse(self) -> list[int]:
+        """The half-steps of the space's own levels."""
+        return [2 * i for i in range(len(self.levels))]
+
+    def value(self, k: int) -> float:
+        """The lr of half-step k: a level of the space exactly, else rounded to 6 significant digits."""
+        if k % 2 == 0 and 0 <= k // 2 < len(self.levels):
+            return self.levels[k // 2]
+        return float(f"{self.levels[0] * self.ratio ** (k / 2):.6g}")
+
+    def steps(self) -> list[int]:
+        low, high = self.bounds
+        return list(range(low, high + 1))
+
+
+def geometric_ratio(levels: Sequence[float]) -> float | None:
+    """The common ratio of ascending positive levels (within 1e-6), or None when they are not a geometric grid."""
+    if len(levels) < 3 or any(not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)) for v in levels):
+        return None
+    ratios = [b / a for a, b in zip(levels, levels[1:])]
+    if ratios[0] <= 1 or any(abs(r / ratios[0] - 1) > 1e-6 for r in ratios):
+        return None
+    return ratios[0]
+
+
+@dataclass(frozen=True)
+class CellDecision:
+    """What one cell does next, and how far its pick is trusted."""
+
+    add: tuple[int, ...] = ()  # half-steps to train one more selection run at (one seed each)
+    pick: int | None = None  # the half-step of the current pick (None: no ok run)
+    p_best: float = math.nan  # probability that the pick is the best lr tried (NaN before a fit)
+    expected_regret: float = math.nan  # expected loss the pick leaves against the best lr tried (nats)
+    reason: str = ""  # edge | refine | replicate | confident | tolerance | budget | no ok run
+    runs: int = 0  # selection runs of the cell so far
+
+
+@dataclass(frozen=True)
+class RefineRule:
+    """The refine tuner's settings (tune.confidence, tune.max_runs_per_cell, tune.tolerance)."""
+
+    confidence: float = 0.8  # the pick's probability of being the best tried lr that ends a cell's search
+    max_runs_per_cell: int = 10  # selection runs a cell may use in all (the coarse grid included)
+    tolerance: float = 0.001  # expected loss left on the table (nats) below which a pick is trusted anyway
+
+
+def _means(obs: Observations) -> dict[int, tuple[float, int]]:
+    """Per tried half-step: (mean loss of its ok runs, their count); inf and 0 when every run diverged."""
+    out = {}
+    for k, losses in obs.items():
+        ok = [x for x in losses if math.isfinite(x)]
+        if losses:
+            out[k] = (float(np.mean(ok)), len(ok)) if ok else (math.inf, 0)
+    return out
+
+
+def _window(means: Mapping[int, tuple[float, int]], best: int) -> list[int]:
+    return sorted(k for k, (m, n) in means.items() if abs(k - best) <= WINDOW and n > 0)
+
+
+def _fit(ks: Sequence[int], y: np.ndarray, w: np.ndarray) -> np.ndarray | None:
+    """Weighted least-squares quadratic coefficients (a, b, c) of y = a k^2 + b k + c; None with < 3 points."""
+    if len(ks) < 3:
+        return None
+    x = np.asarray(ks, float)
+    X = np.stack([x * x, x, np.ones_like(x)], axis=1) * np.sqrt(w)[:, None]
+    coef, *_ = np.linalg.lstsq(X, y * np.sqrt(w), rcond=None)
+    return coef
+
+
+def residual_ss(obs: Observations) -> tuple[float, int]:
+    """This cell's contribution to the pooled noise: (sum of squares, degrees of freedom) from replicate
+    seeds at one lr and from the residuals of its local quadratic (weighted by runs)."""
+    means = _means(obs)
+    ss, df = 0.0, 0
+    for k, losses in obs.items():
+        ok = np.array([x for x in losses if math.isfinite(x)])
+        if len(ok) > 1:
+            ss, df = ss + float(((ok - ok.mean()) ** 2).sum()), df + len(ok) - 1
+    finite = {k: v for k, v in means.items() if math.isfinite(v[0])}
+    if finite:
+        best = min(finite, key=lambda k: finite[k][0])
+        ks = _window(finite, best)
+        if len(ks) > 3:
+            y, w = np.array([finite[k][0] for k in ks]), np.array([finite[k][1] for k in ks], float)
+            coef = _fit(ks, y, w)
+            fitted = np.polyval(coef, np.asarray(ks, float))
+            ss, df = ss + float((w * (y - fitted) ** 2).sum()), df + len(ks) - 3
+    return ss, df
+
+
+def pooled_sigma(cells: Sequence[Observations]) -> tuple[float, int]:
+    """The pooled selection noise SD over cells and its degrees of freedom (NaN, 0 with none)."""
+    parts = [residual_ss(obs) for obs in cells]
+    ss, df = sum(p[0] for p in parts), sum(p[1] for p in parts)
+    return (math.sqrt(ss / df), df) if df > 0 else (math.nan, 0)
+
+
+def judge(obs: Observations, sigma: float, seed: int = 0) -> CellDecision:
+    """The pick of one cell from its runs, with p_best and the expected regret under noise SD `sigma`."""
+    means = _means(obs)
+    runs = sum(len(v) for v in obs.values())
+    finite = {k: v for k, v in means.items() if math.isfinite(v[0])}
+    if not finite:
+        return CellDecision(reason="no ok run", runs=runs)
+    best = min(sorted(finite), key=lambda k: finite[k][0])
+    ks = _window(finite, best)
+    y, n = np.array([finite[k][0] for k in ks]), np.array([finite[k][1] for k in ks], float)
+    coef = _fit(ks, y, n)
+    convex = coef is not None and coef[0] > 0
+    centre = np.polyval(coef, np.asarray(ks, float)) if convex else y
+    pick = ks[int(np.argmin(centre))]
+    if not math.isfinite(sigma) or sigma <= 0:
+        return CellDecision(pick=pick, runs=runs)
+    rng = np.random.default_rng([seed, len(ks), int(n.sum())])
+    draws = centre + rng.standard_normal((BOOTSTRAP_DRAWS, len(ks))) * sigma / np.sqrt(n)
+    if convex:  # refit each draw: the smoothed losses a rerun of these runs would give
+        x = np.asarray(ks, float)
+        X = np.stack([x * x, x, np.ones_like(x)], axis=1)
+        sw = np.sqrt(n)
+        coefs = np.linalg.lstsq(X * sw[:, None], (draws * sw).T, rcond=None)[0]  # (3, draws)
+        draws = (X @ coefs).T
+    i = ks.index(pick)
+    p_best = float(np.mean(np.argmin(draws, axis=1) == i))
+    regret = float(np.mean(draws[:, i] - draws.min(axis=1)))
+    return CellDecision(pick=pick, p_best=p_best, expected_regret=regret, runs=runs)
+
+
+def _rival(obs: Observations, pick: int) -> int | None:
+    """The tried half-step closest to the pick in mean loss (the one more seeds should tell apart from it)."""
+    finite = {k: v for k, v in _means(obs).items() if math.isfinite(v[0]) and k != pick}
+    return min(sorted(finite), key=lambda k: finite[k][0]) if finite else None
+
+
+def decide(obs: Observations, lattice: Lattice, rule: RefineRule, sigma: float, seed: int = 0) -> CellDecision:
+    """The next runs of one cell (see the module's steps), given the pooled noise SD `sigma`."""
+    means = _means(obs)
+    runs = sum(len(v) for v in obs.values())
+    finite = {k: v for k, v in means.items() if math.isfinite(v[0])}
+    low, high = lattice.bounds
+    room = rule.max_runs_per_cell - runs
+    if finite and room > 0:
+        best = min(sorted(finite), key=lambda k: finite[k][0])
+        tried = sorted(means)
+        for side, edge, step in ((1, tried[-1], 2), (-1, tried[0], -2)):
+            if best == edge and low <= best + step <= high:
+                return CellDecision(add=(best + step,), pick=best, reason="edge", runs=runs)
+        missing = [k for k in (best - 1, best + 1) if low <= k <= high and k not in means]
+        if missing:
+            return CellDecision(add=tuple(missing[:room]), pick=best, reason="refine", runs=runs)
+    verdict = judge(obs, sigma, seed)
+    if verdict.pick is None:
+        return verdict
+    if verdict.p_best >= rule.confidence:
+        return CellDecision(pick=verdict.pick, p_best=verdict.p_best, expected_regret=verdict.expected_regret,
+                            reason="confident", runs=runs)
+    if verdict.expected_regret <= rule.tolerance:
+        return CellDecision(pick=verdict.pick, p_best=verdict.p_best, expected_regret=verdict.expected_regret,
+                            reason="tolerance", runs=runs)
+    rival = _rival(obs, verdict.pick)
+    add = tuple(k for k in (verdict.pick, rival) if k is not None)[:max(room, 0)]
+    return CellDecision(add=add, pick=verdict.pick, p_best=verdict.p_best, expected_regret=verdict.expected_regret,
+                        reason="replicate" if add else "budget", runs=runs)
+
+
+def decide_all(cells: Sequence[Observations], lattice: Lattice, rule: RefineRule) -> tuple[list[CellDecision], float, int]:
+    """Every cell's next runs under the noise pooled over all cells; (decisions, sigma, its df)."""
+    sigma, df = pooled_sigma(cells)
+    return [decide(obs, lattice, rule, sigma, seed=i) for i, obs in enumerate(cells)], sigma, df

@@ -1,0 +1,119 @@
+"""The `tune:` section of a sweep YAML, validated: `apply_tune(spec, raw)` -> the sweep's first runs.
+
+Owns the keys every tuning method shares (`space`, `seeds`, `method`), the given picks' entry point
+(`picks`, `picked_by`: `gptlab.sweep.given`), and the hand-off of a method's own keys to its planner's
+`check_options` (`gptlab.sweep.planners.TUNERS`): a method adds keys without an edit here.
+"""
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+from gptlab.errors import GptlabError, closest, shown
+from gptlab.run.config import SECTIONS, coerce, get_dotted, resolve_run_config, set_dotted, valid_keys
+from gptlab.sweep.given import check_given
+from gptlab.sweep.planners import TUNERS
+from gptlab.sweep.runs import MAX_RUNS, SweepSpec
+from gptlab.sweep.tuning import (ESTIMATION, SELECTION, SELECTION_SEED_OFFSET, TunedRun, TuneSpec, expand_cells,
+                                 runs_at)
+
+MAX_TUNE_SEEDS = 100  # selection seeds per cell and setting
+TUNE_KEYS = ["space", "seeds", "method", "picks", "picked_by"]  # and each method's own (its planner's OPTIONS)
+
+
+def _fail(key: str, message: str) -> GptlabError:
+    return GptlabError(f"{key}: {message}")
+
+
+def apply_tune(spec: SweepSpec, raw: Any) -> list[TunedRun]:
+    """Validate `tune:` against the spec, set `spec.tune` (and the test split's default); the selection runs."""
+    tune = _check_tune(raw, spec)
+    if not any(k == "data.test_fraction" for k in spec.grid):
+        try:
+            get_dotted(spec.base, "data.test_fraction")
+        except (KeyError, TypeError):  # half the held-out tail: 0.05 of Tiny Shakespeare, nanoGPT's val text halved
+            set_dotted(spec.base, "data.test_fraction", resolve_run_config(spec.base).data.val_fraction / 2)
+    spec.tune = tune
+    if tune.given:  # no selection: the runs are each cell at its given setting, as estimation runs
+        return [r for cell, setting in tune.given for r in runs_at(spec, [setting], spec.seeds, ESTIMATION, [cell])]
+    return runs_at(spec, tune.settings(), tune.selection_seeds, SELECTION)
+
+
+def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:
+    if not isinstance(raw, dict):
+        raise _fail("tune", f"must be a mapping {{space: {{train.lr: [...]}}, seeds: 1}}, got {shown(raw)}")
+    method = raw.get("method", "grid")
+    if not isinstance(method, str):
+        raise _fail("tune.method", f"must be the name of a tuning method ({', '.join(TUNERS.names())}), got {shown(method)}")
+    tuner = TUNERS.get(method)  # an unknown name: one line listing the valid ones
+    valid = TUNE_KEYS + list(tuner.OPTIONS)
+    for key in raw:
+        if key not in valid:
+            raise GptlabError(f"unknown key {shown(f'tune.{key}')}{closest(f'tune.{key}', [f'tune.{k}' for k in valid])}"
+                              f"; valid keys under tune with method {method}: {', '.join(valid)}")
+    if "picks" in raw:  # settings chosen elsewhere: no selection runs (gptlab.sweep.given)
+        given = check_given(raw, spec, expand_cells(spec), lambda key, levels: _resolve_levels(spec, key, levels,
+                                                                                                "tune.picks"))
+        space = {k: tuple(dict.fromkeys(s[i][1] for _, s in given)) for i, (k, _) in enumerate(given[0][1])}
+        return TuneSpec(space, 0, given, raw.get("picked_by", ""))
+    space = raw.get("space")
+    if not isinstance(space, dict) or not space:
+        raise _fail("tune.space", "needs at least one key to tune, e.g. {train.lr: [5.0e-4, 1.0e-3, 2.0e-3]}, got "
+                    f"{shown(space)}")
+    levels_by_key: dict[str, tuple[Any, ...]] = {}
+    for dotted, levels in space.items():
+        where = f"tune.space.{dotted}"
+        if not isinstance(levels, list) or not levels:
+            raise _fail(where, f"must be a non-empty list of levels, got {shown(levels)}")
+        resolved = _resolve_levels(spec, dotted, levels, "tune.space")
+        if len(set(map(repr, resolved))) != len(resolved):
+            raise _fail(where, f"lists a level twice: {shown(levels)}")
+        if len(resolved) < 2:
+            raise _fail(where, f"lists one level ({shown(levels[0])}); a fixed setting belongs in base")
+        levels_by_key[dotted] = resolved
+    seeds = raw.get("seeds", 1)
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_TUNE_SEEDS:
+        raise _fail("tune.seeds", f"must be a count of selection seeds between 1 and {MAX_TUNE_SEEDS}, got {shown(seeds)}")
+    late = [s for s in spec.seeds if s >= SELECTION_SEED_OFFSET]
+    if late:
+        raise _fail("seeds", f"in a tuned sweep every seed must be below {SELECTION_SEED_OFFSET:,} (the selection "
+                    f"seeds are {SELECTION_SEED_OFFSET:,} and up), got {late[0]:,}")
+    tune = TuneSpec(levels_by_key, seeds, method=method)
+    options = tuner.check_options({k: raw[k] for k in tuner.OPTIONS if k in raw}, tune)
+    tune = TuneSpec(levels_by_key, seeds, method=method, options=tuple(options.items()))
+    cells = len(expand_cells(spec))
+    total = cells * len(tune.settings()) * (seeds + len(spec.seeds))
+    if total > MAX_RUNS:
+        raise _fail("tune", f"{cells:,} cells x {len(tune.settings()):,} settings x ({seeds} selection + "
+                    f"{len(spec.seeds):,} estimation seeds) is {total:,} runs to plan; at most {MAX_RUNS:,}")
+    return tune
+
+
+def _resolve_levels(spec: SweepSpec, dotted: Any, levels: list[Any], owner: str) -> tuple[Any, ...]:
+    """A tuned key's levels as the run config resolves them; the key must be tunable (a config key, not data.*,
+    in neither base nor grid). `owner`: tune.space or tune.picks, for the messages."""
+    keys = [k for k in valid_keys() if k != "seed"]
+    where = f"{owner}.{dotted}"
+    if dotted not in keys:
+        raise GptlabError(f"{owner}: unknown key {shown(dotted)}{closest(str(dotted), keys)}")
+    if str(dotted).startswith("data."):
+        raise _fail(where, "data settings cannot be tuned: the selection compares validation losses, which "
+                    "only mean the same on the same split and tokenizer; put it in base or grid")
+    if dotted in spec.grid:
+        raise GptlabError(f"{dotted} is in both grid and {owner}; keep it in one place")
+    try:
+        get_dotted(spec.base, dotted)
+    except (KeyError, TypeError):
+        pass
+    else:
+        raise GptlabError(f"{dotted} is set in both base and {owner}; keep it in one place (remove it from "
+                          "base: each cell trains at the tuned levels)")
+    if any(isinstance(v, (dict, list)) for v in levels):
+        raise _fail(where, "levels must be plain values (strings, numbers, booleans)")
+    section, name = dotted.split(".", 1)
+    try:
+        return tuple(coerce(dotted, v, typing.get_type_hints(SECTIONS[section])[name]) for v in levels)
+    except GptlabError as err:
+        raise _fail(where, str(err)) from None
+
+

@@ -1,0 +1,71 @@
+"""Calls that survive the tuning (`stats.robustness`): each cell's loss left on the table, taken against the call."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gptlab.stats.design import Design
+from gptlab.stats.effects import TUNING_COLS, analyse
+from gptlab.stats.robustness import DEPENDS, check
+
+W = np.array([-0.5, -0.5, 0.5, 0.5])  # a main effect over a 2x2: the last two cells against the first two
+
+
+def _check(call, estimate=-0.02, se=0.004, left=(0.0, 0.0, 0.0, 0.0), margin=0.01, ci90=(-0.027, -0.013)):
+    from scipy import stats
+
+    p = 2 * stats.t.sf(abs(estimate) / se, 8)
+    return check(estimate, se, 8, p, min(1.0, 3 * p), ci90, call, W, np.array(left, float), margin)
+
+
+def test_a_better_call_holds_against_a_small_loss_left_and_not_against_a_large_one():
+    small = _check("better", left=(0.001, 0.001, 0.001, 0.001))
+    assert (small.call, small.robust) == ("better", True) and small.shift == pytest.approx(0.001)
+    # Better means the last two cells beat the first two: only the first two's loss left works against it.
+    large = _check("better", left=(0.0, 0.03, 0.0, 0.0))
+    assert (large.call, large.robust, large.cell) == (DEPENDS, False, 1) and large.shift == pytest.approx(0.015)
+    beaten_cells_only = _check("better", left=(0.0, 0.0, 0.05, 0.05))  # the winners' loss left only helps them
+    assert beaten_cells_only.robust is True and beaten_cells_only.shift == 0.0
+
+
+def test_an_equivalence_must_stay_inside_the_margin_once_widened_both_ways():
+    near = (-0.004, 0.004)
+    assert _check("equivalent", estimate=0.0, ci90=near, left=(0.002,) * 4).robust is True
+    wide = _check("equivalent", estimate=0.0, ci90=near, left=(0.0, 0.0, 0.0, 0.014))
+    assert (wide.call, wide.cell) == (DEPENDS, 3)
+
+
+def test_inconclusive_and_unknown_losses_are_not_checked():
+    assert _check("inconclusive", left=(1.0,) * 4) .robust is None
+    unknown = _check("better", left=(math.nan, 0.0, 0.0, 0.0))
+    assert unknown.robust is None and unknown.call == "better"
+    unbounded = _check("better", left=(math.inf, 0.0, 0.0, 0.0))
+    assert unbounded.call == DEPENDS
+
+
+def test_analyse_checks_every_call_and_names_the_cell_responsible():
+    rng = np.random.default_rng(0)
+    levels = {"act": ("gelu", "relu"), "tie": ("tied", "untied")}
+    design = Design(("act", "tie"), levels, {"act": "gelu", "tie": "tied"},
+                    (("gelu", "tied"), ("gelu", "untied"), ("relu", "tied"), ("relu", "untied")))
+    cells = [c for c in design.cells for _ in range(5)]
+    seeds = np.tile(np.arange(5), 4)
+    truth = {("gelu", "tied"): 1.75, ("gelu", "untied"): 1.75, ("relu", "tied"): 1.72, ("relu", "untied"): 1.72}
+    y = np.array([truth[c] + 0.002 * rng.standard_normal() for c in cells])
+    label = lambda f, lv: f"{f}={lv}"  # noqa: E731
+    plain = analyse(y, cells, seeds, design, label, 0.01)
+    assert not set(TUNING_COLS) & set(plain.main.columns)
+    relu = plain.main[plain.main["factor"] == "act"].iloc[0]
+    assert relu["call"] == "better"
+    left = np.zeros(4)
+    left[list(design.cells).index(("gelu", "untied"))] = 0.1  # GELU untied might have been far better at its own best lr
+    tuned = analyse(y, cells, seeds, design, label, 0.01, loss_left=left)
+    row = tuned.main[tuned.main["factor"] == "act"].iloc[0]
+    assert (row["call"], row["tuning"]) == (DEPENDS, "depends on the picks")
+    assert design.cells[int(row["tuning_cell"])] == ("gelu", "untied") and row["tuning_shift"] == pytest.approx(0.05)
+    tie = tuned.main[tuned.main["factor"] == "tie"].iloc[0]
+    assert tie["tuning"] in ("", "depends on the picks")  # an inconclusive or equivalent tying call: checked or not
+    robust = analyse(y, cells, seeds, design, label, 0.01, loss_left=np.full(4, 0.001))
+    assert robust.main[robust.main["factor"] == "act"].iloc[0]["tuning"] == "robust"
