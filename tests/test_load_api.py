@@ -125,8 +125,11 @@ def _snapshot(*folders: Path) -> dict[str, tuple[int, int]]:
             if p.is_file() and "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts}
 
 
-def test_the_example_notebook_runs_and_writes_nothing():
+def test_the_example_notebook_runs_and_writes_nothing(monkeypatch):
     """docs/example.ipynb executes from docs/ (as Jupyter runs it) on the shipped four_axes study."""
+    # The kernel inherits this process's environment: a headless server's MPLBACKEND=Agg would keep
+    # matplotlib from drawing inline, which a notebook in Jupyter (the case tested) never has.
+    monkeypatch.delenv("MPLBACKEND", raising=False)
     import nbformat
     from nbclient import NotebookClient
 

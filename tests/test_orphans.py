@@ -47,10 +47,18 @@ def sweep_args(spec: Path, results: Path) -> list[str]:
     return [str(spec), "--results-dir", str(results), "--reports-dir", str(results.parent / "reports")]
 
 
+def _terminal_signals() -> None:
+    """In the child: the stop signals as a terminal's job has them, whatever the suite inherited (`nohup` ignores
+    SIGHUP, and an ignored disposition survives exec; the sweep rightly keeps an ignored signal ignored)."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def start(spec: Path, results: Path, ready: Callable[[Path], bool]) -> subprocess.Popen:
     """The sweep as a process group of its own, once `ready(runs folder)` (polled every 20 ms)."""
     proc = subprocess.Popen([sys.executable, "-m", "gptlab.sweep", *sweep_args(spec, results)],
                             env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+                            preexec_fn=_terminal_signals,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     runs = results / "t" / "runs"
     deadline = time.monotonic() + 120

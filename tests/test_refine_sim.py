@@ -5,7 +5,8 @@ and the tuners; `python benchmarks/refine_calibration.py` prints the full table 
 Checked here on a few hundred studies: the curves and draws are what the docstring says, runs are
 counted as trained, refine's regret is below today's grid at one seed, the CIs cover the truths from
 the curves within a sane band and false calls stay rare, and a tuner that picks one half-step off the
-right lr fails the same checks.
+right lr fails the same checks. The benchmark's copy of the decisions (its `--variants`) decides as
+`stats.refine` does.
 """
 from __future__ import annotations
 
@@ -121,15 +122,18 @@ def test_a_pick_one_half_step_off_fails_the_checks():
         decisions, sigma, df = refine.decide_all(cells, lattice, rule)
         return [d if d.add else dataclasses.replace(d, pick=d.pick + 1) for d in decisions], sigma, df
 
-    tuners = (TUNERS[2], Tuner("off by one", rule=RefineRule(), decide_all=off_by_one))
-    right, wrong = (summarise(n, o) for n, o in simulate(NULL, 60, tuners, rng_seed=9).items())
+    tuners = (TUNERS[2], Tuner("off by one", rule=RefineRule(), decide_all=off_by_one),
+              Tuner("oracle", oracle=True))
+    right, wrong, oracle = (summarise(n, o) for n, o in simulate(NULL, 60, tuners, rng_seed=9).items())
     assert wrong.runs_mean == right.runs_mean  # the same runs, other picks
     assert wrong.regret_median > 0.002 and wrong.regret_median > 3 * right.regret_median
     assert wrong.coverage < right.coverage - 0.03
+    # the lattice's own floor: the best half-step of each true curve, no run
+    assert oracle.runs_mean == 0 and oracle.regret_p90 <= right.regret_p90 and oracle.regret_p90 < 0.002
 
 
 def test_the_benchmarks_copy_of_the_decisions_decides_as_stats_refine_does():
-    """`--variants` measures changes on a copy of `judge` and `decide`: unchanged, it must pick and add the same runs."""
+    """`--variants` measures changes on a copy of `judge` and `decide`: unchanged, it adds and picks the same."""
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "refine_calibration.py"
     spec = importlib.util.spec_from_file_location("refine_calibration", path)
     bench = importlib.util.module_from_spec(spec)

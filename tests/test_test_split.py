@@ -159,7 +159,7 @@ class Interrupted(Exception):
     """Raised by a callback to stop a run right after its first checkpoint, as a kill would."""
 
 
-def test_best_test_loss_survives_a_resume(corpus, tmp_path, monkeypatch):
+def test_best_test_loss_and_its_blocks_survive_a_resume(corpus, tmp_path, monkeypatch):
     run = tmp_path / "run"
     config = split_config(corpus, 0.05)
     save = RunDirWriter.on_evaluation
@@ -182,6 +182,9 @@ def test_best_test_loss_survives_a_resume(corpus, tmp_path, monkeypatch):
     assert summary["best_step"] == 10 and summary["final_val_loss"] == 50.0
     assert summary["best_test_loss"] == at_kill["best_test_loss"]
     assert summary["best_test_loss"] == pytest.approx(independent_test_loss(run, corpus, 0.05), rel=1e-5)
+    # Its test blocks too: measured at step 10 and carried by the checkpoint (test_blocks.csv).
+    assert [float(b["loss"]) for b in read_blocks(run)] == pytest.approx(
+        [b["loss"] for b in at_kill["best_test_blocks"]], rel=1e-12)
 
 
 def test_checkpoint_choice_ignores_the_test_split(corpus, tmp_path, monkeypatch):
@@ -327,21 +330,3 @@ def test_test_blocks_are_twenty_contiguous_blocks_whose_weighted_mean_is_the_tes
     assert not (tmp_path / "plain").exists()
     train_run(split_config(corpus, 0.0), tmp_path / "plain")
     assert not (tmp_path / "plain" / "test_blocks.csv").exists()  # no test split, no blocks
-
-
-def test_test_blocks_come_from_the_best_checkpoint_after_a_resume(corpus, tmp_path, monkeypatch):
-    run = tmp_path / "run"
-    save = RunDirWriter.on_evaluation
-
-    def save_then_stop(self, trainer, val_loss, improved):
-        save(self, trainer, val_loss, improved)
-        raise Interrupted
-
-    monkeypatch.setattr(RunDirWriter, "on_evaluation", save_then_stop)
-    with pytest.raises(Interrupted):
-        train_run(split_config(corpus, 0.05), run)
-    at_kill = torch.load(run / "ckpt_last.pt", weights_only=True)["best_test_blocks"]
-    monkeypatch.setattr(RunDirWriter, "on_evaluation", save)
-    monkeypatch.setattr(Trainer, "evaluate", lambda self: 50.0)  # never improves again: blocks from step 10
-    train_run(split_config(corpus, 0.05), run)
-    assert [float(b["loss"]) for b in read_blocks(run)] == pytest.approx([b["loss"] for b in at_kill], rel=1e-12)

@@ -39,7 +39,8 @@ from gptlab.report.fmt import round_frame
 from gptlab.report.load import CHAR_BPC_FACTOR, Results, _ceiling, _key
 from gptlab.stats.effects import analyse
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
-from gptlab.stats.picks import Pairs, SettingRow, Trial, edge_keys, pairs_text, pick_rows, tuning_columns
+from gptlab.stats.picks import (Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows,
+                                tuning_columns)
 
 LR_KEY = "train.lr"  # the tuned key whose curves lr_curves.csv fits
 SELECTION_LOSS = "best_val_loss"  # validation: the split that chose the checkpoints and the settings
@@ -85,32 +86,22 @@ def _setting_of(row: dict, space: dict[str, list[Any]]) -> Pairs | None:
         if value is None or (isinstance(value, float) and math.isnan(value)) or str(value).strip() == "":
             return None
         level = next((lv for lv in levels if _key(lv) == _key(value)), None)
-        number = _number(value)
+        number = level_number(value)
         pairs.append((key, level if level is not None else number if number is not None else str(value).strip()))
     return tuple(pairs)
-
-
-def _number(value: Any) -> float | None:
-    """A level as a number (None for text and booleans), as `stats.picks` reads levels for their edges."""
-    if isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _merged(levels: list[Any], found: list[Any]) -> list[Any]:
     """A key's space levels with the other values found inserted in numeric order (ascending or descending as the
     space is; after the space when it is neither)."""
     extra = [v for v in dict.fromkeys(found) if all(_key(v) != _key(lv) for lv in levels)]
-    numbers = [_number(v) for v in levels + extra]
+    numbers = [level_number(v) for v in levels + extra]
     if not extra or None in numbers:
         return levels + extra
     ordered = numbers[:len(levels)]
     if ordered == sorted(ordered) or ordered == sorted(ordered, reverse=True):
-        return sorted(levels + extra, key=_number, reverse=len(ordered) > 1 and ordered[0] > ordered[-1])
-    return levels + sorted(extra, key=_number)
+        return sorted(levels + extra, key=level_number, reverse=len(ordered) > 1 and ordered[0] > ordered[-1])
+    return levels + sorted(extra, key=level_number)
 
 
 def _all_settings(space: dict[str, list[Any]], found: list[Pairs]) -> tuple[list[Pairs], list[Pairs], list[Pairs]]:
@@ -234,7 +225,7 @@ def _curves(res: Results, sel: pd.DataFrame, rows: list[SettingRow], label: dict
             ceiling: float) -> pd.DataFrame:
     """tables/lr_curves.csv: each cell's loss-against-lr fit (`stats.lr_curves`), the window one step of the space
     wide, the estimation runs at each pick the noise's replicates; lrs to 3 significant digits."""
-    levels = sorted(x for x in map(_number, space[LR_KEY]) if x is not None and x > 0)
+    levels = sorted(x for x in map(level_number, space[LR_KEY]) if x is not None and x > 0)
     step = float(np.median(np.diff(np.log2(levels)))) if len(levels) > 1 else None
 
     def runs_at(runs: pd.DataFrame, lrs: list[Any]) -> pd.DataFrame:
@@ -244,7 +235,7 @@ def _curves(res: Results, sel: pd.DataFrame, rows: list[SettingRow], label: dict
 
     selection = runs_at(sel, [dict(s)[LR_KEY] for s in sel["setting"]])
     estimation = runs_at(res.runs, list(res.runs[LR_KEY])) if LR_KEY in res.runs else None
-    picks = {label[r.cell]: float(dict(r.setting)[LR_KEY]) for r in rows if r.picked and _number(dict(r.setting)[LR_KEY])}
+    picks = {label[r.cell]: float(dict(r.setting)[LR_KEY]) for r in rows if r.picked and level_number(dict(r.setting)[LR_KEY])}
     fits = fit_curves(selection, step, ceiling if math.isfinite(ceiling) else math.inf, picks, estimation)
     cell_of = {text: cell for cell, text in label.items()}
     out = fits.frame()

@@ -8,7 +8,7 @@ source of variation with them.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -17,26 +17,34 @@ from gptlab.run.data import eval_windows
 TEST_BLOCKS = 20  # contiguous blocks of the test split whose losses each run keeps (test_blocks.csv)
 
 
+def _window_losses(model: torch.nn.Module, data: torch.Tensor, block_size: int, batch_size: int,
+                   device: torch.device, autocast: contextlib.AbstractContextManager,
+                   reduction: str) -> Iterator[torch.Tensor]:
+    """The losses of every target of `data` batch by batch, in text order (full windows, then the tail's new
+    targets), summed per batch or not (`reduction`); the model in eval mode meanwhile."""
+    was_training = model.training
+    model.eval()
+    try:
+        for x, y, n_scored in eval_windows(data, block_size):
+            for i in range(0, len(x), batch_size):
+                xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
+                with autocast:
+                    logits, _ = model(xb)
+                logits, yb = logits[:, -n_scored:], yb[:, -n_scored:]
+                yield torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), yb.reshape(-1),
+                                                        reduction=reduction)
+    finally:
+        model.train(was_training)
+
+
 @torch.inference_mode()
 def evaluate(model: torch.nn.Module, data: torch.Tensor, block_size: int, batch_size: int,
              device: torch.device, autocast: contextlib.AbstractContextManager) -> float:
     """Mean next-token loss (nats) over every target of `data`, in fixed windows: no sampling noise."""
-    was_training = model.training
-    model.eval()
-    total, count = torch.zeros((), device=device, dtype=torch.float64), 0
-    for x, y, n_scored in eval_windows(data, block_size):
-        for i in range(0, len(x), batch_size):
-            xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
-            with autocast:
-                logits, _ = model(xb)
-            logits, yb = logits[:, -n_scored:], yb[:, -n_scored:]
-            loss = torch.nn.functional.cross_entropy(
-                logits.reshape(-1, logits.size(-1)).float(), yb.reshape(-1), reduction="sum"
-            )
-            total += loss
-            count += yb.numel()
-    model.train(was_training)
-    return total.item() / count
+    total = torch.zeros((), device=device, dtype=torch.float64)
+    for loss in _window_losses(model, data, block_size, batch_size, device, autocast, "sum"):
+        total += loss
+    return total.item() / (len(data) - 1)
 
 
 @torch.inference_mode()
@@ -47,21 +55,8 @@ def evaluate_per_target(model: torch.nn.Module, data: torch.Tensor, block_size: 
     The same windows as `evaluate` (whose mean this is, up to float rounding); the test split's blocks
     (`test_blocks`) are sums over contiguous stretches of it.
     """
-    was_training = model.training
-    model.eval()
-    parts = []
-    for x, y, n_scored in eval_windows(data, block_size):  # full windows in order, then the tail's new targets
-        for i in range(0, len(x), batch_size):
-            xb, yb = x[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
-            with autocast:
-                logits, _ = model(xb)
-            logits, yb = logits[:, -n_scored:], yb[:, -n_scored:]
-            loss = torch.nn.functional.cross_entropy(
-                logits.reshape(-1, logits.size(-1)).float(), yb.reshape(-1), reduction="none"
-            )
-            parts.append(loss.double().cpu())
-    model.train(was_training)
-    return torch.cat(parts)
+    return torch.cat([loss.double().cpu() for loss in _window_losses(model, data, block_size, batch_size, device,
+                                                                    autocast, "none")])
 
 
 def test_blocks(losses: torch.Tensor, ids: torch.Tensor, tokenizer: Any, n_blocks: int = TEST_BLOCKS) -> list[dict[str, Any]]:

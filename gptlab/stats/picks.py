@@ -51,7 +51,8 @@ def _value_text(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _number(value: Any) -> float | None:
+def level_number(value: Any) -> float | None:
+    """A level as a number (None for text and booleans): how picks and the report read numeric levels."""
     if isinstance(value, bool):
         return None
     try:
@@ -64,8 +65,8 @@ def edge_keys(setting: Pairs, space: Mapping[str, Sequence[Any]]) -> list[str]:
     """The tuned keys of `setting` whose value is the smallest or largest (numeric) level of the space."""
     edges = []
     for key, value in setting:
-        numbers = [_number(v) for v in space[key]]
-        x = _number(value)
+        numbers = [level_number(v) for v in space[key]]
+        x = level_number(value)
         if x is not None and None not in numbers and len(numbers) > 1 and x in (min(numbers), max(numbers)):
             edges.append(key)
     return edges

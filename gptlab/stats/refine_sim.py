@@ -99,6 +99,7 @@ class Tuner:
     seeds: int = 1  # grid: selection seeds per lr
     rule: RefineRule | None = None  # refine's settings; None: the grid
     decide_all: DecideAll = field(default=refine.decide_all, compare=False)
+    oracle: bool = False  # instead: the lattice's lr with the lowest true loss, with no run (the lattice's floor)
 
 
 TUNERS = (Tuner("grid, 1 seed"), Tuner("grid, 2 seeds", seeds=2), Tuner("refine", rule=RefineRule()))
@@ -163,6 +164,7 @@ class StudyOutcome:
     regrets: tuple[float, ...]  # per cell: true loss at the pick minus the curve's minimum
     runs: tuple[int, ...]  # per cell: selection runs
     reasons: tuple[str, ...]  # per cell: why refine stopped ("" for the grid)
+    offsets: tuple[int, ...]  # per cell: the pick's half-step minus that of the lattice's lr with the lowest true loss
     covered: tuple[bool, ...]  # per printed effect: the 95% CI contains the contrast of the true minima
     covered_picked: tuple[bool, ...]  # ... the contrast of the true losses at the picks
     false_calls: tuple[bool, ...]  # per printed effect: better/worse although the true effect is 0 or of the other sign
@@ -205,8 +207,11 @@ def simulate(world: World, studies: int, tuners: Sequence[Tuner] = TUNERS, rng_s
         curves = world.draw(rng)
         noise = Noise.draw(world, rng, replicates)
         memo: dict[tuple, tuple] = {}  # tuners with the same picks analyse the same estimation runs
+        best = [min(LATTICE.steps(), key=lambda k: cv.loss(LATTICE.value(k))) for cv in curves]
         for tuner in tuners:
-            if tuner.rule is None:
+            if tuner.oracle:
+                ks, runs, reasons = best, [0] * len(curves), [""] * len(curves)
+            elif tuner.rule is None:
                 ks, runs = grid_picks(curves, noise, tuner.seeds)
                 reasons = [""] * len(ks)
             else:
@@ -215,7 +220,8 @@ def simulate(world: World, studies: int, tuners: Sequence[Tuner] = TUNERS, rng_s
             if lrs not in memo:
                 memo[lrs] = _score(curves, lrs, noise)
             regrets = tuple(cv.loss(lr) - cv.best_loss for cv, lr in zip(curves, lrs))
-            out[tuner.name].append(StudyOutcome(regrets, tuple(runs), tuple(reasons), *memo[lrs]))
+            offsets = tuple(k - b for k, b in zip(ks, best))
+            out[tuner.name].append(StudyOutcome(regrets, tuple(runs), tuple(reasons), offsets, *memo[lrs]))
     return out
 
 
@@ -236,6 +242,8 @@ class Summary:
     runs_p90: float
     reasons: dict[str, float]  # refine: share of cells by stopping reason
     coverage_se: float  # Monte-Carlo SE of `coverage`, from the studies' shares (a study's CIs are correlated)
+    below: float  # cells picked below the lattice's lr with the lowest true loss (a half-step or more)
+    above: float  # ... above it
 
     @property
     def runs_ratio(self) -> float:
@@ -250,6 +258,7 @@ class Summary:
 def summarise(tuner: str, outcomes: Sequence[StudyOutcome]) -> Summary:
     regrets = np.concatenate([o.regrets for o in outcomes])
     runs = np.concatenate([o.runs for o in outcomes])
+    offsets = np.concatenate([o.offsets for o in outcomes])
     nulls = [f for o in outcomes for f, n in zip(o.false_calls, o.null) if n]
     reasons = [r for o in outcomes for r in o.reasons if r]
     return Summary(
@@ -260,7 +269,7 @@ def summarise(tuner: str, outcomes: Sequence[StudyOutcome]) -> Summary:
         float(np.mean([o.main_called for o in outcomes])), float(runs.mean()), float(np.quantile(runs, 0.9)),
         {r: reasons.count(r) / len(reasons) for r in sorted(set(reasons))},
         float(np.std([np.mean(o.covered) for o in outcomes], ddof=1) / math.sqrt(len(outcomes)))
-        if len(outcomes) > 1 else math.nan)
+        if len(outcomes) > 1 else math.nan, float(np.mean(offsets < 0)), float(np.mean(offsets > 0)))
 
 
 def run(world: World, studies: int, tuners: Sequence[Tuner] = TUNERS, rng_seed: int = 0) -> list[Summary]:

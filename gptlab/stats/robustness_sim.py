@@ -194,7 +194,8 @@ def summarise(setup: Setup, records: Sequence[StudyRecord], margin: float = DEFA
     high = np.array([h for r in records for h in r.loss_left_high])
     left = np.array([x for r in records for x in r.loss_left])
     finite = np.isfinite(high)
-    return Summary(setup, len(records), per_study("at_picks", ("better", "worse")), per_study("calls", ("better", "worse")),
+    directional = ("better", "worse")
+    return Summary(setup, len(records), per_study("at_picks", directional), per_study("calls", directional),
                    per_study("at_picks", ("equivalent",)), per_study("calls", ("equivalent",)),
                    float(np.mean(true_p)), float(np.mean(true_c)), float(np.mean(lost)) if lost else math.nan, depends,
                    float(np.mean([any(m) for m in main[0::2]])), float(np.mean([any(m) for m in main[1::2]])),
