@@ -1,23 +1,24 @@
 """Calibration of the refining tuner: refine against the grid at one and two seeds, on planted asymmetric lr curves.
 
-    python benchmarks/refine_calibration.py [--studies 1000] [--seed 0] [--quick]
+    python benchmarks/refine_calibration.py [--studies 1000] [--seed 0] [--quick | --variants]
 
 For each world of `gptlab.stats.refine_sim.WORLDS` (which states the model: the `tuned` study's 2x2,
 activation x tying; per cell a loss curve steeper below its optimum, optima log-uniform over 1.5e-3 ..
 6e-3, curvature 0.013 .. 0.05 per squared octave; run SD 0.006; three estimation seeds with a seed
-block), and for the variants below (symmetric curves, divergence, flatter curves, 5 estimation
-seeds), it simulates
-`--studies` studies, answers each with every tuner on the same draws, and prints one row per world
-and tuner: the pick's regret (median and 90th percentile over cells), the coverage of the 95% CIs of
-every printed effect (against the contrast of the true minima, and of the true losses at the picks),
-false better/worse calls (studies with one; share of the truly-zero effects), the power on the
-activation main effect, and the selection runs per cell (mean, 90th percentile, multiple of today's
-5). Then the issue's goals for refine, met or not. Deterministic for a given --seed.
-`--quick` simulates the four main worlds only, with the three main tuners. `--variants` simulates
-worlds (a) and (a) with 5 estimation seeds (the same studies as the main table's) under copies of
-refine's decisions, each with one thing changed (noise SD known or drawn from its df, window, no
-quadratic, a cubic, outer points down-weighted, one half-step), a stricter rule, and the oracle pick of
-the lattice (the best any picker on it could do): what each would change.
+block), and for world (a) with symmetric, diverging or flatter curves or 5 estimation seeds, it
+simulates `--studies` studies, answers each with every tuner on the same draws, and prints one row per
+world and tuner: the pick's regret (median and 90th percentile over cells), the coverage of the 95% CIs
+of every printed effect (against the contrast of the true minima, and of the true losses at the
+picks), false better/worse calls (studies with one; share of the truly-zero effects), the power on the
+activation main effect, the selection runs per cell (mean, 90th percentile, multiple of today's 5) and
+the share of picks below and above the lattice's best lr. Then the issue's goals for refine, met or
+not. Deterministic for a given --seed.
+
+`--quick`: the four main worlds only, with the three main tuners. `--variants`: worlds (a) and (a)
+with 5 estimation seeds (the same studies as the main table's rows) under copies of refine's decisions,
+each with one thing changed (noise SD known or drawn from its df, window, no quadratic, a cubic, outer
+points down-weighted, one half-step, replicates at the window's ends), under stricter rules and smaller
+budgets, and the oracle pick of the lattice (the best any picker on it could do): what each changes.
 """
 from __future__ import annotations
 
@@ -78,7 +79,8 @@ def judge_variant(obs, sigma: float, seed: int = 0, *, window: int = refine.WIND
 
 
 def decide_variant(*, one_sided: bool = False, known_sigma: float | None = None, t_sigma: bool = False,
-                   window: int = refine.WINDOW, smooth: bool = True, degree: int = 2, outer: float = 1.0):
+                   window: int = refine.WINDOW, smooth: bool = True, degree: int = 2, outer: float = 1.0,
+                   ends: bool = False):
     """A `decide_all` like `refine.decide_all`, with the one change named."""
 
     def decide(obs, lattice: Lattice, rule: RefineRule, sigma: float, df: int, seed: int) -> CellDecision:
@@ -104,7 +106,11 @@ def decide_variant(*, one_sided: bool = False, known_sigma: float | None = None,
         if v.p_best >= rule.confidence or v.expected_regret <= rule.tolerance:
             return dataclasses.replace(v, reason="confident" if v.p_best >= rule.confidence else "tolerance")
         rival = refine._rival(obs, v.pick)
-        add = tuple(k for k in (v.pick, rival) if k is not None)[:max(room, 0)]
+        add = tuple(k for k in (v.pick, rival) if k is not None)
+        if ends:  # the window's two ends instead: they fix the fitted slope, so the fitted vertex, the most
+            tried = sorted(k for k, (m, n) in means.items() if math.isfinite(m) and abs(k - v.pick) <= window)
+            add = (tried[0], tried[-1]) if len(tried) >= 3 else add
+        add = add[:max(room, 0)]
         return dataclasses.replace(v, add=add, reason="replicate" if add else "budget")
 
     def decide_all(cells, lattice: Lattice, rule: RefineRule):
@@ -127,6 +133,9 @@ VARIANT_TUNERS = (
     Tuner("copy, a cubic (asymmetric curves)", rule=DEFAULT, decide_all=decide_variant(degree=3)),
     Tuner("copy, outer points at half weight", rule=DEFAULT, decide_all=decide_variant(outer=0.5)),
     Tuner("copy, one half-step (the lower side)", rule=DEFAULT, decide_all=decide_variant(one_sided=True)),
+    Tuner("copy, replicates at the window's ends", rule=DEFAULT, decide_all=decide_variant(ends=True)),
+    Tuner("refine, max_runs_per_cell 8", rule=RefineRule(max_runs_per_cell=8)),
+    Tuner("refine, max_runs_per_cell 7 (no replicates)", rule=RefineRule(max_runs_per_cell=7)),
     STRICT,
     Tuner("oracle: the best half-step of the true curve (no runs)", oracle=True),
 )
@@ -141,7 +150,8 @@ def variants(quick: bool) -> list[tuple[str, World, tuple[Tuner, ...]]]:
     if quick:
         return out
     return out + [
-        ("a, symmetric curves (0.013 .. 0.025 both sides)", dataclasses.replace(a, skew=1.0), TUNERS + (STRICT,)),
+        ("a, symmetric curves (0.013 .. 0.025 both sides)", dataclasses.replace(a, skew=1.0),
+         TUNERS + (EXTRA_TUNERS[1], STRICT)),
         ("a, runs diverge 2 octaves above the optimum", dataclasses.replace(a, diverge=2.0), TUNERS),
         ("a, flatter curves (0.008 .. 0.013, low side x2)", dataclasses.replace(a, curvature=(0.008, 0.013)),
          TUNERS + EXTRA_TUNERS[1:]),
