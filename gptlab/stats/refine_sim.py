@@ -11,7 +11,9 @@ The tuners, each picking every cell's lr from selection runs alone (`Tuner`):
 
 - `grid`: the `tune.space` grid (5e-4 .. 8e-3, factor 2) at `seeds` seeds, picked by `stats.picks`;
 - `refine`: `stats.refine.decide_all` (or a variant) on all cells, one round of additions at a time,
-  from the coarse grid at one seed until no cell adds a run, as the sweep's planner calls it.
+  from the coarse grid at one seed until no cell adds a run, as the sweep's planner calls it;
+- `oracle`: each cell's half-step with the lowest true loss, with no run (the best any picker on the
+  lattice can do).
 
 Then `World.seeds` (3) estimation seeds train at each cell's pick: the curve at the pick plus a seed
 offset shared by the study's cells (the seed block) and independent noise, `World.run_sd` in all. They
