@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from gptlab.errors import GptlabError
-from gptlab.executors import Plan, RunResult
+from gptlab.executors import Plan
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.stats.picks import Trial, edge_keys, pick_rows
 from gptlab.run.rundir import RunDir

@@ -11,7 +11,6 @@ losses of one never interrupted.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import time

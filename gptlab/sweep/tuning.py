@@ -118,7 +118,7 @@ def runs_at(spec: SweepSpec, settings: Sequence[Pairs], seeds: Sequence[int], ro
             if run.seed == seeds[0]:
                 other = seen.setdefault((run.cell, digest), setting)
                 if other != setting:
-                    raise _fail("tune.space", f"settings {dict(other)} and {dict(setting)} give the same run config")
+                    raise GptlabError(f"tune.space: settings {dict(other)} and {dict(setting)} give the same run config")
             run_id = f"{cell_label(run.cell + setting)}_s{run.seed}_{digest}"
             found.setdefault((run.cell, setting), []).append(
                 TunedRun(run_id, run.cell, run.seed, run.config, setting, role))
