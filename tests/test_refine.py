@@ -130,7 +130,7 @@ def test_round_one_is_the_grids_selection_with_its_run_ids(corpus):
     raw["tune"].pop("method")
     grid = validate_spec(raw, corpus.parent / "sweep.yaml", {}, {})
     assert [r.run_id for r in refined.runs] == [r.run_id for r in grid.runs]
-    assert refined.tune.options == (("confidence", 0.8), ("max_runs_per_cell", 10), ("tolerance", 0.001))
+    assert refined.tune.options == (("confidence", 0.8), ("max_runs_per_cell", 10), ("tolerance", 0.002))
     assert planned_range(refined) == (10 + 2 * 2, 2 * 10 + 2 * 2)
 
 

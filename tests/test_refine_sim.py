@@ -75,7 +75,7 @@ def test_refine_counts_the_runs_it_trains_and_starts_from_the_grids_runs():
     for _ in range(20):
         curves, noise = NULL.draw(rng), Noise.draw(NULL, rng, 10)
         seen.clear()
-        ks, runs, reasons = refine_picks(curves, noise, RefineRule(), recording)
+        ks, runs, reasons = refine_picks(curves, noise, RefineRule(tolerance=0.001), recording)
         first, last = seen[0], seen[-1]
         assert all(obs == {k: [noise.run(cv, c, k, 0)] for k in LATTICE.coarse()}
                    for c, (obs, cv) in enumerate(zip(first, curves)))  # the grid's one-seed runs
@@ -122,7 +122,7 @@ def test_a_pick_one_half_step_off_fails_the_checks():
         decisions, sigma, df = refine.decide_all(cells, lattice, rule)
         return [d if d.add else dataclasses.replace(d, pick=d.pick + 1) for d in decisions], sigma, df
 
-    tuners = (TUNERS[2], Tuner("off by one", rule=RefineRule(), decide_all=off_by_one),
+    tuners = (TUNERS[2], Tuner("off by one", rule=TUNERS[2].rule, decide_all=off_by_one),
               Tuner("oracle", oracle=True))
     right, wrong, oracle = (summarise(n, o) for n, o in simulate(NULL, 60, tuners, rng_seed=9).items())
     assert wrong.runs_mean == right.runs_mean  # the same runs, other picks
@@ -138,6 +138,6 @@ def test_the_benchmarks_copy_of_the_decisions_decides_as_stats_refine_does():
     spec = importlib.util.spec_from_file_location("refine_calibration", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    tuners = (TUNERS[2], Tuner("copy", rule=RefineRule(), decide_all=bench.decide_variant()))
+    tuners = (TUNERS[2], Tuner("copy", rule=TUNERS[2].rule, decide_all=bench.decide_variant()))
     out = simulate(NULL, 15, tuners, rng_seed=4)
     assert out["refine"] == out["copy"]

@@ -104,7 +104,7 @@ class Tuner:
     oracle: bool = False  # instead: the lattice's lr with the lowest true loss, with no run (the lattice's floor)
 
 
-TUNERS = (Tuner("grid, 1 seed"), Tuner("grid, 2 seeds", seeds=2), Tuner("refine", rule=RefineRule()))
+TUNERS = (Tuner("grid, 1 seed"), Tuner("grid, 2 seeds", seeds=2), Tuner("refine", rule=RefineRule(tolerance=0.001)))
 
 
 @dataclass(frozen=True)
