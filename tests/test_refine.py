@@ -204,7 +204,8 @@ def test_the_dry_run_states_the_rounds_budget_and_worst_case(corpus, capsys, tmp
     assert main([str(path), "--dry-run", "--results-dir", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "tuned sweep (refine): round 1 trains 2 cells x 5 levels of train.lr x 1 seed" in out
-    assert "selection, worst case: 10 runs per cell (tune.max_runs_per_cell), 20 runs" in out
+    assert ("selection, worst case: 10 runs per cell (tune.max_runs_per_cell), 20 runs, 10 to train, plus 10 whose "
+            "settings the selection chooses (counted as untrained)") in out  # round 1's runs are known, the rest not
     assert "tuned in all (selection, worst case + estimation), 24 runs" in out
 
 

@@ -95,11 +95,15 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
         print(preview.intro, file=stream)
         for case in preview.cases:
             left = [r for r in case.runs if results_dir.run(r.run_id).state() not in FINISHED + ("failed",)]
-            if timing is None and left:  # a case's runs need not be the spec's (a later stage's)
+            timed = left + list(case.stand_ins)  # which runs they stand for is known only once an earlier stage ran
+            if timing is None and timed:  # a case's runs need not be the spec's (a later stage's)
                 configure_process(threads)
-                timing = time_run(left[0].config)
-            time = f", ~{clock(_seconds(spec, left, timing, workers))}" if timing is not None else ""
-            print(f"  {case.label}, {len(case.runs)} runs, {len(left)} to train{time}", file=stream)
+                timing = time_run(timed[0].config)
+            time = f", ~{clock(_seconds(spec, timed, timing, workers))}" if timing is not None else ""
+            chosen = (f", plus {len(case.stand_ins)} whose settings the selection chooses (counted as untrained)"
+                      if case.stand_ins else "")
+            print(f"  {case.label}, {len(case.runs) + len(case.stand_ins)} runs, {len(left)} to train{chosen}{time}",
+                  file=stream)
 
 
 def _seconds(spec: SweepSpec, runs: list[Run], timing: Any, workers: int) -> float:

@@ -55,7 +55,8 @@ class Case:
     """One way a sweep may end, for `--dry-run`: its label and every run it trains."""
 
     label: str  # e.g. "worst case: 5 seeds per cell" (the dry run adds ", 20 runs, 20 to train")
-    runs: tuple[Run, ...]  # every run of the sweep in this case
+    runs: tuple[Run, ...]  # every run of the sweep in this case that is known before it trains
+    stand_ins: tuple[Run, ...] = ()  # runs counted and timed for those a later stage will choose (a tuned sweep's picks)
 
 
 @dataclass(frozen=True)

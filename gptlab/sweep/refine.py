@@ -172,4 +172,4 @@ class Refine(TuneThenEstimate):
         extra = runs_at(self.spec, self.tune.settings()[:1],
                         [SELECTION_SEED_OFFSET + j for j in range(1, budget - len(self.lattice.levels) + 1)], SELECTION)
         return [Case(f"selection round 1: {n} cells x {len(self.lattice.levels)} levels x 1 seed", first),
-                Case(f"selection, worst case: {budget} runs per cell (tune.max_runs_per_cell)", first + tuple(extra))]
+                Case(f"selection, worst case: {budget} runs per cell (tune.max_runs_per_cell)", first, tuple(extra))]

@@ -290,15 +290,15 @@ class TuneThenEstimate:
         stand_in = runs_at(spec, self.tune.settings()[:1], spec.seeds, ESTIMATION)
         rule = spec.seed_rule
         if rule is None:
-            estimation = [Case(f"estimation: {len(spec.seeds)} seed(s) at each cell's pick", tuple(stand_in))]
+            estimation = [Case(f"estimation: {len(spec.seeds)} seed(s) at each cell's pick", (), tuple(stand_in))]
         else:
-            estimation = [Case(f"estimation, {what}: {n} seeds at each cell's pick",
+            estimation = [Case(f"estimation, {what}: {n} seeds at each cell's pick", (),
                                tuple(r for r in stand_in if r.seed < n))
                           for what, n in (("minimum", rule.min), ("worst case", rule.max))]
         selection = self.selection_cases()
         naive = candidate_runs(spec)
         both = [Case(f"tuned in all ({sel.label.split(':', 1)[0]} + {case.label.split(': ', 1)[0]})",
-                     sel.runs + case.runs) for sel in selection[-1:] for case in estimation]
+                     sel.runs, sel.stand_ins + case.stand_ins) for sel in selection[-1:] for case in estimation]
         return Preview(self.describe(), (
             *selection, *estimation, *both,
             Case(f"for comparison, the naive full grid (every setting x every seed): {n_cells} cells x {n_settings} "
