@@ -13,7 +13,7 @@ import torch
 import yaml
 
 from gptlab.errors import GptlabError
-from gptlab.executors import BACKENDS, ExecutorConfig, Plan, RunResult
+from gptlab.executors import BACKENDS, ExecutorConfig, Plan
 from gptlab.run.resultsdir import SUMMARY_CSV
 from gptlab.run.branching import Branch, record_branches
 from gptlab.run.config import SCHEDULE_NAMES, TrainConfig, resolve_run_config
@@ -27,6 +27,7 @@ from gptlab.sweep.spec import load_spec
 from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.trunks import SharedTrunks, steps_trained, trunk_groups
 
+from fakes import FakeBackend
 from helpers import REPO, tiny_config
 
 WSD = TrainConfig(max_iters=1000, warmup_iters=100, lr=1e-3, min_lr=1e-4, schedule="wsd")  # cooldown from step 800
@@ -214,27 +215,6 @@ def test_runs_differing_only_in_length_under_wsd_share_the_longest_as_their_trun
     assert isinstance(planner_for(dask, out), FixedSeeds) and "with dask each length trains from step 0" in out.getvalue()
 
 
-class FakeBackend:
-    """Finishes every task at once (failed for the ids in `fail`), recording what it was given."""
-
-    def __init__(self, fail: tuple[str, ...] = ()) -> None:
-        self.fail, self.trained = fail, []
-
-    def check(self) -> None:
-        pass
-
-    def describe(self, plan, dry_run=False):
-        return None
-
-    def run(self, tasks, plan, on_result, fail_fast=False) -> None:
-        for task in tasks:
-            self.trained.append(task.run_id)
-            summary = {"run_id": task.run_id, "status": "failed" if task.run_id in self.fail else "ok", "best_val_loss": 1.0}
-            RunDir(task.run_dir).path.mkdir(parents=True, exist_ok=True)
-            RunDir(task.run_dir).write_summary(summary)
-            on_result(RunResult(task.run_id, summary, 0.1))
-
-
 def _loop(tmp_path: Path, planner, backend) -> tuple[tuple[Run, ...], str]:
     out = io.StringIO()
     options = SweepOptions(tmp_path, tmp_path / "reports", stream=out, progress_every_s=60)
@@ -253,7 +233,7 @@ def test_each_stage_trains_its_trunks_then_their_branches_which_wait_for_them(tm
     assert planner.next_stage(FinishedRuns(tmp_path, ({"status": "ok"},) * 4)) is None
     assert "176 steps instead of 240 (73%)" in planner.preview().intro
 
-    backend = FakeBackend(fail=("80_s1",))  # a failed trunk: no branch trains, the sweep says why
+    backend = FakeBackend(lambda config: 1.0, fail=("80_s1",))  # a failed trunk: no branch trains, the sweep says why
     planned, out = _loop(tmp_path / "failed", SharedTrunks(FixedSeeds(runs, "fake"), runs, io.StringIO()), backend)
     assert backend.trained == ["80_s0", "80_s1"] and [r.run_id for r in planned] == ["80_s0", "80_s1"]
     assert "the trunks did not all finish: their shorter lengths branch from them once they have" in out
@@ -279,7 +259,7 @@ class TwoStages:
 
 def test_shared_trunks_split_every_stage_of_the_planner_they_wrap(tmp_path):
     runs = _runs()
-    base, backend = TwoStages(runs), FakeBackend()
+    base, backend = TwoStages(runs), FakeBackend(lambda config: 1.0)
     planned, out = _loop(tmp_path, SharedTrunks(base, runs, io.StringIO()), backend)
     assert backend.trained == ["80_s0", "40_s0", "80_s1", "40_s1"]  # each stage: its trunks, then its branches
     assert base.asked == [0, 2, 4]  # asked with the rows of all its planned runs, never of half a stage
