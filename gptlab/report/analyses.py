@@ -131,12 +131,13 @@ def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoi
         return None
     cells = list(map(tuple, runs[res.factors].to_numpy().tolist()))
     rule = res.seed_rule  # an adaptive sweep: the error of its first round alone (stats.precision)
-    first_round = (runs["seed"].astype(int) < rule.min).to_numpy() if rule else None
+    first_round = res.first_seeds(runs, rule.min).to_numpy() if rule else None
     text = res.test_blocks.for_runs(runs["run_id"], runs[y]) if blocks else None
     design = design_for(res, runs)
     left = None if loss_left is None else np.array([loss_left.get(tuple(c), np.nan) for c in design.cells])
     a = analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design, res.label,
-                margin, endpoint, error_mask=first_round, blocks=text, loss_left=left)
+                margin, endpoint, error_mask=first_round, blocks=text, loss_left=left,
+                block_seeds=not res.arms)  # arms: the baseline's extra seeds have no partner (`stats.arms`)
     if left is None:
         return a
     names = [", ".join(res.label(f, lv) for f, lv in zip(design.factors, c)) for c in design.cells]

@@ -20,7 +20,7 @@ from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
 from gptlab.report.render import Block, Bullets, Code, Heading, Image, Markdown, Para, Table
 from gptlab.report.sections import (MAX_MD_ROWS, SNAPSHOT, adaptive_section, effects_sections, scale_section,
-                                    table_blocks, training_sections, tuning_section)
+                                    scorecard_section, table_blocks, training_sections, tuning_section)
 from gptlab.report.sentences import Sentences
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.stats.calls import ALPHA
@@ -99,7 +99,13 @@ def header(res: Results) -> list[Block]:
 
 
 def _calls_table(tables: ReportTables, res: Results) -> pd.DataFrame:
-    """The summary's compact table: every main effect, and every other effect called better or worse."""
+    """The summary's compact table: every main effect (an arms sweep: every arm against the baseline), and every
+    other effect called better or worse."""
+    if len(tables.arms.columns):
+        return pd.DataFrame([{"effect": f"{res.label('arm', r['arm'])} vs {r['baseline']}" + (
+            f" at {res.label(r['scale_factor'], r['scale_level'])}" if r.get("scale_factor") else ""), **_pick(r)}
+            for r in tables.arms.to_dict("records")], columns=["effect", "estimate", "ci_low", "ci_high", "p_adjusted",
+                                                                "call"])
     rows = [{"effect": f"{res.label(r['factor'], r['level'])} vs {r['baseline']}", **_pick(r)}
             for r in tables.main.to_dict("records")]
     for table, _, r in tables.called():
@@ -137,6 +143,7 @@ def summary(res: Results, tables: ReportTables, words: Sentences) -> list[Block]
     if len(base) and not math.isnan(base.iloc[0]["best_val_loss"]):
         b = base.iloc[0]
         items.append(f"Baseline: {b['cell']}, {fmt_loss(b['best_val_loss'])} {res.unit} (rank {b['rank']}).")
+    items += [words.untuned] if words.untuned else []  # before any effect: what every effect below is about
     if items:
         blocks.append(Bullets(items))
     table = _calls_table(tables, res)
@@ -146,8 +153,8 @@ def summary(res: Results, tables: ReportTables, words: Sentences) -> list[Block]
                         "effect called better or worse:"), Table(table)]
     counts = [c for c in (_count_calls(tables.interactions, "Two-way interactions"),
                           _count_calls(tables.higher, "Higher-order contrasts"),
-                          _count_calls(tables.simple, "Simple effects")) if c]
-    bullets = words.called + [f"Along training: {t}" for t in words.trajectory] + ([SNAPSHOT] if words.trajectory else [])
+                          _count_calls(tables.simple, "Simple effects")) if c and not len(tables.arms.columns)]
+    bullets = list(words.arms) if words.arms else words.called + [f"Along training: {t}" for t in words.trajectory] + ([SNAPSHOT] if words.trajectory else [])
     bullets += counts
     bullets += [f"Tuning check: {t}" for t in words.tuning_checks]
     bullets += [f"Warning: {w}" for w in words.warnings]
@@ -176,7 +183,8 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Mapping
     def fig(name: str, alt: str) -> list[Block]:
         return [Image(name, alt, figures[name])] if name in figures else []
 
-    blocks = header(res) + summary(res, tables, words) + adaptive_section(tables.adaptive, words, fig)
+    blocks = header(res) + summary(res, tables, words) + scorecard_section(res, tables, words)
+    blocks += adaptive_section(tables.adaptive, words, fig)
     blocks += discussion(res, tables.files(words.verdicts))
     cells = tables.cells
     blocks += [Heading("Cells"),

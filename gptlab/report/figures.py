@@ -24,6 +24,7 @@ from gptlab.report.figstyle import (
     LOSS_LABEL, BEST_LABEL, MAX_CELL_LINES, to_png, png_or_none, figsize, panel_grid, in_order, numeric_rows,
     legend_outside, wrapped_suptitle, level_text, factor_palette, cell_palette, level_palette)
 from gptlab.report.load import Results
+from gptlab.stats.arms import ARM
 from gptlab.report.tables import ReportTables
 from gptlab.report.tuning_figure import isolation_plot
 
@@ -178,9 +179,19 @@ def effects_by_scale(table: pd.DataFrame, res: Results) -> bytes | None:
 
 
 def forest_rows(tables: ReportTables, res: Results) -> pd.DataFrame:
-    """Every effect with a CI, for the forest plot: group, label, estimate, ci_low, ci_high, call."""
+    """Every effect with a CI, for the forest plot: group, label, estimate, ci_low, ci_high, call.
+
+    An arms sweep's are its arms against the baseline (one group per scale level)."""
     parts = []
-    main, interactions = tables.main, tables.interactions
+    if len(tables.arms.columns):
+        arms = tables.arms
+        at = ([f" at {res.label(f, lv)}" for f, lv in zip(arms["scale_factor"], arms["scale_level"])]
+              if "scale_factor" in arms else [""] * len(arms))
+        parts.append(arms.assign(group=[f"arms against {b}{a}" for b, a in zip(arms["baseline"], at)],
+                                 label=[f"{a}" + (f" ({p})" if p else "") for a, p in zip(arms[ARM], arms["pick"])]))
+        main, interactions = tables.main.iloc[:0], tables.interactions.iloc[:0]
+    else:
+        main, interactions = tables.main, tables.interactions
     if len(main):
         parts.append(main.assign(group="main effect", label=[f"{res.label(f, lv)} vs {b}" for f, lv, b in
                                                            zip(main["factor"], main["level"], main["baseline"])]))
@@ -188,8 +199,9 @@ def forest_rows(tables: ReportTables, res: Results) -> pd.DataFrame:
         parts.append(interactions.assign(group="interaction", label=[
             f"{res.label(a, la)} x {res.label(b, lb)}" for a, la, b, lb in
             zip(interactions["factor_a"], interactions["level_a"], interactions["factor_b"], interactions["level_b"])]))
-    for table, group, col in ((tables.higher, "higher-order", "term"), (tables.aliases, "aliased sum", "aliased"),
-                              (tables.cells_vs_baseline, "cell vs baseline", "cell")):
+    others = ((tables.higher, "higher-order", "term"), (tables.aliases, "aliased sum", "aliased"),
+              (tables.cells_vs_baseline, "cell vs baseline", "cell")) if not parts else ()
+    for table, group, col in others:
         if len(table):
             parts.append(table.assign(group=group, label=table[col]))
     cols = ["group", "label", "estimate", "ci_low", "ci_high", "call"]
@@ -204,8 +216,9 @@ def make_figures(res: Results, tables: ReportTables) -> dict[str, bytes]:
     margin = tables.margin
     figs = {"val_curves.png": val_curves(res, tables.level_curves), "level_effects.png": level_effects(res, tables.levels),
             "forest.png": effect_figures.forest(forest_rows(tables, res), margin),
-            "interactions.png": effect_figures.interaction_plots(tables.pair_means, res),
-            "simple_effects.png": effect_figures.simple_effects(tables.simple, tables.main, res, margin),
+            **({} if len(tables.arms.columns) else {  # a design of arms has no interactions or simple effects
+                "interactions.png": effect_figures.interaction_plots(tables.pair_means, res),
+                "simple_effects.png": effect_figures.simple_effects(tables.simple, tables.main, res, margin)}),
             "effects_by_step.png": effect_figures.effects_by_step(tables.by_step, res, margin),
             "throughput.png": throughput(res)}
     return {name: png for name, png in figs.items() if png is not None}

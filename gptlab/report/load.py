@@ -19,8 +19,10 @@ import pandas as pd
 import yaml
 
 from gptlab.report.blocks import BlockLosses, read_test_blocks
+from gptlab.report.ceiling import unigram_ceiling
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
+from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import design_cells
 from gptlab.errors import GptlabError
 from gptlab.stats.precision import SeedRule
@@ -104,6 +106,18 @@ class Results:
         """The adaptive-seed rule of the sweep (`seeds: {min, max, precision}`), None for fixed seeds."""
         raw = self.spec.get("seeds")
         return SeedRule.from_mapping(raw, max_seeds=10**9, key="sweep.yaml: seeds") if isinstance(raw, dict) else None
+
+    @property
+    def arms(self) -> dict[str, dict[str, Any]]:
+        """An arms sweep's arms (sweep.yaml's `arms`: name -> settings); empty for a grid."""
+        arms = self.spec.get("arms")
+        return arms if isinstance(arms, dict) and ARM in self.factors else {}
+
+    def first_seeds(self, runs: pd.DataFrame, n_seeds: int) -> pd.Series:
+        """Which of `runs` have a seed among their cell's first n_seeds (an arms baseline's: its Dunnett share)."""
+        base = baseline_seed_count(n_seeds, len(self.arms) - 1) if self.arms else n_seeds
+        return runs["seed"].astype(int) < (runs[ARM].eq(self.baseline[ARM]) * (base - n_seeds) + n_seeds
+                                           if self.arms else n_seeds)
 
 
 def run_roles(runs: pd.DataFrame) -> pd.Series:
@@ -313,38 +327,10 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     res.outcome = _outcome(runs)
     res.test_blocks = read_test_blocks(results_dir, runs, res.outcome, res.unit)
     res.curves = _read_curves(results_dir, runs)
-    res.ceiling, res.ceiling_note = _ceiling(results_dir, runs, per_token=res.unit == "nats/token",
+    res.ceiling, res.ceiling_note = unigram_ceiling(results_dir, runs, per_token=res.unit == "nats/token",
                                              split="test" if res.has_test_split else "val")
     if res.unit == "bits/char":
         res.ceiling *= CHAR_BPC_FACTOR  # a char unigram model, in bits/char
     if results_dir.discussion_md.is_file():
         res.discussion = read_text(results_dir.discussion_md)
     return res
-
-
-def _ceiling(results_dir: ResultsDir, runs: pd.DataFrame, per_token: bool = False, split: str = "val") -> tuple[float, str]:
-    """Unigram loss of the validation (or test) split of the runs' dataset (from a run's config.yaml; never downloads).
-
-    Per character (a char unigram) unless `per_token`: then per token of the runs' own tokenizer.
-    """
-    for run_id in runs["run_id"]:
-        try:
-            data = (yaml.safe_load((results_dir.run(run_id) / RunDir.CONFIG).read_text(encoding="utf-8"))
-                    or {}).get("data")
-        except (OSError, ValueError, yaml.YAMLError, AttributeError):
-            continue
-        if isinstance(data, dict):
-            break
-    else:
-        return math.nan, "no run's config.yaml names its data"
-    from gptlab.run.data import unigram_val_loss
-    from gptlab.errors import GptlabError
-    name = str(data.get("dataset") or "tinyshakespeare")
-    try:
-        tokenizer = {"tokenizer": data.get("tokenizer") or "char", "vocab_size": data.get("vocab_size")} \
-            if per_token else {}
-        loss = unigram_val_loss(name, data.get("path"), float(data.get("val_fraction") or 0.1), **tokenizer,
-                                test_fraction=float(data.get("test_fraction") or 0.0), split=split)
-    except (GptlabError, OSError, ValueError) as exc:
-        return math.nan, str(exc)
-    return loss, f"unigram loss of the {'test' if split == 'test' else 'validation'} split of {name}"

@@ -11,6 +11,7 @@ Syntax (one reference per pair of double braces, inside any Markdown):
   (`at` of simple effects, the scale level, `step=N` along training), as `key=level` terms joined by commas;
   naming enough of the slice to pick one row is enough; `effect_changes` rows are named the same way (the
   change from the scale factor's first level to the level after `@`);
+- `{{arms: arm=relu}}`: an arm against the baseline (`{{arms: arm=relu @ max_iters=2000}}` with `scale:`);
 - `{{cells: norm=pre, warmup_iters=100, lr=0.006}}`: a cell (also `cells_vs_baseline`, and the cells of
   `effects_by_step` in designs that are not full factorials);
 - a trailing `| estimate` renders the estimate alone.
@@ -126,6 +127,8 @@ _ROW_KEYS: dict[str, Callable[[dict, Mapping[str, str]], tuple[Terms, Terms]]] =
                                       else _one(r["factor"], r["level"])), _one("step", r["step"])),
     "effects_by_scale": lambda r, k: (_one(r["factor"], r["level"]), _one(r["scale_factor"], r["scale_level"])),
     "effect_changes": lambda r, k: (_one(r["factor"], r["level"]), _one(r["scale_factor"], r["scale_level"])),
+    "arms": lambda r, k: (_one("arm", r["arm"]), _one(r["scale_factor"], r["scale_level"]) if r.get("scale_factor")
+                          else frozenset()),
 }
 
 

@@ -17,12 +17,13 @@ from gptlab.report.analyses import analyse_runs
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results, read_text
 from gptlab.run.resultsdir import ResultsDir
+from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.precision import ROUND_COLS, SeedRule, Widest, called_rows
 
 
 def _called(res: Results, rule: SeedRule, n_seeds: int) -> pd.DataFrame:
-    runs = res.runs[res.runs["ok"] & res.runs[res.outcome].notna() & (res.runs["seed"].astype(int) < n_seeds)]
+    runs = res.runs[res.runs["ok"] & res.runs[res.outcome].notna() & res.first_seeds(res.runs, n_seeds)]
     analysis = analyse_runs(res, runs, res.outcome, DEFAULT_MARGIN,  # the margin changes no half-width
                             endpoint=rule.precision_for == "interactions")  # main/per-cell effects need no more
     if analysis is None:
@@ -47,7 +48,8 @@ def half_width_curve(res: Results) -> pd.DataFrame:
     rule = res.seed_rule
     if rule is None or res.runs.empty:
         return pd.DataFrame(columns=["effect", "seeds", "half_width", "target"])
-    top = max(res.seeds) + 1
+    arms = res.runs if not res.arms else res.runs[res.runs[ARM] != res.baseline[ARM]]  # a baseline's extra seeds
+    top = int(arms["seed"].max()) + 1
     frames = []
     for n in range(rule.min, top + 1):
         rows = _called(res, rule, n)

@@ -2,7 +2,8 @@
 
 Owns the layout and captions of the sections between the cells table and the throughput: design and
 model, main effects, interactions, higher-order terms, cells against the baseline, aliases, simple
-effects, effects over training, divergence, and the sections of adaptive, scale and tuned sweeps.
+effects (an arms sweep: its arms against the baseline, and its scorecard), effects over training,
+divergence, and the sections of adaptive, scale and tuned sweeps.
 Every number comes from `tables.ReportTables`, every sentence about the results from `sentences`;
 `document` puts these sections in order with the rest.
 """
@@ -45,8 +46,60 @@ def table_blocks(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list
                  f"see `tables/{csv}`.")]
 
 
+ARMS_MD_COLS = ["arm", "scale_level", "pick"] + EFFECT_COLS + ["tuning", "n_ok", "n_ok_baseline", "n_diverged",
+                                                               "n_failed"]
+SCORECARD_MD_COLS = ["arm", "scale_level", "source", "direction", "size", "untuned_estimate", "estimate", "ci_low",
+                     "ci_high", "call", "tuning", "verdict"]
+
+
+def scorecard_section(res: Results, tables: ReportTables, words: Sentences) -> list[Block]:
+    """An arms sweep's scorecard: each arm's claim beside its untuned and tuned effects, and the verdict."""
+    card = tables.scorecard
+    if not len(card.columns):
+        return []
+    untuned = next((s for s in card["untuned_setting"] if s), "") if len(card) else ""
+    blocks: list[Block] = [Heading("Scorecard"), Para(
+        f"Each arm's claim, as its paper states it (`direction`: the arm against the baseline as claimed; `size`: "
+        f"the paper's own number, where it gives one), beside the lab's effect of the arm ({res.outcome_label}, "
+        f"{res.unit}, arm minus baseline)" + (f" at the untuned {untuned} (`untuned_estimate`: the selection runs "
+                                               "there, one run per arm: no CI)" if untuned else "")
+        + " and at each arm's own tuned setting (`estimate`, 95% CI, call after the tuning check). Verdicts: "
+        "`holds` (the lab calls what the paper claims), `opposite` (the lab calls the other direction, or a difference "
+        "where the paper claims none), `no difference` (a gain or loss was claimed and the 90% CI lies within "
+        f"+/-{tables.margin:g}: a larger one is excluded), `not shown` (neither), `not tested here` (a claim about "
+        "speed, memory or longer contexts: what the lab does not measure), `no claim recorded`; docs/STATISTICS.md "
+        "defines each. Table: `tables/scorecard.csv` (with each claim's words and setting).")]
+    blocks += table_blocks(card, SCORECARD_MD_COLS, "scorecard.csv", "claims")
+    blocks += [Bullets(list(words.scorecard))] if words.scorecard else []
+    quoted = [f"{r['arm']}: {r['source']}" + (f" ({r['setting']})" if r["setting"] else "") + f": \"{r['claim']}\""
+              for r in card.drop_duplicates(subset=["arm", "source", "claim"]).to_dict("records") if r["source"]]
+    if quoted:
+        blocks += [Para("The claims, in the papers' words:"), Bullets(quoted)]
+    return blocks
+
+
+def arms_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:
+    """An arms sweep's comparisons: each arm against the baseline, with the forest plot."""
+    arms = tables.arms
+    blocks: list[Block] = [Heading("Design and model"), Bullets(words.notes + words.schedule
+                                                                + [f"Warning: {w}" for w in words.warnings])]
+    blocks += [Heading("Arms against the baseline"), Para(
+        f"Each arm minus the baseline arm in {res.outcome_label} ({res.unit}; positive = worse), one Holm family "
+        + ("per scale level" if res.scale else "over every arm") + ". A design of arms has no main effects or "
+        "interactions: each arm changes its own settings from the baseline's. The baseline enters every comparison, "
+        "so it trains about sqrt(k) times an arm's seeds for k arms (Dunnett's square-root rule), and the model has "
+        "no seed block (the baseline's extra seeds have no partner). `pick`: each arm's tuned setting. "
+        "Table: `tables/arms.csv`.")]
+    blocks += table_blocks(arms, ARMS_MD_COLS, "arms.csv", "arms")
+    blocks += [Bullets(list(words.arms))] if words.arms else []
+    blocks += fig("forest.png", "Every arm against the baseline with its 95% CI; equivalence band shaded")
+    return blocks
+
+
 def effects_sections(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:
     """Main effects, interactions, higher-order terms, simple effects / cells against the baseline."""
+    if len(tables.arms.columns):
+        return arms_section(res, tables, words, fig)
     blocks: list[Block] = [Heading("Design and model"), Bullets(words.notes + words.schedule
                                                                 + [f"Warning: {w}" for w in words.warnings])]
     blocks += fig("forest.png", "Every effect with its 95% CI; equivalence band shaded")

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from gptlab.report import analyses
+from gptlab.report.arms import arms_table, scorecard_table
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.rounds import AdaptiveView, adaptive_view
@@ -52,6 +53,8 @@ class ReportTables:
     has_scale: bool  # whether the sweep names scale factors (then effects_by_scale.csv is written, even empty)
     changes: pd.DataFrame  # each effect's change between scale levels, paired by seed (no rows without `scale:`)
     given: pd.DataFrame  # each cell's setting given by `tune.picks` (no rows unless the sweep gives picks)
+    arms: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: each arm vs the baseline
+    scorecard: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: claims and verdicts
 
     def _effects(self, name: str, empty: Sequence[str] = ()) -> pd.DataFrame:
         return getattr(self.effects, name) if self.effects is not None else pd.DataFrame(columns=list(empty))
@@ -97,8 +100,11 @@ class ReportTables:
 
         `verdicts` (file name -> one sentence per row) become each named table's last column, `verdict`.
         """
-        every = {"cells": self.cells, "levels": self.levels, "main_effects": self.main,
-                 "interactions": self.interactions, "higher_order": self.higher, "simple_effects": self.simple,
+        effects = {"main_effects": self.main, "interactions": self.interactions, "higher_order": self.higher,
+                   "simple_effects": self.simple}
+        if len(self.arms.columns):  # a design of arms has no main effects or interactions: each arm vs the baseline
+            effects = {"arms": self.arms, "scorecard": self.scorecard}
+        every = {"cells": self.cells, "levels": self.levels, **effects,
                  "cells_vs_baseline": self.cells_vs_baseline, "aliases": self.aliases,
                  "effects_by_step": self.by_step, "divergence": self.divergence, "sensitivity": self.sensitivity,
                  "failures": self.failures,
@@ -108,7 +114,8 @@ class ReportTables:
                  **({"given_picks": self.given} if len(self.given) else {}),
                  **(self.tuned.tables if self.tuned is not None else {})}
         every |= {name: every[name].assign(verdict=list(text)) for name, text in verdicts.items()}
-        return {name: df for name, df in every.items() if len(df.columns) and (len(df) or name in ALWAYS)}
+        always = ALWAYS if not len(self.arms.columns) else ("arms", "scorecard", "failures")
+        return {name: df for name, df in every.items() if len(df.columns) and (len(df) or name in always)}
 
 
 def _rounded(a: Analysis) -> Analysis:
@@ -130,8 +137,11 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
         main = main[~main["factor"].isin(res.scale)].reset_index(drop=True)
     interactions = effects.interactions if effects is not None else pd.DataFrame(columns=INT_COLS)
     by_step, level_curves = analyses.by_step(res, margin)
+    by_scale = effects_by_scale(res, margin)
+    arms = arms_table(res, main, by_scale, tuned) if res.arms else pd.DataFrame()
+    scorecard = scorecard_table(res, arms, tuned) if res.arms else pd.DataFrame()
     return ReportTables(margin, analyses.cell_table(res), analyses.level_table(res), analyses.failure_table(res),
                         effects, main, by_step, level_curves, analyses.pair_means(res, a),
                         analyses.divergence_table(res), analyses.sensitivity(res, a, margin), adaptive_view(res),
-                        effects_by_scale(res, margin), with_effects(tuned, res, main, interactions) if tuned else None, bool(res.scale),
-                        effect_changes_by_scale(res, margin), given_picks(res))
+                        by_scale, with_effects(tuned, res, main, interactions) if tuned else None, bool(res.scale),
+                        effect_changes_by_scale(res, margin), given_picks(res), arms, scorecard)

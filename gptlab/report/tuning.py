@@ -36,7 +36,8 @@ import pandas as pd
 
 from gptlab.report.analyses import design_for
 from gptlab.report.fmt import round_frame
-from gptlab.report.load import CHAR_BPC_FACTOR, Results, _ceiling, _key
+from gptlab.report.ceiling import unigram_ceiling
+from gptlab.report.load import CHAR_BPC_FACTOR, Results, _key
 from gptlab.stats.effects import analyse
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
 from gptlab.stats.picks import (Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows,
@@ -172,7 +173,7 @@ def tuning_view(res: Results, margin: float) -> TuningView | None:
     rows = _pick_rows(trials, cells, space, ordered, settings, _trained_picks(res, space, cells))
     table = pd.DataFrame([{**r.to_row(), "cell": label[r.cell]} for r in rows],
                          columns=tuning_columns(res.factors, list(space)))
-    ceiling, _ = _ceiling(res.results_dir, sel, per_token=res.unit == "nats/token", split="val") if len(sel) \
+    ceiling, _ = unigram_ceiling(res.results_dir, sel, per_token=res.unit == "nats/token", split="val") if len(sel) \
         else (math.nan, "")
     ceiling *= CHAR_BPC_FACTOR if res.unit == "bits/char" else 1.0
     fixed, sensitivity, sensitivity_effects = pd.DataFrame(columns=FIXED_COLS), pd.DataFrame(), \
@@ -253,7 +254,8 @@ def _effects(res: Results, runs: pd.DataFrame, y: str, margin: float, calls: boo
     if runs.empty or not res.factors:
         return pd.DataFrame(columns=EFFECT_COLS)
     cells = list(map(tuple, runs[res.factors].to_numpy().tolist()))
-    a = analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design_for(res, runs), res.label, margin)
+    a = analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design_for(res, runs), res.label, margin,
+                block_seeds=not res.arms)
     out = [{"effect": f"{res.label(r['factor'], r['level'])} vs {r['baseline']}", **r} for r in a.main.to_dict("records")]
     out += [{"effect": f"{res.label(r['factor_a'], r['level_a'])} x {res.label(r['factor_b'], r['level_b'])}", **r}
             for r in a.interactions.to_dict("records")]

@@ -142,7 +142,7 @@ def _stats(t: Test) -> dict:
 def analyse(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, design: Design, label: Label,
             margin: float, endpoint: bool = True, allow_welch: bool = True,
             error_mask: np.ndarray | None = None, blocks: Blocks | None = None,
-            loss_left: np.ndarray | None = None) -> Analysis:
+            loss_left: np.ndarray | None = None, block_seeds: bool = True) -> Analysis:
     """All effects of outcome `y` (one value per run, run i in cell `cells[i]`).
 
     `design.cells` must be the cells that have at least one value. With `endpoint` False only the
@@ -151,10 +151,11 @@ def analyse(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, desi
     `blocks` (each run's losses per block of its test text): every CI counts the text too (`text_share`).
     `loss_left` (a tuned sweep: per design cell, the upper end of the 95% CI of the loss its pick leaves on the
     table, NaN where unknown): every call is checked against it (`stats.robustness`; columns TUNING_COLS).
+    `block_seeds` False: no seed block in the model (an arms design, whose baseline has seeds no arm shares).
     """
     index = {c: i for i, c in enumerate(design.cells)}
     cell_idx = np.array([index[tuple(c)] for c in cells])
-    fit = fit_cells(np.asarray(y, float), cell_idx, np.asarray(seeds), design, allow_welch, error_mask)
+    fit = fit_cells(np.asarray(y, float), cell_idx, np.asarray(seeds), design, allow_welch, error_mask, block_seeds)
     text = text_error(blocks, cell_idx, np.asarray(seeds), design, fit) if blocks is not None else None
     n_seeds = len(set(np.asarray(seeds).tolist()))
     rows = _Rows(fit, margin, n_seeds, text, None if loss_left is None else np.asarray(loss_left, float))

@@ -140,20 +140,21 @@ def _ols(y: np.ndarray, X: np.ndarray):
 
 
 def fit_cells(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Design,
-              allow_welch: bool = True, error_mask: np.ndarray | None = None) -> CellFit:
+              allow_welch: bool = True, error_mask: np.ndarray | None = None, block_seeds: bool = True) -> CellFit:
     """Fit the model the data support (see the module docstring) to runs y in cells `cell_idx`.
 
     `error_mask` (an adaptive sweep's first-round runs) makes it `stein`: the error comes from those runs only.
+    `block_seeds` False drops C(seed) (an arms design: the baseline's extra seeds have no partner to pair with).
     """
     if error_mask is not None:
-        return _stein(y, cell_idx, seed, design, np.asarray(error_mask, bool))
+        return _stein(y, cell_idx, seed, design, np.asarray(error_mask, bool), block_seeds)
     n_cells = len(design.cells)
     counts = np.bincount(cell_idx, minlength=n_cells)
     D = np.zeros((len(y), n_cells))
     D[np.arange(len(y)), cell_idx] = 1.0
     seeds = sorted(set(seed.tolist()))
     S = np.stack([(seed == s).astype(float) for s in seeds[1:]], axis=1) if len(seeds) > 1 else np.zeros((len(y), 0))
-    seed_block = S.shape[1] > 0 and len(y) - n_cells - S.shape[1] > 0
+    seed_block = block_seeds and S.shape[1] > 0 and len(y) - n_cells - S.shape[1] > 0
     if seed_block and np.linalg.matrix_rank(np.hstack([D, S])) < n_cells + S.shape[1]:
         seed_block = False  # seeds that do not link every cell: a cell's mean at the average seed is not estimable
     if not seed_block:
@@ -186,10 +187,11 @@ def fit_cells(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Des
     return out
 
 
-def _stein(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Design, first: np.ndarray) -> CellFit:
+def _stein(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Design, first: np.ndarray,
+           block_seeds: bool = True) -> CellFit:
     """Means from every run; variance and df from the first round's pure error alone."""
-    every = fit_cells(y, cell_idx, seed, design, allow_welch=False)
-    round1 = fit_cells(y[first], cell_idx[first], seed[first], design, allow_welch=False)
+    every = fit_cells(y, cell_idx, seed, design, allow_welch=False, block_seeds=block_seeds)
+    round1 = fit_cells(y[first], cell_idx[first], seed[first], design, allow_welch=False, block_seeds=block_seeds)
     if every.kind != "pure" or round1.kind != "pure":  # no replication: nothing to scale (never for min >= 2)
         return every
     scale = (round1.resid_sd / every.resid_sd) ** 2

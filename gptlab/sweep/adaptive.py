@@ -29,15 +29,17 @@ def widest_on_disk(results_dir: ResultsDir, n_seeds: int) -> Widest:
 class AdaptiveSeeds:
     """Round 1 (seeds 0..min-1), Stein's decision from round 1 alone, round 2 (seeds 0..N-1), then done."""
 
-    def __init__(self, runs: Sequence[Run], rule: SeedRule, out: TextIO, widest: WidestAt = widest_on_disk) -> None:
+    def __init__(self, runs: Sequence[Run], rule: SeedRule, out: TextIO, widest: WidestAt = widest_on_disk,
+                 seed_count: Callable[[Any, int], int] = lambda cell, n: n) -> None:
         self.runs, self.rule, self.out, self.widest = tuple(runs), rule, out, widest
+        self.seed_count = seed_count  # (cell, n) -> the seeds a cell trains where cells train n (an arms baseline: more)
         self.round = 0  # the last round handed out (3: done)
         self.n_seeds = rule.min  # seeds per cell once decided
         self.rounds: list[dict[str, Any]] = []  # rounds.csv, as decided in this invocation
 
     def with_seeds(self, n_seeds: int) -> tuple[Run, ...]:
-        """Every cell's runs with seeds 0..n_seeds-1 (an adaptive sweep's seeds are 0..max-1)."""
-        return tuple(r for r in self.runs if r.seed < n_seeds)
+        """Every cell's runs with seeds 0..n_seeds-1 (an adaptive sweep's seeds are 0..max-1; an arms baseline's more)."""
+        return tuple(r for r in self.runs if r.seed < self.seed_count(r.cell, n_seeds))
 
     def next_stage(self, finished: FinishedRuns) -> Stage | None:
         rule, first = self.rule, self.with_seeds(self.rule.min)

@@ -30,7 +30,7 @@ from gptlab.sweep.execute import SweepOptions, execute, planner_for, warn_other_
 from gptlab.sweep.progress import clock
 from gptlab.sweep.results import write_summary
 from gptlab.sweep.spec import load_spec, parse_overrides
-from gptlab.sweep.runs import Run, SweepSpec
+from gptlab.sweep.runs import Run, SweepSpec, arms_allocation
 from gptlab.sweep.trunks import SHARING_BACKENDS, trunk_groups
 from gptlab.sweep.tuning import known_runs, planned_range
 
@@ -83,6 +83,8 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
     pending = [r for r in spec.runs if results_dir.run(r.run_id).state() not in FINISHED + ("failed",)]
     print(f"\n{len(spec.runs)} runs: {len(spec.runs) - len(pending)} finished, {len(pending)} to train", file=stream)
     print(plan_line, file=stream)
+    if arms_allocation(spec):
+        print(arms_allocation(spec), file=stream)
     timing = None
     if pending:
         configure_process(threads)

@@ -22,7 +22,7 @@ from gptlab.sweep.lock import SweepLock
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
 from gptlab.sweep.progress import Progress
 from gptlab.sweep.results import write_summary
-from gptlab.sweep.runs import Run, SweepSpec
+from gptlab.sweep.runs import Run, SweepSpec, arms_allocation
 from gptlab.sweep.trunks import with_shared_trunks
 from gptlab.sweep.tuning import known_runs, selects, tuner_of
 
@@ -82,13 +82,15 @@ def base_planner(spec: SweepSpec, out: TextIO) -> Planner:
     if selects(spec):  # given picks (`tune.picks`) train as a plain sweep: nothing to select
         return tuner_of(spec)(spec, out)
     if spec.seed_rule is not None:
-        return AdaptiveSeeds(spec.runs, spec.seed_rule, out)
+        return AdaptiveSeeds(spec.runs, spec.seed_rule, out, seed_count=spec.seed_count)
     return FixedSeeds(spec.runs, spec.name)
 
 
 def _execute_locked(spec: SweepSpec, plan: Plan, options: SweepOptions, backend: Any) -> int:
     warn_other_runs(spec, options.results_dir, options.stream)
     write_yaml(options.results_dir.sweep_yaml, {**spec.to_dict(), "command": options.command})
+    if arms_allocation(spec):
+        print(arms_allocation(spec), file=options.stream)
     planned = train_stages(spec, planner_for(spec, options.stream), plan, options, backend)
     return finish(spec, planned, options)
 

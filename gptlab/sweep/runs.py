@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import design_cells
 from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig
 from gptlab.run.config import RunConfig, resolve_run_config, set_dotted
+from gptlab.sweep.arms_spec import ArmsDesign
 from gptlab.sweep.duplicates import same_config_message
 
 # A run takes ~1 ms to validate and expand: a mistyped grid (30 factors, seeds pasted twice) must not hang it.
@@ -66,13 +68,56 @@ class SweepSpec:
     source: str = ""  # the YAML path it came from
     search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
     runs: list[Run] = field(default_factory=list)  # expanded grid x seeds minus exclude
+    arms: ArmsDesign | None = None  # an arms sweep's design (its grid: `arm` x the scale keys), None for a grid
+    baseline_extra_seeds: bool = True  # an arms sweep's baseline gets Dunnett's sqrt(k) x seeds (False: selection runs)
+
+    def cell_config(self, cell: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+        """`base` with the cell's levels set (an arm: its settings), a copy."""
+        config = copy.deepcopy(self.base)
+        for dotted, level in cell:
+            for key, value in (self.arms.arms[level].items() if self.arms and dotted == ARM else [(dotted, level)]):
+                set_dotted(config, key, value)
+        return config
+
+    def seed_count(self, cell: tuple[tuple[str, Any], ...], n_seeds: int) -> int:
+        """How many seeds `cell` trains where every cell trains `n_seeds`: more for an arms sweep's baseline."""
+        if self.arms is None or not self.baseline_extra_seeds or dict(cell).get(ARM) != self.arms.baseline:
+            return n_seeds
+        return baseline_seed_count(n_seeds, self.arms.n_compared)
+
+    def cell_seeds(self, cell: tuple[tuple[str, Any], ...]) -> list[int]:
+        """The seeds `cell` trains: `seeds`, and for an arms sweep's baseline the next free integers after them."""
+        extra = self.seed_count(cell, len(self.seeds)) - len(self.seeds)
+        taken, seeds, nxt = set(self.seeds), list(self.seeds), max(self.seeds) + 1
+        while extra > 0:
+            if nxt not in taken:
+                seeds.append(nxt)
+                extra -= 1
+            nxt += 1
+        return seeds
 
     def to_dict(self) -> dict[str, Any]:
+        arms = {} if self.arms is None else {
+            "arms": {n: dict(s) for n, s in self.arms.arms.items()},
+            **({"claims": {a: [c.to_dict() for c in cs] for a, cs in self.arms.claims.items()}} if self.arms.claims else {})}
         return {"name": self.name, "description": self.description, "plugins": self.plugins,
-                "base": self.base, "grid": self.grid,
+                "base": self.base, "grid": self.grid, **arms,
                 "seeds": self.seed_rule.to_dict() if self.seed_rule else self.seeds, "exclude": self.exclude,
                 "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report,
                 **({"scale": self.scale} if self.scale else {}), **({"tune": self.tune.to_dict()} if self.tune else {})}
+
+
+def arms_allocation(spec: SweepSpec) -> str | None:
+    """One line on how an arms sweep's seeds are allocated (None for a grid): the dry-run and the sweep print it."""
+    if spec.arms is None:
+        return None
+    k, name = spec.arms.n_compared, spec.arms.baseline
+    rule = spec.seed_rule
+    counts = [rule.min, rule.max] if rule else [len(spec.seeds)]
+    pairs = " (round 1), at most ".join(f"{baseline_seed_count(n, k)} where an arm trains {n}" for n in counts)
+    tuned = "; selection runs train every arm alike" if spec.tune is not None else ""
+    return (f"arms: {k} arm(s) each compared with the baseline {name}, which enters every comparison: it trains "
+            f"about sqrt({k}) = {k ** 0.5:.2f} times an arm's seeds (Dunnett's square-root rule): {pairs}{tuned}")
 
 
 def _fail(key: str, message: str) -> GptlabError:
@@ -94,9 +139,7 @@ def expand(spec: SweepSpec) -> list[Run]:
     runs: list[Run] = []
     seen: dict[str, tuple] = {}
     for cell in cells:
-        config = copy.deepcopy(spec.base)
-        for dotted, level in cell:
-            set_dotted(config, dotted, level)
+        config = spec.cell_config(cell)
         try:
             resolved = resolve_run_config({**config, "seed": 0})
         except GptlabError as err:
@@ -104,10 +147,11 @@ def expand(spec: SweepSpec) -> list[Run]:
             raise GptlabError(f"grid cell ({where}): {err}") from None
         key = resolved.run_hash()
         if key in seen:
-            raise _fail("grid", same_config_message(spec.base, spec.grid, seen[key], cell))
+            raise _fail("grid", same_config_message(spec.base, spec.grid, seen[key], cell) if spec.arms is None else
+                        f"cells {dict(seen[key])} and {dict(cell)} resolve to the same run config")
         seen[key] = cell
         sources = {**plugin_sources(spec.plugins), **corpus_source(resolved.data.path)}
-        for seed in spec.seeds:
+        for seed in spec.cell_seeds(cell):
             run_cfg = RunConfig(resolved.model, resolved.train, resolved.data, seed)
             run_id = f"{cell_label(cell)}_s{seed}_{run_cfg.run_hash(sources)}"
             runs.append(Run(run_id, cell, seed, run_cfg.to_dict()))

@@ -3,8 +3,9 @@
 Validation happens before anything is written or trained: unknown keys (with the closest valid
 one), wrong types, unknown registry names, impossible shapes, excludes that match nothing, an
 empty grid and duplicate cells are all reported as one `GptlabError` naming the YAML key.
-Scientific factors live in `grid`; fixed settings in `base` (Tuning Playbook): a key may be in
-one or the other, never both, so a preset can never silently overwrite what the grid asks for.
+Scientific factors live in `grid`, or in `arms` (a one-at-a-time design: `sweep.arms_spec`); fixed
+settings in `base` (Tuning Playbook): a key may be in one or the other, never both, so a preset can
+never silently overwrite what the grid asks for.
 """
 from __future__ import annotations
 
@@ -20,13 +21,16 @@ from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
 from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
 from gptlab.stats.precision import SeedRule
+from gptlab.stats.arms import ARM
+from gptlab.sweep.arms_spec import check_arm_configs, check_arms
 from gptlab.sweep.duplicates import same_level
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
 from gptlab.sweep.runs import MAX_RUNS, SweepSpec, expand
 from gptlab.sweep import refine  # noqa: F401 (registers tune.method refine; grid is registered by sweep.tuning)
 from gptlab.sweep.tune_spec import apply_tune
 
-TOP_KEYS = ["name", "description", "plugins", "base", "grid", "scale", "seeds", "tune", "exclude", "baseline", "executor", "report"]
+TOP_KEYS = ["name", "description", "plugins", "base", "grid", "arms", "scale", "seeds", "tune", "exclude", "baseline",
+            "claims", "executor", "report"]
 REPORT_KEYS = ["equivalence_margin"]
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: $ would allow a final newline
 MAX_SEEDS = 10_000
@@ -67,9 +71,12 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
         if key not in TOP_KEYS:
             raise GptlabError(f"unknown key {shown(key)}{closest(str(key), TOP_KEYS)}; valid top-level keys: "
                               f"{', '.join(TOP_KEYS)}")
-    for key in ("name", "grid"):
-        if key not in raw:
-            raise _fail(key, "is required")
+    if "name" not in raw:
+        raise _fail("name", "is required")
+    if "grid" not in raw and "arms" not in raw:
+        raise _fail("grid", "is required (or arms: for a baseline and variants compared with it one at a time)")
+    if "claims" in raw and "arms" not in raw:
+        raise _fail("claims", "records the claims of an arms sweep's arms; this sweep has a grid, not arms")
     name = raw["name"]
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise _fail("name", f"must be a folder-safe name of 1 to 100 characters (letters, digits, _ . -), got {shown(name, 42)}")
@@ -93,11 +100,14 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
         set_dotted(base, dotted, value)
     _check_base(base)
 
-    grid = raw["grid"]
+    arms = check_arms(raw, base, keys, path) if "arms" in raw else None
+    if arms is not None:
+        check_arm_configs(arms, base)
+    grid = arms.grid if arms is not None else raw["grid"]
     _require(grid, dict, "grid", "a mapping of dotted keys to lists of levels")
     if not grid:
         raise _fail("grid", "needs at least one factor")
-    for dotted, levels in grid.items():
+    for dotted, levels in (grid.items() if arms is None else ()):
         if dotted not in keys:
             raise GptlabError(f"grid: unknown key {shown(dotted)}{closest(str(dotted), keys)}")
         if not isinstance(levels, list) or not levels:
@@ -126,7 +136,7 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
         _check_cell_mapping(rule, grid, f"exclude[{i}]")
     _check_size(grid, len(seeds), exclude)
 
-    baseline = raw.get("baseline") or {}
+    baseline = (raw.get("baseline") or {}) if arms is None else {ARM: arms.baseline}
     _check_cell_mapping(baseline, grid, "baseline")
     baseline = {k: baseline.get(k, levels[0]) for k, levels in grid.items()}
 
@@ -136,9 +146,9 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
 
     report = _check_report({} if raw.get("report") is None else raw["report"])
 
-    scale = _check_scale(raw.get("scale") or [], grid)
+    scale = _check_scale(raw.get("scale") or [], grid) if arms is None else list(arms.scale)
     spec = SweepSpec(name, description, plugins, base, dict(grid), seeds, exclude, baseline, executor,
-                     report, scale, seed_rule, source=str(path), search_path=search_path)
+                     report, scale, seed_rule, source=str(path), search_path=search_path, arms=arms)
     spec.runs = apply_tune(spec, raw["tune"]) if "tune" in raw else expand(spec)
     if not any(r.factors == baseline for r in spec.runs):
         raise _fail("baseline", f"the cell {shown(baseline, 200)} is excluded; name a cell that is trained")

@@ -108,7 +108,8 @@ def runs_at(spec: SweepSpec, settings: Sequence[Pairs], seeds: Sequence[int], ro
         for key, value in setting:
             set_dotted(base, key, value)
         try:
-            runs = expand(dataclasses.replace(spec, base=base, seeds=list(seeds), runs=[]))
+            runs = expand(dataclasses.replace(spec, base=base, seeds=list(seeds), runs=[],  # selection: equal seeds
+                                              baseline_extra_seeds=spec.baseline_extra_seeds and role == ESTIMATION))
         except GptlabError as err:
             raise GptlabError(f"tune.space setting ({', '.join(f'{k}={v}' for k, v in setting)}): {err}") from None
         for run in runs:
@@ -225,7 +226,7 @@ class TuneThenEstimate:
                 raise GptlabError(f"tune.method {self.tune.method}: its planner ended selection without picks")
             runs = self.estimation_runs()
             if self.spec.seed_rule is not None:
-                self.rounds = self.rounds_class(runs, self.spec.seed_rule, self.out)
+                self.rounds = self.rounds_class(runs, self.spec.seed_rule, self.out, seed_count=self.spec.seed_count)
                 return self._wrap(self.rounds.next_stage(FinishedRuns(finished.results_dir)))
             self.rounds = False  # fixed seeds: one estimation stage, then done
             return Stage("estimation", tuple(runs), self.selection + tuple(runs), tag="estimation")
@@ -293,7 +294,7 @@ class TuneThenEstimate:
             estimation = [Case(f"estimation: {len(spec.seeds)} seed(s) at each cell's pick", (), tuple(stand_in))]
         else:
             estimation = [Case(f"estimation, {what}: {n} seeds at each cell's pick", (),
-                               tuple(r for r in stand_in if r.seed < n))
+                               tuple(r for r in stand_in if r.seed < spec.seed_count(r.cell, n)))
                           for what, n in (("minimum", rule.min), ("worst case", rule.max))]
         selection = self.selection_cases()
         naive = candidate_runs(spec)

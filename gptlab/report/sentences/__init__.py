@@ -34,10 +34,15 @@ class Sentences:
     given: str  # who chose the settings of a sweep with given picks ("" otherwise)
     error_model: str = ""  # the method's sentence on which error the CIs count: seeds, or seeds and text blocks
     tuning_checks: tuple[str, ...] = ()  # a tuned sweep's summary: per effect, whether its call survives the picks
+    arms: tuple[str, ...] = ()  # an arms sweep: one verdict per row of `tables.arms` (arms.csv's `verdict`)
+    scorecard: tuple[str, ...] = ()  # an arms sweep: one line per row of `tables.scorecard`
+    untuned: str = ""  # a sweep without tune: the one setting of each nuisance key it trained at
 
     @property
     def verdicts(self) -> dict[str, list[str]]:
         """The `verdict` column of each table that has one, by file name (`ReportTables.files`)."""
+        if self.arms:  # arms.csv replaces main effects and interactions; scorecard.csv has its own verdict column
+            return {"arms": list(self.arms)}
         return {"main_effects": self.main, "interactions": self.interactions}
 
 
@@ -56,7 +61,9 @@ def write(res: Results, tables: ReportTables) -> Sentences:
                      sweeps.rule_sentence(tables.adaptive.rule) if tables.adaptive is not None else "",
                      sweeps.tuning_changes(tuned) if tuned is not None else [], edge,
                      sweeps.change_verdicts(tables.changes, res), sweeps.given_sentence(res, tables.given),
-                     notes.error_model(res, tables.effects), tuple(_tuning_checks(res, tables)))
+                     notes.error_model(res, tables.effects), tuple(_tuning_checks(res, tables)),
+                     tuple(verdicts.arm(r, res, margin) for r in tables.arms.to_dict("records")),
+                     tuple(sweeps.scorecard_lines(tables.scorecard, res.unit)), sweeps.untuned_note(res))
 
 
 def _tuning_checks(res: Results, tables: ReportTables) -> list[str]:
@@ -69,4 +76,6 @@ def _tuning_checks(res: Results, tables: ReportTables) -> list[str]:
             return f"{res.label(r['factor_a'], r['level_a'])} x {res.label(r['factor_b'], r['level_b'])}"
         at = f" at {r['at']}" if r.get("at") else ""
         return f"{res.label(r['factor'], r['level'])} vs {res.label(r['factor'], r['baseline'])}{at}"
+    if len(tables.arms.columns):  # a design of arms: each arm against the baseline, nothing else
+        return sweeps.tuning_checks({"main": tables.main}, label)
     return sweeps.tuning_checks({"main": tables.main, "interactions": tables.interactions, "simple": a.simple}, label)

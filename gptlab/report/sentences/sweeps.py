@@ -4,7 +4,8 @@ Owns whether a call holds, changes or reverses with a scale factor (`scale_verdi
 stopping rule in one sentence (`rule_sentence`), and a tuned sweep's sentences: where a study at one
 fixed setting would have answered otherwise (`tuning_changes`), whether each call survives the
 picks' loss left on the table (`tuning_checks`) and the picks on the edge of the tuned space
-(`tuning_warnings`).
+(`tuning_warnings`); an arms sweep's scorecard lines (`scorecard_lines`), and the fixed nuisance
+settings of a sweep that tuned nothing (`untuned_note`).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pandas as pd
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
 from gptlab.report.tuning import TuningView
+from gptlab.run.config import TrainConfig, get_dotted
 from gptlab.stats.precision import SeedRule
 
 
@@ -138,3 +140,43 @@ def given_sentence(res: Results, given: pd.DataFrame) -> str:
 
 def _nan(x: object) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+NUISANCE = ("train.lr", "train.min_lr", "train.warmup_iters", "train.weight_decay", "train.beta2")  # tuned elsewhere
+
+
+def untuned_note(res: Results) -> str:
+    """A sweep without `tune:`: the one setting of each nuisance key every cell trained at, and what that means."""
+    if res.spec.get("tune") is not None or not res.factors:
+        return ""
+    defaults, base = TrainConfig(), res.spec.get("base") or {}
+    settings = []
+    for key in (k for k in NUISANCE if k not in res.factors):
+        try:
+            value = get_dotted(base, key)
+        except (KeyError, TypeError):
+            value = getattr(defaults, key.split(".", 1)[1])
+        settings.append(f"`{key}` = {value:g}" if isinstance(value, (int, float)) else f"`{key}` = {value}")
+    if not settings:
+        return ""
+    return (f"Untuned: every cell trained at one setting of each nuisance key ({', '.join(settings)}). An effect "
+            "here measures how well each choice suits that setting, not each choice at its own best setting; a "
+            "`tune:` section tunes them per cell (see the scorecard study, `reports/scorecard`).")
+
+
+def scorecard_lines(scorecard: pd.DataFrame, unit: str) -> list[str]:
+    """One line per scorecard row: the claim's direction, the untuned and tuned effects, the call and the verdict."""
+    out = []
+    for r in scorecard.to_dict("records"):
+        at = f" at {r['scale_factor']}={r['scale_level']}" if r.get("scale_factor") else ""
+        tuned = ("no estimate" if _nan(r["estimate"]) else
+                 f"tuned {fmt_loss(r['estimate'])}" + ("" if _nan(r["ci_low"]) else
+                                                       f" (95% CI {fmt_loss(r['ci_low'])} to {fmt_loss(r['ci_high'])})"))
+        untuned = f"; at {r['untuned_setting']} {fmt_loss(r['untuned_estimate'])}" \
+            if r.get("untuned_setting") and not _nan(r["untuned_estimate"]) else ""
+        claim = (f"{r['source']} claims {r['direction']}" + (f" ({r['about']})" if r["about"] not in ("", "quality")
+                                                             else "")) if r["source"] else "no claim recorded"
+        why = f": {r['reason']}" if r.get("reason") else ""
+        out.append(f"{r['arm']}{at}: {claim}; {tuned} {unit}{untuned}, {r['call'] or 'no call'} -> "
+                   f"**{r['verdict']}**{why}.")
+    return out

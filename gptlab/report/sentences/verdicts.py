@@ -14,6 +14,7 @@ import pandas as pd
 from gptlab.report.fmt import fmt_loss, fmt_p
 from gptlab.report.load import Results
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
+from gptlab.stats.arms import ARM
 from gptlab.stats.robustness import DEPENDS
 
 MAX_SENTENCES = 15  # called effects given a sentence in the summary; the tables hold the rest
@@ -89,6 +90,14 @@ def main(r: dict, res: Results, margin: float, simple: pd.DataFrame | None = Non
     else:
         text = f"{a} vs {b}{where}: " + _decided(r, "a difference", margin, res.unit)
     return text + _spread(r, simple) + _counts(r, res)
+
+
+def arm(r: dict, res: Results, margin: float) -> str:
+    """Verdict of one row of arms.csv (an arm against the baseline, at a scale level where the sweep has one)."""
+    at = f" at {res.label(r['scale_factor'], r['scale_level'])}" if r.get("scale_factor") else ""
+    row = {"kind": "averaged", "alias": "", "p_value": r.get("p_adjusted"), **r, "factor": ARM, "level": r[ARM]}
+    return main(row, res, margin).replace(f" vs {res.label(ARM, r['baseline'])}", f" vs {res.label(ARM, r['baseline'])}"
+                                          f"{at}", 1)
 
 
 def interaction(r: dict, res: Results, margin: float) -> str:

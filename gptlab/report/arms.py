@@ -1,0 +1,121 @@
+"""The numbers of an arms sweep (`arms:` in sweep.yaml): each arm against the baseline, and the scorecard.
+
+Owns, for a one-at-a-time design (`gptlab.sweep.arms_spec`):
+
+- `tables/arms.csv`: one row per arm (per scale level with `scale:`): the arm minus the baseline on the
+  report's outcome, its CIs, Holm-adjusted p and call, from the same analysis as a grid's effects
+  (`stats.effects`, without the seed block: `stats.arms`), its tuning check, run counts and pick.
+- `tables/scorecard.csv`: one row per claim recorded for an arm (`claims:`; an arm without one gets a
+  row saying so): the claim beside the arm's effect at the untuned setting (the selection runs at
+  `train.lr` = its default, as the fixed-lr studies trained), the tuned effect with its CI, call and
+  tuning check, and the verdict (`stats.scorecard`).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from gptlab.report.load import Results
+from gptlab.report.tuning import TuningView
+from gptlab.run.config import TrainConfig
+from gptlab.stats.arms import ARM
+from gptlab.stats.scorecard import NOT_TESTED, verdict
+
+ARMS_COLS = ["arm", "baseline", "estimate", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value",
+             "p_adjusted", "call", "text_share", "tuning", "call_at_picks", "mde80", "n_ok", "n_ok_baseline",
+             "n_diverged", "n_failed", "pick"]
+SCALE_COLS = ["scale_factor", "scale_level"]
+SCORECARD_COLS = ["arm", "source", "setting", "claim", "direction", "size", "about", "untuned_setting",
+                  "untuned_estimate", "estimate", "ci_low", "ci_high", "call", "tuning", "verdict", "reason"]
+UNTUNED_KEY = "train.lr"  # the nuisance key every earlier study fixed; its default is the untuned setting
+
+
+def untuned_lr() -> float:
+    """The lr an untuned sweep trains at: the run config's default (nanoGPT's shakespeare_char 1e-3)."""
+    return TrainConfig().lr
+
+
+def arms_table(res: Results, main: pd.DataFrame, by_scale: pd.DataFrame, tuned: TuningView | None) -> pd.DataFrame:
+    """Each arm against the baseline (per scale level where the sweep has `scale:`); empty for a grid."""
+    if not res.arms:
+        return pd.DataFrame(columns=ARMS_COLS)
+    picks = _picks(tuned)
+    if res.scale:
+        rows = by_scale[by_scale["factor"] == ARM].rename(columns={"level": ARM})
+        cols = [ARM, "baseline", *SCALE_COLS] + [c for c in ARMS_COLS[2:] if c in rows]
+        out = rows[cols].copy()
+        out["pick"] = [picks.get((a, str(s)), "") for a, s in zip(out[ARM], out["scale_level"])]
+        return out.reset_index(drop=True)
+    rows = main[main["factor"] == ARM].rename(columns={"level": ARM})
+    out = rows.reindex(columns=ARMS_COLS).copy()
+    out["pick"] = [picks.get((a,), "") for a in out[ARM]]
+    return out.reset_index(drop=True)
+
+
+def _picks(tuned: TuningView | None) -> dict[tuple[str, ...], str]:
+    """Each arm's (and scale level's) picked setting as text ("lr=0.004"), from tuning.csv."""
+    if tuned is None or not len(tuned.table):
+        return {}
+    table = tuned.table[tuned.table["picked"].astype(bool)]
+    factors = [c for c in table.columns if c == ARM or c.startswith(("train.", "model.", "data."))]
+    factors = [c for c in factors if c not in tuned.keys]
+    return {tuple(str(r[f]) for f in factors): str(r["setting"]) for r in table.to_dict("records")}
+
+
+def scorecard_table(res: Results, arms: pd.DataFrame, tuned: TuningView | None) -> pd.DataFrame:
+    """Every recorded claim beside its arm's untuned and tuned effects, and the verdict; empty for a grid."""
+    if not res.arms or not len(arms):
+        return pd.DataFrame(columns=SCORECARD_COLS)
+    claims = res.spec.get("claims") or {}
+    untuned_label, untuned = _untuned_effects(res, tuned)
+    rows = []
+    for effect in arms.to_dict("records"):
+        arm = effect[ARM]
+        at = {k: effect[k] for k in SCALE_COLS if k in effect}  # one scale factor: (scale_factor, scale_level)
+        for claim in _claims_of(claims.get(arm)) or [None]:
+            direction = claim["direction"] if claim else None
+            about = (claim.get("about") or "quality") if claim else "quality"
+            call = str(effect.get("call") or "")  # after the tuning check: "depends on the picks" shows nothing
+            rows.append({"arm": arm, **at, **{k: (claim.get(k, "") if claim else "") for k in
+                                              ("source", "setting", "claim", "direction", "size")},
+                         "about": about if claim else "", "untuned_setting": untuned_label,
+                         "untuned_estimate": untuned.get((arm, str(at["scale_level"])) if at else (arm,), math.nan),
+                         "estimate": effect["estimate"],
+                         "ci_low": effect["ci_low"], "ci_high": effect["ci_high"], "call": effect["call"],
+                         "tuning": effect.get("tuning", ""), "verdict": verdict(direction, about, call),
+                         "reason": NOT_TESTED.get(about, "") if claim else ""})
+    cols = SCORECARD_COLS[:1] + (SCALE_COLS if res.scale else []) + SCORECARD_COLS[1:]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _claims_of(raw: Any) -> list[dict[str, Any]]:
+    """An arm's claims as sweep.yaml stores them: a list of mappings (a single mapping from older files)."""
+    if isinstance(raw, dict):
+        return [raw]
+    return [c for c in raw if isinstance(c, dict)] if isinstance(raw, list) else []
+
+
+def _untuned_effects(res: Results, tuned: TuningView | None) -> tuple[str, dict[tuple[str, ...], float]]:
+    """("lr=0.001", (arm, scale levels...) -> the arm's mean minus the baseline's over the ok selection runs at the
+    untuned lr, at the same scale levels); ("", {}) where the selection never trained at it.
+
+    With one selection seed these are single-run differences: estimates without a CI, as in the fixed-lr studies."""
+    sel = res.selection
+    if tuned is None or tuned.keys != [UNTUNED_KEY] or not len(sel) or UNTUNED_KEY not in sel or len(res.scale) > 1:
+        return "", {}
+    lr = untuned_lr()
+    at = sel[sel["ok"] & pd.to_numeric(sel[UNTUNED_KEY], errors="coerce").map(lambda v: math.isclose(v, lr))]
+    if not len(at):
+        return "", {}
+    means = at.groupby([ARM, *res.scale])[res.outcome].mean()
+    out = {}
+    for key, value in means.items():
+        key = key if isinstance(key, tuple) else (key,)
+        base = means.get(key if not res.scale else (res.baseline[ARM], *key[1:]))
+        if base is None and not res.scale:
+            base = means.get(res.baseline[ARM])
+        if base is not None and key[0] != res.baseline[ARM]:
+            out[tuple(map(str, key))] = round(float(value - base), 4)
+    return f"lr={lr:g}", out

@@ -1,0 +1,133 @@
+"""The arms design's calibration by simulation (`gptlab.stats.arms_sim`), in small.
+
+`python benchmarks/arms_calibration.py` prints the full table (docs/STATISTICS.md). Checked here on a
+few hundred studies at most: the allocations, the planted model (its seed correlation and the true
+variance of a comparison), coverage of the unblocked seed x block CIs within a binomial band of 0.95,
+the familywise rate of the Holm-adjusted null comparisons, Dunnett's narrower CIs at equal total runs,
+planted effects called in the right direction, and that the checks fail for a CI that leaves the text out.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gptlab.stats.arms_sim import (WORLDS, ArmsWorld, Setup, analyse_study, arms_design, calibrate, dunnett, equal,
+                                   equal_total, planted_effects, run, seeds_only, simulate)
+from gptlab.stats.calls import DEFAULT_MARGIN
+from gptlab.stats.effects import analyse
+from gptlab.stats.text_share import Blocks
+
+
+def test_the_allocations():
+    w = ArmsWorld()  # 10 arms, 3 seeds each
+    d, e, t = dunnett(w), equal(w), equal_total(w)
+    assert (d.baseline, d.arm_seeds, d.runs) == (9, (3,) * 10, 39)  # round(sqrt(10) 3) = 9
+    assert (e.baseline, e.runs) == (3, 33) and not e.paired and equal(w, paired=True).paired
+    assert t.runs == 39 and t.baseline == 4 and sorted(t.arm_seeds) == [3] * 5 + [4] * 5
+    assert t.seeds_label == "4 / 3-4" and d.seeds_label == "9 / 3"
+    five = equal_total(ArmsWorld(seeds=5))  # 16 + 50 = 66 runs = 11 cells x 6
+    assert (five.baseline, five.arm_seeds) == (6, (6,) * 10) and dunnett(ArmsWorld(seeds=5)).baseline == 16
+    assert planted_effects(6) == (0.02, -0.02, 0.01, -0.01, 0.0, 0.0) and planted_effects(2) == (0.02, -0.02)
+    design = arms_design(3)
+    assert design.full_factorial and design.cells[0] == ("baseline",) and len(design.cells) == 4
+    with pytest.raises(ValueError):
+        simulate(ArmsWorld(arms=4), 1, (dunnett(w),))
+
+
+def test_the_seed_is_shared_across_arms_with_correlation_rho():
+    w = ArmsWorld(arms=3, rho=0.5, inter_sd=0.0, err_sd=0.0, block_sd=0.0)
+    runs = w.draw(np.random.default_rng(0), 4000)[:, :, 0] - 1.5  # no block terms: every block the same
+    r = np.corrcoef(runs)
+    assert r[0, 1] == pytest.approx(0.5, abs=0.05) and r[1, 3] == pytest.approx(0.5, abs=0.05)
+    assert runs.std() == pytest.approx(w.run_sd, rel=0.05)
+    alone = ArmsWorld(arms=3, rho=0.0, inter_sd=0.0, err_sd=0.0, block_sd=0.0).draw(np.random.default_rng(0), 4000)
+    assert abs(np.corrcoef(alone[:, :, 0])[0, 1]) < 0.05
+
+
+def test_the_main_table_is_the_reports():
+    """`analyse_study` leaves the simple effects out: the same comparisons, p-values and calls as with them."""
+    w = ArmsWorld(arms=4).planted()
+    data = w.draw(np.random.default_rng(1), 6)
+    s, design = dunnett(w), arms_design(4)
+    counts = np.array([s.baseline, *s.arm_seeds])
+    mine = analyse_study(data, s, counts, design, DEFAULT_MARGIN)
+    cell = np.repeat(np.arange(5), counts)
+    seed = np.concatenate([np.arange(c) for c in counts])
+    blocks = Blocks(data[cell, seed], np.ones((len(cell), w.n_blocks)))
+    full = analyse(blocks.run_losses, [design.cells[c] for c in cell], seed, design, lambda f, lv: f"{f}={lv}",
+                   DEFAULT_MARGIN, blocks=blocks, block_seeds=False)
+    cols = ["level", "estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call", "text_share"]
+    assert full.n_tests == mine.n_tests == 4 and not mine.fit.seed_block
+    assert mine.main[cols].equals(full.main[cols])
+
+
+def test_coverage_is_near_95_and_the_estimates_vary_as_planted():
+    w = ArmsWorld(arms=4).planted()
+    s = run(w, 200, (dunnett(w),), rng_seed=2)[dunnett(w).name]
+    assert s.studies == 200 and 0.925 <= s.coverage <= 0.975, s  # 800 CIs: about 3 Monte-Carlo SEs either side
+    assert s.error_sd == pytest.approx(s.true_sd, rel=0.12)
+    assert s.half_width == pytest.approx(2.05 * s.true_sd, rel=0.12)  # t at about 20 df
+    assert 0.15 < s.text_share < 0.5
+
+
+def test_the_seed_only_ci_fails_the_same_checks_when_the_text_interaction_is_large():
+    w = ArmsWorld(arms=4, inter_sd=0.02).null()
+    cal = run(w, 100, (dunnett(w), seeds_only(w)), rng_seed=3)
+    bad, good = cal["Dunnett, seeds-only CI"], cal[dunnett(w).name]
+    assert bad.coverage < 0.85 and bad.familywise > 0.15 and math.isnan(bad.text_share)
+    assert good.coverage > 0.92 and good.familywise <= 0.1 and good.text_share > 0.5
+
+
+def test_the_null_familywise_rate_over_ten_holm_adjusted_comparisons():
+    w = ArmsWorld(arms=10).null()
+    s = run(w, 200, (dunnett(w),), rng_seed=4)[dunnett(w).name]
+    assert s.familywise <= 0.09, s  # 5% + 2.5 binomial SEs at 200 studies
+    assert s.false_rate <= 0.02 and s.power == ()
+
+
+def test_dunnett_is_narrower_than_equal_allocation_of_the_same_total():
+    w = ArmsWorld(arms=10, seeds=5, inter_sd=0.003)  # 16 + 10 x 5 = 66 runs, or 6 in each of the 11 cells
+    d, t = dunnett(w), equal_total(w)
+    assert t.arm_seeds == (6,) * 10 and t.runs == d.runs
+    cal = run(w.null(), 30, (d, t), rng_seed=5)
+    ratio = cal[d.name].half_width / cal[t.name].half_width
+    expected = math.sqrt(w.contrast_variance(5, 16) / w.contrast_variance(6, 6))
+    assert ratio < 0.95 and ratio == pytest.approx(expected, abs=0.04)  # same df (55): the SEs' ratio, about 0.9
+
+
+def test_equal_total_hands_its_extra_seeds_to_arms_drawn_per_study():
+    w = ArmsWorld(arms=10)
+    rec = simulate(w.planted(), 20, (equal_total(w),), rng_seed=6)[equal_total(w).name]
+    assert (rec.arm_seeds.sum(axis=1) == 35).all()
+    assert set(np.unique(rec.arm_seeds[:, 0]).tolist()) == {3, 4}  # the +0.02 arm sometimes has 4 seeds, sometimes 3
+
+
+def test_planted_effects_are_called_in_the_right_direction():
+    w = ArmsWorld(arms=4).planted((0.03, -0.03))
+    rec = simulate(w, 40, (dunnett(w),), rng_seed=7)[dunnett(w).name]
+    calls = rec.call
+    assert (calls[:, 0] == "worse").mean() >= 0.9 and (calls[:, 1] == "better").mean() >= 0.9
+    assert not np.isin(calls[:, 2:], ("better", "worse")).any()
+    assert (calls[:, 0] != "better").all() and (calls[:, 1] != "worse").all()
+
+
+def test_positive_seed_correlation_only_widens_the_unblocked_cis():
+    w = ArmsWorld(arms=4, rho=0.8, inter_sd=0.0, err_sd=0.005)
+    plain, paired = equal(w), equal(w, paired=True)
+    rec = simulate(w.null(), 60, (plain, paired), rng_seed=8)
+    assert np.allclose(rec[plain.name].estimate, rec[paired.name].estimate)  # balanced: the same estimates
+    s = {k: run(w.null(), 60, (plain, paired), rng_seed=8)[k] for k in (plain.name, paired.name)}
+    assert s[plain.name].coverage >= 0.98  # its variance counts the seed's share the comparison cancels
+    assert s[plain.name].half_width > 1.5 * s[paired.name].half_width
+    assert s[plain.name].half_width > 2.5 * s[plain.name].true_sd
+
+
+def test_calibrate_scores_null_and_planted_studies_on_separate_draws():
+    world, chosen = WORLDS["rho 0"]
+    cal = calibrate(ArmsWorld(arms=3), 5, (dunnett(ArmsWorld(arms=3)),), rng_seed=9)["Dunnett sqrt(k)"]
+    assert cal.null.power == () and [size for size, _ in cal.planted.power] == [0.01, 0.02]
+    assert cal.null.half_width != cal.planted.half_width
+    assert {s.name for s in chosen(world)} >= {"Dunnett sqrt(k)", "equal n", "equal, Dunnett's total"}
+    assert isinstance(chosen(world)[0], Setup)
