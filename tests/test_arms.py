@@ -21,6 +21,7 @@ from gptlab.stats.scorecard import verdict
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.runs import arms_allocation
 from gptlab.sweep.spec import validate_spec
+from gptlab.sweep.tuning import planned_range
 
 from fakes import FakeBackend
 from helpers import skip_figures, tiny_config
@@ -106,6 +107,8 @@ def test_each_arm_is_base_plus_its_settings_and_the_baseline_gets_dunnetts_seeds
     assert by_arm["post_ln"][0].run_id.startswith("post_ln_s0_")
     assert "sqrt(3) = 1.73" in arms_allocation(spec) and "5 where an arm trains 3" in arms_allocation(spec)
     assert [baseline_seed_count(n, 10) for n in (1, 3, 5)] == [3, 9, 16]
+    adaptive = _spec(corpus, seeds={"min": 2, "max": 4, "precision": 0.01})
+    assert planned_range(adaptive) == (3 * 2 + 3, 3 * 4 + 7)  # the baseline: round(2 sqrt(3)), round(4 sqrt(3))
 
 
 def test_a_grid_sweep_keeps_its_run_ids(corpus):
@@ -217,15 +220,16 @@ def test_a_tuned_arms_sweep_with_a_scale_factor_trains_and_reports_a_scorecard(t
     from gptlab.sweep.cli import main as sweep_main
 
     skip_figures(monkeypatch)
-    config = tiny_config(corpus, eval_interval=10)
+    config = tiny_config(corpus, eval_interval=8)
+    config["model"].update(n_layer=1, n_embd=16, block_size=16)
     for key in ("lr", "max_iters"):
         config["train"].pop(key)
     raw = {"name": "card", "base": {k: config[k] for k in ("model", "train", "data")},
            "arms": {"nanogpt": {}, "relu": {"model.activation": "relu"}, "post_ln": {"model.norm": "post"}},
-           "scale": {"train.max_iters": [10, 20]}, "seeds": 2,
+           "scale": {"train.max_iters": [8, 16]}, "seeds": 2,
            "tune": {"space": {"train.lr": [1e-3, 4e-3]}},
            "claims": {"relu": {"source": "Hendrycks & Gimpel 2016", "claim": "GELU wins", "direction": "worse"}},
-           "executor": {"backend": "loky", "n_jobs": 1}}
+           "executor": {"backend": "loky", "n_jobs": 2}}
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
     args = [str(tmp_path / "sweep.yaml"), "--results-dir", str(tmp_path / "results"),
             "--reports-dir", str(tmp_path / "reports")]
@@ -237,8 +241,8 @@ def test_a_tuned_arms_sweep_with_a_scale_factor_trains_and_reports_a_scorecard(t
     assert estimation.groupby("arm").size().to_dict() == {"nanogpt": 6, "post_ln": 4, "relu": 4}
     tables = tmp_path / "reports" / "card" / "tables"
     arms = pd.read_csv(tables / "arms.csv")
-    assert sorted(zip(arms["arm"], arms["scale_level"])) == [("post_ln", 10), ("post_ln", 20), ("relu", 10),
-                                                             ("relu", 20)]
+    assert sorted(zip(arms["arm"], arms["scale_level"])) == [("post_ln", 8), ("post_ln", 16), ("relu", 8),
+                                                             ("relu", 16)]
     assert arms["estimate"].notna().all() and arms["pick"].str.startswith("lr=").all()
     card = pd.read_csv(tables / "scorecard.csv")
     assert len(card) == 4 and set(card["verdict"]) <= {"holds", "opposite", "no difference", "not shown",

@@ -13,8 +13,9 @@ import math
 import numpy as np
 import pytest
 
-from gptlab.stats.arms_sim import (WORLDS, ArmsWorld, Setup, analyse_study, arms_design, calibrate, dunnett, equal,
-                                   equal_total, planted_effects, run, seeds_only, simulate)
+from gptlab.stats.arms_sim import (WORLDS, ArmsWorld, Setup, analyse_study, arms_design, calibrate, comparisons,
+                                   dunnett, equal, equal_total, planted_effects, run, seeds_only, simulate,
+                                   summarise)
 from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.effects import analyse
 from gptlab.stats.text_share import Blocks
@@ -46,21 +47,37 @@ def test_the_seed_is_shared_across_arms_with_correlation_rho():
     assert abs(np.corrcoef(alone[:, :, 0])[0, 1]) < 0.05
 
 
-def test_the_main_table_is_the_reports():
-    """`analyse_study` leaves the simple effects out: the same comparisons, p-values and calls as with them."""
-    w = ArmsWorld(arms=4).planted()
-    data = w.draw(np.random.default_rng(1), 6)
-    s, design = dunnett(w), arms_design(4)
-    counts = np.array([s.baseline, *s.arm_seeds])
-    mine = analyse_study(data, s, counts, design, DEFAULT_MARGIN)
-    cell = np.repeat(np.arange(5), counts)
+def _reports_table(data, setup, counts, design):
+    """The report's main table of one study: `effects.analyse` with the simple effects too (endpoint True)."""
+    cell = np.repeat(np.arange(len(counts)), counts)
     seed = np.concatenate([np.arange(c) for c in counts])
-    blocks = Blocks(data[cell, seed], np.ones((len(cell), w.n_blocks)))
-    full = analyse(blocks.run_losses, [design.cells[c] for c in cell], seed, design, lambda f, lv: f"{f}={lv}",
-                   DEFAULT_MARGIN, blocks=blocks, block_seeds=False)
-    cols = ["level", "estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call", "text_share"]
-    assert full.n_tests == mine.n_tests == 4 and not mine.fit.seed_block
-    assert mine.main[cols].equals(full.main[cols])
+    blocks = Blocks(data[cell, seed], np.ones((len(cell), data.shape[2])))
+    return analyse(blocks.run_losses, [design.cells[c] for c in cell], seed, design, lambda f, lv: f"{f}={lv}",
+                   DEFAULT_MARGIN, blocks=blocks if setup.blocks else None, block_seeds=setup.paired)
+
+
+@pytest.mark.parametrize("which", ["dunnett", "equal total", "paired", "seeds only", "welch"])
+def test_the_fast_comparisons_are_the_reports_main_table(which):
+    w = ArmsWorld(arms=4, inter_sd=0.01 if which != "welch" else 0.002).planted()
+    s = {"dunnett": dunnett, "equal total": equal_total, "paired": lambda x: equal(x, paired=True),
+         "seeds only": seeds_only, "welch": dunnett}[which](w)
+    design = arms_design(4)
+    for i in range(2):
+        data = w.draw(np.random.default_rng(10 + i), 6)
+        if which == "welch":  # one arm that trains erratically: Bartlett sends the seed model to per-cell variances
+            data[2] = data[2].mean() + 30 * (data[2] - data[2].mean(axis=0))
+        counts = np.array([s.baseline, *s.arm_seeds])
+        full = _reports_table(data, s, counts, design)
+        short = analyse_study(data, s, counts, design, DEFAULT_MARGIN)
+        fast, kind = comparisons(data, s, counts, design, DEFAULT_MARGIN)
+        assert kind == full.fit.kind and (kind == "welch") == (which == "welch")
+        assert full.n_tests == short.n_tests == 4 and full.fit.seed_block == s.paired
+        cols = ["estimate", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value", "p_adjusted"]
+        assert short.main[cols + ["call"]].equals(full.main[cols + ["call"]])
+        for c in cols + (["text_share"] if s.blocks else []):
+            assert fast[c] == pytest.approx(full.main[c].to_numpy(), rel=1e-9, abs=1e-15), c
+        assert fast["call"].tolist() == full.main["call"].tolist()
+        assert s.blocks or np.isnan(fast["text_share"]).all()
 
 
 def test_coverage_is_near_95_and_the_estimates_vary_as_planted():
@@ -109,7 +126,7 @@ def test_planted_effects_are_called_in_the_right_direction():
     rec = simulate(w, 40, (dunnett(w),), rng_seed=7)[dunnett(w).name]
     calls = rec.call
     assert (calls[:, 0] == "worse").mean() >= 0.9 and (calls[:, 1] == "better").mean() >= 0.9
-    assert not np.isin(calls[:, 2:], ("better", "worse")).any()
+    assert np.isin(calls[:, 2:], ("better", "worse")).any(axis=1).sum() <= 5  # Holm keeps these near 5% of studies
     assert (calls[:, 0] != "better").all() and (calls[:, 1] != "worse").all()
 
 
@@ -118,10 +135,12 @@ def test_positive_seed_correlation_only_widens_the_unblocked_cis():
     plain, paired = equal(w), equal(w, paired=True)
     rec = simulate(w.null(), 60, (plain, paired), rng_seed=8)
     assert np.allclose(rec[plain.name].estimate, rec[paired.name].estimate)  # balanced: the same estimates
-    s = {k: run(w.null(), 60, (plain, paired), rng_seed=8)[k] for k in (plain.name, paired.name)}
-    assert s[plain.name].coverage >= 0.98  # its variance counts the seed's share the comparison cancels
+    s = {k: summarise(w.null(), r) for k, r in rec.items()}
+    # its variance counts the seed's share that the comparison cancels (but that share of the error has only
+    # seeds - 1 df, not the model's 10: a study whose three seeds happen to agree gets a narrow CI)
+    assert s[plain.name].coverage >= 0.96
     assert s[plain.name].half_width > 1.5 * s[paired.name].half_width
-    assert s[plain.name].half_width > 2.5 * s[plain.name].true_sd
+    assert s[plain.name].half_width > 3 * s[plain.name].true_sd
 
 
 def test_calibrate_scores_null_and_planted_studies_on_separate_draws():

@@ -410,11 +410,13 @@ def findings_sections(findings: str) -> dict[str, str]:
 
 
 def readme_sections(readme: str) -> dict[str, str]:
-    """Study name -> its row of the README's findings table (a row without a report link, a study still
-    running, has no numbers to check)."""
+    """Study name -> its rows of the README's findings tables, joined (a row without a report link, a study still
+    running, has no numbers to check): the scorecard's one row per arm, and each study's row."""
     table = readme.split("## What the lab found", 1)[1].split("\n## ", 1)[0]
-    return {m.group(1): m.group(0) for m in re.finditer(r"^\| \[\d+\. [^]]+\]\(reports/(\w+)/report\.md\) \|.*$",
-                                                          table, re.M)}
+    out: dict[str, str] = {}
+    for m in re.finditer(r"^\| \[[^]]+\]\(reports/(\w+)/report\.md\) \|.*$", table, re.M):
+        out[m.group(1)] = out.get(m.group(1), "") + m.group(0) + "\n"
+    return out
 
 
 def documents(repo: Path = REPO) -> dict[tuple[str, str], str]:

@@ -200,7 +200,7 @@ def forest_rows(tables: ReportTables, res: Results) -> pd.DataFrame:
             f"{res.label(a, la)} x {res.label(b, lb)}" for a, la, b, lb in
             zip(interactions["factor_a"], interactions["level_a"], interactions["factor_b"], interactions["level_b"])]))
     others = ((tables.higher, "higher-order", "term"), (tables.aliases, "aliased sum", "aliased"),
-              (tables.cells_vs_baseline, "cell vs baseline", "cell")) if not parts else ()
+              (tables.cells_vs_baseline, "cell vs baseline", "cell")) if not len(tables.arms.columns) else ()
     for table, group, col in others:
         if len(table):
             parts.append(table.assign(group=group, label=table[col]))

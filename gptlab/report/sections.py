@@ -87,13 +87,24 @@ def arms_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig)
         f"Each arm minus the baseline arm in {res.outcome_label} ({res.unit}; positive = worse), one Holm family "
         + ("per scale level" if res.scale else "over every arm") + ". A design of arms has no main effects or "
         "interactions: each arm changes its own settings from the baseline's. The baseline enters every comparison, "
-        "so it trains about sqrt(k) times an arm's seeds for k arms (Dunnett's square-root rule), and the model has "
-        "no seed block (the baseline's extra seeds have no partner). `pick`: each arm's tuned setting. "
-        "Table: `tables/arms.csv`.")]
+        f"so it trains about sqrt(k) times an arm's seeds for k arms (Dunnett's square-root rule){_allocation(res)}, "
+        "and the model has no seed block (the baseline's extra seeds have no partner). `pick`: each arm's tuned "
+        "setting. Table: `tables/arms.csv`.")]
     blocks += table_blocks(arms, ARMS_MD_COLS, "arms.csv", "arms")
     blocks += [Bullets(list(words.arms))] if words.arms else []
     blocks += fig("forest.png", "Every arm against the baseline with its 95% CI; equivalence band shaded")
     return blocks
+
+
+def _allocation(res: Results) -> str:
+    """': here the baseline nanogpt has 9 seeds, each of the 10 other arms 3' (counted in the runs)."""
+    seeds = res.runs.groupby("arm")["seed"].nunique()
+    base = res.baseline.get("arm")
+    others = sorted(set(seeds.drop(base, errors="ignore")))
+    if base not in seeds or not others:
+        return ""
+    arms = f"{others[0]}" if len(others) == 1 else f"{others[0]} to {others[-1]}"
+    return f": here the baseline {base} has {seeds[base]} seeds, each of the {len(seeds) - 1} other arms {arms}"
 
 
 def effects_sections(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:

@@ -1,10 +1,10 @@
 """Simulated one-at-a-time (`arms:`) studies: the check of `stats.arms`' allocation and of its unblocked comparisons.
 
-Owns `ArmsWorld` (k arms and a baseline, their noise, the planted effects), `Setup` (how many seeds the
-baseline and each arm train, and how the study is analysed), `simulate` (in-memory studies scored block
-by block, each analysed the report's way: `effects.analyse(..., blocks=..., block_seeds=False)`),
-`summarise` (coverage, familywise false calls, CI half-width, power) and `WORLDS`, the rows of
-benchmarks/arms_calibration.py; tests/test_arms_sim.py runs small versions. Numbers only: no files.
+Owns `ArmsWorld` (k arms, a baseline, their noise, planted effects), `Setup` (seeds per arm and baseline,
+seed block or not, text or not), the allocations (`dunnett`, `equal`, `equal_total`, `seeds_only`),
+`simulate` (in-memory studies analysed the report's way through `comparisons`, `effects.analyse`'s main
+table to 1e-9, faster), `summarise` (coverage, familywise false calls, half-width, power), `calibrate` and
+`WORLDS` (benchmarks/arms_calibration.py's rows; tests/test_arms_sim.py runs small versions).
 
 The planted model, for arm a (0: the baseline), seed s and block b of the test text (every term drawn
 afresh per study, so each study scores a new sample of text and the truth is the effect on all text):
@@ -13,17 +13,11 @@ afresh per study, so each study scores a new sample of text and the truth is the
     u[a, s] = run_sd (sqrt(rho) z[s] + sqrt(1 - rho) z[a, s])
     e[a, s, b] = err_sd (sqrt(block_rho) t[s, b] + sqrt(1 - block_rho) t[a, s, b])
 
-g: the block's difficulty (in every arm; it cancels); i: the arm x block interaction (`inter_sd`, every
-arm and the baseline its own, so an arm-minus-baseline contrast varies over blocks with SD
-sqrt(2) inter_sd); u: the run, of which the share `rho` is the seed's and shared by every arm with that
-seed (this lab's seeds fix the batch order); e: the run x block noise, of which the share `block_rho`
-is the seed's taste in text, shared likewise. Every arm trains seeds 0 .. n - 1, the baseline 0 .. n0 - 1:
-its seeds beyond n have no partner run in any arm. The truth of arm a is mu[a] - mu[0].
-
-Every setup of one study sees the same draws (common random numbers: the seeds a setup does not use are
-simply left out). A setup whose arms differ in seeds (`equal_total`: the total runs spread as evenly as
-integers allow) gives its extra seeds to arms drawn afresh per study, so that no planted effect is
-favoured.
+g: block difficulty (cancels); i: arm x block interaction (`inter_sd`, each arm its own); u: the run, its
+share `rho` the seed's, shared by every arm with that seed (seeds fix the batch order); e: run x block noise,
+its share `block_rho` the seed's, shared likewise. Arms train seeds 0..n-1, the baseline 0..n0-1 (no partner
+beyond n). The truth of arm a is mu[a] - mu[0]: `PLANTED` on the first four arms, 0 on the rest. Every setup
+of a study sees the same draws; `equal_total` gives its extra seeds to arms drawn afresh per study.
 """
 from __future__ import annotations
 
@@ -33,14 +27,16 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+from scipy import stats as st
 
-from gptlab.stats.arms import baseline_seed_count
-from gptlab.stats.calls import DEFAULT_MARGIN
+from gptlab.stats import calls
+from gptlab.stats.arms import ARM as FACTOR, baseline_seed_count
+from gptlab.stats.calls import ALPHA, DEFAULT_MARGIN
 from gptlab.stats.design import Design
 from gptlab.stats.effects import Analysis, analyse
-from gptlab.stats.text_share import Blocks
+from gptlab.stats.models import fit_cells
+from gptlab.stats.text_share import Blocks, text_error
 
-FACTOR = "arm"
 BASELINE = "baseline"
 PLANTED = (0.02, -0.02, 0.01, -0.01)  # the planted world's nonzero effects (nats); every other arm is at 0
 DIRECTIONAL = ("better", "worse")
@@ -166,6 +162,7 @@ class Records:
     truth: np.ndarray  # (arms,) each arm minus the baseline
     arm_seeds: np.ndarray  # (studies, arms) the seeds each arm trained
     estimate: np.ndarray
+    df: np.ndarray  # the degrees of freedom of each comparison's t (Satterthwaite's with the text)
     ci_low: np.ndarray
     ci_high: np.ndarray
     half_width: np.ndarray
@@ -179,16 +176,72 @@ def _label(factor: str, level: str) -> str:
     return f"{factor}={level}"
 
 
-def analyse_study(data: np.ndarray, setup: Setup, counts: np.ndarray, design: Design, margin: float) -> Analysis:
-    """`effects.analyse` of one study's runs: the baseline's first `counts[0]` seeds, arm a's first `counts[a]`.
-
-    `endpoint=False` leaves out the simple effects, which in one factor are the main effects again (the same
-    contrasts, counted once in the Holm family): the main table is the report's (a test checks)."""
+def _runs(data: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, Blocks]:
+    """(each run's cell, each run's seed, their blocks): the baseline's first `counts[0]` seeds, arm a's `counts[a]`."""
     cell = np.repeat(np.arange(len(counts)), counts)
     seed = np.concatenate([np.arange(c) for c in counts])
-    blocks = Blocks(data[cell, seed], np.ones((len(cell), data.shape[2])))
+    return cell, seed, Blocks(data[cell, seed], np.ones((len(cell), data.shape[2])))
+
+
+def analyse_study(data: np.ndarray, setup: Setup, counts: np.ndarray, design: Design, margin: float) -> Analysis:
+    """`effects.analyse` of one study's runs (the report's path; `comparisons` is the same main table, faster).
+
+    `endpoint=False` leaves out the simple effects, which in one factor are the main effects again (the same
+    contrasts, counted once in the Holm family), so the main table is the report's (a test checks)."""
+    cell, seed, blocks = _runs(data, counts)
     return analyse(blocks.run_losses, [design.cells[c] for c in cell], seed, design, _label, margin, endpoint=False,
                    blocks=blocks if setup.blocks else None, block_seeds=setup.paired)
+
+
+def comparisons(data: np.ndarray, setup: Setup, counts: np.ndarray, design: Design,
+                margin: float) -> tuple[dict[str, np.ndarray], str]:
+    """`analyse_study`'s main table (estimate, CIs, p, Holm, call, text share per arm) and the seed model's kind.
+
+    The models are the report's own (`models.fit_cells`, `text_share.text_error`); only `CellFit.test`,
+    `TextError.test`, Holm and the calls are applied to the k comparisons at once, with the same formulas
+    (tests/test_arms_sim.py checks them against `effects.analyse` to 1e-9, Welch fits included): the
+    minimum detectable effects and seeds needed that `analyse` also computes are most of its time."""
+    cell, seed, blocks = _runs(data, counts)
+    fit = fit_cells(blocks.run_losses, cell, seed, design, True, None, setup.paired)
+    text = text_error(blocks, cell, seed, design, fit) if setup.blocks else None
+    C = np.stack([design.interaction(t) for t in design.terms(1)])  # (arms, cells): each arm minus the baseline
+    est = C @ fit.means
+    n = len(est)
+    if not fit.has_error:
+        nan = np.full(n, np.nan)
+        empty = dict.fromkeys(("df", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value", "p_adjusted",
+                               "text_share"), nan)
+        return {"estimate": est, **empty, "call": np.full(n, "", dtype=object)}, fit.kind
+    if fit.kind == "welch":  # `CellFit.test`: per-cell variances, Welch-Satterthwaite df
+        a = np.stack([np.bincount(fit._cell_of_run, weights=w ** 2, minlength=len(fit.means)) for w in C @ fit._B])
+        parts = a * fit._cell_var
+        var = parts.sum(axis=1)
+        denom = np.where(parts > 0, parts ** 2 / fit._cell_df, 0.0).sum(axis=1)
+        df = np.divide(var ** 2, denom, out=np.full(n, fit.df), where=denom > 0)
+    else:
+        var, df = np.einsum("ij,jk,ik->i", C, fit.cov, C), np.full(n, fit.df)
+    ok = (var > 0) & (df > 0)
+    share = np.zeros(n)
+    if text is not None:  # `TextError.test`: the text's variance added, Satterthwaite df
+        q = np.einsum("ij,jk,ik->i", C, text.spread, C) * text.sum_w2
+        k = np.einsum("ij,jk,ik->i", C, text.seed_noise, C) * text.s2_err * text.sum_w2
+        extra = np.maximum(q - k, 0.0)
+        total = var + extra
+        with np.errstate(divide="ignore", invalid="ignore"):
+            df = np.where(extra == 0, df, total ** 2 / (var ** 2 / df + q ** 2 / (text.n_blocks - 1)
+                                                        + k ** 2 / text.df_err))
+            share = extra / total
+        var = total
+    se = np.sqrt(np.where(ok, var, np.nan))
+    df = np.where(ok, df, np.nan)
+    t95, t90 = st.t.ppf(1 - ALPHA / 2, df), st.t.ppf(1 - ALPHA, df)
+    p = 2 * st.t.sf(np.abs(est) / se, df)
+    out = {"estimate": est, "df": df, "ci_low": est - t95 * se, "ci_high": est + t95 * se, "ci95": t95 * se,
+           "ci90_low": est - t90 * se, "ci90_high": est + t90 * se, "p_value": p, "p_adjusted": calls.holm(p),
+           "text_share": np.where(ok, share, np.nan) if text is not None else np.full(n, np.nan)}
+    out["call"] = np.array(["" if math.isnan(pv) else calls.call(e, pa, lo, hi, margin) for e, pv, pa, lo, hi in
+                            zip(est, p, out["p_adjusted"], out["ci90_low"], out["ci90_high"])], dtype=object)
+    return out, fit.kind
 
 
 def simulate(world: ArmsWorld, studies: int, chosen: Sequence[Setup] | None = None,
@@ -201,25 +254,23 @@ def simulate(world: ArmsWorld, studies: int, chosen: Sequence[Setup] | None = No
     design = arms_design(world.arms)
     rng = np.random.default_rng(rng_seed)
     max_seeds = max(max(s.baseline, *s.arm_seeds) for s in chosen)
-    cols = ("estimate", "ci_low", "ci_high", "ci95", "p_adjusted", "call")
-    out: dict[str, dict[str, list]] = {s.name: {c: [] for c in cols + ("text_share", "seeds", "welch")} for s in chosen}
+    cols = ("estimate", "df", "ci_low", "ci_high", "ci95", "p_adjusted", "call", "text_share")
+    out: dict[str, dict[str, list]] = {s.name: {c: [] for c in cols + ("seeds", "welch")} for s in chosen}
     for _ in range(studies):
         data = world.draw(rng, max_seeds)
         order = rng.permutation(world.arms)  # which arm gets which of a setup's seed counts
         for s in chosen:
             counts = np.concatenate([[s.baseline], np.asarray(s.arm_seeds)[order]])
-            a = analyse_study(data, s, counts, design, margin)
-            main, rec = a.main, out[s.name]
+            main, kind = comparisons(data, s, counts, design, margin)
+            rec = out[s.name]
             for c in cols:
-                rec[c].append(main[c].to_numpy())
-            rec["text_share"].append(main["text_share"].to_numpy() if "text_share" in main
-                                     else np.full(world.arms, np.nan))
+                rec[c].append(main[c])
             rec["seeds"].append(counts[1:])
-            rec["welch"].append(a.fit.kind == "welch")
-    return {s.name: Records(s, world.truth, np.array(r["seeds"]), np.array(r["estimate"], float),
-                            np.array(r["ci_low"], float), np.array(r["ci_high"], float), np.array(r["ci95"], float),
-                            np.array(r["p_adjusted"], float), np.array(r["call"], dtype=object),
-                            np.array(r["text_share"], float), np.array(r["welch"], bool))
+            rec["welch"].append(kind == "welch")
+    floats = ("estimate", "df", "ci_low", "ci_high", "ci95", "p_adjusted")
+    return {s.name: Records(s, world.truth, np.array(r["seeds"]), *(np.array(r[c], float) for c in floats),
+                            np.array(r["call"], dtype=object), np.array(r["text_share"], float),
+                            np.array(r["welch"], bool))
             for s in chosen for r in [out[s.name]]}
 
 
@@ -233,6 +284,9 @@ class Summary:
     familywise: float  # share of studies with a false better/worse call (truth 0, or the other sign; Holm)
     false_rate: float  # share of the truly-zero comparisons called better or worse
     half_width: float  # mean 95% CI half-width
+    median_half_width: float
+    max_half_width: float
+    low_df: float  # share of the comparisons whose t has fewer than 2 degrees of freedom
     error_sd: float  # root mean square of estimate minus truth
     true_sd: float  # root mean of `ArmsWorld.contrast_variance` over the comparisons
     text_share: float  # mean share of a comparison's variance due to the text (NaN: seeds only)
@@ -255,9 +309,11 @@ def summarise(world: ArmsWorld, rec: Records) -> Summary:
     sizes = sorted({abs(float(t)) for t in rec.truth if t != 0})
     power = tuple((size, float(right[:, np.abs(rec.truth) == size].mean())) for size in sizes)
     n = len(per_study)
-    return Summary(rec.setup, n, float(covered.mean()), float(per_study.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan,
+    se = float(per_study.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    return Summary(rec.setup, n, float(covered.mean()), se,
                    float(false.any(axis=1).mean()), float(false[zero].mean()) if zero.any() else math.nan,
-                   float(rec.half_width.mean()), float(np.sqrt(((rec.estimate - truth) ** 2).mean())),
+                   float(rec.half_width.mean()), float(np.median(rec.half_width)), float(rec.half_width.max()),
+                   float((rec.df < 2).mean()), float(np.sqrt(((rec.estimate - truth) ** 2).mean())),
                    float(np.sqrt(var.mean())), float(np.nanmean(rec.text_share)) if rec.setup.blocks else math.nan,
                    power, float(rec.welch.mean()))
 
@@ -283,17 +339,10 @@ def calibrate(world: ArmsWorld, studies: int, chosen: Sequence[Setup] | None = N
     return {name: Calibration(null[name], planted[name]) for name in null}
 
 
-def _main_setups(world: ArmsWorld) -> tuple[Setup, ...]:
-    return setups(world) + (seeds_only(world),)
-
-
-def _two_setups(world: ArmsWorld) -> tuple[Setup, ...]:
-    return dunnett(world), equal(world)
-
-
 WORLDS = {  # name -> (world, its setups): benchmarks/arms_calibration.py's rows (each world null and planted)
-    "rho 0": (ArmsWorld(rho=0.0), _main_setups),
+    "rho 0": (ArmsWorld(rho=0.0), lambda w: setups(w) + (seeds_only(w),)),
     "rho 0.5": (ArmsWorld(rho=0.5), setups),
-    "rho 0.5, seed's text taste shared (block rho 0.5)": (ArmsWorld(rho=0.5, block_rho=0.5), _two_setups),
-    "rho 0, arm x block SD 0.003": (ArmsWorld(rho=0.0, inter_sd=0.003), _two_setups),
+    "rho 0.5, seed's text taste shared (block rho 0.5)": (ArmsWorld(rho=0.5, block_rho=0.5),
+                                                           lambda w: (dunnett(w), equal(w))),
+    "rho 0, arm x block SD 0.003": (ArmsWorld(rho=0.0, inter_sd=0.003), lambda w: (dunnett(w), equal(w))),
 }

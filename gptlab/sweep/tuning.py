@@ -156,10 +156,11 @@ def planned_range(spec: SweepSpec) -> tuple[int, int]:
     """How many runs the whole sweep trains: (fewest, most); they differ with adaptive seeds and adaptive tuners."""
     rule, runs = spec.seed_rule, len(spec.runs)
     if not selects(spec):
-        return (runs // rule.max * rule.min if rule else runs), runs
-    cells = len({r.cell for r in spec.runs})
+        return (sum(r.seed < spec.seed_count(r.cell, rule.min) for r in spec.runs) if rule else runs), runs
+    cells = list(dict.fromkeys(r.cell for r in spec.runs))
     low, high = tuner_of(spec).selection_range(spec)
-    return low + cells * (rule.min if rule else len(spec.seeds)), high + cells * len(spec.seeds)
+    seeds = lambda n: sum(spec.seed_count(cell, n) for cell in cells)  # noqa: E731 (an arms baseline: more)
+    return low + seeds(rule.min if rule else len(spec.seeds)), high + seeds(len(spec.seeds))
 
 
 class TuneThenEstimate:
