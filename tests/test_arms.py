@@ -12,6 +12,7 @@ import yaml
 
 from gptlab.errors import GptlabError
 from gptlab.executors import Plan
+from gptlab import load
 from gptlab.report import write_report
 from gptlab.report.synthetic import make_results
 from gptlab.stats.arms import baseline_seed_count
@@ -214,6 +215,10 @@ def test_the_report_of_an_arms_sweep_has_arms_and_a_scorecard_and_no_main_effect
     assert "## Scorecard" in text and "## Arms against the baseline" in text and "## Main effects" not in text
     assert "Untuned: every cell trained at one setting of each nuisance key (`train.lr` = 0.001" in text
     assert (report / "figures" / "forest.png").is_file() and not (report / "figures" / "interactions.png").exists()
+    study = load(results)  # the notebook API: the same tables
+    assert study.main_effects.empty and list(study.arms["arm"]) == list(arms["arm"])
+    assert list(study.scorecard["verdict"]) == list(pd.read_csv(tables / "scorecard.csv")["verdict"])
+    assert list(study.calls["effect"]) == [f"arm={a}" for a in arms["arm"]]
 
 
 def test_a_tuned_arms_sweep_with_a_scale_factor_trains_and_reports_a_scorecard(tmp_path, corpus, monkeypatch, capsys):

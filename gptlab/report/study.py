@@ -96,13 +96,24 @@ class Study:
 
     @cached_property
     def main_effects(self) -> pd.DataFrame:
-        """Each level against its factor's baseline, with CI, Holm-adjusted p, `call` and `verdict`."""
-        return self.tables["main_effects"]
+        """Each level against its factor's baseline, with CI, Holm-adjusted p, `call` and `verdict` (no rows for
+        an arms sweep: see `arms`)."""
+        return self.tables.get("main_effects", pd.DataFrame(columns=["factor", "level", "baseline"]))
 
     @cached_property
     def interactions(self) -> pd.DataFrame:
-        """Two-factor interactions, with CI, Holm-adjusted p, `call` and `verdict`."""
-        return self.tables["interactions"]
+        """Two-factor interactions, with CI, Holm-adjusted p, `call` and `verdict` (none for an arms sweep)."""
+        return self.tables.get("interactions", pd.DataFrame(columns=["factor_a", "level_a", "factor_b", "level_b"]))
+
+    @cached_property
+    def arms(self) -> pd.DataFrame:
+        """An arms sweep's arms against the baseline (`tables/arms.csv`); no rows for a grid."""
+        return self.tables.get("arms", pd.DataFrame(columns=["arm", "baseline"]))
+
+    @cached_property
+    def scorecard(self) -> pd.DataFrame:
+        """An arms sweep's claims beside the arms' effects, with the verdicts (`tables/scorecard.csv`)."""
+        return self.tables.get("scorecard", pd.DataFrame(columns=["arm", "verdict"]))
 
     @cached_property
     def effects_by_step(self) -> pd.DataFrame:
@@ -116,10 +127,12 @@ class Study:
 
     @cached_property
     def calls(self) -> pd.DataFrame:
-        """One row per main effect and interaction: its `effect` (in the discussion's `key=level` row syntax),
-        estimate, CI, Holm-adjusted p and call (better, worse, equivalent, inconclusive)."""
+        """One row per main effect and interaction (an arms sweep: per arm): its `effect` (in the discussion's
+        `key=level` row syntax), estimate, CI, Holm-adjusted p and call (better, worse, equivalent, inconclusive)."""
         rows = [{**r, "table": "main_effects", "effect": f"{r['factor']}={r['level']}",
                  "baseline": f"{r['factor']}={r['baseline']}"} for r in self.main_effects.to_dict("records")]
+        rows += [{**r, "table": "arms", "effect": f"arm={r['arm']}", "baseline": f"arm={r['baseline']}"}
+                 for r in self.arms.to_dict("records")]
         rows += [{**r, "table": "interactions", "baseline": "",
                   "effect": f"{r['factor_a']}={r['level_a']} x {r['factor_b']}={r['level_b']}"}
                  for r in self.interactions.to_dict("records")]
