@@ -19,6 +19,7 @@ from gptlab.errors import GptlabError, closest, shown
 from gptlab.run.config import get_dotted, resolve_run_config, set_dotted
 from gptlab.stats.arms import ARM
 from gptlab.stats.scorecard import ABOUT, DIRECTIONS
+from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import read_spec_file
 
 CLAIM_KEYS = ("source", "setting", "claim", "direction", "size", "about")
@@ -121,18 +122,7 @@ def _check_scale(scale: Any, keys: list[str], base: dict[str, Any], arms: Mappin
         raise _fail("scale", "in an arms sweep must map keys to levels, e.g. {train.max_iters: [500, 2000]}, got "
                     f"{shown(scale)}")
     for dotted, levels in scale.items():
-        if dotted not in keys:
-            raise GptlabError(f"scale: unknown key {shown(dotted)}{closest(str(dotted), keys)}")
-        if not isinstance(levels, list) or len(levels) < 2 or any(isinstance(v, (dict, list)) for v in levels):
-            raise _fail(f"scale.{dotted}", f"must be a list of at least two plain levels, got {shown(levels)}")
-        if len({repr(v) for v in levels}) != len(levels):
-            raise _fail(f"scale.{dotted}", f"lists a level twice: {shown(levels)}")
-        try:
-            get_dotted(base, dotted)
-        except (KeyError, TypeError):
-            pass
-        else:
-            raise GptlabError(f"{dotted} is set in both base and scale; keep it in one place")
+        check_levels("scale", dotted, levels, base, keys, fewest=2)
         arm = next((name for name, s in arms.items() if dotted in s), None)
         if arm is not None:
             raise GptlabError(f"{dotted} is set in both arms.{arm} and scale; keep it in one place")

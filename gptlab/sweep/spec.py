@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gptlab.run.config import MAX_SEED, get_dotted, resolve_run_config, set_dotted, valid_keys
+from gptlab.run.config import MAX_SEED, resolve_run_config, set_dotted, valid_keys
 from gptlab.errors import GptlabError, closest, shown
 from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
@@ -24,6 +24,7 @@ from gptlab.stats.precision import SeedRule
 from gptlab.stats.arms import ARM
 from gptlab.sweep.arms_spec import check_arm_configs, check_arms
 from gptlab.sweep.duplicates import same_level
+from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
 from gptlab.sweep.runs import MAX_RUNS, SweepSpec, expand
 from gptlab.sweep import refine  # noqa: F401 (registers tune.method refine; grid is registered by sweep.tuning)
@@ -108,20 +109,7 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     if not grid:
         raise _fail("grid", "needs at least one factor")
     for dotted, levels in (grid.items() if arms is None else ()):
-        if dotted not in keys:
-            raise GptlabError(f"grid: unknown key {shown(dotted)}{closest(str(dotted), keys)}")
-        if not isinstance(levels, list) or not levels:
-            raise _fail(f"grid.{dotted}", f"must be a non-empty list of levels, got {shown(levels)}")
-        if any(isinstance(v, (dict, list)) for v in levels):
-            raise _fail(f"grid.{dotted}", "levels must be plain values (strings, numbers, booleans)")
-        if len({repr(v) for v in levels}) != len(levels):
-            raise _fail(f"grid.{dotted}", f"lists a level twice: {shown(levels)}")
-        try:
-            get_dotted(base, dotted)
-        except (KeyError, TypeError):
-            pass
-        else:
-            raise GptlabError(f"{dotted} is set in both base and grid; keep it in one place")
+        check_levels("grid", dotted, levels, base, keys)
 
     seed_rule = None
     if isinstance(raw.get("seeds"), dict):

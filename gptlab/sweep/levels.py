@@ -1,0 +1,33 @@
+"""A factor's levels in a sweep YAML, validated: the one rule for `grid:` keys and an arms sweep's `scale:` keys.
+
+A factor is a run-config key (the closest valid one is named when it is not), its levels a list of
+plain values with none twice, and it is never also set in `base`: a fixed setting must not overwrite
+a factor, nor a factor a fixed setting.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from gptlab.errors import GptlabError, closest, shown
+from gptlab.run.config import get_dotted
+
+
+def check_levels(section: str, dotted: Any, levels: Any, base: dict[str, Any], keys: list[str],
+                 fewest: int = 1) -> None:
+    """`section.dotted: levels` (section `grid` or `scale`): a known key, `fewest` or more plain levels, none
+    twice, and not in base; else one GptlabError naming the key."""
+    if dotted not in keys:
+        raise GptlabError(f"{section}: unknown key {shown(dotted)}{closest(str(dotted), keys)}")
+    where = f"{section}.{dotted}"
+    if not isinstance(levels, list) or len(levels) < fewest or not levels:
+        need = "a non-empty list of levels" if fewest == 1 else f"a list of at least {fewest} levels"
+        raise GptlabError(f"{where}: must be {need}, got {shown(levels)}")
+    if any(isinstance(v, (dict, list)) for v in levels):
+        raise GptlabError(f"{where}: levels must be plain values (strings, numbers, booleans)")
+    if len({repr(v) for v in levels}) != len(levels):
+        raise GptlabError(f"{where}: lists a level twice: {shown(levels)}")
+    try:
+        get_dotted(base, dotted)
+    except (KeyError, TypeError):
+        return
+    raise GptlabError(f"{dotted} is set in both base and {section}; keep it in one place")
