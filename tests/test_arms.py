@@ -87,6 +87,8 @@ def test_claims_may_live_in_a_file_the_spec_names(corpus, tmp_path):
     claims = spec.arms.claims["relu"]
     assert [c.direction for c in claims] == ["worse", "better"] and claims[1].size == "7%"
     assert spec.to_dict()["claims"]["relu"][1]["about"] == "speed"
+    with pytest.raises(GptlabError, match=r"^claims: file .*missing.yaml not found$"):
+        validate_spec(_raw(corpus, claims="missing.yaml"), tmp_path / "sweep.yaml", {}, {})
     (tmp_path / "bad.yaml").write_text("relu: [1, 2]\n")
     with pytest.raises(GptlabError, match=r"claims \(.*bad.yaml\)\.relu\[0\]: must be a mapping"):
         validate_spec(_raw(corpus, claims="bad.yaml"), tmp_path / "sweep.yaml", {}, {})

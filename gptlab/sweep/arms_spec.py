@@ -138,7 +138,11 @@ def check_claims(raw: Any, arms: Mapping[str, Any], path: Path) -> dict[str, tup
     if isinstance(raw, str):
         file = (path.parent / raw) if not Path(raw).is_absolute() else Path(raw)
         where = f"claims ({file})"
-        raw = read_spec_file(file)
+        try:
+            raw = read_spec_file(file)
+        except GptlabError as err:  # its words are a sweep file's: say which key named the file
+            raise GptlabError(f"claims: {err}".replace("sweep file", "file").replace("a sweep is", "claims are")) \
+                from None
         if set(raw) == {"claims"}:  # a file may hold the mapping itself or under one `claims:` key
             raw = raw["claims"]
     if not isinstance(raw, dict):
