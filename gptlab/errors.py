@@ -25,4 +25,8 @@ def shown(value: Any, limit: int = 60) -> str:
         text = repr(value)
     except ValueError:  # an int past Python's 4,300-digit str limit
         return f"an integer of {value.bit_length():,} bits"
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+    if len(text) <= limit:
+        return text
+    count = len(value) if isinstance(value, (str, list, tuple, dict)) else len(text)  # the value's size, not its repr's
+    unit = "characters" if isinstance(value, str) else "items" if isinstance(value, (list, tuple, dict)) else "characters"
+    return f"{text[:limit]}... ({count:,} {unit})"

@@ -31,6 +31,9 @@ def resolve_plugin(entry: str, base_dir: Path | None = None) -> str:
             candidate = (Path(folder) / entry) if folder is not None else Path(entry)
             if candidate.is_file():
                 return str(candidate.resolve())
+            if candidate.is_dir():
+                raise GptlabError(f"plugins: '{entry}' is a directory ({candidate.resolve()}); name a .py file in it, "
+                                  "or the package as a module name")
         raise GptlabError(f"plugins: file '{entry}' not found (relative to the YAML's folder or the current directory)")
     return entry
 
@@ -61,6 +64,12 @@ def import_plugin(entry: str, search_path: list[str] | None = None) -> ModuleTyp
         raise GptlabError(f"plugins: '{entry}': {err}") from None
     except Exception as err:  # an ImportError or a bug in the plugin: name it, in one line
         raise GptlabError(f"plugins: cannot import '{entry}': {type(err).__name__}: {err}") from None
+    except SystemExit as err:  # a plugin must register entries, not end the program that imports it
+        raise GptlabError(f"plugins: '{entry}' called sys.exit({err.code!r}) while being imported; a plugin only "
+                          "defines and registers entries") from None
+    except KeyboardInterrupt:  # raised by the plugin, or Ctrl-C during its import: either way, name it
+        raise GptlabError(f"plugins: importing '{entry}' was interrupted (KeyboardInterrupt); nothing was "
+                          "trained") from None
 
 
 def import_plugins(entries: list[str], search_path: list[str] | None = None) -> None:

@@ -53,8 +53,11 @@ class Registry(Generic[T]):
         return [n for n in self._entries if fnmatch.fnmatchcase(n, pattern)]
 
     def summary(self, name: str) -> str:
-        """First line of the entry's docstring, for `--list`."""
-        doc = inspect.getdoc(self._entries[name]) or ""
+        """The entry's `description` (an entry that is data, such as a corpus), else its docstring's first line."""
+        entry = self._entries[name]
+        if isinstance(getattr(entry, "description", None), str) and entry.description:
+            return entry.description
+        doc = inspect.getdoc(entry) or ""
         return doc.splitlines()[0] if doc else ""
 
     def __contains__(self, name: object) -> bool:

@@ -61,6 +61,20 @@ def load_nanogpt_checkpoint(path: str | Path, dataset: str = "tinyshakespeare",
     return model.eval(), data.tokenizer, data.val
 
 
+MAX_TOKENS = 100_000  # about 100 kB of text: minutes on a CPU; more is a job for a loop of calls, not one command
+
+
+def token_count(raw: str) -> int:
+    """`--tokens`: a whole number from 1 to MAX_TOKENS (argparse turns the error into one line, exit 2)."""
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_TOKENS:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_TOKENS:,}, got {raw!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gptlab.sample", description="Sample text from a trained run.")
     parser.add_argument("run_dir", nargs="?", help="a run directory holding ckpt_best.pt / ckpt_last.pt")
@@ -69,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: Tiny Shakespeare)")
     parser.add_argument("--eval", action="store_true", help="with --nanogpt-ckpt: print the full validation loss")
     parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
-    parser.add_argument("--tokens", type=int, default=500, help="tokens to generate (characters with data.tokenizer char)")
+    parser.add_argument("--tokens", type=token_count, default=500,
+                        help=f"tokens to generate, 1 to {MAX_TOKENS:,} (characters with data.tokenizer char)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--temperature", type=float, default=0.8, help="softmax temperature")
     parser.add_argument("--top-k", type=int, default=None, help="sample only from the k likeliest tokens")

@@ -67,3 +67,10 @@ def python_m(module: str, figures: bool = True) -> list[str]:
             "    return write(*args, **kw)\n"
             f"report.write_report = write_report; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
     return [sys.executable, "-c", code]
+
+
+def with_dataset(mp, name: str, source) -> None:
+    """Register `source` as data.dataset `name` for one test (a copy of the registry: nothing leaks out)."""
+    from gptlab.run.corpora import DATASETS
+
+    mp.setattr(DATASETS, "_entries", {**DATASETS._entries, name: source})

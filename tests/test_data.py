@@ -10,11 +10,12 @@ import pytest
 import torch
 
 from gptlab.run import data as gdata
-from gptlab.run.data import BatchSampler, DatasetSource, eval_windows, load_dataset, resolve_dataset
+from gptlab.run.corpora import DATASETS, DatasetSource
+from gptlab.run.data import BatchSampler, eval_windows, load_dataset, resolve_dataset
 from gptlab.run.tokenizers import CharTokenizer
 from gptlab.errors import GptlabError
 
-from helpers import SHAKESPEARE, SHARED_DATA
+from helpers import SHAKESPEARE, SHARED_DATA, with_dataset
 
 PAYLOAD = b"To be, or not to be, that is the question.\n" * 50
 
@@ -50,7 +51,7 @@ def http_server(tmp_path):
 def served_dataset(http_server, monkeypatch, tmp_path):
     url, hits = http_server
     source = DatasetSource(url=f"{url}/input.txt", sha256=hashlib.sha256(PAYLOAD).hexdigest())
-    monkeypatch.setitem(gdata.DATASETS, "served", source)
+    with_dataset(monkeypatch, "served", source)
     monkeypatch.delenv("GPTLAB_DATA_DIR", raising=False)
     return hits
 
@@ -72,7 +73,7 @@ def test_download_is_verified_cached_and_not_repeated(served_dataset):
 
 
 def test_download_with_wrong_checksum_saves_nothing(served_dataset, monkeypatch):
-    monkeypatch.setitem(gdata.DATASETS, "served", DatasetSource(gdata.DATASETS["served"].url, "0" * 64))
+    with_dataset(monkeypatch, "served", DatasetSource(DATASETS.get("served").url, "0" * 64))
     with pytest.raises(GptlabError, match="nothing was saved"):
         resolve_dataset("served")
     folder = gdata.cache_dir() / "served"
@@ -81,7 +82,7 @@ def test_download_with_wrong_checksum_saves_nothing(served_dataset, monkeypatch)
 
 def test_offline_without_a_file_says_where_to_put_it(monkeypatch):
     url = f"http://127.0.0.1:{closed_port()}/input.txt"
-    monkeypatch.setitem(gdata.DATASETS, "offline", DatasetSource(url, "0" * 64))
+    with_dataset(monkeypatch, "offline", DatasetSource(url, "0" * 64))
     monkeypatch.delenv("GPTLAB_DATA_DIR", raising=False)
     with pytest.raises(GptlabError) as err:
         resolve_dataset("offline")
@@ -92,7 +93,7 @@ def test_offline_without_a_file_says_where_to_put_it(monkeypatch):
 def test_corrupted_cached_file_is_reported_by_checksum(served_dataset):
     path = resolve_dataset("served")
     path.write_bytes(PAYLOAD[:-1] + b"!")
-    with pytest.raises(GptlabError, match="corrupted"):
+    with pytest.raises(GptlabError, match="is not the published file.*data.path"):
         resolve_dataset("served")
 
 

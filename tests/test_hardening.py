@@ -48,6 +48,9 @@ def short_corpus(folder: Path) -> str:
 CASES = [
     ("name-newline", lambda s, d: {**s, "name": "quick\n"}, "name: must be a folder-safe name"),
     ("name-300", lambda s, d: {**s, "name": "a" * 300}, "1 to 100 characters"),
+    ("name-101", lambda s, d: {**s, "name": "a" * 101}, "... (101 characters)"),
+    ("grid-40-and-40.0", lambda s, d: {**s, "grid": {"train.max_iters": [40, 40.0]}},
+     "grid.train.max_iters: lists a level twice (40 and 40.0 are one level)"),
     ("seed-2^64", lambda s, d: {**s, "seeds": [2**64]}, "seeds: each seed must be in [0, 2**63)"),
     ("seeds-billion", lambda s, d: {**s, "seeds": 1_000_000_000}, "seeds: a count must be between 1 and 10,000"),
     ("binary-corpus", lambda s, d: setting(s, "base.data.path", binary_file(d)), "is not UTF-8 text"),
@@ -139,3 +142,11 @@ def test_a_sweep_with_max_iters_1e4_and_huge_intervals_is_accepted(tmp_path, cor
     path.write_text(yaml.safe_dump(spec))
     assert sweep_main([str(path), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0
     assert "2 runs: 0 finished, 2 to train" in capsys.readouterr().out
+
+
+def test_a_nan_margin_is_echoed_as_nan(tmp_path, corpus, capsys):
+    spec_path = tmp_path / "odd.yaml"
+    spec_path.write_text(yaml.safe_dump(base_spec(corpus), sort_keys=False))
+    assert sweep_main([str(spec_path), "--results-dir", str(tmp_path / "r"), "--margin", "nan"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: --margin: must be a positive finite number of nats/char (e.g. 0.01), got nan"

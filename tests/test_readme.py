@@ -50,7 +50,9 @@ COVERED: dict[str, str] = {
     "python -m gptlab.sample": "cli",
     "python -m gptlab.sweep SPEC.yaml [--dry-run] [--jobs N] [--set KEY=VALUE ...] [--results-dir DIR] "
     "[--reports-dir DIR] [--rerun-failed] [--fail-fast] [--backend loky|dask] [--scheduler ADDRESS] "
-    "[--margin NATS]": "synopsis",
+    "[--margin NATS] [--reuse RESULTS_DIR ...]": "synopsis",
+    "python -m gptlab.prepare NAME [--out FILE] [--from URL_OR_DIR]": "synopsis",
+    "python -m gptlab.prepare austen": "cli",
     "python -m gptlab.report results/NAME [--out DIR] [--margin NATS]": "synopsis",
     "python -m gptlab.train [--config run.yaml] [--model.norm post ...] [--out DIR]": "synopsis",
     'python -m gptlab.sample results/NAME/runs/RUN_ID [--prompt "ROMEO:"] [--tokens 500] [--plugin ENTRY ...]':

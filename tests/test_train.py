@@ -14,16 +14,15 @@ import pytest
 import torch
 import yaml
 
-from gptlab.run import data as gdata
 from gptlab.run.config import TrainConfig, resolve_run_config
-from gptlab.run.data import DatasetSource
+from gptlab.run.corpora import DATASETS, DatasetSource
 from gptlab.model import GPT, ModelConfig, build_model
 from gptlab.sample import sample_from_run
 from gptlab.run.runner import train_run
 from gptlab.run.trainer import lr_at, make_optimizer
 from gptlab.train import main as train_main
 
-from helpers import REPO, tiny_config
+from helpers import REPO, tiny_config, with_dataset
 
 LOSS_COLUMNS = ("step", "train_loss", "val_loss", "grad_norm", "lr", "tokens")
 
@@ -170,8 +169,8 @@ def test_cli_bad_input_is_one_line(flags, message, capsys, tmp_path):
 
 def test_cli_missing_dataset_offline_is_one_line(capsys, monkeypatch, tmp_path):
     monkeypatch.delenv("GPTLAB_DATA_DIR", raising=False)
-    monkeypatch.setitem(gdata.DATASETS, "tinyshakespeare",
-                        DatasetSource("http://127.0.0.1:9/input.txt", gdata.DATASETS["tinyshakespeare"].sha256))
+    with_dataset(monkeypatch, "tinyshakespeare",
+                 DatasetSource("http://127.0.0.1:9/input.txt", DATASETS.get("tinyshakespeare").sha256))
     assert train_main(["--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip()
     assert "dataset 'tinyshakespeare' not found" in err and "\n" not in err
@@ -186,4 +185,4 @@ def test_cli_corrupted_dataset_exits_non_zero_without_traceback(tmp_path):
                           env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "corrupted" in proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "is not the published file" in proc.stderr

@@ -42,8 +42,9 @@ import logging
 import pickle
 import shutil
 import tempfile
+import threading
 import uuid
-from concurrent.futures import CancelledError, ThreadPoolExecutor
+from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -138,10 +139,27 @@ def _probe(address: str, timeout: float) -> dict[str, Any]:
             await comm.write({"op": "identity"})
             return await asyncio.wait_for(comm.read(), timeout)
         finally:
-            await comm.close()
+            comm.abort()  # never wait on a peer that does not speak dask's protocol (close() can hang on it)
 
-    with ThreadPoolExecutor(1) as pool:  # a thread of its own: the caller may already run an event loop
-        return pool.submit(asyncio.run, identity()).result()
+    # A daemon thread of its own (the caller may already run an event loop), joined with a deadline: a
+    # listener that never answers (an HTTP server, the dashboard's port) can then neither hang the sweep
+    # nor keep it from exiting, and the main thread stays free to take SIGINT and SIGTERM.
+    outcome: dict[str, Any] = {}
+
+    def ask() -> None:
+        try:
+            outcome["reply"] = asyncio.run(asyncio.wait_for(identity(), 2 * timeout))
+        except BaseException as err:  # handed to the caller
+            outcome["error"] = err
+
+    thread = threading.Thread(target=ask, name="gptlab-scheduler-probe", daemon=True)
+    thread.start()
+    thread.join(3 * timeout)
+    if thread.is_alive():
+        raise TimeoutError("")  # check_scheduler says what it means
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["reply"]
 
 
 def check_scheduler(executor: ExecutorConfig) -> None:
@@ -159,7 +177,9 @@ def check_scheduler(executor: ExecutorConfig) -> None:
     try:
         reply = _probe(address, CONNECT_TIMEOUT_S)
     except Exception as err:  # refused, timed out, a bad address, or a server that is not dask
-        reason = (str(err).splitlines() or [type(err).__name__])[0]
+        reason = (str(err).splitlines() or [""])[0] or (
+            f"no dask answer within {3 * CONNECT_TIMEOUT_S} s (a dask scheduler listens on :8786 by default; "
+            ":8787 is its dashboard)" if isinstance(err, (TimeoutError, asyncio.TimeoutError)) else type(err).__name__)
         raise GptlabError(f"cannot reach the dask scheduler at {address}: {reason}") from None
     kind = reply.get("type") if isinstance(reply, dict) else None
     if kind != "Scheduler":

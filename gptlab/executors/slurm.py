@@ -44,6 +44,23 @@ UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**
 WALLTIME = re.compile(r"^(\d+-\d{1,2}(:\d{2}){0,2}|\d+(:\d{2}){0,2})$")  # sbatch --time: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
 
 
+def walltime_seconds(text: str) -> int:
+    """Seconds of an sbatch --time that WALLTIME matched; 0 where a field is out of range (seconds past 59, minutes
+    past 59 after an hour, hours past 23 after a day count) or the time is zero (which SLURM reads as no limit)."""
+    days, _, clock = text.rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if days:  # D-H, D-H:M, D-H:M:S
+        h, m, sec = (parts + [0, 0])[:3]
+        in_range = h <= 23 and m <= 59 and sec <= 59
+    elif len(parts) == 3:  # H:M:S
+        h, m, sec = parts
+        in_range = m <= 59 and sec <= 59
+    else:  # M or M:S
+        h, m, sec = 0, parts[0], (parts + [0])[1]
+        in_range = sec <= 59
+    return int(days or 0) * 86400 + h * 3600 + m * 60 + sec if in_range else 0
+
+
 def _fail(key: str, message: str) -> GptlabError:
     return GptlabError(f"executor.cluster.{key}: {message}")
 
@@ -111,9 +128,9 @@ class SlurmConfig:
         if isinstance(self.walltime, int):  # YAML reads an unquoted 12:00:00 as 43200 (base 60)
             raise _fail("walltime", f"must be a quoted SLURM time such as '12:00:00' (YAML reads 12:00:00 "
                         f"unquoted as a number), got {shown(self.walltime)}")
-        if not isinstance(self.walltime, str) or not WALLTIME.match(self.walltime):
-            raise _fail("walltime", f"must be a SLURM time such as '30' (minutes), '02:00:00' or '1-12:00:00', "
-                        f"got {shown(self.walltime)}")
+        if not isinstance(self.walltime, str) or not WALLTIME.match(self.walltime) or not walltime_seconds(self.walltime):
+            raise _fail("walltime", f"must be a SLURM time such as '30' (minutes), '02:00:00' or '1-12:00:00' "
+                        f"(above zero; minutes and seconds 0-59 after an hour), got {shown(self.walltime)}")
         for key, least in (("jobs", 1), ("min_jobs", 0), ("max_jobs", 1)):
             value = getattr(self, key)
             if value is not None and (not _count(value, least) or value > MAX_JOBS):

@@ -15,10 +15,12 @@ from gptlab.run.rundir import RunDir
 
 
 def unigram_ceiling(results_dir: ResultsDir, runs: pd.DataFrame, per_token: bool = False, split: str = "val") -> tuple[float, str]:
-    """Unigram loss of the validation (or test) split of the runs' dataset (from a run's config.yaml; never downloads).
+    """Unigram loss of the validation (or test) split of the runs' dataset (from the runs' config.yaml; never downloads).
 
-    Per character (a char unigram) unless `per_token`: then per token of the runs' own tokenizer.
+    Per character (a char unigram) unless `per_token`: then per token of the runs' own tokenizer. A sweep over
+    several texts gets the highest of their unigram losses (a diverged run counted at the worst of them).
     """
+    sections: dict[tuple, dict] = {}
     for run_id in runs["run_id"]:
         try:
             data = (yaml.safe_load((results_dir.run(run_id) / RunDir.CONFIG).read_text(encoding="utf-8"))
@@ -26,17 +28,25 @@ def unigram_ceiling(results_dir: ResultsDir, runs: pd.DataFrame, per_token: bool
         except (OSError, ValueError, yaml.YAMLError, AttributeError):
             continue
         if isinstance(data, dict):
-            break
-    else:
+            key = tuple(str(data.get(k)) for k in ("dataset", "path", "val_fraction", "test_fraction", "tokenizer",
+                                                     "vocab_size"))
+            sections.setdefault(key, data)
+    if not sections:
         return math.nan, "no run's config.yaml names its data"
     from gptlab.run.data import unigram_val_loss
     from gptlab.errors import GptlabError
-    name = str(data.get("dataset") or "tinyshakespeare")
-    try:
-        tokenizer = {"tokenizer": data.get("tokenizer") or "char", "vocab_size": data.get("vocab_size")} \
-            if per_token else {}
-        loss = unigram_val_loss(name, data.get("path"), float(data.get("val_fraction") or 0.1), **tokenizer,
-                                test_fraction=float(data.get("test_fraction") or 0.0), split=split)
-    except (GptlabError, OSError, ValueError) as exc:
-        return math.nan, str(exc)
-    return loss, f"unigram loss of the {'test' if split == 'test' else 'validation'} split of {name}"
+    losses = []
+    for data in sections.values():
+        name = str(data.get("dataset") or "tinyshakespeare")
+        try:
+            tokenizer = {"tokenizer": data.get("tokenizer") or "char", "vocab_size": data.get("vocab_size")} \
+                if per_token else {}
+            losses.append((unigram_val_loss(name, data.get("path"), float(data.get("val_fraction") or 0.1),
+                                            **tokenizer, test_fraction=float(data.get("test_fraction") or 0.0),
+                                            split=split), name))
+        except (GptlabError, OSError, ValueError) as exc:
+            return math.nan, str(exc)
+    loss, name = max(losses)
+    where = f"{'test' if split == 'test' else 'validation'} split of {name}"
+    return loss, (f"unigram loss of the {where}" if len(losses) == 1 else
+                  f"the highest unigram loss of the {len(losses)} texts' splits, that of the {where}")

@@ -23,6 +23,7 @@ from gptlab.report.sections import (MAX_MD_ROWS, SNAPSHOT, adaptive_section, eff
                                     scorecard_section, table_blocks, training_sections, tuning_section)
 from gptlab.report.sentences import Sentences
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
+from gptlab.run.config import DataConfig
 from gptlab.stats.calls import ALPHA
 from gptlab.stats.models import FORMULAS
 
@@ -78,7 +79,9 @@ def header(res: Results) -> list[Block]:
         items.append("**Excluded cell**: " + ", ".join(f"{k}={v}" for k, v in e.items()))
     if spec.get("plugins"):
         items.append(f"**Plugins**: {', '.join(map(str, spec['plugins']))}")
-    items.append(f"**Loss unit**: {res.unit}" + (" (the sweep mixes tokenizers: every loss is converted to bits per "
+    items.append(_text_item(res))
+    mixes = "trains on several texts" if res.corpora else "mixes tokenizers"
+    items.append(f"**Loss unit**: {res.unit}" + (f" (the sweep {mixes}: every loss is converted to bits per "
                                                  "character, the validation split's summed NLL / characters / ln 2)"
                                                  if res.unit == "bits/char" else ""))
     if res.has_test_split:
@@ -217,3 +220,17 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Mapping
     blocks += [Heading("Method"), Para(METHOD.format(formula=formula, alpha=ALPHA))]
     blocks += [Para(words.error_model)] if words.error_model else []
     return blocks
+
+
+def _text_item(res: Results) -> str:
+    """The text(s) the runs trained and were scored on, and how each is split (`data.split_points`)."""
+    data = (res.spec.get("base") or {}).get("data") or {}
+    val = float(data.get("val_fraction", DataConfig.val_fraction))
+    test = float(data.get("test_fraction", DataConfig.test_fraction))
+    split = (f"the first {1 - val:.0%} trains, the next {val - test:.0%} validates, the last {test:.0%} tests"
+             if test > 0 else f"the first {1 - val:.0%} trains, the last {val:.0%} validates")
+    if res.corpora:
+        key = res.corpora[0]
+        return f"**Texts** (`{key}`): {', '.join(res.levels[key])}; each split by characters alike: {split}"
+    name = data.get("path") or data.get("dataset") or DataConfig.dataset
+    return f"**Text**: {name}, split by characters: {split}"

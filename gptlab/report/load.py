@@ -7,6 +7,7 @@ outcome the effects are on (`best_val_loss`, or `best_test_loss` when every run 
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import logging
@@ -20,6 +21,7 @@ import yaml
 
 from gptlab.report.blocks import BlockLosses, read_test_blocks
 from gptlab.report.ceiling import unigram_ceiling
+from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.stats.arms import ARM, baseline_seed_count
@@ -97,6 +99,11 @@ class Results:
         return [f for f in (self.spec.get("scale") or []) if f in self.factors]
 
     @property
+    def corpora(self) -> list[str]:
+        """The factors that choose the text (`data.dataset`, `data.path`) with more than one level."""
+        return [k for k in CORPUS_KEYS if k in self.factors and len(self.levels[k]) > 1]
+
+    @property
     def scientific(self) -> list[str]:
         """The factors whose effects the report makes calls on (every factor that is not a scale)."""
         return [f for f in self.factors if f not in self.scale]
@@ -164,6 +171,9 @@ def _read_summary(results_dir: ResultsDir) -> pd.DataFrame:
         raise ReportError(f"results directory not found: {results_dir}")
     path = results_dir.summary_csv
     if not path.is_file():
+        if results_dir.lock_holder.is_file():  # a sweep holds the folder and has not finished a run yet
+            raise ReportError(f"{results_dir} has no summary.csv yet: a sweep is training it ({results_dir.holder()}); "
+                              "run the report again once its first runs have finished")
         raise ReportError(f"{path} not found: is {results_dir} a sweep's results directory?")
     try:
         runs = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -219,14 +229,36 @@ def _cells(spec: dict[str, Any], factors: list[str], levels: dict[str, list[str]
     return cells
 
 
+def read_metrics(path: Path, columns: list[str] | None = None) -> pd.DataFrame | None:
+    """A run's metrics.csv (those `columns`), or None where there is none or it cannot be read (with a warning).
+
+    The file is written whole (atomically), so a last line without its newline means it was cut short
+    afterwards (a full disk, a copy that stopped): that partial row, whose last number may be cut too, is
+    left out with a warning rather than read as a value."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("%s: unreadable (%s); its curve is left out", path, exc)
+        return None
+    if raw and not raw.endswith(b"\n"):
+        log.warning("%s ends in a partial row (the file was cut short): that row is left out", path)
+        raw = raw[:raw.rfind(b"\n") + 1]
+    try:
+        return pd.read_csv(io.BytesIO(raw), usecols=columns)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        if raw.strip():
+            log.warning("%s: unreadable (%s); its curve is left out", path, str(exc).splitlines()[0])
+        return None
+
+
 def _read_curves(results_dir: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
     """Validation points (rows with a val_loss) of every run that has a metrics.csv, in the runs' unit."""
     frames = []
     for run in runs.itertuples():
-        path = results_dir.run(run.run_id) / RunDir.METRICS
-        try:
-            m = pd.read_csv(path, usecols=["step", "val_loss"])
-        except (FileNotFoundError, pd.errors.EmptyDataError, ValueError):
+        m = read_metrics(results_dir.run(run.run_id) / RunDir.METRICS, ["step", "val_loss"])
+        if m is None:
             continue
         m["val_loss"] = pd.to_numeric(m["val_loss"], errors="coerce")
         m = m.dropna(subset=["val_loss"])
@@ -257,15 +289,16 @@ def _read_run_json(results_dir: ResultsDir, runs: pd.DataFrame) -> dict[str, lis
     return env
 
 
-def _units(runs: pd.DataFrame) -> str:
+def _units(runs: pd.DataFrame, corpora: int = 1) -> str:
     """Choose the unit of every loss and set `loss_scale` (what a run's nats/token are multiplied by).
 
-    One tokenizer: losses stay as trained (nats/char for `char`, nats/token otherwise). Tokenizers
-    that differ (their bits-per-char factors differ) make nats/token incomparable: every loss is
-    then converted to bits per character, the val split's summed NLL over its characters / ln 2.
+    One tokenizer on one text: losses stay as trained (nats/char for `char`, nats/token otherwise).
+    Tokenizers that differ (their bits-per-char factors differ) make nats/token incomparable, and a
+    nat of one text is not a nat of another (`corpora` > 1: the sweep trains on several texts): every
+    loss is then converted to bits per character, the val split's summed NLL over its characters / ln 2.
     """
     factors = runs["val_bpc_factor"].fillna(CHAR_BPC_FACTOR)
-    if np.allclose(factors, factors.iloc[0], rtol=1e-9):
+    if corpora < 2 and np.allclose(factors, factors.iloc[0], rtol=1e-9):
         runs["loss_scale"] = 1.0
         return "nats/char" if np.isclose(factors.iloc[0], CHAR_BPC_FACTOR, rtol=1e-9) else "nats/token"
     runs["loss_scale"] = factors
@@ -319,7 +352,7 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     res.cells = _cells(spec, factors, levels, runs, cell_label)
     res.cells["is_baseline"] = [all(r[f] == baseline[f] for f in factors) for _, r in res.cells.iterrows()]
     res.environment = _read_run_json(results_dir, runs)
-    res.unit = _units(runs)
+    res.unit = _units(runs, corpora=len(res.corpora) + 1)
     role = run_roles(runs)  # a method's own roles (neither selection nor estimation) go to other_roles
     res.selection, res.runs, res.other_roles = (runs[m].reset_index(drop=True) for m in (
         role == "selection", role == "estimation", ~role.isin(["selection", "estimation"])))

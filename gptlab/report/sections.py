@@ -22,6 +22,7 @@ from gptlab.report.sentences import Sentences
 from gptlab.report.tables import ReportTables
 from gptlab.report.tuning import TuningView
 from gptlab.stats.picks import pairs_text
+from gptlab.stats.transfer import PAIRED, UNPAIRED
 
 Fig = Callable[[str, str], list[Block]]  # (figure file name, alt text) -> its image block, or none
 EFFECT_COLS = ["estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call", "text_share"]  # text_share: with blocks
@@ -229,13 +230,28 @@ def scale_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig
     changes = tables.changes
     if not len(changes):
         return blocks
+    pairing = changes["pairing"] if "pairing" in changes else pd.Series(PAIRED, index=changes.index)
+    paired, unpaired = (pairing == PAIRED).any(), (pairing == UNPAIRED).any()
     blocks += [Para(
         "Does an effect change with scale? Comparing the CIs above is not that test: a seed's runs share their "
         "initialisation and batches at every level. Each effect's change from a scale factor's first level to "
         "another (effect at the level - effect at the first level, in the same seeds) is computed per seed, with a "
         "t interval over the seeds, Holm across each scale factor's rows: `changes` when the adjusted p < 0.05, "
         f"`no change within margin` when the 90% CI lies inside +/- {tables.margin:g}, else `inconclusive`. "
-        "Table: `tables/effect_changes.csv`."), Bullets(words.changes)]
+        "Table: `tables/effect_changes.csv`.")] if paired else []
+    if unpaired:
+        blocks.append(Para(
+            "Does an effect hold on the other text? The rows marked `unpaired` compare two independent estimates: "
+            "each text's own analysis, whose CI counts its seeds and its test split's blocks (texts share no block "
+            "and a seed's runs on two texts share no batch; in an arms design the baseline's extra seeds have no "
+            "partner either). The change is the difference of the two effects, its variance the sum of theirs, "
+            "with Welch-Satterthwaite degrees of freedom, Holm across each scale factor's rows: `reverses` when the "
+            "adjusted p < 0.05 and the effect is called better on one and worse on the other, `changes` when the "
+            f"adjusted p < 0.05 otherwise, `holds` when the change's 90% CI lies inside +/- {tables.margin:g} "
+            f"{res.unit}, else `inconclusive` (never read as `holds`); in a tuned sweep each change is also checked "
+            "against both texts' picks (`tuning`). Calibrated by simulation: docs/STATISTICS.md. "
+            "Table: `tables/effect_changes.csv`."))
+    blocks.append(Bullets(words.changes))
     return blocks + table_blocks(changes, list(changes.columns), "effect_changes.csv", "rows")
 
 

@@ -10,17 +10,15 @@ tables fit the report's models on first access. Nothing here writes a file.
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
 
-from gptlab.report.load import Results, load_results
+from gptlab.report.load import Results, load_results, read_metrics
 from gptlab.run.rundir import RunDir
 
-log = logging.getLogger(__name__)
 
 CURVE_COLS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens", "elapsed_s"]  # metrics.csv's
 CURVE_LOSSES = ("train_loss", "val_loss")  # converted with the runs' losses when a sweep mixes tokenizers
@@ -158,13 +156,8 @@ def read_curves(res: Results) -> pd.DataFrame:
     labels = ["run_id", "cell", *res.factors, "seed", "status"]
     frames = []
     for run in res.runs.to_dict("records"):
-        path = res.results_dir.run(run["run_id"]) / RunDir.METRICS
-        if not path.is_file():
-            continue
-        try:
-            metrics = pd.read_csv(path)
-        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-            log.warning("%s: unreadable (%s); its curve is left out", path, exc)
+        metrics = read_metrics(res.results_dir.run(run["run_id"]) / RunDir.METRICS)
+        if metrics is None:
             continue
         metrics = metrics.reindex(columns=CURVE_COLS).apply(pd.to_numeric, errors="coerce")
         for col in CURVE_LOSSES:  # the runs' unit: only a sweep mixing tokenizers has a scale other than 1

@@ -128,8 +128,9 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
     """Every table of the report of `res`, with calls at the equivalence `margin`."""
     ok = res.runs[res.runs["ok"] & res.runs[res.outcome].notna()]
     tuned = tuning_view(res, margin)  # first: each call is checked against the picks' loss left on the table
+    left = loss_left_high(res, tuned)
     a = analyses.analyse_runs(res, ok, res.outcome, margin, blocks=True,  # the text's error too, where runs have blocks
-                              loss_left=loss_left_high(res, tuned))
+                              loss_left=left)
     effects = _rounded(a) if a is not None else None
     main = pd.DataFrame(columns=MAIN_COLS + COUNT_COLS)
     if effects is not None:  # a scale factor's own effect (a longer run's lower loss) is not a finding: see by_scale
@@ -137,11 +138,12 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
         main = main[~main["factor"].isin(res.scale)].reset_index(drop=True)
     interactions = effects.interactions if effects is not None else pd.DataFrame(columns=INT_COLS)
     by_step, level_curves = analyses.by_step(res, margin)
-    by_scale = effects_by_scale(res, margin)
+    by_scale = effects_by_scale(res, margin, left)
     arms = arms_table(res, main, by_scale, tuned) if res.arms else pd.DataFrame()
-    scorecard = scorecard_table(res, arms, tuned) if res.arms else pd.DataFrame()
+    changes = effect_changes_by_scale(res, margin, left)
+    scorecard = scorecard_table(res, arms, tuned, changes) if res.arms else pd.DataFrame()
     return ReportTables(margin, analyses.cell_table(res), analyses.level_table(res), analyses.failure_table(res),
                         effects, main, by_step, level_curves, analyses.pair_means(res, a),
                         analyses.divergence_table(res), analyses.sensitivity(res, a, margin), adaptive_view(res),
                         by_scale, with_effects(tuned, res, main, interactions) if tuned else None, bool(res.scale),
-                        effect_changes_by_scale(res, margin), given_picks(res), arms, scorecard)
+                        changes, given_picks(res), arms, scorecard)

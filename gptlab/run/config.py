@@ -122,7 +122,7 @@ class TrainConfig:
 class DataConfig:
     """Which corpus to train on and how it is split."""
 
-    dataset: str = setting("tinyshakespeare", "dataset name (tinyshakespeare) or a label for data.path")
+    dataset: str = setting("tinyshakespeare", "a corpus in the data.dataset registry (tinyshakespeare, austen) or a label for data.path")
     path: str | None = setting(None, "explicit path to a UTF-8 text file (overrides the dataset lookup)")
     val_fraction: float = setting(0.1, "last fraction of the text held out for validation (and test)")
     tokenizer: str = setting("char", "how text becomes tokens: char | bpe | a plugin's (--list)")

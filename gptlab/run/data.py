@@ -21,45 +21,23 @@ from typing import Any, BinaryIO, Iterator
 
 import torch
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, closest
 from gptlab.run.cache import cache_dir
+from gptlab.run.corpora import DATASETS, DatasetSource, sha256_of
 from gptlab.run.tokenizers import TOKENIZERS, Tokenizer
 from gptlab.runio import atomic_write
 
 log = logging.getLogger("gptlab.run.data")
 
 
-@dataclass(frozen=True)
-class DatasetSource:
-    """Where a named dataset comes from and how to recognise an intact copy."""
-
-    url: str  # canonical download address
-    sha256: str  # checksum of the exact file
-    filename: str = "input.txt"  # file name under <data dir>/<dataset>/
-
-
-DATASETS: dict[str, DatasetSource] = {
-    "tinyshakespeare": DatasetSource(
-        url="https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
-        sha256="86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
-    )
-}
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _verify(path: Path, source: DatasetSource, name: str) -> Path:
     actual = sha256_of(path)
     if actual != source.sha256:
+        fix = (f"delete it and run `{source.obtain.format(name=name)}`" if source.prepare is not None
+               else "delete it to download it again")
         raise GptlabError(
-            f"dataset '{name}' at {path} is corrupted (sha256 {actual[:12]}..., expected "
-            f"{source.sha256[:12]}...); delete it to download it again, or replace it with the original"
+            f"dataset '{name}' at {path} is not the published file (sha256 {actual[:12]}..., expected "
+            f"{source.sha256[:12]}...); {fix}, or name it with data.path to train on it as it is"
         )
     return path
 
@@ -141,11 +119,10 @@ def resolve_dataset(name: str, path: str | os.PathLike | None = None, download_m
     """Return a local file for dataset `name`, downloading it into the cache when needed (and allowed)."""
     if path is not None:
         return check_corpus_file(path)
+    if name not in DATASETS:
+        raise GptlabError(f"unknown data.dataset '{name}'{closest(str(name), DATASETS)}; valid: "
+                          f"{', '.join(DATASETS.names())} (or set data.path to a text file)")
     source = DATASETS.get(name)
-    if source is None:
-        raise GptlabError(
-            f"unknown data.dataset '{name}'; valid: {', '.join(DATASETS)} (or set data.path to a text file)"
-        )
     candidates = []
     if os.environ.get("GPTLAB_DATA_DIR"):
         candidates.append(Path(os.environ["GPTLAB_DATA_DIR"]) / name / source.filename)
@@ -154,6 +131,9 @@ def resolve_dataset(name: str, path: str | os.PathLike | None = None, download_m
     for candidate in candidates:
         if candidate.is_file():
             return _verify(candidate, source, name)
+    if source.url is None:  # prepared by a command, not downloaded
+        raise GptlabError(f"dataset '{name}' not found at {' or '.join(map(str, candidates))}; prepare it with "
+                          f"`{source.obtain.format(name=name)}` (or set data.path to a copy)")
     if not download_missing:
         raise GptlabError(f"dataset '{name}' not found at {' or '.join(map(str, candidates))}")
     log.info("downloading %s from %s to %s", name, source.url, cached)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Collection
 
 from gptlab.run.rundir import FINISHED, RunDir
+from gptlab.runio import read_json
 
 SWEEP_YAML = "sweep.yaml"  # the spec as resolved, written before any run
 SUMMARY_CSV = "summary.csv"  # one row per run, rebuilt from the runs' summary.json
@@ -90,6 +91,14 @@ class ResultsDir:
     @property
     def lock_holder(self) -> Path:
         return self.path / LOCK_HOLDER
+
+    def holder(self) -> str:
+        """Who holds the folder's lock, from the note its holder wrote (`sweep.lock.SweepLock`), in words."""
+        try:
+            info = read_json(self.lock_holder)
+            return f"process {info['pid']} on {info['host']} since {info['since']}: {info['command'] or 'a sweep'}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "a process that has not said who it is"
 
     # -- its runs ----------------------------------------------------------------------------
     @property

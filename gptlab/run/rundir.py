@@ -27,6 +27,10 @@ METRIC_COLUMNS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens",
 TEST_BLOCK_COLUMNS = ["block", "chars", "tokens", "loss"]  # test_blocks.csv: loss in nats/token
 
 
+class CorruptCheckpoint(GptlabError):
+    """A checkpoint file that exists but cannot be loaded (truncated, overwritten): the message names it."""
+
+
 class RunDir:
     """One run's folder; every read and write of its files goes through here."""
 
@@ -58,8 +62,16 @@ class RunDir:
 
     # -- state -------------------------------------------------------------------------------
     def summary(self) -> dict[str, Any] | None:
-        """The run's summary.json, or None when there is none (or it cannot be read)."""
-        return _read_mapping(self / self.SUMMARY)
+        """The run's summary.json, or None when there is none (or it cannot be read).
+
+        A summary that names another run (its `run_id` is not this folder's name: files copied or moved by
+        hand) is not this run's result: it reads as a failed run saying so, never as the other run's numbers."""
+        summary = _read_mapping(self / self.SUMMARY)
+        if summary is not None and summary.get("run_id") not in (None, self.path.name):
+            return {"run_id": self.path.name, "status": "failed",
+                    "error": f"{self.path} holds the results of run {summary['run_id']!r}, not its own; delete the "
+                             "folder (or put that run's files back in their own) and rerun"}
+        return summary
 
     def state(self) -> str:
         """ok | diverged | failed (finished with that status), partial (has a checkpoint), pending."""
@@ -99,7 +111,11 @@ class RunDir:
         path = self / (self.LAST if which == "last" else self.BEST)
         if not path.exists():
             return None
-        return torch.load(path, map_location=map_location, weights_only=True)
+        try:
+            return torch.load(path, map_location=map_location, weights_only=True)
+        except Exception as err:  # a truncated or overwritten file: torch raises zipfile, pickle, EOF and runtime errors
+            raise CorruptCheckpoint(f"{path} cannot be read ({type(err).__name__}: {str(err).splitlines()[0][:120]}); "
+                                    "it is damaged (a full disk or a kill mid-write?)") from None
 
     # -- shared trunks (gptlab.run.branching) -----------------------------------------------
     def write_branches(self, branches: list[dict[str, Any]]) -> None:

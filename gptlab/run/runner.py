@@ -26,7 +26,7 @@ from gptlab.run.branching import handoff_for
 from gptlab.run.config import RunConfig, resolve_run_config
 from gptlab.run.data import load_run_dataset
 from gptlab.run.device import resolve_device
-from gptlab.run.rundir import RunDir
+from gptlab.run.rundir import CorruptCheckpoint, RunDir
 from gptlab.run.tokenizers import Tokenizer
 from gptlab.run.trainer import Outcome, Trainer, TrainerCallback, fmt_loss
 from gptlab.runio import atomic_write_text, remove_temp_files
@@ -97,7 +97,7 @@ def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None,
         cfg = cfg.bind_vocab(dataset.tokenizer.vocab_size)
         # A shared trunk hands its state to its branches' folders as it passes their branch points.
         trainer = Trainer(cfg, dataset, device, [RunDirWriter(folder), *handoff_for(folder), *callbacks], run_id)
-        state = folder.load_checkpoint("last", map_location=device)
+        state = resume_state(folder, device)
         if state is not None:
             check_same_tokenizer(state, dataset.tokenizer, folder)
             trainer.load_state_dict(state)
@@ -114,6 +114,19 @@ def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None,
         log.info("run %s finished: %s, best val %s at step %s, %.1f s", run_id, outcome.status,
                  fmt_loss(summary["best_val_loss"]), summary["best_step"], trainer.elapsed_s)
     return summary
+
+
+def resume_state(folder: RunDir, device: Any) -> dict[str, Any] | None:
+    """The state to resume from: `ckpt_last.pt`; where it is damaged, `ckpt_best.pt` (an earlier step of the same
+    run: batches depend only on the seed and step, so training on from it gives the uninterrupted run's result);
+    where both are, None (from step 0, the same result again). Each fallback is logged."""
+    for which in ("last", "best"):
+        try:
+            return folder.load_checkpoint(which, map_location=device)
+        except CorruptCheckpoint as err:
+            log.warning("%s; %s", err, "resuming from ckpt_best.pt instead" if which == "last" else
+                        "training from step 0 instead")
+    return None
 
 
 def check_same_tokenizer(state: dict[str, Any], tokenizer: Tokenizer, folder: RunDir) -> None:

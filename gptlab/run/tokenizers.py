@@ -91,11 +91,15 @@ class CharTokenizer:
 
     def encode_array(self, text: str) -> np.ndarray:
         """Vectorised encode of a whole corpus (int64)."""
-        if text.isascii():
-            lut = np.zeros(128, dtype=np.int64)
+        if text.isascii():  # the vocabulary may still hold non-ASCII characters from other splits
+            lut = np.full(128, -1, dtype=np.int64)  # -1: not in the vocabulary
             for c, i in self.stoi.items():
-                lut[ord(c)] = i
-            return lut[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
+                if ord(c) < 128:
+                    lut[ord(c)] = i
+            ids = lut[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
+            if (ids < 0).any():
+                return np.array(self.encode(text), dtype=np.int64)  # raises, naming the character
+            return ids
         return np.array(self.encode(text), dtype=np.int64)
 
     def first_token_chars(self, text: str) -> int:

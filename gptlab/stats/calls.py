@@ -25,6 +25,8 @@ def check_margin(value: Any, key: str = "report.equivalence_margin") -> float:
             value = float(str(value).strip())
         except ValueError:
             raise GptlabError(f"{key}: must be a positive number of nats/char (e.g. 0.01), got {value!r}") from None
+    if value != value:  # NaN compares false with everything: say it as it was given
+        raise GptlabError(f"{key}: must be a positive finite number of nats/char (e.g. 0.01), got nan")
     value = float(value) if abs(value) < 2**1023 else (math.inf if value > 0 else -math.inf)  # no float() overflow
     if not math.isfinite(value) or value <= 0:
         raise GptlabError(f"{key}: must be a positive finite number of nats/char (e.g. 0.01), got {value!r}")

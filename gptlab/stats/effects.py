@@ -65,6 +65,9 @@ class Analysis:
     n_tests: int = 0
     text: TextError | None = None  # the text's share of the error (seed x block model), None: seeds only
     tuned: bool = False  # the calls were checked against each cell's loss left on the table (`tuning`, `tuning_cell`)
+    tests: dict[str, list[Test]] = field(default_factory=dict)  # each table's rows' tests (se, df), row for row
+    contrasts: dict[str, list[np.ndarray | None]] = field(default_factory=dict)  # each row's weights over the cells
+    loss_left: np.ndarray | None = None  # the per-cell bounds the calls were checked against (design.cells order)
 
 
 class _Rows:
@@ -75,7 +78,8 @@ class _Rows:
         self.fit, self.margin, self.n_seeds, self.text, self.loss_left = fit, margin, n_seeds, text, loss_left
         self.rows: dict[str, list[dict]] = {}
         self.tests: dict[str, list[Test]] = {}
-        self.vectors: dict[str, list[np.ndarray | None]] = {}
+        self.vectors: dict[str, list[np.ndarray | None]] = {}  # None: untested (no error), out of the Holm family
+        self.contrasts: dict[str, list[np.ndarray | None]] = {}
 
     def add(self, table: str, row: dict, c: np.ndarray | None, precision: bool = False) -> None:
         seed = self.fit.test(c)
@@ -91,6 +95,7 @@ class _Rows:
                                                       self.fit.kind, *fixed)  # seeds leave the text's part
         self.rows.setdefault(table, []).append(row)
         self.vectors.setdefault(table, []).append(c if not math.isnan(t.p_value) else None)
+        self.contrasts.setdefault(table, []).append(c)
 
     def frame(self, table: str, cols: list[str]) -> pd.DataFrame:
         extra = (["text_share"] if self.text is not None else []) + (TUNING_COLS if self.loss_left is not None else [])
@@ -167,7 +172,7 @@ def analyse(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, desi
     return Analysis(design, fit, margin, rows.frame("main", MAIN_COLS), rows.frame("int", INT_COLS),
                     rows.frame("higher", HIGHER_COLS), rows.frame("simple", SIMPLE_COLS),
                     rows.frame("cells", CELL_COLS), rows.frame("alias", ALIAS_COLS), joint, missing, n_tests, text,
-                    loss_left is not None)
+                    loss_left is not None, rows.tests, rows.contrasts, rows.loss_left)
 
 
 def _factorial(design: Design, label: Label, rows: _Rows, endpoint: bool, fit: CellFit):

@@ -29,6 +29,7 @@ from gptlab.run.rundir import FINISHED
 from gptlab.sweep.execute import SweepOptions, execute, planner_for, warn_other_runs
 from gptlab.sweep.progress import clock
 from gptlab.sweep.results import write_summary
+from gptlab.sweep.reuse import Reuse, check_sources
 from gptlab.sweep.spec import load_spec, parse_overrides
 from gptlab.sweep.runs import Run, SweepSpec, arms_allocation
 from gptlab.sweep.trunks import SHARING_BACKENDS, trunk_groups
@@ -48,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", default="results", help="parent folder of results/NAME (default: results)")
     p.add_argument("--reports-dir", default="reports", help="parent folder of reports/NAME (default: reports)")
     p.add_argument("--rerun-failed", action="store_true", help="train failed runs again (from their last checkpoint)")
+    p.add_argument("--reuse", action="append", default=[], metavar="RESULTS_DIR",
+                   help="take a run finished in this results folder (same config and seed) instead of training it; "
+                        "repeatable")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed run")
     p.add_argument("--backend", choices=BACKENDS.names(), help="executor backend (overrides executor.backend)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="dask scheduler address, or 'local'")
@@ -59,16 +63,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 def list_registries(stream: TextIO) -> None:
     """Every registry a sweep's grid can name, by its dotted key, with one line per entry."""
+    from gptlab.run.corpora import DATASETS
     from gptlab.run.tokenizers import TOKENIZERS
 
-    registries = {**{f"model.{axis}": registry for axis, registry in REGISTRIES.items()}, "data.tokenizer": TOKENIZERS}
+    registries = {**{f"model.{axis}": registry for axis, registry in REGISTRIES.items()}, "data.dataset": DATASETS,
+                  "data.tokenizer": TOKENIZERS}
     for key, registry in registries.items():
         print(f"{key}: {registry.description}", file=stream)
         for name in registry.names():
             print(f"  {name:<14} {registry.summary(name)}", file=stream)
 
 
-def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: int, threads: int, stream: TextIO) -> None:
+def texts_line(spec: SweepSpec) -> str:
+    """The texts the runs train on, what each is, and how it is split: one line for the dry run."""
+    from gptlab.run.corpora import DATASETS
+
+    seen: dict[str, str] = {}
+    for run in spec.runs:
+        d = run.config["data"]
+        name = d.get("path") or d["dataset"]
+        if name not in seen:
+            what = (DATASETS.summary(d["dataset"]) if not d.get("path") and d["dataset"] in DATASETS
+                    else "a user text")
+            val, test = float(d["val_fraction"]), float(d.get("test_fraction") or 0.0)
+            split = f"val {val - test:.0%}, test {test:.0%}" if test > 0 else f"val {val:.0%}"
+            seen[name] = f"{name} ({what}; train {1 - val:.0%}, {split})"
+    return f"{'texts' if len(seen) > 1 else 'text'}: " + "; ".join(seen.values())
+
+
+def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: int, threads: int, stream: TextIO,
+            reuse: tuple[ResultsDir, ...] = ()) -> None:
     from gptlab.run.device import configure_process
     from gptlab.sweep.estimate import time_run
 
@@ -82,7 +106,15 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
     warn_other_runs(spec, results_dir, stream)
     pending = [r for r in spec.runs if results_dir.run(r.run_id).state() not in FINISHED + ("failed",)]
     print(f"\n{len(spec.runs)} runs: {len(spec.runs) - len(pending)} finished, {len(pending)} to train", file=stream)
+    reused = Reuse(reuse)
+    found = [r for r in pending if reused.find(r.run_id) is not None]
+    if reuse:
+        print(f"reuse: {len(found)} of the {len(pending)} are finished in {', '.join(str(r.path) for r in reuse)} "
+              "(same config and seed): copied, not trained; later stages' runs are looked up as they are planned",
+              file=stream)
+        pending = [r for r in pending if r not in found]
     print(plan_line, file=stream)
+    print(texts_line(spec), file=stream)
     if arms_allocation(spec):
         print(arms_allocation(spec), file=stream)
     timing = None
@@ -178,6 +210,7 @@ def _main(argv: list[str] | None) -> int:
 
         device, run_bytes = preflight(spec)
         results_dir = ResultsDir(Path(args.results_dir) / spec.name)
+        reuse = check_sources(args.reuse, results_dir)
         # Planned for the whole sweep, not just what is left, so that a resumed or retrained run
         # gets the same thread count as its siblings: CPU float reductions depend on it.
         plan = plan_resources(len(spec.runs), spec.executor, device, run_bytes)
@@ -185,11 +218,11 @@ def _main(argv: list[str] | None) -> int:
             from gptlab.executors import BACKENDS
 
             plan_line = BACKENDS.get(spec.executor.backend)(spec.executor).describe(plan, dry_run=True)
-            dry_run(spec, results_dir, plan_line or plan.describe(), plan.workers, plan.threads, sys.stdout)
+            dry_run(spec, results_dir, plan_line or plan.describe(), plan.workers, plan.threads, sys.stdout, reuse)
             return 0
         options = SweepOptions(results_dir, Path(args.reports_dir) / spec.name,
                                command="python -m gptlab.sweep " + " ".join(shlex.quote(a) for a in argv),
-                               rerun_failed=args.rerun_failed, fail_fast=args.fail_fast, stream=out)
+                               rerun_failed=args.rerun_failed, fail_fast=args.fail_fast, stream=out, reuse=reuse)
         return execute(spec, plan, options)
     except GptlabError as err:
         print(f"error: {err}", file=out)

@@ -16,6 +16,7 @@ from typing import Any, Sequence, TextIO
 from gptlab.executors import BACKENDS, Plan, RunResult, Task
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import FINISHED, RunDir
+from gptlab.sweep.reuse import Reuse
 from gptlab.runio import write_yaml
 from gptlab.sweep.adaptive import AdaptiveSeeds
 from gptlab.sweep.lock import SweepLock
@@ -38,6 +39,7 @@ class SweepOptions:
     fail_fast: bool = False  # stop at the first failed run
     progress_every_s: float | None = None  # seconds between live progress looks (None: the default)
     stream: TextIO = field(default=sys.stderr, compare=False)  # where progress and the summary go
+    reuse: tuple[ResultsDir, ...] = ()  # results folders whose finished runs are taken, not trained (`sweep.reuse`)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "results_dir", ResultsDir(self.results_dir))  # frozen: the one write, normalising
@@ -114,6 +116,11 @@ def train_stages(spec: SweepSpec, planner: Planner, plan: Plan, options: SweepOp
 def train(spec: SweepSpec, stage: Stage, plan: Plan, options: SweepOptions, backend: Any) -> list[dict[str, Any]]:
     """Train what is left of `stage.runs` (live progress); summary.csv then holds the rows of `stage.planned`."""
     out, results_dir, runs = options.stream, options.results_dir, list(stage.runs)
+    if options.reuse:
+        taken = Reuse(options.reuse).adopt([r.run_id for r in runs], results_dir)
+        if taken:
+            print(f"{stage.title}: reused {len(taken)} finished run(s) with the same config and seed from "
+                  f"{', '.join(str(r.path) for r in options.reuse)}", file=out)
     todo = runs_to_train(runs, results_dir, options.rerun_failed)
     for run in todo:
         results_dir.run(run.run_id).clear_failure()  # a failed run the user asked to rerun

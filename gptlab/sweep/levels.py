@@ -10,6 +10,9 @@ from typing import Any
 
 from gptlab.errors import GptlabError, closest, shown
 from gptlab.run.config import get_dotted
+from gptlab.sweep.duplicates import same_level
+
+_NONE = object()
 
 
 def check_levels(section: str, dotted: Any, levels: Any, base: dict[str, Any], keys: list[str],
@@ -24,8 +27,11 @@ def check_levels(section: str, dotted: Any, levels: Any, base: dict[str, Any], k
         raise GptlabError(f"{where}: must be {need}, got {shown(levels)}")
     if any(isinstance(v, (dict, list)) for v in levels):
         raise GptlabError(f"{where}: levels must be plain values (strings, numbers, booleans)")
-    if len({repr(v) for v in levels}) != len(levels):
-        raise GptlabError(f"{where}: lists a level twice: {shown(levels)}")
+    for i, level in enumerate(levels):
+        twin = next((other for other in levels[:i] if same_level(other, level)), _NONE)
+        if twin is not _NONE:  # 40 and 40.0 are one level too: one run config, two labels
+            both = f"{shown(twin)} and {shown(level)} are one level" if repr(twin) != repr(level) else shown(level)
+            raise GptlabError(f"{where}: lists a level twice ({both}): {shown(levels)}")
     try:
         get_dotted(base, dotted)
     except (KeyError, TypeError):

@@ -16,7 +16,7 @@ from filelock import FileLock, Timeout
 
 from gptlab.errors import GptlabError
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.runio import atomic_write_text, read_json
+from gptlab.runio import atomic_write_text
 
 
 class SweepLock:
@@ -31,7 +31,7 @@ class SweepLock:
         try:
             self.lock.acquire()
         except Timeout:
-            raise GptlabError(f"{self.results_dir} is in use by another sweep ({self._holder()}); wait for it "
+            raise GptlabError(f"{self.results_dir} is in use by another sweep ({self.results_dir.holder()}); wait for it "
                               "to finish or stop it, then rerun (finished runs are kept)") from None
         atomic_write_text(self.results_dir.lock_holder, json.dumps(
             {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -41,10 +41,3 @@ class SweepLock:
     def __exit__(self, *exc: object) -> None:
         (self.results_dir.lock_holder).unlink(missing_ok=True)
         self.lock.release()
-
-    def _holder(self) -> str:
-        try:
-            info = read_json(self.results_dir.lock_holder)
-            return f"process {info['pid']} on {info['host']} since {info['since']}: {info['command'] or 'a sweep'}"
-        except (OSError, ValueError, KeyError, TypeError):
-            return "a process that has not said who it is"

@@ -14,6 +14,7 @@ import pandas as pd
 
 from gptlab.report.fmt import fmt_loss, fmt_p
 from gptlab.report.load import Results
+from gptlab.report.scale import unpaired_scale
 from gptlab.report.sentences.verdicts import absent
 from gptlab.stats.effects import Analysis
 from gptlab.stats.models import FORMULAS, HETERO_P
@@ -113,8 +114,9 @@ def error_model(res: Results, a: Analysis | None) -> str:
                 "says.")
     share = a.main["text_share"].dropna()
     shares = f"{share.min():.2f} to {share.max():.2f} for the main effects" if len(share) else "none"
+    paired = res.scale and not all(unpaired_scale(res, s) for s in res.scale)
     seeds_only = ["the effects along training (validation loss)"] + (["the paired changes of effect_changes.csv"]
-                                                                       if res.scale else [])
+                                                                       if paired else [])
     seeds_only += ["the adaptive rule's half-widths"] if res.seed_rule else []
     seeds_only += ["the fixed-setting effects of the tuning runs"] if len(res.selection) else []
     return ("Error model: seeds x text blocks. Every CI, p-value and call of the effect tables counts both the "

@@ -19,6 +19,8 @@ from gptlab.report.load import Results
 from gptlab.report.tuning import TuningView
 from gptlab.run.config import TrainConfig, get_dotted
 from gptlab.stats.precision import SeedRule
+from gptlab.stats.robustness import DEPENDS
+from gptlab.stats.transfer import CHANGES, HOLDS, INCONCLUSIVE, REVERSES, UNPAIRED
 
 
 def scale_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
@@ -115,15 +117,32 @@ def tuning_warnings(view: TuningView) -> list[str]:
 
 
 def change_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
-    """One sentence per row of `effect_changes.csv`: the effect at both scale levels (same seeds) and its change."""
+    """One sentence per row of `effect_changes.csv`: the effect at both scale levels and its change, paired by seed
+    (the same seeds at both levels) or unpaired (two texts: independent estimates, `stats.transfer`)."""
     out = []
     for r in table.to_dict("records"):
         versus = f"{res.label(r['factor'], r['level'])} vs {res.label(r['factor'], r['baseline'])}"
         s, ref, at = res.short(r["scale_factor"]), r["reference_level"], r["scale_level"]
         ci = ("no CI" if _nan(r["ci_low"]) else f"95% CI {fmt_loss(r['ci_low'])} to {fmt_loss(r['ci_high'])}")
+        if r.get("pairing") == UNPAIRED:
+            how = f"unpaired, {r['df']:.0f} df"
+            call = TRANSFER_WORDS.get(r["call"], r["call"])
+            if r.get("tuning") == "robust":
+                call += ", robust to the picks"
+        else:
+            how, call = f"{int(r['n_seeds'])} paired seeds", r["call"]
         out.append(f"{versus}: {fmt_loss(r['effect_at_reference'])} at {s}={ref}, {fmt_loss(r['effect_at_level'])} at "
-                   f"{s}={at}; change {fmt_loss(r['change'])} ({ci}, {int(r['n_seeds'])} paired seeds): {r['call']}.")
+                   f"{s}={at}; change {fmt_loss(r['change'])} ({ci}, {how}): {call}.")
     return out
+
+
+TRANSFER_WORDS = {  # an unpaired change's call, in words that say no more than its CI
+    HOLDS: "holds (the same effect on both, within the margin)",
+    CHANGES: "changes",
+    REVERSES: "reverses (called in opposite directions on the two)",
+    INCONCLUSIVE: "inconclusive (neither shown to change nor shown to be the same)",
+    DEPENDS: "depends on the picks (the texts' loss left on the table could undo the call)",
+}
 
 
 def given_sentence(res: Results, given: pd.DataFrame) -> str:

@@ -1,0 +1,57 @@
+"""Waits on something outside the process end: a scheduler address that never answers as dask is one line after
+3 x CONNECT_TIMEOUT_S, whether it is silent or speaks another protocol (before, both hung for good)."""
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+
+import pytest
+import yaml
+
+from gptlab.executors import dask_backend
+from gptlab.sweep.cli import main as sweep_main
+
+from helpers import tiny_config
+
+
+@pytest.fixture
+def silent_listener():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(5)  # accepts connections, never says a word
+        yield f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.fixture
+def http_listener():
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"tcp://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("listener", ["silent_listener", "http_listener"])
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "run"])
+def test_a_scheduler_address_that_is_not_dask_is_one_line_in_seconds(listener, dry_run, request, tmp_path, corpus,
+                                                                     monkeypatch, capsys):
+    address = request.getfixturevalue(listener)
+    monkeypatch.setattr(dask_backend, "CONNECT_TIMEOUT_S", 1)
+    config = tiny_config(corpus)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({"name": "s", "base": {k: config[k] for k in ("model", "train", "data")},
+                                    "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0],
+                                    "executor": {"backend": "dask", "scheduler": address}}))
+    code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results")] + (["--dry-run"] if dry_run else []))
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and f"cannot reach the dask scheduler at {address}" in err, err
+    assert not (tmp_path / "results").exists()
