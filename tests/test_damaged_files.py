@@ -1,6 +1,9 @@
-"""Damaged files on disk: a checkpoint that cannot be read is named in one line, and a run whose last checkpoint
-is damaged resumes from its best one (or from step 0) to the result an uninterrupted run gives."""
+"""Files and folders that are not what the lab expects: a damaged checkpoint (named in one line; a run resumes from
+its best one, or from step 0, to the uninterrupted result), a run folder holding another run's files, a metrics file
+cut short, a results or reports folder the sweep cannot use, a disk without room, a report asked for too early."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +117,105 @@ def test_a_metrics_file_cut_short_loses_its_partial_row_with_a_warning(tmp_path,
     caplog.clear()
     assert read_metrics(path)["step"].tolist() == [10] and "partial" not in caplog.text
     assert read_metrics(tmp_path / "absent.csv") is None
+
+
+@pytest.mark.parametrize("obstacle, words", [
+    ("results-is-a-file", "where the sweep keeps a folder"),
+    ("lock-is-a-folder", ".lock is a folder where the sweep keeps a file"),
+    ("runs-is-a-file", "runs is a file where the sweep keeps a folder"),
+    ("summary-is-a-folder", "summary.csv is a folder where the sweep keeps a file"),
+])
+def test_a_folder_the_sweep_cannot_use_is_one_line_before_training(obstacle, words, tmp_path, corpus, capsys):
+    import yaml
+
+    from gptlab.sweep.cli import main as sweep_main
+
+    config = tiny_config(corpus)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({"name": "s", "base": {k: config[k] for k in ("model", "train", "data")},
+                                    "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0]}))
+    results, reports = tmp_path / "results", tmp_path / "reports"
+    results.mkdir()
+    reports.mkdir()
+    target = results / "s"
+    if obstacle == "results-is-a-file":
+        target.write_text("")
+    else:
+        target.mkdir()
+        name, kind = {"lock-is-a-folder": (".lock", "dir"), "runs-is-a-file": ("runs", "file"),
+                      "summary-is-a-folder": ("summary.csv", "dir")}[obstacle]
+        (target / name).mkdir() if kind == "dir" else (target / name).write_text("")
+    code = sweep_main([str(spec), "--results-dir", str(results), "--reports-dir", str(reports)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and words in err, err
+    assert not any(results.rglob("*.pt"))
+
+
+@pytest.mark.parametrize("which", ["results", "reports"])
+def test_a_folder_the_sweep_may_not_write_is_one_line(which, tmp_path, monkeypatch, corpus):
+    """Permissions through os.access (this suite may run as root, which no chmod stops)."""
+    import os
+
+    from gptlab.errors import GptlabError
+    from gptlab.run.resultsdir import ResultsDir
+    from gptlab.sweep import preflight
+    from gptlab.sweep.spec import load_spec
+
+    import yaml
+
+    config = tiny_config(corpus)
+    spec_path = tmp_path / "s.yaml"
+    spec_path.write_text(yaml.safe_dump({"name": "s", "base": {k: config[k] for k in ("model", "train", "data")},
+                                         "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0]}))
+    (tmp_path / which).mkdir()
+    denied = (tmp_path / which).resolve()
+    real = os.access
+    monkeypatch.setattr(preflight.os, "access", lambda p, mode: False if Path(p) == denied else real(p, mode))
+    with pytest.raises(GptlabError, match=f"cannot write to {denied} \\(permission denied\\)"):
+        preflight.check_folders(load_spec(spec_path), ResultsDir(tmp_path / "results" / "s"), tmp_path / "reports" / "s")
+
+
+def test_a_disk_without_room_for_the_checkpoints_is_refused(tmp_path, monkeypatch, corpus):
+    from collections import namedtuple
+
+    import yaml
+
+    from gptlab.errors import GptlabError
+    from gptlab.run.resultsdir import ResultsDir
+    from gptlab.sweep import preflight
+    from gptlab.sweep.spec import load_spec
+
+    config = tiny_config(corpus)
+    spec_path = tmp_path / "s.yaml"
+    spec_path.write_text(yaml.safe_dump({"name": "s", "base": {k: config[k] for k in ("model", "train", "data")},
+                                         "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0]}))
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(preflight.shutil, "disk_usage", lambda p: usage(10**9, 10**9, 1000))
+    with pytest.raises(GptlabError, match=r"^disk full: the 2 runs to train first keep about .* and 0 MiB is free"):
+        preflight.check_folders(load_spec(spec_path), ResultsDir(tmp_path / "results" / "s"), tmp_path / "reports")
+
+
+def test_a_corpus_edited_after_planning_fails_its_runs_instead_of_training_under_their_ids(tmp_path, corpus):
+    import shutil
+
+    import yaml
+
+    from gptlab.executors.base import Task
+    from gptlab.executors.worker import execute_run
+    from gptlab.sweep.spec import load_spec
+
+    text = tmp_path / "text.txt"
+    shutil.copy(corpus, text)
+    config = tiny_config(text, max_iters=4, eval_interval=2)
+    spec_path = tmp_path / "s.yaml"
+    spec_path.write_text(yaml.safe_dump({"name": "s", "base": {k: config[k] for k in ("model", "train", "data")},
+                                         "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0]}))
+    first, second = load_spec(spec_path).runs  # planned: the ids carry the text's sha256
+    done = execute_run(Task(first.run_id, first.config, str(tmp_path / "runs" / first.run_id), 1))
+    assert done.summary["status"] == "ok"
+    text.write_text(text.read_text() + "An edit after the sweep started.\n")
+    result = execute_run(Task(second.run_id, second.config, str(tmp_path / "runs" / second.run_id), 1))
+    assert result.summary["status"] == "failed" and "changed since the sweep planned run" in result.summary["error"]
+    assert not (tmp_path / "runs" / second.run_id / RunDir.BEST).exists()
+    again = execute_run(Task(first.run_id, first.config, str(tmp_path / "runs" / first.run_id), 1))
+    assert again.summary["status"] == "ok"  # a finished run is a result already: nothing is read again

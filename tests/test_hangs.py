@@ -55,3 +55,22 @@ def test_a_scheduler_address_that_is_not_dask_is_one_line_in_seconds(listener, d
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and f"cannot reach the dask scheduler at {address}" in err, err
     assert not (tmp_path / "results").exists()
+
+
+def test_importing_dask_jobqueue_keeps_the_sigint_handler():
+    """dask_jobqueue's first import sets SIGINT to sys.exit(): Ctrl-C then ended a SLURM sweep with exit 0 and no
+    resume line. The import goes through `slurm.import_jobqueue`, which keeps the handler (in a fresh interpreter:
+    the replacement happens once per process)."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    code = ("import signal\n"
+            "def mine(*a): pass\n"
+            "signal.signal(signal.SIGINT, mine)\n"
+            "from gptlab.executors.slurm import import_jobqueue\n"
+            "import_jobqueue()\n"
+            "print(signal.getsignal(signal.SIGINT) is mine)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.stdout.strip() == "True", out.stderr

@@ -22,7 +22,9 @@ import dataclasses
 import logging
 import re
 import shutil
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
@@ -194,10 +196,21 @@ def check_slurm() -> None:
         raise GptlabError("executor.cluster type slurm needs `sbatch` on PATH, and it is not there: run the sweep on "
                           "a SLURM login node (for a local test cluster: .ci/slurm_up.sh)")
     try:
-        import dask_jobqueue  # noqa: F401
+        import_jobqueue()
         import distributed  # noqa: F401
     except ImportError:
         raise GptlabError("executor.cluster type slurm needs dask-jobqueue: pip install -e \".[distributed]\"") from None
+
+
+def import_jobqueue() -> Any:
+    """Import dask_jobqueue keeping the SIGINT handler in place: its first import replaces it with `sys.exit()`
+    (dask_jobqueue/runner.py), which would turn Ctrl-C into a silent exit 0 instead of the sweep's resume line."""
+    handler = signal.getsignal(signal.SIGINT)
+    import dask_jobqueue
+
+    if handler is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, handler)
+    return dask_jobqueue
 
 
 def cluster_options(config: SlurmConfig) -> dict[str, Any]:

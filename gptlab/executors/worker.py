@@ -166,6 +166,7 @@ def execute_run(task: Task) -> RunResult:
     """Train one run in this process; a run's own exception becomes a failed result, not a raise."""
     from gptlab.plugins import import_plugins
     from gptlab.run.device import configure_process
+    from gptlab.run.identity import check_run_identity
     from gptlab.run.runner import train_run
 
     folder = RunDir(task.run_dir)
@@ -178,6 +179,8 @@ def execute_run(task: Task) -> RunResult:
             try:
                 configure_process(task.threads)
                 import_plugins(list(task.plugins), list(task.search_path))
+                if not folder.finished_summary():  # a finished run is a result already: nothing is read again
+                    check_run_identity(task.run_id, config, task.plugins)
                 if task.gpus > 1:
                     with gpu_slot(folder.path.parent.parent / ".gpu_slots", task.gpus, task.runs_per_gpu) as gpu:
                         config["train"] = {**config["train"], "device": f"cuda:{gpu}"}

@@ -206,11 +206,12 @@ def _main(argv: list[str] | None) -> int:
         if args.margin is not None:
             spec.report["equivalence_margin"] = args.margin  # sweep.yaml records the margin actually used
         from gptlab.executors import plan_resources
-        from gptlab.sweep.preflight import preflight
+        from gptlab.sweep.preflight import check_folders, preflight
 
         device, run_bytes = preflight(spec)
         results_dir = ResultsDir(Path(args.results_dir) / spec.name)
         reuse = check_sources(args.reuse, results_dir)
+        check_folders(spec, results_dir, Path(args.reports_dir) / spec.name)
         # Planned for the whole sweep, not just what is left, so that a resumed or retrained run
         # gets the same thread count as its siblings: CPU float reductions depend on it.
         plan = plan_resources(len(spec.runs), spec.executor, device, run_bytes)

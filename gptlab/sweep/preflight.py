@@ -6,10 +6,14 @@ in the memory a run gets. `--dry-run` runs the same checks first.
 """
 from __future__ import annotations
 
-from typing import Any
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Mapping
 
 from gptlab.errors import GptlabError
 from gptlab.executors.plan import estimate_run_bytes
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.sweep.runs import SweepSpec
 
 MEMORY_SHARE = 0.8  # of the memory available now, what one run may plan to use
@@ -32,12 +36,17 @@ def check_datasets(spec: SweepSpec) -> dict[tuple[Any, ...], int]:
     from gptlab.run.data import load_run_dataset
 
     vocab: dict[tuple[Any, ...], int] = {}
+    checked: set[tuple[Any, ...]] = set()
     for run in spec.runs:
         key = data_key(run.config)
+        block = run.config["model"]["block_size"]
+        if (key, block) in checked:  # a corpus is hashed and loaded once per sweep, not once per run
+            continue
         d = run.config["data"]
         dataset = load_run_dataset(DataConfig(**d))
-        dataset.check_fits(run.config["model"]["block_size"], f"data {d['path'] or d['dataset']}")
+        dataset.check_fits(block, f"data {d['path'] or d['dataset']}")
         vocab[key] = dataset.tokenizer.vocab_size
+        checked.add((key, block))
     return vocab
 
 
@@ -81,3 +90,45 @@ def preflight(spec: SweepSpec) -> tuple[str, int]:
 
 def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+CHECKPOINT_BYTES_PER_PARAM = 12  # fp32 weights and Adam's two moments (measured: 9.7 MB for 0.8M parameters)
+
+
+def checkpoint_bytes(config: Mapping[str, Any], vocab_size: int) -> int:
+    """Disk a finished run keeps: its two checkpoints (best and last), each 12 bytes per parameter."""
+    m = config["model"]
+    params = 12 * m["n_layer"] * m["n_embd"] ** 2 + 2 * vocab_size * m["n_embd"] + m["block_size"] * m["n_embd"]
+    return 2 * CHECKPOINT_BYTES_PER_PARAM * params
+
+
+def check_folders(spec: SweepSpec, results_dir: ResultsDir, reports_dir: Path) -> None:
+    """Refuse, before anything is trained, a results or reports folder the sweep cannot use: something other than
+    a folder where one goes, a folder it may not write, or a disk without room for the first stage's checkpoints."""
+    what = {results_dir.path: "a folder", results_dir.runs_dir: "a folder", results_dir.lock: "a file",
+            results_dir.summary_csv: "a file", reports_dir: "a folder"}
+    for path, kind in what.items():
+        if path.exists() and (path.is_dir() != (kind == "a folder")):
+            raise GptlabError(f"{path} is {'a folder' if path.is_dir() else 'a file'} where the sweep keeps {kind}; "
+                              "move it away, or give another --results-dir / --reports-dir")
+    for path in (results_dir.path, reports_dir):
+        existing = _nearest_existing(path)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise GptlabError(f"cannot write to {existing} (permission denied), where the sweep writes {path}; "
+                              "give another --results-dir / --reports-dir")
+    pending = [r for r in spec.runs if results_dir.run(r.run_id).state() == "pending"]
+    vocab = check_datasets(spec) if pending else {}  # cached: the corpora were loaded by `preflight`
+    need = sum(checkpoint_bytes(r.config, vocab[data_key(r.config)]) for r in pending)
+    free = shutil.disk_usage(_nearest_existing(results_dir.path)).free
+    if need > free:
+        raise GptlabError(f"disk full: the {len(pending)} runs to train first keep about {_gib(need)} of checkpoints "
+                          f"under {results_dir.path}, and {_gib(free)} is free there; free some space or give "
+                          "another --results-dir")
+
+
+def _nearest_existing(path: Path) -> Path:
+    """`path`, or its closest ancestor that exists."""
+    path = path.resolve()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path

@@ -89,7 +89,8 @@ def copy_run(source: RunDir, dest: Path, run_id: str) -> None:
         except OSError:  # another disk, or links not allowed
             shutil.copy2(src, dst)
 
-    shutil.copytree(source.path, scratch, copy_function=link_or_copy)
+    live = shutil.ignore_patterns(RunDir.LOCK, RunDir.RUNNING, RunDir.PROGRESS)  # a worker's, not the result's
+    shutil.copytree(source.path, scratch, copy_function=link_or_copy, ignore=live)
     summary_path = scratch / RunDir.SUMMARY
     os.unlink(summary_path)  # a hard link: writing through it would rewrite the source's summary
     write_json(summary_path, {**summary, "run_id": run_id, "reused_from": str(source.path.resolve())})

@@ -8,12 +8,8 @@ trained twice, and a changed plugin or corpus makes new runs.
 from __future__ import annotations
 
 import copy
-import functools
-import os
 import re
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gptlab.stats.arms import ARM, baseline_seed_count
@@ -21,6 +17,7 @@ from gptlab.stats.design import design_cells
 from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig
 from gptlab.run.config import RunConfig, resolve_run_config, set_dotted
+from gptlab.run.identity import run_sources
 from gptlab.sweep.arms_spec import ArmsDesign
 from gptlab.sweep.duplicates import same_config_message
 
@@ -150,7 +147,7 @@ def expand(spec: SweepSpec) -> list[Run]:
             raise _fail("grid", same_config_message(spec.base, spec.grid, seen[key], cell) if spec.arms is None else
                         f"cells {dict(seen[key])} and {dict(cell)} resolve to the same run config")
         seen[key] = cell
-        sources = {**plugin_sources(spec.plugins), **corpus_source(resolved.data.path)}
+        sources = run_sources(spec.plugins, resolved.data.path)
         for seed in spec.cell_seeds(cell):
             run_cfg = RunConfig(resolved.model, resolved.train, resolved.data, seed)
             run_id = f"{cell_label(cell)}_s{seed}_{run_cfg.run_hash(sources)}"
@@ -158,36 +155,3 @@ def expand(spec: SweepSpec) -> list[Run]:
     return runs
 
 
-def plugin_sources(plugins: list[str]) -> dict[str, str]:
-    """sha256 of each (already imported) plugin's file: a fixed plugin makes new runs, not reused ones."""
-    sources = {}
-    for entry in plugins:
-        path = entry if entry.endswith(".py") else getattr(sys.modules.get(entry), "__file__", None)
-        if path:
-            sources[f"plugin:{Path(entry).name}"] = _sha256(path)  # by name: moving the project keeps ids
-    return sources
-
-
-def corpus_source(path: str | None) -> dict[str, str]:
-    """sha256 of a user corpus (`data.path`); named datasets are fixed by their own checksum."""
-    from gptlab.run.data import check_corpus_file
-
-    if path is None:
-        return {}
-    resolved = check_corpus_file(path)  # metadata first: /dev/zero or a FIFO would never finish hashing
-    try:
-        return {"corpus": _sha256(str(resolved))}
-    except OSError as err:
-        raise _fail("data.path", f"cannot read {path} ({err.strerror or err})") from None
-
-
-@functools.lru_cache(maxsize=64)
-def _sha256_cached(path: str, mtime_ns: int, size: int) -> str:
-    from gptlab.run.data import sha256_of
-
-    return sha256_of(Path(path))
-
-
-def _sha256(path: str) -> str:
-    stat = os.stat(path)
-    return _sha256_cached(path, stat.st_mtime_ns, stat.st_size)
