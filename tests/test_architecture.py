@@ -31,7 +31,7 @@ def room(module: str) -> str:
     top = parts[1]
     if top in BASICS:
         return "basics"
-    if top in ("train", "sample"):
+    if top in ("train", "sample", "prepare"):
         return "cli"
     if top == "export":
         return "report"  # another view of results/NAME (TensorBoard files): it reads them through the report

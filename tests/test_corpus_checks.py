@@ -113,7 +113,7 @@ def test_the_size_limit_is_overridable_and_named(tmp_path, monkeypatch):
 def test_a_corpus_is_hashed_once_per_sweep(tmp_path, corpus, monkeypatch):
     """Every cell and seed shares one corpus: it is read for its hash once, not once per run."""
     import gptlab.run.data as data
-    from gptlab.sweep.runs import _sha256_cached
+    from gptlab.run.identity import _sha256_cached
     from gptlab.sweep.spec import validate_spec
 
     calls = []

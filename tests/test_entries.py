@@ -32,6 +32,7 @@ from gptlab.model import Block
 from gptlab.model.activations import ACTIVATIONS, Activation
 from gptlab.model.norms import make_norm
 from gptlab.model.positions import ALiBiPosition, RotaryPosition, alibi_slopes
+from gptlab.run.corpora import DATASETS
 from gptlab.run.tokenizers import TOKENIZERS
 from gptlab.sweep import main as sweep_main
 from gptlab.sweep.spec import load_spec
@@ -436,7 +437,8 @@ def test_list_shows_every_entry_of_every_registry(capsys):
         assert list(listed) == registry.names()
         assert all(listed.values()), f"{axis}: an entry without a docstring line"
     assert [line for line in lines if not line.startswith("  ")] == [
-        *(f"model.{a}: {r.description}" for a, r in REGISTRIES.items()), f"data.tokenizer: {TOKENIZERS.description}"]
+        *(f"model.{a}: {r.description}" for a, r in REGISTRIES.items()), f"data.dataset: {DATASETS.description}",
+        f"data.tokenizer: {TOKENIZERS.description}"]
 
 
 @pytest.mark.parametrize("norm", REGISTRIES["norm"].names())

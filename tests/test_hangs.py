@@ -9,7 +9,7 @@ import threading
 import pytest
 import yaml
 
-from gptlab.executors import dask_backend
+from gptlab.executors import scheduler
 from gptlab.sweep.cli import main as sweep_main
 
 from helpers import tiny_config
@@ -45,7 +45,7 @@ def http_listener():
 def test_a_scheduler_address_that_is_not_dask_is_one_line_in_seconds(listener, dry_run, request, tmp_path, corpus,
                                                                      monkeypatch, capsys):
     address = request.getfixturevalue(listener)
-    monkeypatch.setattr(dask_backend, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr(scheduler, "CONNECT_TIMEOUT_S", 1)
     config = tiny_config(corpus)
     spec = tmp_path / "s.yaml"
     spec.write_text(yaml.safe_dump({"name": "s", "base": {k: config[k] for k in ("model", "train", "data")},

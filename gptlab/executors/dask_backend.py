@@ -42,7 +42,6 @@ import logging
 import pickle
 import shutil
 import tempfile
-import threading
 import uuid
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
@@ -51,7 +50,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from gptlab.errors import GptlabError
 from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Plan, RunResult, Task
-from gptlab.executors.slurm import check_slurm, slurm_client
+from gptlab.executors import scheduler
+from gptlab.executors.slurm import quiet_loggers, slurm_client
 from gptlab.executors.worker import execute_run, failed_result, with_run_dir
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
@@ -59,7 +59,6 @@ from gptlab.runio import atomic_write_text
 
 log = logging.getLogger("gptlab.executors.dask")
 
-CONNECT_TIMEOUT_S = 5
 STARTS = "gptlab-starts"  # task-metadata field counting how often a task began on some worker
 MAX_RESUBMITS = 3  # KilledWorker resubmissions per run, for workers that die before a run even starts
 KEY_PREFIX = "train_run"  # the dashboard groups every run's task under this name
@@ -128,70 +127,11 @@ def train_on_worker(task: Task, worker_dir: str | None, allowed_losses: int, los
 
 
 # -- driver side ---------------------------------------------------------------------------------
-def _probe(address: str, timeout: float) -> dict[str, Any]:
-    """Ask `address` who it is, without a Client (a failed Client leaves noise when collected)."""
-    from distributed.comm import connect
-    from distributed.security import Security
-
-    async def identity() -> dict[str, Any]:
-        comm = await connect(address, timeout=timeout, **Security().get_connection_args("client"))
-        try:
-            await comm.write({"op": "identity"})
-            return await asyncio.wait_for(comm.read(), timeout)
-        finally:
-            comm.abort()  # never wait on a peer that does not speak dask's protocol (close() can hang on it)
-
-    # A daemon thread of its own (the caller may already run an event loop), joined with a deadline: a
-    # listener that never answers (an HTTP server, the dashboard's port) can then neither hang the sweep
-    # nor keep it from exiting, and the main thread stays free to take SIGINT and SIGTERM.
-    outcome: dict[str, Any] = {}
-
-    def ask() -> None:
-        try:
-            outcome["reply"] = asyncio.run(asyncio.wait_for(identity(), 2 * timeout))
-        except BaseException as err:  # handed to the caller
-            outcome["error"] = err
-
-    thread = threading.Thread(target=ask, name="gptlab-scheduler-probe", daemon=True)
-    thread.start()
-    thread.join(3 * timeout)
-    if thread.is_alive():
-        raise TimeoutError("")  # check_scheduler says what it means
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["reply"]
-
-
-def check_scheduler(executor: ExecutorConfig) -> None:
-    """Fail fast, in one line naming the address, when the scheduler cannot be used."""
-    if executor.cluster is not None:
-        check_slurm()
-        return
-    try:
-        import distributed  # noqa: F401
-    except ImportError:
-        raise GptlabError("executor.backend dask needs dask.distributed: pip install -e \".[distributed]\"") from None
-    address = str(executor.scheduler)
-    if address == "local":
-        return
-    try:
-        reply = _probe(address, CONNECT_TIMEOUT_S)
-    except Exception as err:  # refused, timed out, a bad address, or a server that is not dask
-        reason = (str(err).splitlines() or [""])[0] or (
-            f"no dask answer within {3 * CONNECT_TIMEOUT_S} s (a dask scheduler listens on :8786 by default; "
-            ":8787 is its dashboard)" if isinstance(err, (TimeoutError, asyncio.TimeoutError)) else type(err).__name__)
-        raise GptlabError(f"cannot reach the dask scheduler at {address}: {reason}") from None
-    kind = reply.get("type") if isinstance(reply, dict) else None
-    if kind != "Scheduler":
-        raise GptlabError(f"{address} is not a dask scheduler (it answers as {kind or 'something else'}); "
-                          "give the address printed by `dask scheduler`")
-
-
 @contextlib.contextmanager
 def connect(executor: ExecutorConfig, plan: Plan, n_runs: int = 1) -> Iterator[tuple[Any, bool]]:
     """Yield (client, is_local): a Client of the scheduler, of a LocalCluster for 'local', or of a
     SLURM cluster started for `n_runs` runs (and released on the way out)."""
-    check_scheduler(executor)
+    scheduler.check_scheduler(executor)
     if executor.cluster is not None:
         with slurm_client(executor.cluster, n_runs) as client:
             yield client, False
@@ -200,16 +140,17 @@ def connect(executor: ExecutorConfig, plan: Plan, n_runs: int = 1) -> Iterator[t
 
     address = str(executor.scheduler)
     if address == "local":
-        cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=1, processes=True, host="127.0.0.1")
-        client = Client(cluster)
-        try:
-            yield client, True
-        finally:
-            client.close()
-            cluster.close()
+        with quiet_loggers("distributed"):  # its INFO lines (each worker, each connection) would bury the progress
+            cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=1, processes=True, host="127.0.0.1")
+            client = Client(cluster)
+            try:
+                yield client, True
+            finally:
+                client.close()
+                cluster.close()
         return
     try:
-        client = Client(address, timeout=CONNECT_TIMEOUT_S)
+        client = Client(address, timeout=scheduler.CONNECT_TIMEOUT_S)
     except Exception as err:
         raise GptlabError(f"cannot connect to the dask scheduler at {address}: {err}") from None
     try:
@@ -274,7 +215,7 @@ class DaskBackend:
         self.config = config
 
     def check(self) -> None:
-        check_scheduler(self.config)  # an unreachable scheduler fails before anything is written
+        scheduler.check_scheduler(self.config)  # an unreachable scheduler fails before anything is written
 
     def describe(self, plan: Plan, dry_run: bool = False) -> str | None:
         """For a dry run, what the scheduler reports now; before training, None (logged once connected)."""
@@ -287,8 +228,8 @@ class DaskBackend:
             threads = run_threads(self.config, plan, True)
             return (f"plan: a local dask cluster of {plan.workers} worker(s), {threads} thread(s) per run "
                     f"({plan.reason})")
-        check_scheduler(self.config)
-        workers = _probe(address, CONNECT_TIMEOUT_S).get("workers") or {}
+        scheduler.check_scheduler(self.config)
+        workers = scheduler.probe(address, scheduler.CONNECT_TIMEOUT_S).get("workers") or {}
         slots = sum(int(w.get("nthreads", 0)) for w in workers.values() if isinstance(w, dict))
         return (f"plan: dask scheduler {address} with {len(workers)} worker(s) and {slots} task slot(s) now, "
                 f"{run_threads(self.config, plan, False)} thread(s) per run")

@@ -235,7 +235,7 @@ def slurm_client(config: SlurmConfig, n_runs: int) -> Iterator[Any]:
     from dask_jobqueue import SLURMCluster
     from distributed import Client
 
-    with _quiet("distributed", "dask_jobqueue"):
+    with quiet_loggers("distributed", "dask_jobqueue"):
         cluster = SLURMCluster(**cluster_options(config))
         try:
             low, high = config.job_bounds(n_runs)
@@ -251,7 +251,7 @@ def slurm_client(config: SlurmConfig, n_runs: int) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def _quiet(*names: str) -> Iterator[None]:
+def quiet_loggers(*names: str) -> Iterator[None]:
     """Only warnings from these loggers meanwhile: the scheduler runs in this process, and its
     INFO lines (every worker, client and connection) would bury the sweep's progress."""
     loggers = [logging.getLogger(name) for name in names]

@@ -7,8 +7,6 @@ outcome the effects are on (`best_val_loss`, or `best_test_loss` when every run 
 """
 from __future__ import annotations
 
-import io
-import json
 import math
 import logging
 from dataclasses import dataclass, field
@@ -21,9 +19,9 @@ import yaml
 
 from gptlab.report.blocks import BlockLosses, read_test_blocks
 from gptlab.report.ceiling import unigram_ceiling
+from gptlab.report.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_json
 from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.rundir import RunDir
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import design_cells
 from gptlab.errors import GptlabError
@@ -34,7 +32,6 @@ NUMERIC = ["seed", "best_val_loss", "best_step", "final_val_loss", "final_train_
            "params_non_embedding", "tokens_per_sec", "wall_s", "best_val_bpc", "best_test_loss", "best_test_bpc"]
 LOSS_COLUMNS = ("best_val_loss", "final_val_loss", "final_train_loss")  # converted to bits/char when tokenizers mix
 VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
-CHAR_BPC_FACTOR = 1 / math.log(2)  # a char tokenizer's nats/token -> bits/char (runs from before tokenizers)
 REQUIRED = ["run_id", "seed", "status", "best_val_loss"]
 KNOWN = set(NUMERIC) | {"run_id", "status", "error", "stage", "role"}
 
@@ -229,66 +226,6 @@ def _cells(spec: dict[str, Any], factors: list[str], levels: dict[str, list[str]
     return cells
 
 
-def read_metrics(path: Path, columns: list[str] | None = None) -> pd.DataFrame | None:
-    """A run's metrics.csv (those `columns`), or None where there is none or it cannot be read (with a warning).
-
-    The file is written whole (atomically), so a last line without its newline means it was cut short
-    afterwards (a full disk, a copy that stopped): that partial row, whose last number may be cut too, is
-    left out with a warning rather than read as a value."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        log.warning("%s: unreadable (%s); its curve is left out", path, exc)
-        return None
-    if raw and not raw.endswith(b"\n"):
-        log.warning("%s ends in a partial row (the file was cut short): that row is left out", path)
-        raw = raw[:raw.rfind(b"\n") + 1]
-    try:
-        return pd.read_csv(io.BytesIO(raw), usecols=columns)
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
-        if raw.strip():
-            log.warning("%s: unreadable (%s); its curve is left out", path, str(exc).splitlines()[0])
-        return None
-
-
-def _read_curves(results_dir: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
-    """Validation points (rows with a val_loss) of every run that has a metrics.csv, in the runs' unit."""
-    frames = []
-    for run in runs.itertuples():
-        m = read_metrics(results_dir.run(run.run_id) / RunDir.METRICS, ["step", "val_loss"])
-        if m is None:
-            continue
-        m["val_loss"] = pd.to_numeric(m["val_loss"], errors="coerce")
-        m = m.dropna(subset=["val_loss"])
-        m["val_loss"] *= run.loss_scale
-        frames.append(m.assign(run_id=run.run_id, cell=run.cell, seed=run.seed, ok=run.ok))
-    cols = ["step", "val_loss", "run_id", "cell", "seed", "ok"]
-    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
-
-
-def _read_run_json(results_dir: ResultsDir, runs: pd.DataFrame) -> dict[str, list[str]]:
-    """Set `diverged_step` on `runs` and return the environment values seen across runs."""
-    env: dict[str, list[str]] = {}
-    diverged, factors = [], []
-    for run_id in runs["run_id"]:
-        path = results_dir.run(run_id) / RunDir.SUMMARY
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # missing, unreadable, not UTF-8 or not JSON
-            data = {}
-        diverged.append(data.get("diverged_step"))
-        factors.append(data.get("val_bpc_factor") or CHAR_BPC_FACTOR)
-        for key, value in (data.get("environment") or {}).items():
-            env.setdefault(key, [])
-            if str(value) not in env[key]:
-                env[key].append(str(value))
-    runs["diverged_step"] = pd.to_numeric(pd.Series(diverged, index=runs.index, dtype=object), errors="coerce")
-    runs["val_bpc_factor"] = pd.to_numeric(pd.Series(factors, index=runs.index, dtype=object), errors="coerce")
-    return env
-
-
 def _units(runs: pd.DataFrame, corpora: int = 1) -> str:
     """Choose the unit of every loss and set `loss_scale` (what a run's nats/token are multiplied by).
 
@@ -351,7 +288,7 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
         if factors else "all runs"
     res.cells = _cells(spec, factors, levels, runs, cell_label)
     res.cells["is_baseline"] = [all(r[f] == baseline[f] for f in factors) for _, r in res.cells.iterrows()]
-    res.environment = _read_run_json(results_dir, runs)
+    res.environment = read_run_json(results_dir, runs)
     res.unit = _units(runs, corpora=len(res.corpora) + 1)
     role = run_roles(runs)  # a method's own roles (neither selection nor estimation) go to other_roles
     res.selection, res.runs, res.other_roles = (runs[m].reset_index(drop=True) for m in (
@@ -359,7 +296,7 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     runs = res.runs
     res.outcome = _outcome(runs)
     res.test_blocks = read_test_blocks(results_dir, runs, res.outcome, res.unit)
-    res.curves = _read_curves(results_dir, runs)
+    res.curves = read_curves(results_dir, runs)
     res.ceiling, res.ceiling_note = unigram_ceiling(results_dir, runs, per_token=res.unit == "nats/token",
                                              split="test" if res.has_test_split else "val")
     if res.unit == "bits/char":

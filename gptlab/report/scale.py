@@ -62,10 +62,9 @@ def effects_by_scale(res: Results, margin: float,
                          "ci_low": r["ci_low"], "ci_high": r["ci_high"], "p_adjusted": r["p_adjusted"],
                          "call": r["call"], "n_runs": len(part),
                          **{k: r[k] for k in (*ARMS_EXTRA, *TUNING_COLS) if k in r}})
-    extra = [c for c in (*ARMS_EXTRA, *TUNING_COLS) if any(c in r for r in rows)]
-    cols = SCALE_COLS[:SCALE_COLS.index("call") + 1] + extra + SCALE_COLS[SCALE_COLS.index("call") + 1:]
-    return round_frame(pd.DataFrame(rows, columns=cols if res.arms else SCALE_COLS + [c for c in extra
-                                                                                     if c in TUNING_COLS]))
+    extra = [c for c in (*(ARMS_EXTRA if res.arms else ()), *TUNING_COLS) if any(c in r for r in rows)]
+    after_call = SCALE_COLS.index("call") + 1  # as in the effect tables: the text's share and the check follow the call
+    return round_frame(pd.DataFrame(rows, columns=SCALE_COLS[:after_call] + extra + SCALE_COLS[after_call:]))
 
 
 ARMS_EXTRA = ("ci95", "ci90_low", "ci90_high", "p_value", "text_share", "mde80")  # arms.csv's columns from a slice

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from gptlab.report.load import Results, load_results, read_metrics
+from gptlab.report.load import Results, load_results
+from gptlab.report.runfiles import read_metrics
 from gptlab.run.rundir import RunDir
 
 

@@ -37,7 +37,8 @@ import pandas as pd
 from gptlab.report.analyses import design_for
 from gptlab.report.fmt import round_frame
 from gptlab.report.ceiling import unigram_ceiling
-from gptlab.report.load import CHAR_BPC_FACTOR, Results, _key
+from gptlab.report.load import Results, _key
+from gptlab.report.runfiles import CHAR_BPC_FACTOR
 from gptlab.stats.effects import analyse
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
 from gptlab.stats.picks import (Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows,

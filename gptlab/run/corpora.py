@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 from gptlab.errors import GptlabError
 from gptlab.registry import Registry
+from gptlab.runio import atomic_write
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,25 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def download(url: str, dest: Path, sha256: str | None = None, timeout: float = 30.0) -> Path:
+    """Download `url` to `dest` atomically, checking the sha256 if given (a mismatch saves nothing)."""
+
+    def fetch(out: BinaryIO) -> None:
+        digest = hashlib.sha256()
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            for chunk in iter(lambda: response.read(1 << 16), b""):
+                digest.update(chunk)
+                out.write(chunk)
+        if sha256 is not None and digest.hexdigest() != sha256:
+            raise GptlabError(
+                f"download from {url} has sha256 {digest.hexdigest()[:12]}..., expected {sha256[:12]}...; "
+                "nothing was saved"
+            )
+
+    atomic_write(dest, fetch)
+    return dest
+
+
 DATASETS.register("tinyshakespeare")(DatasetSource(
     url="https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt",
     sha256="86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
@@ -90,8 +111,6 @@ def prepare_austen(published: str, scratch: Path) -> bytes:
 
 def fetch_published(published: str, name: str, scratch: Path) -> Path:
     """`name` under `published` (a URL prefix or a local folder) as a local file (downloaded into `scratch`)."""
-    from gptlab.run.data import download
-
     if "://" not in published:
         local = Path(published).expanduser() / name
         if not local.is_file():

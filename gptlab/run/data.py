@@ -13,19 +13,17 @@ import logging
 import math
 import os
 import stat
-import urllib.request
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, Iterator
 
 import torch
 
 from gptlab.errors import GptlabError, closest
 from gptlab.run.cache import cache_dir
-from gptlab.run.corpora import DATASETS, DatasetSource, sha256_of
+from gptlab.run.corpora import DATASETS, DatasetSource, download, sha256_of
 from gptlab.run.tokenizers import TOKENIZERS, Tokenizer
-from gptlab.runio import atomic_write
 
 log = logging.getLogger("gptlab.run.data")
 
@@ -40,25 +38,6 @@ def _verify(path: Path, source: DatasetSource, name: str) -> Path:
             f"{source.sha256[:12]}...); {fix}, or name it with data.path to train on it as it is"
         )
     return path
-
-
-def download(url: str, dest: Path, sha256: str | None = None, timeout: float = 30.0) -> Path:
-    """Download `url` to `dest` atomically, checking the sha256 if given (a mismatch saves nothing)."""
-
-    def fetch(out: BinaryIO) -> None:
-        digest = hashlib.sha256()
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            for chunk in iter(lambda: response.read(1 << 16), b""):
-                digest.update(chunk)
-                out.write(chunk)
-        if sha256 is not None and digest.hexdigest() != sha256:
-            raise GptlabError(
-                f"download from {url} has sha256 {digest.hexdigest()[:12]}..., expected {sha256[:12]}...; "
-                "nothing was saved"
-            )
-
-    atomic_write(dest, fetch)
-    return dest
 
 
 MAX_CORPUS_ENV = "GPTLAB_MAX_CORPUS_BYTES"

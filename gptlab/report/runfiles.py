@@ -1,0 +1,81 @@
+"""What the report reads from each run's own folder: metrics.csv and summary.json.
+
+metrics.csv gives the curves; summary.json the step a run diverged at, its bits-per-character factor and its
+environment. `load` reads the sweep's own files (sweep.yaml, summary.csv) and calls these.
+"""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from gptlab.run.resultsdir import ResultsDir
+from gptlab.run.rundir import RunDir
+
+log = logging.getLogger(__name__)
+
+CHAR_BPC_FACTOR = 1 / math.log(2)  # a char tokenizer's nats/token -> bits/char (runs from before tokenizers)
+
+
+def read_metrics(path: Path, columns: list[str] | None = None) -> pd.DataFrame | None:
+    """A run's metrics.csv (those `columns`), or None where there is none or it cannot be read (with a warning).
+
+    The file is written whole (atomically), so a last line without its newline means it was cut short
+    afterwards (a full disk, a copy that stopped): that partial row, whose last number may be cut too, is
+    left out with a warning rather than read as a value."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("%s: unreadable (%s); its curve is left out", path, exc)
+        return None
+    if raw and not raw.endswith(b"\n"):
+        log.warning("%s ends in a partial row (the file was cut short): that row is left out", path)
+        raw = raw[:raw.rfind(b"\n") + 1]
+    try:
+        return pd.read_csv(io.BytesIO(raw), usecols=columns)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        if raw.strip():
+            log.warning("%s: unreadable (%s); its curve is left out", path, str(exc).splitlines()[0])
+        return None
+
+
+def read_curves(results_dir: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
+    """Validation points (rows with a val_loss) of every run that has a metrics.csv, in the runs' unit."""
+    frames = []
+    for run in runs.itertuples():
+        m = read_metrics(results_dir.run(run.run_id) / RunDir.METRICS, ["step", "val_loss"])
+        if m is None:
+            continue
+        m["val_loss"] = pd.to_numeric(m["val_loss"], errors="coerce")
+        m = m.dropna(subset=["val_loss"])
+        m["val_loss"] *= run.loss_scale
+        frames.append(m.assign(run_id=run.run_id, cell=run.cell, seed=run.seed, ok=run.ok))
+    cols = ["step", "val_loss", "run_id", "cell", "seed", "ok"]
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+
+
+def read_run_json(results_dir: ResultsDir, runs: pd.DataFrame) -> dict[str, list[str]]:
+    """Set `diverged_step` on `runs` and return the environment values seen across runs."""
+    env: dict[str, list[str]] = {}
+    diverged, factors = [], []
+    for run_id in runs["run_id"]:
+        path = results_dir.run(run_id) / RunDir.SUMMARY
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # missing, unreadable, not UTF-8 or not JSON
+            data = {}
+        diverged.append(data.get("diverged_step"))
+        factors.append(data.get("val_bpc_factor") or CHAR_BPC_FACTOR)
+        for key, value in (data.get("environment") or {}).items():
+            env.setdefault(key, [])
+            if str(value) not in env[key]:
+                env[key].append(str(value))
+    runs["diverged_step"] = pd.to_numeric(pd.Series(diverged, index=runs.index, dtype=object), errors="coerce")
+    runs["val_bpc_factor"] = pd.to_numeric(pd.Series(factors, index=runs.index, dtype=object), errors="coerce")
+    return env
