@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         source = DATASETS.get(args.name)
         if dest.is_dir():
             raise GptlabError(f"--out: {dest} is a directory; give the file to write")
+        if dest.exists() and not dest.is_file():  # a device or a FIFO: a rename onto it would replace it
+            raise GptlabError(f"--out: {dest} is not a regular file; give a file path to write")
         if source.prepare is not None:
             print(f"preparing {args.name} from {args.published or source.published} ...", file=sys.stderr)
         path = prepare_dataset(args.name, dest, args.published)

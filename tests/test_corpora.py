@@ -136,3 +136,13 @@ def test_the_shipped_studies_keep_their_run_ids(study):
     spec = load_spec(REPO / "ablations" / f"{study}.yaml")
     trained = set(pd.read_csv(REPO / "results" / study / "summary.csv")["run_id"])
     assert spec.runs and {r.run_id for r in spec.runs} <= trained
+
+
+def test_prepare_never_writes_over_a_device_or_a_fifo(tmp_path, capsys):
+    import os
+    import stat
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert prepare_main(["austen", "--out", str(fifo), "--from", str(tmp_path)]) == 2
+    assert "--out: " in capsys.readouterr().err and stat.S_ISFIFO(os.stat(fifo).st_mode)  # still the FIFO
