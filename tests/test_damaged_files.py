@@ -219,3 +219,82 @@ def test_a_corpus_edited_after_planning_fails_its_runs_instead_of_training_under
     assert not (tmp_path / "runs" / second.run_id / RunDir.BEST).exists()
     again = execute_run(Task(first.run_id, first.config, str(tmp_path / "runs" / first.run_id), 1))
     assert again.summary["status"] == "ok"  # a finished run is a result already: nothing is read again
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, corpus):
+    """A finished two-run sweep: its results folder and the bytes of its summary.csv."""
+    import yaml
+
+    from gptlab.sweep.cli import main as sweep_main
+
+    tmp = tmp_path_factory.mktemp("two")
+    config = tiny_config(corpus, max_iters=10, eval_interval=5)
+    spec = tmp / "s.yaml"
+    spec.write_text(yaml.safe_dump({"name": "s", "base": {k: config[k] for k in ("model", "train", "data")},
+                                    "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0],
+                                    "executor": {"backend": "loky", "n_jobs": 1}}))
+    mp = pytest.MonkeyPatch()
+    from helpers import skip_figures
+
+    skip_figures(mp)
+    try:
+        assert sweep_main([str(spec), "--results-dir", str(tmp / "results"), "--reports-dir", str(tmp / "reports")]) == 0
+    finally:
+        mp.undo()
+    results = tmp / "results" / "s"
+    return results, (results / "summary.csv").read_bytes()
+
+
+def _damaged_copy(two_runs, tmp_path, damage):
+    import shutil
+
+    results, original = two_runs
+    copy = tmp_path / "s"
+    shutil.copytree(results, copy)
+    damage(copy / "summary.csv", original)
+    return copy, original
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda path, text: path.write_bytes(text[: text.index(b"\n", text.index(b"\n") + 1) + 10]), "missing from it"),
+    (lambda path, text: path.write_bytes(text.replace(b",ok,", b",failed,", 1)), "differ from their run's summary"),
+    (lambda path, text: path.write_bytes(b"\x00\xff binary"), "missing or unreadable"),
+    (lambda path, text: path.unlink(), "missing or unreadable"),
+], ids=["cut-short", "edited", "binary", "deleted"])
+def test_a_summary_csv_that_disagrees_with_the_run_folders_is_rebuilt_from_them(two_runs, tmp_path, damage, reason,
+                                                                                caplog):
+    from gptlab.report.load import load_results
+
+    copy, original = _damaged_copy(two_runs, tmp_path, damage)
+    with caplog.at_level("WARNING"):
+        results = load_results(copy)
+    assert sorted(results.runs["model.activation"]) == ["gelu", "relu"] and results.runs["ok"].all()
+    assert (copy / "summary.csv").read_bytes() == original
+    assert reason in caplog.text and "rebuilt from them" in caplog.text
+
+
+def test_a_summary_csv_that_agrees_is_left_alone_and_old_or_foreign_runs_stay_out(two_runs, tmp_path, caplog):
+    import json
+    import shutil
+
+    from gptlab.run.summary_csv import rebuild_if_stale
+    from gptlab.run.resultsdir import ResultsDir
+
+    copy, original = _damaged_copy(two_runs, tmp_path, lambda path, text: None)
+    assert rebuild_if_stale(ResultsDir(copy)) is None
+    runs = copy / "runs"
+    relu = next(p for p in runs.iterdir() if p.name.startswith("relu"))
+    stale = runs / relu.name.replace("relu", "swiglu")  # a run planned under another spec: its stamp differs
+    shutil.copytree(relu, stale)
+    place = json.loads((stale / RunDir.PLACE).read_text())
+    place["row"]["run_id"], place["sweep"] = stale.name, "0" * 16
+    (stale / RunDir.PLACE).write_text(json.dumps(place))
+    summary = json.loads((stale / RunDir.SUMMARY).read_text())
+    (stale / RunDir.SUMMARY).write_text(json.dumps({**summary, "run_id": stale.name}))
+    assert rebuild_if_stale(ResultsDir(copy)) is None and (copy / "summary.csv").read_bytes() == original
+    for folder in runs.iterdir():  # results from before places were recorded: the file is all there is
+        (folder / RunDir.PLACE).unlink()
+    (copy / "summary.csv").write_bytes(original.replace(b",ok,", b",failed,", 1))
+    assert rebuild_if_stale(ResultsDir(copy)) is None
+    assert (copy / "summary.csv").read_bytes() != original

@@ -1,6 +1,7 @@
 """Reading a sweep's results directory into a `Results` object; no statistics here.
 
-Owns: validating the directory (a missing dir or summary.csv is a `ReportError`), typing factor
+Owns: validating the directory (a missing dir or summary.csv is a `ReportError`; a summary.csv that
+disagrees with the run folders is rebuilt from them first, by `gptlab.run.summary_csv`), typing factor
 levels back to sweep.yaml's grid (summary.csv holds them as text: "True", "100", "0.001"), level
 order, the baseline, cell labels, run environments, the validation curves of metrics.csv, and the
 outcome the effects are on (`best_val_loss`, or `best_test_loss` when every run has a test split).
@@ -22,6 +23,7 @@ from gptlab.report.ceiling import unigram_ceiling
 from gptlab.report.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_json
 from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
+from gptlab.run.summary_csv import rebuild_if_stale
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import design_cells
 from gptlab.errors import GptlabError
@@ -166,6 +168,7 @@ def _read_spec(results_dir: ResultsDir) -> dict[str, Any]:
 def _read_summary(results_dir: ResultsDir) -> pd.DataFrame:
     if not results_dir.path.is_dir():
         raise ReportError(f"results directory not found: {results_dir}")
+    rebuild_if_stale(results_dir)  # summary.csv is a cache of the run folders: never trusted over them
     path = results_dir.summary_csv
     if not path.is_file():
         if results_dir.lock_holder.is_file():  # a sweep holds the folder and has not finished a run yet

@@ -48,6 +48,7 @@ class RunDir:
     TEST_BLOCKS = "test_blocks.csv"  # per-block test losses at the best checkpoint (runs with a test split)
     BRANCHES = "branches.json"  # a shared trunk's branch points: [{step, run_id, config}] (gptlab.run.branching)
     TRUNK = "trunk.json"  # a branch's origin, {run_id, step, shared_s}: its state until `step` is that trunk's
+    PLACE = "place.json"  # the run's row of summary.csv but its metrics (gptlab.run.summary_csv), by the sweep
     # The small files a remote worker ships back; summary.json is last, the driver's "finished" mark.
     SHIPPED = (CONFIG, METRICS, LOG, ERROR, SAMPLE, TEST_BLOCKS, SUMMARY)
 
@@ -94,6 +95,17 @@ class RunDir:
         if path.exists() and not _same_config(read_yaml(path), config):
             raise GptlabError(f"{self.path} holds a run with a different config; use another directory")
         write_yaml(path, config)
+
+    def place(self) -> dict[str, Any] | None:
+        """The run's place in its sweep (`place.json`: {sweep, columns, row}), None when absent or unreadable."""
+        place = _read_mapping(self / self.PLACE)
+        ok = place is not None and isinstance(place.get("row"), dict) and isinstance(place.get("columns"), list)
+        return place if ok and place["row"].get("run_id") == self.path.name else None  # not another run's
+
+    def write_place(self, place: dict[str, Any]) -> None:
+        """Record the run's place (a write only when it changed: the sweep calls this after every run)."""
+        if self.place() != json.loads(json.dumps(place, default=str)):
+            write_json(self / self.PLACE, place)
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, state: dict[str, Any], *, best: bool = False) -> None:

@@ -1,8 +1,10 @@
 """`summary.csv` of a sweep, rebuilt from its run directories.
 
 `summary.csv` is never updated incrementally: it is rewritten from the runs' `summary.json`
-files, so it cannot drift out of step with them, whatever interrupted the sweep. Where the files
-are is `gptlab.run.resultsdir.ResultsDir`'s.
+files, so it cannot drift out of step with them, whatever interrupted the sweep. Each run's place
+in the sweep goes to its `place.json` as well, so that the report can rebuild the file from the
+folders alone (`gptlab.run.summary_csv`, which owns the row). Where the files are is
+`gptlab.run.resultsdir.ResultsDir`'s.
 """
 from __future__ import annotations
 
@@ -11,16 +13,10 @@ from typing import Any
 
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
+from gptlab.run.summary_csv import METRIC_FIELDS, TEST_FIELDS, place_record, summary_row, sweep_stamp
 from gptlab.runio import write_csv
 from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.tuning import TunedRun, tuned_columns
-
-METRIC_FIELDS = ["status", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
-                 "params_non_embedding", "tokens_per_sec", "wall_s", "error", "best_val_bpc"]
-# Only in the summary.csv of a sweep with a test split (data.test_fraction > 0 in any run), after the
-# others: a sweep without one keeps the exact columns it always had, so readers by position still work.
-TEST_FIELDS = ["best_test_loss", "best_test_bpc"]
-
 
 def run_dir(results_dir: ResultsDir | Path, run: Run) -> RunDir:
     """The folder of a sweep's run."""
@@ -43,17 +39,21 @@ def summary_columns(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]
 
 
 def summary_rows(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
-    """One row per run of `runs` (default: the spec's) that has a summary.json, in grid order."""
+    """One row per run of `runs` (default: the spec's) that has a summary.json, in grid order.
+
+    Each such run's place (its row but the metrics) is recorded in its folder's place.json too."""
     rows, fields, results_dir = [], metric_fields(spec, runs), ResultsDir(results_dir)
+    columns, stamp = summary_columns(spec, runs), sweep_stamp(results_dir)
     for run in spec.runs if runs is None else runs:
         folder = results_dir.run(run.run_id)
         if not (folder / RunDir.SUMMARY).exists():
             continue
         summary = folder.summary() or {"status": "failed", "error": f"unreadable {folder / RunDir.SUMMARY}"}
-        rows.append({"run_id": run.run_id, "seed": run.seed, **run.factors,
-                     **(run.columns if isinstance(run, TunedRun) else {}),  # a tuned sweep: its setting
-                     "role": run.role,  # only estimation runs enter the effects
-                     **{k: summary.get(k) for k in fields}})
+        place = {"run_id": run.run_id, "seed": run.seed, **run.factors,
+                 **(run.columns if isinstance(run, TunedRun) else {}),  # a tuned sweep: its setting
+                 "role": run.role}  # only estimation runs enter the effects
+        folder.write_place(place_record(place, columns, stamp))
+        rows.append(summary_row(place, summary, fields))
     return rows
 
 
