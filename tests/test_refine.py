@@ -134,6 +134,15 @@ def test_round_one_is_the_grids_selection_with_its_run_ids(corpus):
     assert planned_range(refined) == (10 + 2 * 2, 2 * 10 + 2 * 2)
 
 
+def test_the_runs_a_refined_sweep_may_have_are_each_known_once(corpus):
+    """Round one is among the possible runs too: counted twice, an interrupted sweep said "356 of 188 to 308"."""
+    from gptlab.sweep.tuning import known_runs
+
+    refined = _spec(corpus)
+    ids = [r.run_id for r in known_runs(refined)]
+    assert len(ids) == len(set(ids)) and set(r.run_id for r in refined.runs) <= set(ids)
+
+
 # -- the rounds, from fake finished runs ---------------------------------------------------------
 
 def planted(config: dict) -> float:

@@ -138,8 +138,12 @@ def candidate_runs(spec: SweepSpec) -> list[TunedRun]:
 
 
 def known_runs(spec: SweepSpec) -> list[Run]:
-    """The runs a spec may have in its folder: its runs, and a tuned sweep's every possible later run."""
-    return list(spec.runs) + (tuner_of(spec).possible_runs(spec) if selects(spec) else [])
+    """The runs a spec may have in its folder, each once: its runs, and a tuned sweep's every possible later run."""
+    runs = list(spec.runs) + (tuner_of(spec).possible_runs(spec) if selects(spec) else [])
+    first: dict[str, Run] = {}
+    for run in runs:  # a refining tuner's possible runs include the first round's
+        first.setdefault(run.run_id, run)
+    return list(first.values())
 
 
 def selects(spec: SweepSpec) -> bool:
