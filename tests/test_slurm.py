@@ -203,6 +203,8 @@ def executor(**cluster) -> dict:
     (executor(walltime="25:99:99"), "executor.cluster.walltime: must be a SLURM time such as '30' (minutes)"),
     (executor(walltime="0"), "executor.cluster.walltime: must be a SLURM time such as '30' (minutes)"),
     (executor(walltime="1-24:00"), "executor.cluster.walltime: must be a SLURM time such as '30' (minutes)"),
+    (executor(patience="0"), "executor.cluster.patience: must be a SLURM time such as '30' (minutes)"),
+    (executor(patience=3600), "executor.cluster.patience: must be a quoted SLURM time such as '12:00:00'"),
     (executor(jobs=0), "executor.cluster.jobs: must be a positive integer"),
     (executor(jobs=2, max_jobs=4), "executor.cluster.jobs: gives a fixed number of jobs, max_jobs an adaptive one"),
     (executor(min_jobs=5, max_jobs=2), "executor.cluster.min_jobs: 5 is more than max_jobs 2"),
@@ -254,7 +256,34 @@ def test_dry_run_shows_the_slurm_plan(tmp_path, corpus, capsys):
     spec = write_spec(tmp_path, corpus, {"backend": "dask", "cluster": {"type": "slurm", "partition": "gpu", "cores": 2}})
     assert sweep_main([str(spec), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0
     assert ("plan: SLURM jobs on partition gpu (adaptive, 0 job(s) up to one per run), each 2 core(s), 4GB, "
-            "walltime 01:00:00; one run per job at a time, 2 thread(s) per run") in capsys.readouterr().out
+            "walltime 01:00:00; one run per job at a time, 2 thread(s) per run; stops if no job has started for "
+            "01:00:00") in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cluster, said", [
+    ({"partition": "nosuch"}, "invalid partition specified: nosuch"),
+    ({"job_extra_directives": ["--gres=gpu:1"]}, "Invalid generic resource (gres) specification"),
+], ids=["partition", "directive"])
+def test_a_job_sbatch_refuses_is_one_line_quoting_it_before_any_run(slurm, tmp_path, corpus, capsys, cluster, said):
+    spec = write_spec(tmp_path, corpus, slurm_executor(tmp_path, **cluster))
+    code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("error: sbatch refuses the sweep's job (exit 1): "), err
+    assert said in err[-1] and "check executor.cluster" in err[-1]
+    assert not any((tmp_path / "results" / "t" / "runs").glob("*/summary.json")) and not our_jobs()
+
+
+def test_jobs_that_never_start_stop_the_sweep_after_its_patience_naming_squeue(slurm, tmp_path, corpus, capsys):
+    # --begin an hour from now: accepted by sbatch, pending in squeue (reason BeginTime) for the whole test
+    spec = write_spec(tmp_path, corpus, slurm_executor(tmp_path, job_extra_directives=["--begin=now+1hour"],
+                                                       patience="0:03"))
+    started = time.monotonic()
+    code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "r")])
+    waited = time.monotonic() - started
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("error: no SLURM job of this sweep has started for 0:03"), err
+    assert f"squeue -u $USER -n {JOB_NAME}" in err[-1] and "rerun the same command to resume" in err[-1]
+    assert 3 <= waited < 60 and not our_jobs()  # the pending jobs were cancelled on the way out
 
 
 def test_threads_beyond_this_machine_are_refused_by_the_plan(monkeypatch):

@@ -42,6 +42,7 @@ import logging
 import pickle
 import shutil
 import tempfile
+import time
 import uuid
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ from typing import Any, Callable, Iterator, Sequence
 from gptlab.errors import GptlabError
 from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Plan, RunResult, Task
 from gptlab.executors import scheduler
-from gptlab.executors.slurm import quiet_loggers, slurm_client
+from gptlab.executors.slurm import patience_message, quiet_loggers, slurm_client, walltime_seconds
 from gptlab.executors.worker import execute_run, failed_result, with_run_dir
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
@@ -61,6 +62,7 @@ log = logging.getLogger("gptlab.executors.dask")
 
 STARTS = "gptlab-starts"  # task-metadata field counting how often a task began on some worker
 MAX_RESUBMITS = 3  # KilledWorker resubmissions per run, for workers that die before a run even starts
+POLL_S = 0.5  # how often a SLURM sweep looks for a finished run or a started job
 KEY_PREFIX = "train_run"  # the dashboard groups every run's task under this name
 
 
@@ -207,6 +209,24 @@ def _deliver(job: _Job, payload: dict[str, Any]) -> RunResult:
     return result
 
 
+def _completed(pending: Any, client: Any, executor: ExecutorConfig) -> Iterator[Any]:
+    """`pending`'s futures as they finish. On a SLURM cluster, runs that have waited `patience` with no
+    worker at all (no job started: a queue, a hold, a reservation) stop the sweep with a line naming squeue."""
+    if executor.cluster is None:
+        yield from pending
+        return
+    patience, since = walltime_seconds(executor.cluster.patience), time.monotonic()
+    while not pending.is_empty():
+        if pending.has_ready():
+            yield next(pending)
+            continue
+        if client.nthreads():
+            since = time.monotonic()  # a worker is up: the patience counts from when none is
+        elif time.monotonic() - since > patience:
+            raise GptlabError(patience_message(executor.cluster))
+        time.sleep(POLL_S)
+
+
 @BACKENDS.register("dask")
 class DaskBackend:
     """Tasks on a dask.distributed cluster (`executor.scheduler`), or a local one for 'local'."""
@@ -269,7 +289,7 @@ def run_dask(tasks: Sequence[Task], plan: Plan, executor: ExecutorConfig, on_res
                 if shared_root and results is not None else None
             submit(_Job(task, worker_dir))
         try:
-            for future in pending:
+            for future in _completed(pending, client, executor):
                 _, job = jobs.pop(future.key)
                 try:
                     result = _deliver(job, future.result())

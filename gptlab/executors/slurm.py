@@ -23,6 +23,7 @@ import logging
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from gptlab.fields import setting
 log = logging.getLogger("gptlab.executors.slurm")
 
 CLUSTER_TYPES = ("slurm",)
+SBATCH_TIMEOUT_S = 30  # `sbatch --test-only` answers at once when the controller is up
 DEATH_TIMEOUT_S = 60  # a worker that cannot reach its scheduler (the sweep) this long exits, ending its job
 MAX_JOBS = 10_000  # as executor.n_jobs: a sweep has at most 10,000 runs
 MAX_CORES = 4_096
@@ -87,6 +89,8 @@ class SlurmConfig:
     log_directory: str | None = setting(None, "where the jobs' stdout/stderr go (default: sbatch's, slurm-JOBID.out)")
     interface: str | None = setting(None, "the network interface workers and scheduler talk on, e.g. ib0")
     job_name: str = setting("gptlab", "the jobs' name in squeue (sbatch -J)")
+    patience: str = setting("01:00:00", "how long runs may wait with no job started before the sweep stops, "
+                            "naming squeue (a SLURM time, as walltime)")
 
     @classmethod
     def from_mapping(cls, raw: Any) -> "SlurmConfig":
@@ -127,12 +131,14 @@ class SlurmConfig:
             raise _fail("cores", f"must be a positive integer of at most {MAX_CORES:,}, got {shown(self.cores)}")
         if not isinstance(self.memory, str) or not MEMORY.match(self.memory):
             raise _fail("memory", f"must be an amount with its unit such as 4GB, 500MB or 16GiB, got {shown(self.memory)}")
-        if isinstance(self.walltime, int):  # YAML reads an unquoted 12:00:00 as 43200 (base 60)
-            raise _fail("walltime", f"must be a quoted SLURM time such as '12:00:00' (YAML reads 12:00:00 "
-                        f"unquoted as a number), got {shown(self.walltime)}")
-        if not isinstance(self.walltime, str) or not WALLTIME.match(self.walltime) or not walltime_seconds(self.walltime):
-            raise _fail("walltime", f"must be a SLURM time such as '30' (minutes), '02:00:00' or '1-12:00:00' "
-                        f"(above zero; minutes and seconds 0-59 after an hour), got {shown(self.walltime)}")
+        for key in ("walltime", "patience"):
+            value = getattr(self, key)
+            if isinstance(value, int):  # YAML reads an unquoted 12:00:00 as 43200 (base 60)
+                raise _fail(key, f"must be a quoted SLURM time such as '12:00:00' (YAML reads 12:00:00 "
+                            f"unquoted as a number), got {shown(value)}")
+            if not isinstance(value, str) or not WALLTIME.match(value) or not walltime_seconds(value):
+                raise _fail(key, f"must be a SLURM time such as '30' (minutes), '02:00:00' or '1-12:00:00' "
+                            f"(above zero; minutes and seconds 0-59 after an hour), got {shown(value)}")
         for key, least in (("jobs", 1), ("min_jobs", 0), ("max_jobs", 1)):
             value = getattr(self, key)
             if value is not None and (not _count(value, least) or value > MAX_JOBS):
@@ -179,7 +185,8 @@ class SlurmConfig:
             jobs = f"adaptive, {low} to {high} job(s)" if high else f"adaptive, {low} job(s) up to one per run"
         where = f"partition {self.partition}" if self.partition else "the default partition"
         line = (f"plan: SLURM jobs on {where} ({jobs}), each {self.cores} core(s), {self.memory}, "
-                f"walltime {self.walltime}; one run per job at a time, {threads} thread(s) per run")
+                f"walltime {self.walltime}; one run per job at a time, {threads} thread(s) per run; "
+                f"stops if no job has started for {self.patience}")
         if run_bytes > self.memory_bytes():  # the estimate is an upper bound: a warning, not a refusal
             line += (f"; warning: a run may need ~{run_bytes / 2**30:.1f} GiB, more than executor.cluster.memory "
                      f"{self.memory} (a worker over it is lost)")
@@ -238,6 +245,7 @@ def slurm_client(config: SlurmConfig, n_runs: int) -> Iterator[Any]:
     with quiet_loggers("distributed", "dask_jobqueue"):
         cluster = SLURMCluster(**cluster_options(config))
         try:
+            check_submission(cluster.job_script())
             low, high = config.job_bounds(n_runs)
             cluster.adapt(minimum_jobs=low, maximum_jobs=high)
             log.debug("SLURM job script:\n%s", cluster.job_script())
@@ -248,6 +256,31 @@ def slurm_client(config: SlurmConfig, n_runs: int) -> Iterator[Any]:
                 client.close()
         finally:
             cluster.close()  # scancel every job it submitted
+
+
+def check_submission(job_script: str) -> None:
+    """Ask `sbatch --test-only` whether SLURM would take the job script (nothing is submitted): a bad
+    partition, account or directive is one line quoting sbatch, before any job or run starts. Submitted
+    for real, it would fail inside dask-jobqueue's adaptive loop as a traceback, then silence."""
+    try:
+        answer = subprocess.run(["sbatch", "--test-only"], input=job_script, capture_output=True, text=True,
+                                timeout=SBATCH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise GptlabError(f"sbatch did not answer within {SBATCH_TIMEOUT_S} s: is the SLURM controller up? "
+                          "(sinfo says)") from None
+    except OSError as exc:
+        raise GptlabError(f"cannot run sbatch ({exc.strerror or exc})") from None
+    if answer.returncode != 0:
+        said = " / ".join(line.strip() for line in answer.stderr.splitlines() if line.strip()) or "no message"
+        raise GptlabError(f"sbatch refuses the sweep's job (exit {answer.returncode}): {said}; check executor.cluster "
+                          "(partition, account, memory, job_extra_directives)")
+
+
+def patience_message(config: SlurmConfig) -> str:
+    """What the sweep says when no job has started within `patience`."""
+    return (f"no SLURM job of this sweep has started for {config.patience} (executor.cluster.patience): "
+            f"`squeue -u $USER -n {config.job_name}` shows why they wait (its REASON column); the jobs are "
+            "cancelled, finished runs are kept; rerun the same command to resume")
 
 
 @contextlib.contextmanager
