@@ -9,13 +9,17 @@ import csv
 import glob
 import io
 import json
+import errno
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable
 
 import yaml
+
+from gptlab.errors import GptlabError
 
 def _current_umask() -> int:
     mask = os.umask(0)
@@ -28,12 +32,33 @@ FILE_MODE = 0o666 & ~_current_umask()
 
 
 TEMP_SUFFIX = ".tmp"  # atomic_write's temp file beside PATH is .NAME.XXXXXXXX.tmp
+DISK_FULL_BYTES = 2**20  # a write that fails with less free than this on its disk failed for want of space
+
+
+class DiskFull(GptlabError):
+    """A write that failed because its disk (or quota) is full; the message names the file and the free space."""
+
+
+def _disk_full(path: Path, error: BaseException) -> DiskFull | None:
+    """`error` as a `DiskFull` when the disk is full: ENOSPC or EDQUOT, or any failure (torch.save's
+    "[enforce fail at inline_container.cc]" names no errno) with under DISK_FULL_BYTES left."""
+    full = isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        free = None
+    if not full and (free is None or free >= DISK_FULL_BYTES):
+        return None
+    left = f"{free / 2**20:.1f} MiB free" if free is not None else "free space unknown"
+    return DiskFull(f"disk full: cannot write {path} ({left} on its disk, {type(error).__name__}: "
+                    f"{str(error).splitlines()[0] if str(error) else 'no message'}); free some space, then resume")
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:
     """The one atomic write: `write(f)` fills a temp file beside `path`, which is fsynced, then renamed.
 
-    If `write` raises, the temp file is removed and `path` keeps its old content (or stays absent).
+    If `write` raises, the temp file is removed and `path` keeps its old content (or stays absent);
+    a failure for want of space is re-raised as `DiskFull`, a message that says so.
     The fsync before the rename makes a power cut leave the old file or the new one, never an
     empty one (ext4 and XFS may otherwise commit the rename before the data). Permissions are
     those a plain open() would give.
@@ -48,9 +73,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
             os.fsync(f.fileno())
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
+        full = _disk_full(path, error) if isinstance(error, Exception) else None  # measured before the temp goes
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if full is not None:
+            raise full from error
         raise
     _fsync_dir(path.parent)
 

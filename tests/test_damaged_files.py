@@ -298,3 +298,62 @@ def test_a_summary_csv_that_agrees_is_left_alone_and_old_or_foreign_runs_stay_ou
     (copy / "summary.csv").write_bytes(original.replace(b",ok,", b",failed,", 1))
     assert rebuild_if_stale(ResultsDir(copy)) is None
     assert (copy / "summary.csv").read_bytes() != original
+
+
+def test_a_write_that_fails_for_want_of_space_says_disk_full(tmp_path, monkeypatch):
+    import errno
+    import shutil
+    from collections import namedtuple
+
+    from gptlab.runio import DiskFull, atomic_write
+
+    def enospc(f):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(DiskFull, match=r"^disk full: cannot write .*x\.json \(.* MiB free on its disk, OSError: "):
+        atomic_write(tmp_path / "x.json", enospc)
+
+    def torch_save(f):  # what torch.save raises on a full disk: no errno
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534")
+
+    with pytest.raises(RuntimeError, match="enforce fail") as raised:  # plenty of space: not a full disk
+        atomic_write(tmp_path / "x.pt", torch_save)
+    assert not isinstance(raised.value, DiskFull)
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 4096, 4096))
+    with pytest.raises(DiskFull, match=r"\(0\.0 MiB free on its disk, RuntimeError: \[enforce fail"):
+        atomic_write(tmp_path / "x.pt", torch_save)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no temp file left behind
+
+
+def test_a_run_that_fills_the_disk_fails_saying_so_and_rerun_failed_recovers_it(finished, tmp_path, corpus,
+                                                                                 monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    import torch
+
+    from gptlab.executors.base import Task
+    from gptlab.executors.worker import execute_run
+    from gptlab.run.config import resolve_run_config
+    from gptlab.run.identity import run_sources
+
+    config = tiny_config(corpus, max_iters=30, eval_interval=10)
+    run_id = "r_" + resolve_run_config(dict(config)).run_hash(run_sources((), str(corpus)))
+    task = Task(run_id, config, str(tmp_path / "runs" / run_id), 1, (), (), 0, 1)
+    save, disk_usage, usage = torch.save, shutil.disk_usage, namedtuple("usage", "total used free")
+    monkeypatch.setattr("gptlab.run.device.configure_process", lambda threads=None: None)  # this process's threads
+
+    def full_disk(*args, **kwargs):
+        monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9, 0))
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    result = execute_run(task)
+    assert result.status == "failed" and result.summary["error"].startswith("DiskFull: disk full: cannot write ")
+    monkeypatch.setattr(torch, "save", save)
+    monkeypatch.setattr(shutil, "disk_usage", disk_usage)
+    folder = RunDir(task.run_dir)
+    assert folder.clear_failure()  # what --rerun-failed does before training it again
+    again = execute_run(task)
+    assert again.status == "ok" and again.summary["best_val_loss"] == finished[1]["best_val_loss"]
