@@ -6,6 +6,7 @@ Each case runs under an alarm: before these checks, /dev/zero and a FIFO made th
 from __future__ import annotations
 
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -125,3 +126,85 @@ def test_a_corpus_is_hashed_once_per_sweep(tmp_path, corpus, monkeypatch):
     spec["seeds"] = 3
     loaded = validate_spec(spec, tmp_path / "s.yaml", {}, {})
     assert len(loaded.runs) == 12 and len(calls) == 1
+
+
+# -- the corpus in bounded memory, and in the plan (issue: a 300 MB corpus took 3.5 GB per worker, 604 MB planned) --
+@pytest.mark.parametrize("text, chars, width", [("ab\ncd\n" * 5, 30, 1), ("café £5\n" * 4, 32, 1),
+                                                ("ĉu vi\n" * 3, 18, 2), ("🙂 ok\n" * 2, 10, 4)],
+                         ids=["ascii", "latin-1", "bmp", "astral"])
+def test_a_scan_counts_characters_width_and_vocabulary_in_chunks(text, chars, width, tmp_path, monkeypatch):
+    import gptlab.run.textscan as textscan
+
+    monkeypatch.setattr(textscan, "CHUNK_BYTES", 3)  # characters cut across chunk ends
+    path = tmp_path / "c.txt"
+    path.write_text(text, encoding="utf-8")
+    scan = textscan.scan_text(path)
+    assert (scan.chars, scan.width, scan.vocab) == (chars, width, "".join(sorted(set(text))))
+    assert scan.corpus_bytes() == chars * (2 * width + 8 + (2 if text.isascii() else 4))
+
+
+@pytest.mark.parametrize("data, words", [(b"abc\n" * 5 + b"\xe9t\xc3", "not UTF-8 text (byte 20 cannot"),
+                                         (b"ab\xc3", "not UTF-8 text (byte 2 cannot"),
+                                         (b"abc\x00def", "holds NUL bytes"), (b"a", "is empty")],
+                         ids=["bad-byte", "cut-character", "nul", "one-char"])
+def test_a_scan_refuses_what_loading_refuses_with_the_same_words(data, words, tmp_path, monkeypatch):
+    import gptlab.run.textscan as textscan
+    from gptlab.errors import GptlabError
+    from gptlab.run.data import _read
+
+    monkeypatch.setattr(textscan, "CHUNK_BYTES", 4)
+    path = tmp_path / "c.txt"
+    path.write_bytes(data)
+    for read in (textscan.scan_text, _read):
+        with pytest.raises(GptlabError, match=re.escape(words)):
+            read(path)
+
+
+def test_the_driver_checks_a_char_corpus_without_loading_it_and_the_plan_counts_it(tmp_path, corpus, monkeypatch,
+                                                                                    capsys):
+    import gptlab.run.data as data
+    from gptlab.executors.plan import estimate_run_bytes
+    from gptlab.sweep.preflight import check_datasets, preflight
+    from gptlab.sweep.spec import validate_spec
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the driver loaded the corpus")
+
+    spec = validate_spec(base_spec(corpus), tmp_path / "s.yaml", {}, {})
+    monkeypatch.setattr(data, "_load", no_load)
+    found = check_datasets(spec)
+    (corpus_info,) = found.values()
+    text = corpus.read_text(encoding="utf-8")
+    assert corpus_info.vocab_size == len(set(text)) and corpus_info.memory_bytes == len(text) * (2 + 8 + 2)
+    config = spec.runs[0].config
+    assert preflight(spec)[1] == estimate_run_bytes(config, len(set(text)), corpus_info.memory_bytes) \
+        == estimate_run_bytes(config, len(set(text))) + corpus_info.memory_bytes
+    assert sweep_main([str(_written(tmp_path, base_spec(corpus))), "--dry-run",
+                       "--results-dir", str(tmp_path / "r")]) == 0  # timed on a stand-in: nothing loaded either
+    assert "estimate: ~" in capsys.readouterr().out
+
+
+def test_a_corpus_too_big_for_memory_is_refused_in_the_plan(tmp_path, corpus, monkeypatch, capsys):
+    from collections import namedtuple
+
+    import psutil
+
+    from gptlab.run.textscan import TextScan
+    from gptlab.sweep.preflight import preflight
+    from gptlab.sweep.spec import validate_spec
+
+    planned = preflight(validate_spec(base_spec(corpus), tmp_path / "s.yaml", {}, {}))[1]
+    memory = namedtuple("memory", "available")
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: memory(int(planned / 0.8) + 2**20))
+    assert sweep_main([str(_written(tmp_path, base_spec(corpus))), "--dry-run",
+                       "--results-dir", str(tmp_path / "a")]) == 0  # fits while the corpus is small
+    monkeypatch.setattr(TextScan, "corpus_bytes", lambda self: 2**30)  # a corpus of about 90 MB
+    assert sweep_main([str(_written(tmp_path, base_spec(corpus))), "--dry-run",
+                       "--results-dir", str(tmp_path / "b")]) == 2
+    assert "needs about 1." in capsys.readouterr().err
+
+
+def _written(folder: Path, spec: dict) -> Path:
+    path = folder / "sweep.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig, Plan
 
-# Resident memory of a worker beyond its model: the Python interpreter, torch and the dataset.
+# Resident memory of a worker beyond its model and its corpus: the Python interpreter and torch.
 WORKER_BASE_BYTES = 600 * 2**20
 
 
@@ -22,13 +22,14 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def estimate_run_bytes(config: Mapping[str, Any], vocab_size: int = 256) -> int:
+def estimate_run_bytes(config: Mapping[str, Any], vocab_size: int = 256, corpus_bytes: int = 0) -> int:
     """Rough peak memory of one training run, in bytes (an upper estimate, fp32 throughout).
 
     Weights, gradients and two Adam moments (16 bytes per parameter); activations kept for the
     backward pass at the training batch (Korthikanti et al. 2022, ~34 C + 5 n_head T values per
     token and layer) plus the logits; the evaluation batch's logits; position tables; the loss
-    buffers; and the worker process itself.
+    buffers; the worker process itself; and the run's copy of its corpus (`corpus_bytes`, from
+    `gptlab.run.textscan.TextScan.corpus_bytes`: a 300 MB corpus takes about 3.5 GB).
     """
     m, t = config["model"], config["train"]
     C, L, T, H, V = m["n_embd"], m["n_layer"], m["block_size"], m["n_head"], vocab_size
@@ -39,7 +40,7 @@ def estimate_run_bytes(config: Mapping[str, Any], vocab_size: int = 256) -> int:
     evaluation = 4 * E * T * (3 * V + 2 * C + H * T)
     tables = 4 * (T * C + H * T * T)  # sinusoidal / rotary tables, an ALiBi bias
     loss_buffers = 8 * min(t["log_interval"], t["eval_interval"], t["max_iters"])
-    return WORKER_BASE_BYTES + training + activations + evaluation + tables + loss_buffers
+    return WORKER_BASE_BYTES + training + activations + evaluation + tables + loss_buffers + corpus_bytes
 
 
 def plan_resources(n_runs: int, executor: ExecutorConfig, device: str, run_bytes: int) -> Plan:

@@ -167,16 +167,22 @@ class TextDataset:
 
     def check_fits(self, block_size: int, where: str) -> None:
         """Refuse a corpus too short for `block_size`: training needs one window, validation (and test) one too."""
-        need = block_size + 2  # a window of block_size inputs and its targets, plus one offset to sample
-        splits = [("training", self.train, "data.val_fraction"), ("validation", self.val, "data.val_fraction")]
-        if self.test is not None:
-            splits[1] = ("validation", self.val, "data.val_fraction or data.test_fraction")
-            splits.append(("test", self.test, "data.test_fraction"))
-        for split, ids, keys in splits:
-            if len(ids) < need:
-                raise GptlabError(f"{where}: the {split} split has {len(ids):,} tokens, too few for "
-                                  f"model.block_size {block_size:,} (it needs at least {need:,}); use a longer "
-                                  f"text, a smaller block_size or another {keys}")
+        check_split_tokens(len(self.train), len(self.val), None if self.test is None else len(self.test),
+                           block_size, where)
+
+
+def check_split_tokens(train: int, val: int, test: int | None, block_size: int, where: str) -> None:
+    """Refuse splits of these token counts (`test` None: no test split) that are too short for `block_size`."""
+    need = block_size + 2  # a window of block_size inputs and its targets, plus one offset to sample
+    splits = [("training", train, "data.val_fraction"), ("validation", val, "data.val_fraction")]
+    if test is not None:
+        splits[1] = ("validation", val, "data.val_fraction or data.test_fraction")
+        splits.append(("test", test, "data.test_fraction"))
+    for split, tokens, keys in splits:
+        if tokens < need:
+            raise GptlabError(f"{where}: the {split} split has {tokens:,} tokens, too few for "
+                              f"model.block_size {block_size:,} (it needs at least {need:,}); use a longer "
+                              f"text, a smaller block_size or another {keys}")
 
 
 @lru_cache(maxsize=4)

@@ -100,7 +100,13 @@ class CharTokenizer:
             if (ids < 0).any():
                 return np.array(self.encode(text), dtype=np.int64)  # raises, naming the character
             return ids
-        return np.array(self.encode(text), dtype=np.int64)
+        if set(text) - self.stoi.keys():
+            return np.array(self.encode(text), dtype=np.int64)  # raises, naming the character
+        # Code points looked up in the sorted vocabulary: 4 + 8 bytes a character, where a list of
+        # Python ints then an array took about 16.
+        vocab = np.array([ord(c) for c in self.chars], dtype=np.uint32)  # sorted: chars sort by code point
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        return np.searchsorted(vocab, codes).astype(np.int64, copy=False)
 
     def first_token_chars(self, text: str) -> int:
         return 1 if text else 0

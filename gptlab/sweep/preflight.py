@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from gptlab.errors import GptlabError
 from gptlab.executors.plan import estimate_run_bytes
 from gptlab.run.resultsdir import ResultsDir
+from gptlab.run.textscan import scan_corpus
 from gptlab.sweep.runs import SweepSpec
 
 MEMORY_SHARE = 0.8  # of the memory available now, what one run may plan to use
@@ -27,27 +29,45 @@ def check_devices(spec: SweepSpec) -> str:
     return kinds[spec.runs[0].config["train"]["device"]]
 
 
-def check_datasets(spec: SweepSpec) -> dict[tuple[Any, ...], int]:
-    """Load every corpus the runs need (downloading if allowed) and check it fits each block size.
+@dataclass(frozen=True)
+class Corpus:
+    """What the plan needs to know of one corpus: its vocabulary size and a run's peak bytes for its copy."""
 
-    Returns the vocabulary size of each corpus, keyed like `data_key`.
+    vocab_size: int
+    memory_bytes: int
+
+
+def check_datasets(spec: SweepSpec) -> dict[tuple[Any, ...], Corpus]:
+    """Find every corpus the runs need (downloading if allowed) and check it fits each block size.
+
+    A char-tokenized corpus is scanned 1 MiB at a time (`gptlab.run.textscan`): its characters are
+    its tokens, so the driver never holds the text. A BPE corpus is loaded as a run loads it, to
+    train its tokenizer and count its tokens. Returns each corpus, keyed like `data_key`.
     """
     from gptlab.run.config import DataConfig
-    from gptlab.run.data import load_run_dataset
+    from gptlab.run.data import check_split_tokens, load_run_dataset, resolve_dataset, split_points
 
-    vocab: dict[tuple[Any, ...], int] = {}
+    corpora: dict[tuple[Any, ...], Corpus] = {}
     checked: set[tuple[Any, ...]] = set()
     for run in spec.runs:
         key = data_key(run.config)
         block = run.config["model"]["block_size"]
-        if (key, block) in checked:  # a corpus is hashed and loaded once per sweep, not once per run
+        if (key, block) in checked:  # a corpus is hashed and read once per sweep, not once per run
             continue
-        d = run.config["data"]
-        dataset = load_run_dataset(DataConfig(**d))
-        dataset.check_fits(block, f"data {d['path'] or d['dataset']}")
-        vocab[key] = dataset.tokenizer.vocab_size
+        d = DataConfig(**run.config["data"])
+        where = f"data {d.path or d.dataset}"
+        scan = scan_corpus(resolve_dataset(d.dataset, d.path).resolve())
+        if d.tokenizer == "char":
+            start_val, start_test = split_points(scan.chars, d.val_fraction, d.test_fraction)
+            check_split_tokens(start_val, start_test - start_val,
+                               scan.chars - start_test if d.test_fraction > 0 else None, block, where)
+            corpora[key] = Corpus(len(scan.vocab), scan.corpus_bytes())
+        else:
+            dataset = load_run_dataset(d)
+            dataset.check_fits(block, where)
+            corpora[key] = Corpus(dataset.tokenizer.vocab_size, scan.corpus_bytes())
         checked.add((key, block))
-    return vocab
+    return corpora
 
 
 def data_key(config: dict[str, Any]) -> tuple[Any, ...]:
@@ -66,9 +86,10 @@ def memory_budget(device: str) -> tuple[int, str]:
     return int(MEMORY_SHARE * psutil.virtual_memory().available), "of the memory available now"
 
 
-def check_memory(spec: SweepSpec, device: str, vocab: dict[tuple[Any, ...], int]) -> int:
-    """Refuse a sweep whose largest run would not fit; return that run's estimated bytes."""
-    sizes = {r.run_id: estimate_run_bytes(r.config, vocab[data_key(r.config)]) for r in spec.runs}
+def check_memory(spec: SweepSpec, device: str, corpora: dict[tuple[Any, ...], Corpus]) -> int:
+    """Refuse a sweep whose largest run would not fit; return that run's estimated bytes (its corpus counted)."""
+    sizes = {r.run_id: estimate_run_bytes(r.config, corpora[data_key(r.config)].vocab_size,
+                                          corpora[data_key(r.config)].memory_bytes) for r in spec.runs}
     largest = max(spec.runs, key=lambda r: sizes[r.run_id])
     budget, where = memory_budget(device)
     if sizes[largest.run_id] > budget:
@@ -84,8 +105,8 @@ def check_memory(spec: SweepSpec, device: str, vocab: dict[tuple[Any, ...], int]
 def preflight(spec: SweepSpec) -> tuple[str, int]:
     """All the checks, in order; returns (device type, estimated bytes of the largest run)."""
     device = check_devices(spec)
-    vocab = check_datasets(spec)
-    return device, check_memory(spec, device, vocab)
+    corpora = check_datasets(spec)
+    return device, check_memory(spec, device, corpora)
 
 
 def _gib(n: int) -> str:
@@ -117,8 +138,8 @@ def check_folders(spec: SweepSpec, results_dir: ResultsDir, reports_dir: Path) -
             raise GptlabError(f"cannot write to {existing} (permission denied), where the sweep writes {path}; "
                               "give another --results-dir / --reports-dir")
     pending = [r for r in spec.runs if results_dir.run(r.run_id).state() == "pending"]
-    vocab = check_datasets(spec) if pending else {}  # cached: the corpora were loaded by `preflight`
-    need = sum(checkpoint_bytes(r.config, vocab[data_key(r.config)]) for r in pending)
+    corpora = check_datasets(spec) if pending else {}  # cached: `preflight` read the corpora
+    need = sum(checkpoint_bytes(r.config, corpora[data_key(r.config)].vocab_size) for r in pending)
     free = shutil.disk_usage(_nearest_existing(results_dir.path)).free
     if need > free:
         raise GptlabError(f"disk full: the {len(pending)} runs to train first keep about {_gib(need)} of checkpoints "
