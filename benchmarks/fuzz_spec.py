@@ -2,7 +2,8 @@
 
 The generators and the property are those of `tests/test_fuzz_spec.py` (which runs a few hundred
 specs in CI): specs mutated from the shipped ablations, specs of the right shape with random
-contents, and mutated specs with bytes inserted, cut or doubled (often not UTF-8); the first two with
+contents, shipped specs with generated `tune:` and `executor:` sections (SLURM's `cluster` included),
+and mutated specs with bytes inserted, cut or doubled (often not UTF-8); the first three with
 random `--set`, `--jobs` and `--margin` options. Every spec is dry-run in this process by
 `gptlab.sweep.cli.main`, as `python -m gptlab.sweep SPEC --dry-run` would; the property is that
 it is accepted, or refused with exit status 2 and exactly one line `error: ...` naming a key, and
@@ -193,7 +194,7 @@ def main() -> int:
     files = fuzz.FuzzFiles(scratch)
     campaign = Campaign(files, args.timeout, args.keep or scratch / "kept")
 
-    kinds = ["mutated", "mutated", "random", "mangled"]
+    kinds = ["mutated", "mutated", "random", "sectioned", "mangled"]
 
     @seed(args.seed)
     @settings(max_examples=args.specs, deadline=None, database=None, phases=[Phase.generate],
@@ -202,7 +203,8 @@ def main() -> int:
     def one(data: st.DataObject) -> None:
         kind = data.draw(st.sampled_from(kinds))
         extras = data.draw(fuzz.cli_extras(big=True)) if kind != "mangled" else []
-        spec = data.draw(fuzz.random_specs(big=True) if kind == "random" else fuzz.mutated_specs(big=True))
+        make = {"random": fuzz.random_specs, "sectioned": fuzz.sectioned_specs}.get(kind, fuzz.mutated_specs)
+        spec = data.draw(make(big=True))
         text, argv = fuzz.render(spec, extras, files)
         document = data.draw(fuzz.byte_mutations(text)) if kind == "mangled" else text
         campaign.run(kind, document, argv)

@@ -374,6 +374,60 @@ class _Placeholder:
 FILES_PLACEHOLDER: Any = _Placeholder()
 
 
+CLUSTER_KEYS = ["type", "partition", "account", "cores", "memory", "walltime", "jobs", "min_jobs", "max_jobs",
+                "job_extra_directives", "job_script_prologue", "python", "local_directory", "log_directory",
+                "interface", "job_name", "patience", "queue", "x"]
+CLUSTER_VALUES = ["slurm", "pbs", "gpu", "4GB", "16GiB", "4 gigs", "01:00:00", "25:99:99", "0", "1-12:00:00", "0:05",
+                  ["--gres=gpu:1"], ["#SBATCH --gres=gpu:1"], ["module load x\nrm -rf /"], "a b", 43200]
+
+
+def clusters(weird: st.SearchStrategy) -> st.SearchStrategy:
+    """`executor.cluster` sections: SLURM's keys (and dask-jobqueue's names for them) with odd and plausible values."""
+    value = st.one_of(weird, st.sampled_from(CLUSTER_VALUES), st.integers(-2, 20_000))
+    return st.one_of(weird, st.builds(lambda keys, vals: dict(zip(keys, vals)),
+                                      st.lists(st.sampled_from(CLUSTER_KEYS), max_size=5, unique=True),
+                                      st.lists(value, min_size=5, max_size=5)))
+
+
+@st.composite
+def executors(draw: st.DrawFn, weird: st.SearchStrategy) -> dict[str, Any]:
+    """`executor:` sections: its keys with odd and plausible values, half of them with a SLURM `cluster`."""
+    section = {k: draw(st.one_of(weird, st.sampled_from(["auto", "loky", "dask", "local", 1, 2])))
+               for k in draw(st.lists(st.sampled_from(["backend", "n_jobs", "threads", "runs_per_gpu", "scheduler",
+                                                       "shared_dir", "on_worker_lost", "x"]), max_size=3, unique=True))}
+    if draw(st.booleans()):
+        section["cluster"] = draw(clusters(weird))
+    return section
+
+
+def tunes(weird: st.SearchStrategy) -> st.SearchStrategy:
+    """`tune:` sections: a space of lrs (or of any key), seeds, a method and its options, given picks."""
+    lrs = st.one_of(st.lists(st.sampled_from([1e-4, 3e-4, 1e-3, 3e-3, 0, -1e-3, 1e10]), min_size=1, max_size=5),
+                    weird)
+    space = st.one_of(st.dictionaries(st.sampled_from(["train.lr", "train.warmup_iters", "model.norm", "lr", "x"]),
+                                      lrs, max_size=2), weird)
+    return st.fixed_dictionaries({"space": space}, optional={
+        "seeds": st.one_of(st.integers(-1, 200), weird),
+        "method": st.one_of(st.sampled_from(["grid", "refine", "optuna", ""]), weird),
+        "confidence": st.one_of(st.floats(-1, 2), weird), "max_runs_per_cell": st.one_of(st.integers(-1, 10**6), weird),
+        "tolerance": st.one_of(numbers, weird), "picks": st.one_of(st.lists(st.dictionaries(
+            st.sampled_from(["train.lr", "model.norm", "x"]), scalars, max_size=2), max_size=3), weird),
+        "picked_by": st.one_of(texts, weird), "x": weird})
+
+
+@st.composite
+def sectioned_specs(draw: st.DrawFn, big: bool = False) -> Any:
+    """A shipped spec whose `tune:` and `executor:` sections are generated: the rest stays valid, so those
+    sections' own checks are reached (a random spec is mostly refused before them)."""
+    spec = shipped_spec(draw(st.sampled_from(sorted(SHIPPED))))
+    weird = WEIRD[big]
+    if draw(st.integers(0, 3)):
+        spec["tune"] = draw(st.one_of(tunes(weird), weird))
+    if draw(st.integers(0, 3)):
+        spec["executor"] = draw(executors(weird))
+    return spec
+
+
 @st.composite
 def random_specs(draw: st.DrawFn, big: bool = False) -> Any:
     """A spec with the right shape and random contents: keys valid and not, values of any type."""
@@ -392,10 +446,9 @@ def random_specs(draw: st.DrawFn, big: bool = False) -> Any:
         elif key == "plugins":
             spec[key] = draw(st.lists(plugin_entries, max_size=2))
         elif key == "executor":
-            spec[key] = {k: draw(st.one_of(weird, st.sampled_from(["auto", "loky", "dask", "local", 1, 2])))
-                         for k in draw(st.lists(st.sampled_from(["backend", "n_jobs", "threads", "runs_per_gpu",
-                                                                 "scheduler", "shared_dir", "on_worker_lost", "x"]),
-                                                max_size=3, unique=True))}
+            spec[key] = draw(executors(weird))
+        elif key == "tune":
+            spec[key] = draw(st.one_of(tunes(weird), weird))
         elif key == "seeds":
             spec[key] = draw(st.one_of(numbers, st.lists(numbers, max_size=5), weird, st.fixed_dictionaries(
                 {"min": numbers, "max": numbers, "precision": numbers}, optional={"precision_for": weird, "x": weird})))
@@ -486,6 +539,14 @@ def fast_estimate(monkeypatch):
 @FUZZ
 @given(spec=mutated_specs(), extras=cli_extras())
 def test_mutated_shipped_specs_are_accepted_or_refused_in_one_line(spec, extras, fuzz_files, fast_estimate):
+    text, argv = render(spec, extras, fuzz_files)
+    check_spec(text, argv, fuzz_files)
+
+
+@FUZZ
+@given(spec=sectioned_specs(), extras=cli_extras())
+def test_generated_tune_and_executor_sections_are_accepted_or_refused_in_one_line(spec, extras, fuzz_files,
+                                                                                  fast_estimate):
     text, argv = render(spec, extras, fuzz_files)
     check_spec(text, argv, fuzz_files)
 
