@@ -176,6 +176,8 @@ def run_summary(trainer: Trainer, outcome: Outcome) -> dict[str, Any]:
         "wall_s": round(trainer.elapsed_s, 3),
         "eval_s": round(trainer.eval_s, 3),
         "peak_rss_mb": peak_rss_mb(),
+        "peak_gpu_mb": round(torch.cuda.max_memory_allocated(trainer.device) / 2**20, 1)
+        if trainer.device.type == "cuda" else None,  # the plan's memory on CUDA is the GPU's
         "error": f"non-finite training loss at step {diverged_step}" if diverged_step else None,
         "diverged_step": diverged_step,
         "environment": environment(trainer.device),

@@ -267,7 +267,9 @@ class Trainer:
     def evaluate(self) -> float:
         """Validation loss of the model as it is now (nats per token)."""
         tick = time.perf_counter()
-        val = evaluate(self.forward, self.dataset.val, self.cfg.model.block_size,
+        # The eager model, not the compiled forward: evaluation batches come in several shapes (full, the last
+        # partial batch, the one-window tail), each a recompile; on CUDA torch hit its limit of 8 and warned.
+        val = evaluate(self.model, self.dataset.val, self.cfg.model.block_size,
                        self.cfg.train.eval_batch_size, self.device, self.autocast)
         self.eval_s += time.perf_counter() - tick
         return val
@@ -280,7 +282,7 @@ class Trainer:
         chooses nothing (not the best checkpoint, not a setting).
         """
         tick = time.perf_counter()
-        losses = evaluate_per_target(self.forward, self.dataset.test, self.cfg.model.block_size,
+        losses = evaluate_per_target(self.model, self.dataset.test, self.cfg.model.block_size,
                                      self.cfg.train.eval_batch_size, self.device, self.autocast)
         self.best_test_blocks = test_blocks(losses, self.dataset.test, self.dataset.tokenizer)
         self.eval_s += time.perf_counter() - tick

@@ -145,11 +145,14 @@ def train(spec: SweepSpec, stage: Stage, plan: Plan, options: SweepOptions, back
 
         backend.run(tasks, plan, on_result, fail_fast=options.fail_fast)
     rows = write_summary(spec, results_dir, planned)
-    peaks = [s.get("peak_rss_mb") for s in (results_dir.run(r.run_id).summary() for r in todo) if s]
-    peaks = [p for p in peaks if p]
-    if peaks:
-        print(f"peak resident memory per worker: {max(peaks):.0f} MiB "
-              f"(planned {plan.run_bytes / 2**20:.0f} MiB per run)", file=out)
+    summaries = [s for s in (results_dir.run(r.run_id).summary() for r in todo) if s]
+    host, gpu = ([s[k] for s in summaries if s.get(k)] for k in ("peak_rss_mb", "peak_gpu_mb"))
+    planned = f"planned {plan.run_bytes / 2**20:.0f} MiB per run"
+    if gpu:  # on CUDA the plan is of GPU memory; the host's is the process's (CUDA context, compiler)
+        print(f"peak GPU memory per run: {max(gpu):.0f} MiB ({planned}); peak host memory per worker: "
+              f"{max(host):.0f} MiB", file=out)
+    elif host:
+        print(f"peak resident memory per worker: {max(host):.0f} MiB ({planned})", file=out)
     return rows
 
 
