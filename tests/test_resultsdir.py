@@ -108,3 +108,13 @@ def test_no_module_but_resultsdir_joins_a_results_file_name(tmp_path):
     wrong = {str(p.relative_to(PACKAGE)): hits for p in sorted(PACKAGE.rglob("*.py"))
              if p.name != "resultsdir.py" and (hits := _joins_of_layout_names(p))}
     assert not wrong, f"results/NAME/ file names are ResultsDir's (gptlab/run/resultsdir.py): {wrong}"
+
+
+def test_the_gpu_slots_of_a_sweep_are_named_by_its_results_folder(tmp_path):
+    from gptlab.executors.worker import _slots_dir
+    from gptlab.run.resultsdir import ResultsDir
+    from gptlab.run.rundir import RunDir
+
+    results = ResultsDir(tmp_path / "NAME")
+    assert _slots_dir(results.run("r_s0_abc")) == results.gpu_slots == tmp_path / "NAME" / ".gpu_slots"
+    assert _slots_dir(RunDir(tmp_path / "elsewhere" / "run")) == tmp_path / "elsewhere" / ".gpu_slots"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from gptlab.executors.base import RunResult, Task
+from gptlab.run.resultsdir import GPU_SLOTS, ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.run.trainer import TrainerCallback
 
@@ -182,7 +183,7 @@ def execute_run(task: Task) -> RunResult:
                 if not folder.finished_summary():  # a finished run is a result already: nothing is read again
                     check_run_identity(task.run_id, config, task.plugins)
                 if task.gpus > 1:
-                    with gpu_slot(folder.path.parent.parent / ".gpu_slots", task.gpus, task.runs_per_gpu) as gpu:
+                    with gpu_slot(_slots_dir(folder), task.gpus, task.runs_per_gpu) as gpu:
                         config["train"] = {**config["train"], "device": f"cuda:{gpu}"}
                         summary = train_run(config, folder.path, run_id=task.run_id, callbacks=callbacks)
                 else:
@@ -194,6 +195,12 @@ def execute_run(task: Task) -> RunResult:
         watch.exit(ORPHAN_EXIT)
         raise
     return RunResult(task.run_id, summary, time.perf_counter() - started)
+
+
+def _slots_dir(folder: RunDir) -> Path:
+    """Where the GPU slots of the run's sweep are: its results folder's, else (a run folder elsewhere) beside it."""
+    results = ResultsDir.holding(folder.path)
+    return results.gpu_slots if results is not None else folder.path.parent / GPU_SLOTS
 
 
 def failed_result(task: Task, error: BaseException | str) -> RunResult:

@@ -26,6 +26,7 @@ DISCUSSION_MD = "discussion.md"  # written by a person, read by the report
 RUNS = "runs"  # the folder of run directories
 LOCK = ".lock"  # the OS lock a sweep holds while it writes here (gptlab.sweep.lock)
 LOCK_HOLDER = ".lock.json"  # who holds that lock, for the message a second sweep gets
+GPU_SLOTS = ".gpu_slots"  # lock files of the GPU slots the local workers share (executor.runs_per_gpu)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,11 @@ class ResultsDir:
             return f"process {info['pid']} on {info['host']} since {info['since']}: {info['command'] or 'a sweep'}"
         except (OSError, ValueError, KeyError, TypeError):
             return "a process that has not said who it is"
+
+    @property
+    def gpu_slots(self) -> Path:
+        """`.gpu_slots/`: one lock file per GPU slot, taken by the worker training on it."""
+        return self.path / GPU_SLOTS
 
     # -- its runs ----------------------------------------------------------------------------
     @property
