@@ -8,6 +8,7 @@ always naming the dotted key.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
 import re
@@ -166,12 +167,12 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings only: the derived vocab_size is left out (and so out of the run's hash)."""
-        model = dataclasses.asdict(self.model)
+        model = _settings(self.model)
         model.pop("vocab_size")
         return {
             "model": model,
-            "train": dataclasses.asdict(self.train),
-            "data": dataclasses.asdict(self.data),
+            "train": _settings(self.train),
+            "data": _settings(self.data),
             "seed": self.seed,
         }
 
@@ -191,7 +192,7 @@ class RunConfig:
             settings["data"]["vocab_size"] = getattr(tokenizer, "DEFAULT_VOCAB", None)
         if self.train.schedule != "wsd":  # only wsd reads it: cosine with any cooldown_fraction is one run
             settings["train"]["cooldown_fraction"] = TrainConfig.cooldown_fraction
-        defaults = RunConfig(ModelConfig(), TrainConfig(), DataConfig()).to_dict()
+        defaults = _default_settings()
         for section in ("model", "train", "data"):
             for name in list(settings[section]):
                 dotted = f"{section}.{name}"
@@ -203,6 +204,22 @@ class RunConfig:
         """Deterministic short hash of the run's identity (seed included)."""
         text = json.dumps(self.identity(sources), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def _settings(section: Any) -> dict[str, Any]:
+    """A section's fields as a new dict: `dataclasses.asdict` without its recursive deep copies, which every
+    field being a scalar makes needless (they took 0.8 ms a run, 8 s of validating a 10,000-run sweep)."""
+    return {f.name: getattr(section, f.name) for f in _fields(type(section))}
+
+
+_fields = functools.cache(dataclasses.fields)
+_type_hints = functools.cache(typing.get_type_hints)
+
+
+@functools.cache
+def _default_settings() -> dict[str, Any]:
+    """Every setting's default, by section (read-only: `identity` compares with it)."""
+    return RunConfig(ModelConfig(), TrainConfig(), DataConfig()).to_dict()
 
 
 # The settings of the first release (those of the shipped studies' config.yaml). Always hashed;
@@ -288,8 +305,8 @@ def build_section(section: str, values: dict[str, Any]) -> Any:
     cls = SECTIONS[section]
     if not isinstance(values, dict):
         raise GptlabError(f"{section} must be a mapping of settings, got {type(values).__name__}")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f"{section}.{f.name}" not in HIDDEN_KEYS]
+    hints = _type_hints(cls)
+    names = [f.name for f in _fields(cls) if f"{section}.{f.name}" not in HIDDEN_KEYS]
     kwargs = {}
     for key, value in values.items():
         dotted = f"{section}.{key}"
