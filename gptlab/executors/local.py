@@ -105,6 +105,20 @@ def _stop(executor: Any) -> None:
     executor.shutdown(wait=True, kill_workers=True)
 
 
+def release_workers() -> None:
+    """Stop the worker processes loky keeps for the next stage (or the next sweep of this process).
+
+    Called by `python -m gptlab.sweep` once the sweep is over: left to the interpreter's exit, loky's
+    non-daemon manager thread held the finished process for about 3 s more. A caller of `main()` in
+    its own process (a notebook, the tests) keeps them, for its next sweep.
+    """
+    from joblib.externals.loky import reusable_executor
+
+    executor = getattr(reusable_executor, "_executor", None)  # private: None if a later loky renames it
+    if executor is not None:
+        _stop(executor)
+
+
 class FailFast(Exception):
     """Raised inside the result loop to stop the executor at the first failed run."""
 
@@ -121,6 +135,7 @@ class LocalBackend:
 
     def describe(self, plan: Plan, dry_run: bool = False) -> str | None:
         return plan.describe()
+
 
     def run(self, tasks: Sequence[Task], plan: Plan, on_result: OnResult, fail_fast: bool = False) -> None:
         died = _worker_died_errors()

@@ -1,6 +1,9 @@
 """`python -m gptlab.sweep SPEC.yaml`: the sweep's command line (`gptlab.sweep.cli.main`), exit status and all."""
 import sys
 
+from gptlab.executors.local import release_workers
 from gptlab.sweep.cli import main
 
-sys.exit(main(program=True))
+status = main(program=True)
+release_workers()  # the process ends now, not once loky's manager thread has wound down
+sys.exit(status)
