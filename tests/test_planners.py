@@ -14,14 +14,15 @@ import numpy as np
 import pytest
 import yaml
 
-from gptlab.executors import ExecutorConfig, Plan, RunResult
+from gptlab.executors import ExecutorConfig, Plan
 from gptlab.run.resultsdir import SWEEP_YAML, ROUNDS_CSV, SUMMARY_CSV
 from gptlab.stats.precision import SeedRule, Widest
-from gptlab.run.rundir import RunDir
 from gptlab.sweep.adaptive import AdaptiveSeeds
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Stage
 from gptlab.sweep.runs import Run, SweepSpec
+
+from fakes import FakeBackend
 
 GRID = {"model.activation": ["gelu", "relu"]}
 
@@ -149,28 +150,6 @@ def test_the_round_1_decision_is_steins_from_the_round_1_runs_on_disk(tmp_path):
 
 
 # -- the loop ------------------------------------------------------------------------------------
-
-class FakeBackend:
-    """Finishes every task at once: summary.json with a loss from `losses`, or failed for the ids in `fail`."""
-
-    def __init__(self, losses: dict[str, float], fail: tuple[str, ...] = ()) -> None:
-        self.losses, self.fail, self.trained = losses, fail, []
-
-    def check(self) -> None:
-        pass
-
-    def describe(self, plan: Plan, dry_run: bool = False) -> str | None:
-        return None
-
-    def run(self, tasks, plan, on_result, fail_fast=False) -> None:
-        for task in tasks:
-            self.trained.append(task.run_id)
-            status = "failed" if task.run_id in self.fail else "ok"
-            summary = {"run_id": task.run_id, "status": status, "best_val_loss": self.losses[task.run_id]}
-            RunDir(task.run_dir).path.mkdir(parents=True, exist_ok=True)
-            RunDir(task.run_dir).write_summary(summary)
-            on_result(RunResult(task.run_id, summary, 0.1))
-
 
 class PickThenEstimate:
     """A two-stage planner like tuning's: every cell at two settings, then fresh seeds at each cell's best one."""

@@ -17,7 +17,6 @@ from typing import Any, Sequence
 
 from gptlab.errors import GptlabError
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.rundir import RunDir
 from gptlab.runio import write_csv
 
 log = logging.getLogger(__name__)
