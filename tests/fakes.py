@@ -1,10 +1,16 @@
-"""Fakes shared by the tests: stand-ins for the parts a test is not about (no fixtures: those live in conftest.py)."""
+"""Fakes shared by the tests: stand-ins for the parts a test is not about, and the sweep files they train
+(no fixtures: those live in conftest.py)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import yaml
 
 from gptlab.executors import RunResult
 from gptlab.run.rundir import RunDir
+
+from helpers import tiny_config
 
 
 class FakeBackend:
@@ -31,3 +37,31 @@ class FakeBackend:
             RunDir(task.run_dir).path.mkdir(parents=True, exist_ok=True)
             RunDir(task.run_dir).write_summary(summary)
             on_result(RunResult(task.run_id, summary, 0.1))
+
+
+# Two loky workers of one thread each: one thread whatever the machine, so that CPU losses are the same on every
+# backend, and so that loky's workers (their environment is the thread count) are reused from sweep to sweep.
+LOKY_EXECUTOR = {"backend": "loky", "n_jobs": 2, "threads": 1}
+
+
+def write_spec(folder: Path, corpus: Path, grid: dict | None = None, *, seeds: Any = 1, plugins: Sequence = (),
+               train: dict | None = None, data: dict | None = None, executor: dict | None = None, name: str = "t",
+               file: str = "sweep.yaml", **extra: Any) -> Path:
+    """Write a sweep of the tiny test model on `corpus` to `folder/file`; its path.
+
+    `grid` defaults to `model.norm: [pre, post]`; a grid key is taken out of `base` (a key lives in one
+    place). `train` and `data` override `tiny_config`'s settings, `executor` replaces `LOKY_EXECUTOR`, and
+    `extra` adds (or replaces) top-level keys.
+    """
+    config = tiny_config(corpus, **(train or {}))
+    config["data"].update(data or {})
+    grid = {"model.norm": ["pre", "post"]} if grid is None else grid
+    for key in grid:
+        section, _, setting = key.partition(".")
+        config.get(section, {}).pop(setting, None)
+    spec = {"name": name, "plugins": [str(p) for p in plugins], "base": {k: config[k] for k in ("model", "train", "data")},
+            "grid": grid, "seeds": seeds, "executor": dict(LOKY_EXECUTOR if executor is None else executor), **extra}
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / file
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path

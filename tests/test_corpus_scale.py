@@ -67,6 +67,9 @@ def test_a_tuned_arms_sweep_over_two_texts(tmp_path, texts, monkeypatch, capsys)
         assert not math.isclose(expected, expected * math.log(2), abs_tol=1e-4)  # bits, not nats
     report = (tmp_path / "reports" / "texts" / "report.md").read_text()
     assert "bits/char" in report
+    # the tuning check of each arm on each text, never of an average over the two texts
+    checks = [line for line in report.splitlines() if line.startswith("- Tuning check: ")]
+    assert len(checks) == 4 and all(" at data.path=" in line or " at path=" in line for line in checks), checks
 
     changes = pd.read_csv(tables / "effect_changes.csv")
     assert sorted(changes["level"]) == ["post_ln", "relu"] and (changes["pairing"] == UNPAIRED).all()

@@ -17,7 +17,8 @@ import yaml
 
 from gptlab.sweep import main as sweep_main
 
-from helpers import REPO, tiny_config
+from fakes import LOKY_EXECUTOR, write_spec
+from helpers import REPO
 
 distributed = pytest.importorskip("distributed")
 
@@ -94,17 +95,6 @@ def cluster():
     cluster.close()
 
 
-def write_spec(folder: Path, corpus: Path, grid: dict, seeds=2, plugins=(), **executor) -> Path:
-    config = tiny_config(corpus)
-    spec = {"name": "t", "description": "dask test sweep", "plugins": [str(p) for p in plugins],
-            "base": {k: config[k] for k in ("model", "train", "data")}, "grid": grid, "seeds": seeds,
-            # threads: 1 on both backends, whatever the machine, so that CPU losses are identical
-            "executor": {"backend": "loky", "n_jobs": 2, "threads": 1, **executor}}
-    path = folder / "sweep.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
-
-
 def sweep(spec: Path, root: Path, *extra: str) -> int:
     return sweep_main([str(spec), "--results-dir", str(root / "results"), "--reports-dir", str(root / "reports"), *extra])
 
@@ -158,8 +148,9 @@ def test_a_lost_worker_is_retried_once_and_resumes_from_the_shared_dir(allowed_f
     shared = tmp_path / "shared"
     midway_entry = f"dask_kill_midway_{int(allowed_failures == 0)}"
     spec = write_spec(tmp_path, corpus, {"model.activation": ["gelu", midway_entry, "dask_kill_always"]},
-                      seeds=1, plugins=[plugin], backend="dask", scheduler=cluster.scheduler_address,
-                      shared_dir=str(shared))
+                      seeds=1, plugins=[plugin],
+                      executor={**LOKY_EXECUTOR, "backend": "dask", "scheduler": cluster.scheduler_address,
+                                "shared_dir": str(shared)})
     with caplog.at_level("WARNING", logger="gptlab.executors.dask"):
         assert sweep(spec, tmp_path) == 1
     assert ("retrying it" in caplog.text) == (allowed_failures == 0)  # the driver resubmitted after KilledWorker
@@ -191,7 +182,8 @@ def test_a_lost_worker_is_retried_once_and_resumes_from_the_shared_dir(allowed_f
 
 def test_on_worker_lost_fail_marks_the_run_and_a_rerun_completes_it(cluster, tmp_path, corpus, plugin, capsys):
     spec = write_spec(tmp_path, corpus, {"model.activation": ["gelu", "dask_kill_once"]}, seeds=1, plugins=[plugin],
-                      backend="dask", scheduler=cluster.scheduler_address, on_worker_lost="fail")
+                      executor={**LOKY_EXECUTOR, "backend": "dask", "scheduler": cluster.scheduler_address,
+                                "on_worker_lost": "fail"})
     assert sweep(spec, tmp_path) == 1
     results = tmp_path / "results" / "t"
     rows = {r["model.activation"]: r for r in read_summary(results).values()}
@@ -209,7 +201,7 @@ def test_on_worker_lost_fail_marks_the_run_and_a_rerun_completes_it(cluster, tmp
 
 def test_a_failing_run_ships_its_traceback_and_fail_fast_stops(cluster, tmp_path, corpus, plugin, capsys):
     spec = write_spec(tmp_path, corpus, {"model.activation": ["dask_boom", "gelu", "relu"]}, seeds=2, plugins=[plugin],
-                      backend="dask", scheduler=cluster.scheduler_address)
+                      executor={**LOKY_EXECUTOR, "backend": "dask", "scheduler": cluster.scheduler_address})
     assert sweep(spec, tmp_path, "--fail-fast") == 1
     rows = list(read_summary(tmp_path / "results" / "t").values())
     assert 1 <= len(rows) < 6  # stopped at the first failure: the gelu and relu runs never came back
@@ -220,8 +212,8 @@ def test_a_failing_run_ships_its_traceback_and_fail_fast_stops(cluster, tmp_path
 
 
 def test_shared_dir_equal_to_the_results_parent_trains_in_place(cluster, tmp_path, corpus):
-    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre"]}, seeds=1, backend="dask",
-                      scheduler=cluster.scheduler_address, shared_dir=str(tmp_path / "results"))
+    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre"]}, seeds=1, executor={**LOKY_EXECUTOR, "backend": "dask",
+                      "scheduler": cluster.scheduler_address, "shared_dir": str(tmp_path / "results")})
     assert sweep(spec, tmp_path) == 0
     run = next((tmp_path / "results" / "t" / "runs").iterdir())
     assert (run / "ckpt_last.pt").is_file() and (run / "summary.json").is_file()
@@ -250,7 +242,8 @@ def test_a_cli_cluster_whose_scheduler_lacks_gptlab(tmp_path, corpus):
         while not scheduler_file.exists() and time.time() < deadline:
             time.sleep(0.1)
         address = json.loads(scheduler_file.read_text())["address"]
-        spec = write_spec(tmp_path, corpus, {"model.norm": ["pre"]}, seeds=1, backend="dask", scheduler=address)
+        spec = write_spec(tmp_path, corpus, {"model.norm": ["pre"]}, seeds=1,
+                          executor={**LOKY_EXECUTOR, "backend": "dask", "scheduler": address})
         assert sweep(spec, tmp_path) == 0  # the run waits for the worker to join
         assert [r["status"] for r in read_summary(tmp_path / "results" / "t").values()] == ["ok"]
     finally:
@@ -297,7 +290,7 @@ def test_a_worker_address_is_not_taken_for_a_scheduler(cluster, tmp_path, corpus
     ({"backend": "dask", "scheduler": "local", "shared_dir": 3}, "executor.shared_dir: must be a non-empty string"),
 ])
 def test_dask_executor_keys_are_validated(executor, message, tmp_path, corpus, capsys):
-    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre"]}, seeds=1, **executor)
+    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre"]}, seeds=1, executor={**LOKY_EXECUTOR, **executor})
     assert sweep(spec, tmp_path) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and message in err and "\n" not in err, err
@@ -305,7 +298,8 @@ def test_dask_executor_keys_are_validated(executor, message, tmp_path, corpus, c
 
 
 def test_scheduler_local_starts_its_own_cluster(tmp_path, corpus, capsys):
-    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre"]}, seeds=1, backend="dask", scheduler="local", n_jobs=1)
+    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre"]}, seeds=1,
+                      executor={**LOKY_EXECUTOR, "backend": "dask", "scheduler": "local", "n_jobs": 1})
     assert sweep(spec, tmp_path) == 0
     assert [r["status"] for r in read_summary(tmp_path / "results" / "t").values()] == ["ok"]
     err = capsys.readouterr().err

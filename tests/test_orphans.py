@@ -19,28 +19,18 @@ from typing import Callable
 
 import psutil
 import pytest
-import yaml
 
 from gptlab.executors.worker import ORPHAN_EXIT, DriverWatch, RunStopped, driver_identity
 from gptlab.runio import atomic_write_text, remove_temp_files
 from gptlab.sweep import main as sweep_main
 
-from helpers import REPO, tiny_config
+from fakes import write_spec
+from helpers import REPO
+
+# a checkpoint every 20 steps, 120 steps unless the grid says (on 2 loky workers: fakes.LOKY_EXECUTOR)
+ORPHAN_TRAIN = {"max_iters": 120, "eval_interval": 20}
 
 VOLATILE = {"elapsed_s"}  # wall-clock seconds: the one metrics column a rerun cannot reproduce
-
-
-def write_spec(folder: Path, corpus: Path, grid: dict, seeds: int = 1) -> Path:
-    """A sweep of `grid` x `seeds` on 2 loky workers, a checkpoint every 20 steps, 120 steps unless the grid says."""
-    config = tiny_config(corpus, max_iters=120, eval_interval=20)
-    for key in grid:  # a key is set in base or in grid, not both
-        section, name = key.split(".")
-        config[section].pop(name, None)
-    spec = {"name": "t", "base": {k: config[k] for k in ("model", "train", "data")},
-            "grid": grid, "seeds": seeds, "executor": {"backend": "loky", "n_jobs": 2}}
-    path = folder / "orphans.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
 
 
 def sweep_args(spec: Path, results: Path) -> list[str]:
@@ -113,7 +103,7 @@ SHORT_AND_LONG = {"train.max_iters": [40, 600]}
 def reference(tmp_path_factory, corpus):
     """The 2-run sweep trained once, uninterrupted: what every stopped and resumed sweep must equal."""
     root = tmp_path_factory.mktemp("reference")
-    spec = write_spec(root, corpus, SHORT_AND_LONG)
+    spec = write_spec(root, corpus, SHORT_AND_LONG, train=ORPHAN_TRAIN)
     sweep_in_process(spec, root / "results")
     return spec, metrics(root / "results")
 
@@ -170,7 +160,7 @@ def test_sighup_stops_the_sweep_like_sigterm_and_a_rerun_resumes_it(reference, t
 def test_ctrl_c_pressed_three_times_stops_once_without_a_traceback(tmp_path, corpus):
     # 4 runs on 2 workers: runs still queued in loky when the stop comes, which is what made its
     # shutdown print an InvalidStateError (or KeyError) traceback and leave the workers training.
-    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre", "post"]}, seeds=2)
+    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre", "post"]}, seeds=2, train=ORPHAN_TRAIN)
     results = tmp_path / "results"
     proc = start(spec, results, checkpointed)
     children = psutil.Process(proc.pid).children(recursive=True)

@@ -5,13 +5,15 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import yaml
 
 from gptlab.sweep import main as sweep_main
 
-from helpers import REPO, python_m, tiny_config
+from fakes import write_spec
+from helpers import REPO, python_m
+
+SAFE = {"name": "safe", "file": "safe.yaml"}  # the sweep these tests train: results/safe/
 
 # An activation that trains only once a file exists: the first sweep holds its lock as long as the test needs.
 GATE_PLUGIN = '''
@@ -29,15 +31,6 @@ class GatedGelu(Activation):
 '''
 
 
-def write_spec(folder: Path, corpus: Path, name: str = "safe", **train) -> Path:
-    config = tiny_config(corpus, **train)
-    spec = {"name": name, "base": {k: config[k] for k in ("model", "train", "data")},
-            "grid": {"model.norm": ["pre", "post"]}, "seeds": 1, "executor": {"backend": "loky", "n_jobs": 2, "threads": 1}}
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
-
-
 def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_path, corpus, capsys, monkeypatch):
     from gptlab.model.activations import ACTIVATIONS
 
@@ -45,7 +38,7 @@ def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_p
     gate = tmp_path / "gate"
     plugin = tmp_path / "gate_plugin.py"
     plugin.write_text(GATE_PLUGIN.format(gate=str(gate)))
-    spec = write_spec(tmp_path, corpus, max_iters=10, eval_interval=10)  # how long it trains is not the point
+    spec = write_spec(tmp_path, corpus, **SAFE, train={"max_iters": 10, "eval_interval": 10})  # how long it trains is not the point
     raw = yaml.safe_load(spec.read_text())
     raw["plugins"] = [str(plugin)]
     raw["base"]["model"]["activation"] = "gated_gelu"  # the first sweep trains only once the gate is open
@@ -76,7 +69,7 @@ def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_p
 
 
 def test_a_lock_left_by_a_killed_sweep_is_taken_over(tmp_path, corpus, capsys, no_figures):
-    spec = write_spec(tmp_path, corpus)
+    spec = write_spec(tmp_path, corpus, **SAFE)
     results = tmp_path / "results" / "safe"
     results.mkdir(parents=True)
     grab = ("import os, signal, sys; from filelock import FileLock; "
@@ -89,7 +82,7 @@ def test_a_lock_left_by_a_killed_sweep_is_taken_over(tmp_path, corpus, capsys, n
 
 
 def test_rerunning_a_changed_spec_warns_and_keeps_the_runs_it_no_longer_names(tmp_path, corpus, capsys, no_figures):
-    spec = write_spec(tmp_path, corpus)
+    spec = write_spec(tmp_path, corpus, **SAFE)
     args = ["--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")]
     assert sweep_main([str(spec), *args]) == 0
     runs = tmp_path / "results" / "safe" / "runs"
@@ -124,7 +117,7 @@ def test_an_edited_corpus_or_plugin_makes_new_runs(tmp_path, corpus):
     text.write_text(corpus.read_text(), encoding="utf-8")
     plugin = tmp_path / "noop_plugin.py"
     plugin.write_text("X = 1\n")
-    spec = yaml.safe_load(write_spec(tmp_path, text).read_text())
+    spec = yaml.safe_load(write_spec(tmp_path, text, **SAFE).read_text())
     spec["plugins"] = [str(plugin)]
     path = tmp_path / "ids.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -192,7 +185,7 @@ def test_the_report_removes_only_what_its_previous_generation_wrote(tmp_path, mo
 
 
 def test_a_dask_dry_run_prints_the_dask_plan(tmp_path, corpus, capsys):
-    spec = yaml.safe_load(write_spec(tmp_path, corpus).read_text())
+    spec = yaml.safe_load(write_spec(tmp_path, corpus, **SAFE).read_text())
     spec["executor"] = {"backend": "dask", "scheduler": "local", "n_jobs": 2}
     path = tmp_path / "dask.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -204,7 +197,7 @@ def test_a_run_keeps_its_sample_so_a_report_without_checkpoints_shows_it(tmp_pat
     from gptlab.report import write_report
     from gptlab.run.sampling import sample_from_run
 
-    spec = write_spec(tmp_path, corpus)
+    spec = write_spec(tmp_path, corpus, **SAFE)
     assert sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")]) == 0
     run = next((tmp_path / "results" / "safe" / "runs").iterdir())
     text = (run / "sample.txt").read_text(encoding="utf-8")

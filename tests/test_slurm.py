@@ -20,10 +20,12 @@ from gptlab.executors import ExecutorConfig, plan_resources
 from gptlab.executors.slurm import SlurmConfig
 from gptlab.sweep import main as sweep_main
 
-from helpers import REPO, python_m, tiny_config
+from fakes import write_spec
+from helpers import REPO, python_m
 
 SETUP = "run .ci/slurm_up.sh (as root) to start a single-node SLURM on this machine"
 JOB_NAME = f"gptlab-test-{os.getpid()}"  # this test's jobs, apart from anyone else's
+SLURM_TRAIN = {"max_iters": 300}  # 280 steps after the first checkpoint: time to stop it mid-run
 LOSSES = ("status", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params", "error")
 
 
@@ -44,15 +46,6 @@ def slurm():
 def no_reports(monkeypatch):
     """Reports are built from results/NAME alone (tested elsewhere)."""
     monkeypatch.setattr("gptlab.report.write_report", lambda results_dir, reports_dir, margin=None: reports_dir)
-
-
-def write_spec(folder: Path, corpus: Path, executor: dict) -> Path:
-    config = tiny_config(corpus, max_iters=300)  # 280 steps after the first checkpoint: time to stop it mid-run
-    spec = {"name": "t", "description": "slurm test sweep", "base": {k: config[k] for k in ("model", "train", "data")},
-            "grid": {"model.norm": ["pre", "post"]}, "seeds": 1, "executor": executor}
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sweep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    return folder / "sweep.yaml"
 
 
 def slurm_executor(tmp_path: Path, **cluster) -> dict:
@@ -114,11 +107,11 @@ def job_of(pid: int) -> str | None:
 
 def test_a_slurm_sweep_stops_releases_resumes_survives_a_cancelled_job_and_equals_the_local_sweep(
         slurm, tmp_path, corpus):
-    local = write_spec(tmp_path / "local", corpus, {"backend": "loky", "n_jobs": 2, "threads": 1})
+    local = write_spec(tmp_path / "local", corpus, train=SLURM_TRAIN, executor={"backend": "loky", "n_jobs": 2, "threads": 1})
     root = tmp_path / "local"
     assert sweep_main([str(local), "--results-dir", str(root / "results"), "--reports-dir", str(root / "reports")]) == 0
 
-    spec = write_spec(tmp_path / "slurm", corpus, slurm_executor(tmp_path))
+    spec = write_spec(tmp_path / "slurm", corpus, train=SLURM_TRAIN, executor=slurm_executor(tmp_path))
     args = python_m("gptlab.sweep", figures=False) + [str(spec), "--results-dir", str(tmp_path / "results"),
                                                       "--reports-dir", str(tmp_path / "reports")]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -244,7 +237,7 @@ def test_job_bounds_never_exceed_the_runs():
 
 def test_a_missing_sbatch_is_one_line_before_anything_is_written(tmp_path, corpus, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    spec = write_spec(tmp_path, corpus, slurm_executor(tmp_path))
+    spec = write_spec(tmp_path, corpus, train=SLURM_TRAIN, executor=slurm_executor(tmp_path))
     code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "r")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err, err
@@ -253,7 +246,7 @@ def test_a_missing_sbatch_is_one_line_before_anything_is_written(tmp_path, corpu
 
 
 def test_dry_run_shows_the_slurm_plan(tmp_path, corpus, capsys):
-    spec = write_spec(tmp_path, corpus, {"backend": "dask", "cluster": {"type": "slurm", "partition": "gpu", "cores": 2}})
+    spec = write_spec(tmp_path, corpus, executor={"backend": "dask", "cluster": {"type": "slurm", "partition": "gpu", "cores": 2}})
     assert sweep_main([str(spec), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0
     assert ("plan: SLURM jobs on partition gpu (adaptive, 0 job(s) up to one per run), each 2 core(s), 4GB, "
             "walltime 01:00:00; one run per job at a time, 2 thread(s) per run; stops if no job has started for "
@@ -265,7 +258,7 @@ def test_dry_run_shows_the_slurm_plan(tmp_path, corpus, capsys):
     ({"job_extra_directives": ["--gres=gpu:1"]}, "Invalid generic resource (gres) specification"),
 ], ids=["partition", "directive"])
 def test_a_job_sbatch_refuses_is_one_line_quoting_it_before_any_run(slurm, tmp_path, corpus, capsys, cluster, said):
-    spec = write_spec(tmp_path, corpus, slurm_executor(tmp_path, **cluster))
+    spec = write_spec(tmp_path, corpus, train=SLURM_TRAIN, executor=slurm_executor(tmp_path, **cluster))
     code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "r")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith("error: sbatch refuses the sweep's job (exit 1): "), err
@@ -275,7 +268,7 @@ def test_a_job_sbatch_refuses_is_one_line_quoting_it_before_any_run(slurm, tmp_p
 
 def test_jobs_that_never_start_stop_the_sweep_after_its_patience_naming_squeue(slurm, tmp_path, corpus, capsys):
     # --begin an hour from now: accepted by sbatch, pending in squeue (reason BeginTime) for the whole test
-    spec = write_spec(tmp_path, corpus, slurm_executor(tmp_path, job_extra_directives=["--begin=now+1hour"],
+    spec = write_spec(tmp_path, corpus, train=SLURM_TRAIN, executor=slurm_executor(tmp_path, job_extra_directives=["--begin=now+1hour"],
                                                        patience="0:03"))
     started = time.monotonic()
     code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "r")])

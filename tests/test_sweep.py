@@ -14,7 +14,8 @@ import yaml
 from gptlab.executors import WORKER_DIED, ExecutorConfig, plan_resources
 from gptlab.sweep import main as sweep_main
 
-from helpers import REPO, python_m, skip_figures, tiny_config
+from fakes import write_spec
+from helpers import REPO, python_m, skip_figures
 
 PLUGIN = '''
 """Test plugin: activations that misbehave on purpose."""
@@ -68,17 +69,6 @@ def plugin(tmp_path_factory) -> Path:
     return path
 
 
-def write_spec(folder: Path, corpus: Path, grid: dict, seeds=2, plugins=(), train=None, **extra) -> Path:
-    config = tiny_config(corpus, **(train or {}))
-    spec = {"name": "t", "description": "test sweep", "plugins": [str(p) for p in plugins],
-            "base": {k: config[k] for k in ("model", "train", "data")}, "grid": grid, "seeds": seeds,
-            # threads: 1 whatever the worker count, so that loky's workers (their env: the thread count) are reused
-            "executor": {"backend": "loky", "n_jobs": 2, "threads": 1}, **extra}
-    path = folder / "sweep.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
-
-
 def read_summary(results: Path) -> list[dict]:
     with open(results / "summary.csv") as f:
         return list(csv.DictReader(f))
@@ -93,7 +83,7 @@ def finished_sweep(tmp_path_factory, corpus):
     uninterrupted reference of the kill test (80 steps, a checkpoint every 20: killed once a third run has
     one, six runs are still unfinished)."""
     root = tmp_path_factory.mktemp("sweep")
-    spec = write_spec(root, corpus, GRID, train={"max_iters": 80, "eval_interval": 20})
+    spec = write_spec(root, corpus, GRID, seeds=2, train={"max_iters": 80, "eval_interval": 20})
     code = sweep_main([str(spec), "--results-dir", str(root / "results"), "--reports-dir", str(root / "reports")])
     return root, spec, code
 
@@ -228,7 +218,7 @@ BAD_SPECS = [
 
 @pytest.mark.parametrize("change, message", BAD_SPECS, ids=[m[:40] for _, m in BAD_SPECS])
 def test_invalid_spec_is_one_line_naming_the_key_and_writes_nothing(change, message, tmp_path, corpus, capsys):
-    spec_path = write_spec(tmp_path, corpus, {"model.norm": ["pre", "post"]})
+    spec_path = write_spec(tmp_path, corpus, {"model.norm": ["pre", "post"]}, seeds=2)
     spec = yaml.safe_load(spec_path.read_text())
     for key, value in change.items():
         if key == "base":
@@ -264,7 +254,7 @@ def test_set_overrides_base_keys_and_rejects_unknown_ones(tmp_path, corpus, caps
 
 
 def test_dry_run_lists_runs_and_estimates_time_without_writing(tmp_path, corpus, capsys):
-    spec = write_spec(tmp_path, corpus, GRID)
+    spec = write_spec(tmp_path, corpus, GRID, seeds=2)
     code = sweep_main([str(spec), "--dry-run", "--results-dir", str(tmp_path / "results")])
     out = capsys.readouterr().out
     assert code == 0

@@ -27,6 +27,7 @@ from gptlab.run.tokenizers import TOKENIZERS, BPETokenizer, tokenizer_cache
 from gptlab.run.evaluation import evaluate
 from gptlab.sweep import main as sweep_main
 
+from fakes import write_spec
 from helpers import REPO, make_corpus, skip_figures, tiny_config
 
 LN2 = math.log(2)
@@ -92,9 +93,12 @@ def split(text: str, val_fraction: float = 0.1) -> tuple[str, str]:
     return text[:n_train], text[n_train:]
 
 
+SHORT_TRAIN = {"max_iters": 20, "eval_interval": 10, "log_interval": 10}
+
+
 def short_config(corpus: Path, **data) -> dict:
     """tiny_config, shortened: these tests check how losses are scored, not how well a model learns."""
-    config = tiny_config(corpus, max_iters=20, eval_interval=10, log_interval=10)
+    config = tiny_config(corpus, **SHORT_TRAIN)
     config["data"].update(data)
     return config
 
@@ -245,7 +249,8 @@ def test_the_bpe_vocab_size_bounds_are_accepted_and_char_ignores_it():
 
 
 def test_an_out_of_range_vocab_size_in_a_sweep_grid_is_refused_in_one_line(tmp_path, corpus, capsys):
-    spec = write_spec(tmp_path, corpus, {"data.tokenizer": ["char", "bpe"], "data.vocab_size": [100]})
+    spec = write_spec(tmp_path, corpus, {"data.tokenizer": ["char", "bpe"], "data.vocab_size": [100]}, train=SHORT_TRAIN,
+                      name="tok", file="tok.yaml")
     assert sweep_main([str(spec), "--results-dir", str(tmp_path / "results")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "data.vocab_size" in err[0] and "between 256 and 65,536" in err[0], err
@@ -308,16 +313,6 @@ def test_a_char_run_keeps_the_hash_it_had_before_tokenizers():
 
 
 # -- sweeps ------------------------------------------------------------------------------------------
-def write_spec(folder: Path, corpus: Path, grid: dict, plugins: tuple = (), **data) -> Path:
-    config = short_config(corpus, **data)
-    spec = {"name": "tok", "description": "tokenizer sweep", "plugins": [str(p) for p in plugins],
-            "base": {k: config[k] for k in ("model", "train", "data")}, "grid": grid, "seeds": 1,
-            "executor": {"backend": "loky", "n_jobs": 2, "threads": 1}}
-    path = folder / "tok.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
-
-
 @pytest.fixture(scope="module")
 def tokenizer_sweep(tmp_path_factory, corpus):
     """One sweep over char, bpe (300 tokens) and a plugin's tokenizer, trained once for the tests below."""
@@ -328,7 +323,8 @@ def tokenizer_sweep(tmp_path_factory, corpus):
         mp.setenv("GPTLAB_CACHE_DIR", str(root / "cache"))  # module scope: before the autouse isolation
         mp.setattr(TOKENIZERS, "_entries", dict(TOKENIZERS._entries))  # the plugin's entry leaves with the module
         skip_figures(mp)  # no test here reads the report's figures
-        spec = write_spec(root, corpus, {"data.tokenizer": ["char", "bpe", "lowerchar"]}, (plugin,), vocab_size=300)
+        spec = write_spec(root, corpus, {"data.tokenizer": ["char", "bpe", "lowerchar"]}, plugins=(plugin,),
+                          train=SHORT_TRAIN, data={"vocab_size": 300}, name="tok", file="tok.yaml")
         code = sweep_main([str(spec), "--results-dir", str(root / "results"), "--reports-dir", str(root / "reports")])
         with open(root / "results" / "tok" / "summary.csv") as f:
             rows = {row["data.tokenizer"]: row for row in csv.DictReader(f)}

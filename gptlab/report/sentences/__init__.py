@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gptlab.report.load import Results
+from gptlab.stats.arms import ARM
 from gptlab.report.sentences import notes, sweeps, verdicts
 from gptlab.report.tables import ReportTables
 
@@ -74,8 +75,12 @@ def _tuning_checks(res: Results, tables: ReportTables) -> list[str]:
     def label(r: dict) -> str:
         if "factor_a" in r:
             return f"{res.label(r['factor_a'], r['level_a'])} x {res.label(r['factor_b'], r['level_b'])}"
+        if "arm" in r:  # a row of tables/arms.csv: per scale level, if any
+            at = f" at {res.label(r['scale_factor'], r['scale_level'])}" if r.get("scale_factor") else ""
+            return f"{res.label(ARM, r['arm'])} vs {res.label(ARM, r['baseline'])}{at}"
         at = f" at {r['at']}" if r.get("at") else ""
         return f"{res.label(r['factor'], r['level'])} vs {res.label(r['factor'], r['baseline'])}{at}"
-    if len(tables.arms.columns):  # a design of arms: each arm against the baseline, nothing else
-        return sweeps.tuning_checks({"main": tables.main}, label)
+    if len(tables.arms.columns):  # a design of arms: each arm against the baseline, at each scale level, nothing else
+        # not the main effects: with a scale factor (a second text) they average over its levels
+        return sweeps.tuning_checks({"arms": tables.arms}, label)
     return sweeps.tuning_checks({"main": tables.main, "interactions": tables.interactions, "simple": a.simple}, label)
