@@ -158,7 +158,8 @@ class Study:
         """(row, estimate, low, high) of every row with a CI (levels: the level's mean loss)."""
         lo, hi = ("ci90_low", "ci90_high") if ninety else ("ci_low", "ci_high")
         for row in self.rows:
-            est = "estimate" if "estimate" in row.values else "best_val_loss"
+            # effect_changes.csv's estimate is its `change`; a levels row's is its mean loss
+            est = next((c for c in ("estimate", "change") if c in row.values), "best_val_loss")
             if {est, lo, hi} <= set(row.values):
                 yield row, row.values[est], row.values[lo], row.values[hi]
 
@@ -246,6 +247,9 @@ DECLARED: dict[tuple[str, str], dict[str, str]] = {
     ("transfer", "discussion"): {
         "; residual SD ": RESIDUAL_SD,
         "only when a CI lies inside the ": MARGIN,
+    },
+    ("scorecard_corpora", "discussion"): {
+        "90% CI inside the margin of ": MARGIN,
     },
 }
 
