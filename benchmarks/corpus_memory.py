@@ -1,13 +1,14 @@
 """Planned against measured memory for large corpora: the dry run, and a worker training on the corpus.
 
-For each corpus size (MB) and kind (ASCII text, or text with non-ASCII letters), writes a corpus of
+For each corpus size (MB) and kind (ASCII text; text with Latin-1 letters, one byte a character in Python;
+text with letters past Latin-1, two bytes a character), writes a corpus of
 random words, a one-run sweep of a small model on it (`data.path`), and measures:
 
 - the dry run's peak resident memory (the whole process, from `getrusage` of a fresh child);
 - the worker's peak resident memory while training, against the memory the plan gave it
   (both from the sweep's line "peak resident memory per worker: X MiB (planned Y MiB per run)").
 
-Run: python benchmarks/corpus_memory.py --sizes 1 100 300 [--kinds ascii utf8]
+Run: python benchmarks/corpus_memory.py --sizes 1 100 300 [--kinds ascii utf8 wide]
 Prints one row per corpus; exits 1 if a worker's measured peak is above its plan or a dry run
 peaks above 1 GiB.
 """
@@ -27,13 +28,14 @@ import yaml
 DRY_RUN_LIMIT_MIB = 1024
 WORDS = ["the", "of", "and", "to", "a", "in", "that", "it", "was", "her", "she", "he", "not", "be", "with",
          "had", "as", "for", "his", "you", "which", "but", "have", "could", "would", "very", "Elizabeth"]
-ACCENTED = ["café", "naïve", "£5", "déjà", "Zoë"]
+ACCENTED = ["café", "naïve", "£5", "déjà", "Zoë"]  # Latin-1: still one byte a character in a Python str
+WIDE = ["ĉu", "ŝi", "ĝardeno", "Ŭkrainio"]  # Esperanto letters past Latin-1: two bytes a character
 
 
 def write_corpus(path: Path, megabytes: int, kind: str, seed: int = 0) -> None:
-    """About `megabytes` MB of random words, in lines of 12; `utf8` mixes in words with é, ï, £."""
+    """About `megabytes` MB of random words, in lines of 12; `utf8` mixes in words with é, ï, £, `wide` with ĉ, ŝ."""
     rng = np.random.default_rng(seed)
-    vocabulary = np.array(WORDS + (ACCENTED if kind == "utf8" else []))
+    vocabulary = np.array(WORDS + {"ascii": [], "utf8": ACCENTED, "wide": WIDE}[kind])
     target = megabytes * 10**6
     with open(path, "w", encoding="utf-8") as f:
         written = 0
@@ -88,7 +90,7 @@ def measure(folder: Path, megabytes: int, kind: str) -> dict[str, object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 100, 300], help="corpus sizes in MB")
-    parser.add_argument("--kinds", nargs="+", default=["ascii"], choices=["ascii", "utf8"], help="kinds of text")
+    parser.add_argument("--kinds", nargs="+", default=["ascii"], choices=["ascii", "utf8", "wide"], help="kinds of text")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import collections
 import logging
+import os
 import re
 import signal
 import sys
@@ -43,6 +44,11 @@ from hypothesis import strategies as st  # noqa: E402
 
 import gptlab.sweep.estimate  # noqa: E402
 import test_fuzz_spec as fuzz  # noqa: E402  (the generators and the property of the CI tests)
+from helpers import SHARED_DATA  # noqa: E402
+
+# A spec whose mutation drops its corpus falls back to Tiny Shakespeare: found where the tests find it (the
+# shared data, or $GPTLAB_DATA_DIR), never downloaded (a failed download is a second line, the INFO that announced it)
+os.environ.setdefault("GPTLAB_DATA_DIR", str(SHARED_DATA))
 
 
 class SpecTimeout(Exception):
@@ -226,6 +232,9 @@ def main() -> int:
     print(f"accepted: {c.accepted:,}")
     print(f"refused in one line: {c.refused:,}; by first words: "
           + ", ".join(f"{k} {v:,}" for k, v in c.refusal_keys.most_common(12)))
+    for section in ("tune", "executor", "executor.cluster"):  # the sections generated on their own too
+        named = {k: v for k, v in c.refusal_keys.items() if k == section or k.startswith(section + ".")}
+        print(f"refusals naming {section} keys: {sum(named.values()):,} ({len(named)} distinct keys)")
     print(f"tracebacks: {c.tracebacks}")
     print(f"property violations (not one line, no key named, a file written): {c.violations}")
     print(f"over {args.timeout} s: {c.timeouts}")

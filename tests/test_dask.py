@@ -128,7 +128,8 @@ def test_dask_sweep_matches_the_loky_sweep(cluster, tmp_path, corpus, capsys):
     assert all(r["status"] == "ok" for r in dask.values())
     for run_id in dask:
         run = tmp_path / "dask" / "results" / "t" / "runs" / run_id
-        assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "metrics.csv", "sample.txt", "summary.json", "train.log"]
+        assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "metrics.csv", "place.json", "sample.txt",
+                                                         "summary.json", "train.log"]
         assert metrics(run) == metrics(tmp_path / "loky" / "results" / "t" / "runs" / run_id)
         assert (run / "config.yaml").read_text() == (tmp_path / "loky" / "results" / "t" / "runs" / run_id / "config.yaml").read_text()
     resolved = yaml.safe_load((tmp_path / "dask" / "results" / "t" / "sweep.yaml").read_text())

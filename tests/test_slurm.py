@@ -222,7 +222,7 @@ def test_a_valid_cluster_is_kept_and_recorded_as_written():
     assert config.cluster == SlurmConfig(partition="gpu", cores=4, memory="16GiB", walltime="1-12:00:00", min_jobs=1,
                                          max_jobs=8, job_extra_directives=("--gres=gpu:1",),
                                          job_script_prologue=("module load cuda",))
-    assert {k: v for k, v in config.to_dict()["cluster"].items() if k != "job_name"} == raw["cluster"]
+    assert {k: v for k, v in config.to_dict()["cluster"].items() if k not in ("job_name", "patience")} == raw["cluster"]
     assert yaml.safe_load(yaml.safe_dump(config.to_dict())) == config.to_dict()
     assert ExecutorConfig.from_mapping(config.to_dict()) == config  # sweep.yaml reads back as the same config
 
@@ -285,3 +285,24 @@ def test_threads_beyond_this_machine_are_refused_by_the_plan(monkeypatch):
         plan_resources(4, ExecutorConfig(threads=3), "cpu", 2**20)
     assert plan_resources(4, ExecutorConfig(threads=2), "cpu", 2**20).threads == 2
     assert plan_resources(4, ExecutorConfig(backend="dask", scheduler="local", threads=3), "cpu", 2**20).threads == 3
+
+
+def test_a_submission_sbatch_refuses_mid_sweep_is_one_line_quoting_it(slurm, tmp_path, corpus, capsys, monkeypatch):
+    """`--test-only` passes, the real submission is refused (a queue limit reached meanwhile): one line, not the
+    adaptive loop's traceback followed by silence."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text(f"#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = --test-only ] && exec {shutil.which('sbatch')} "
+                                 "\"$@\"; done\necho 'sbatch: error: QOSMaxSubmitJobPerUserLimit' >&2\nexit 1\n")
+    (fake / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    # patience: without the refusal read, the sweep would wait for a job that never comes
+    spec = write_spec(tmp_path, corpus, train=SLURM_TRAIN, executor=slurm_executor(tmp_path, patience="0:30"))
+    started = time.monotonic()
+    code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and time.monotonic() - started < 60, err
+    assert err.strip().splitlines()[-1] == ("error: sbatch refused a job of this sweep: sbatch: error: "
+                                            "QOSMaxSubmitJobPerUserLimit; the jobs are cancelled, finished runs are "
+                                            "kept; fix executor.cluster (or wait for the queue's limits) and rerun "
+                                            "the same command to resume")

@@ -52,7 +52,8 @@ from typing import Any, Callable, Iterator, Sequence
 from gptlab.errors import GptlabError
 from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Plan, RunResult, Task
 from gptlab.executors import scheduler
-from gptlab.executors.slurm import patience_message, quiet_loggers, slurm_client, walltime_seconds
+from gptlab.executors.slurm import (patience_message, quiet_loggers, refusal_message, slurm_client,
+                                    walltime_seconds)
 from gptlab.executors.worker import execute_run, failed_result, with_run_dir
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
@@ -130,13 +131,14 @@ def train_on_worker(task: Task, worker_dir: str | None, allowed_losses: int, los
 
 # -- driver side ---------------------------------------------------------------------------------
 @contextlib.contextmanager
-def connect(executor: ExecutorConfig, plan: Plan, n_runs: int = 1) -> Iterator[tuple[Any, bool]]:
-    """Yield (client, is_local): a Client of the scheduler, of a LocalCluster for 'local', or of a
-    SLURM cluster started for `n_runs` runs (and released on the way out)."""
+def connect(executor: ExecutorConfig, plan: Plan, n_runs: int = 1) -> Iterator[tuple[Any, bool, list[str]]]:
+    """Yield (client, is_local, refusals): a Client of the scheduler, of a LocalCluster for 'local', or of a
+    SLURM cluster started for `n_runs` runs (and released on the way out), whose submissions sbatch refused
+    say so in `refusals` (empty elsewhere)."""
     scheduler.check_scheduler(executor)
     if executor.cluster is not None:
-        with slurm_client(executor.cluster, n_runs) as client:
-            yield client, False
+        with slurm_client(executor.cluster, n_runs) as (client, refusals):
+            yield client, False, refusals
         return
     from distributed import Client, LocalCluster
 
@@ -146,7 +148,7 @@ def connect(executor: ExecutorConfig, plan: Plan, n_runs: int = 1) -> Iterator[t
             cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=1, processes=True, host="127.0.0.1")
             client = Client(cluster)
             try:
-                yield client, True
+                yield client, True, []
             finally:
                 client.close()
                 cluster.close()
@@ -156,7 +158,7 @@ def connect(executor: ExecutorConfig, plan: Plan, n_runs: int = 1) -> Iterator[t
     except Exception as err:
         raise GptlabError(f"cannot connect to the dask scheduler at {address}: {err}") from None
     try:
-        yield client, False
+        yield client, False, []
     finally:
         client.close()
 
@@ -209,14 +211,17 @@ def _deliver(job: _Job, payload: dict[str, Any]) -> RunResult:
     return result
 
 
-def _completed(pending: Any, client: Any, executor: ExecutorConfig) -> Iterator[Any]:
-    """`pending`'s futures as they finish. On a SLURM cluster, runs that have waited `patience` with no
-    worker at all (no job started: a queue, a hold, a reservation) stop the sweep with a line naming squeue."""
+def _completed(pending: Any, client: Any, executor: ExecutorConfig, refusals: Sequence[str] = ()) -> Iterator[Any]:
+    """`pending`'s futures as they finish. On a SLURM cluster, a submission sbatch refused stops the sweep with
+    sbatch's words, and runs that have waited `patience` with no worker at all (no job started: a queue, a
+    hold, a reservation) stop it with a line naming squeue."""
     if executor.cluster is None:
         yield from pending
         return
     patience, since = walltime_seconds(executor.cluster.patience), time.monotonic()
     while not pending.is_empty():
+        if refusals:
+            raise GptlabError(refusal_message(executor.cluster, refusals[0]))
         if pending.has_ready():
             yield next(pending)
             continue
@@ -267,7 +272,7 @@ def run_dask(tasks: Sequence[Task], plan: Plan, executor: ExecutorConfig, on_res
 
     allowed = 1 if executor.on_worker_lost == "retry" else 0
     shared_root = Path(executor.shared_dir).expanduser().resolve() if executor.shared_dir else None
-    with connect(executor, plan, len(tasks)) as (client, local):
+    with connect(executor, plan, len(tasks)) as (client, local, refusals):
         threads = run_threads(executor, plan, local)
         log.info("%s", _describe(client, executor, plan, threads, len(tasks)))
         if not client.nthreads() and executor.cluster is None:
@@ -289,7 +294,7 @@ def run_dask(tasks: Sequence[Task], plan: Plan, executor: ExecutorConfig, on_res
                 if shared_root and results is not None else None
             submit(_Job(task, worker_dir))
         try:
-            for future in _completed(pending, client, executor):
+            for future in _completed(pending, client, executor, refusals):
                 _, job = jobs.pop(future.key)
                 try:
                     result = _deliver(job, future.result())

@@ -236,14 +236,16 @@ def cluster_options(config: SlurmConfig) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def slurm_client(config: SlurmConfig, n_runs: int) -> Iterator[Any]:
-    """A `distributed.Client` of a new SLURMCluster sized for `n_runs`; its jobs are cancelled on the way out."""
+def slurm_client(config: SlurmConfig, n_runs: int) -> Iterator[tuple[Any, list[str]]]:
+    """(a `distributed.Client` of a new SLURMCluster sized for `n_runs`, what sbatch said of each submission it
+    refused since); the jobs are cancelled on the way out."""
     check_slurm()
     from dask_jobqueue import SLURMCluster
     from distributed import Client
 
-    with quiet_loggers("distributed", "dask_jobqueue"):
-        cluster = SLURMCluster(**cluster_options(config))
+    refusals: list[str] = []
+    with quiet_loggers("distributed", "dask_jobqueue"), _without_refusal_tracebacks():
+        cluster = SLURMCluster(**cluster_options(config), job_cls=_recording_job_class(refusals))
         try:
             check_submission(cluster.job_script())
             low, high = config.job_bounds(n_runs)
@@ -251,11 +253,59 @@ def slurm_client(config: SlurmConfig, n_runs: int) -> Iterator[Any]:
             log.debug("SLURM job script:\n%s", cluster.job_script())
             client = Client(cluster)
             try:
-                yield client
+                yield client, refusals
             finally:
                 client.close()
         finally:
             cluster.close()  # scancel every job it submitted
+
+
+class SubmissionRefused(RuntimeError):
+    """sbatch refused a job of a running sweep (a queue limit reached since `--test-only` passed, say)."""
+
+
+def _recording_job_class(refusals: list[str]) -> type:
+    """dask-jobqueue's SLURMJob, appending what sbatch says to `refusals` when it refuses a submission: the
+    adaptive loop would only log it (a traceback), and the sweep would wait for a job that never comes."""
+    from dask_jobqueue.slurm import SLURMJob
+    from distributed.core import Status
+
+    class RecordingSLURMJob(SLURMJob):
+        async def _submit_job(self, script_filename: str) -> str:
+            try:
+                return await super()._submit_job(script_filename)
+            except RuntimeError as err:  # dask-jobqueue's: exit code, command, stdout and stderr
+                said = str(err).partition("stderr:")[2].strip() or str(err).strip()
+                refusals.append(" / ".join(line.strip() for line in said.splitlines() if line.strip()))
+                self.status = Status.failed  # else closing the cluster asserts that no job is left "created"
+                raise SubmissionRefused(refusals[-1]) from None
+    return RecordingSLURMJob
+
+
+class _DropRefusals(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], SubmissionRefused))
+
+
+@contextlib.contextmanager
+def _without_refusal_tracebacks() -> Iterator[None]:
+    """The adaptive loop logs a refused submission with its traceback; the sweep says it in one line instead."""
+    loggers = [logging.getLogger(name) for name in ("tornado.application", "asyncio", "distributed.deploy.spec",
+                                                        "distributed.deploy.adaptive_core")]
+    drop = _DropRefusals()
+    for logger in loggers:
+        logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(drop)
+
+
+def refusal_message(config: SlurmConfig, said: str) -> str:
+    """What the sweep says when sbatch refused one of its jobs while it ran."""
+    return (f"sbatch refused a job of this sweep: {said}; the jobs are cancelled, finished runs are kept; fix "
+            "executor.cluster (or wait for the queue's limits) and rerun the same command to resume")
 
 
 def check_submission(job_script: str) -> None:
