@@ -384,9 +384,15 @@ CLUSTER_VALUES = ["slurm", "pbs", "gpu", "4GB", "16GiB", "4 gigs", "01:00:00", "
 def clusters(weird: st.SearchStrategy) -> st.SearchStrategy:
     """`executor.cluster` sections: SLURM's keys (and dask-jobqueue's names for them) with odd and plausible values."""
     value = st.one_of(weird, st.sampled_from(CLUSTER_VALUES), st.integers(-2, 20_000))
-    return st.one_of(weird, st.builds(lambda keys, vals: dict(zip(keys, vals)),
-                                      st.lists(st.sampled_from(CLUSTER_KEYS), max_size=5, unique=True),
-                                      st.lists(value, min_size=5, max_size=5)))
+    any_keys = st.builds(lambda keys, vals: dict(zip(keys, vals)),
+                         st.lists(st.sampled_from(CLUSTER_KEYS), max_size=5, unique=True),
+                         st.lists(value, min_size=5, max_size=5))
+    # valid keys under a valid type: the checks of each key's value are reached, not only the first refusal
+    slurm_keys = st.builds(lambda keys, vals: {"type": "slurm", **dict(zip(keys, vals))},
+                           st.lists(st.sampled_from([k for k in CLUSTER_KEYS if k not in ("type", "queue", "x")]),
+                                    max_size=3, unique=True),
+                           st.lists(value, min_size=3, max_size=3))
+    return st.one_of(weird, any_keys, slurm_keys, slurm_keys)
 
 
 @st.composite
@@ -397,6 +403,7 @@ def executors(draw: st.DrawFn, weird: st.SearchStrategy) -> dict[str, Any]:
                                                        "shared_dir", "on_worker_lost", "x"]), max_size=3, unique=True))}
     if draw(st.booleans()):
         section["cluster"] = draw(clusters(weird))
+        section["backend"] = draw(st.sampled_from(["dask", "dask", "loky"]))  # a cluster is dask's
     return section
 
 
