@@ -78,23 +78,19 @@ def test_a_report_asked_for_before_the_first_run_finishes_says_a_sweep_is_traini
     assert "no summary.csv yet: a sweep is training it (process 4242 on h" in err and err.count("\n") == 0
 
 
-def test_a_run_folder_holding_another_runs_files_is_not_that_runs_result(tmp_path, corpus, capsys, monkeypatch):
+def test_a_run_folder_holding_another_runs_files_is_not_that_runs_result(two_runs, tmp_path, monkeypatch):
     import shutil
 
     import pandas as pd
-    import yaml
 
     from gptlab.sweep.cli import main as sweep_main
     from helpers import skip_figures
 
     skip_figures(monkeypatch)
-    config = tiny_config(corpus, max_iters=10, eval_interval=5)
-    spec = tmp_path / "s.yaml"
-    spec.write_text(yaml.safe_dump({"name": "s", "base": {k: config[k] for k in ("model", "train", "data")},
-                                    "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0],
-                                    "executor": {"backend": "loky", "n_jobs": 1}}))
-    args = [str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")]
-    assert sweep_main(args) == 0
+    results, _ = two_runs
+    shutil.copytree(results.parent, tmp_path / "results")
+    args = [str(results.parent.parent / "s.yaml"), "--results-dir", str(tmp_path / "results"),
+            "--reports-dir", str(tmp_path / "reports")]
     runs = tmp_path / "results" / "s" / "runs"
     gelu, relu = sorted(runs.iterdir())  # gelu-... before relu-...
     shutil.rmtree(gelu)

@@ -45,7 +45,7 @@ def http_listener():
 def test_a_scheduler_address_that_is_not_dask_is_one_line_in_seconds(listener, dry_run, request, tmp_path, corpus,
                                                                      monkeypatch, capsys):
     address = request.getfixturevalue(listener)
-    monkeypatch.setattr(scheduler, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr(scheduler, "CONNECT_TIMEOUT_S", 0.4)  # a local listener answers (or not) within it
     config = tiny_config(corpus)
     spec = tmp_path / "s.yaml"
     spec.write_text(yaml.safe_dump({"name": "s", "base": {k: config[k] for k in ("model", "train", "data")},

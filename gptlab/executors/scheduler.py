@@ -67,7 +67,7 @@ def check_scheduler(executor: ExecutorConfig) -> None:
         reply = probe(address, CONNECT_TIMEOUT_S)
     except Exception as err:  # refused, timed out, a bad address, or a server that is not dask
         reason = (str(err).splitlines() or [""])[0] or (
-            f"no dask answer within {3 * CONNECT_TIMEOUT_S} s (a dask scheduler listens on :8786 by default; "
+            f"no dask answer within {3 * CONNECT_TIMEOUT_S:g} s (a dask scheduler listens on :8786 by default; "
             ":8787 is its dashboard)" if isinstance(err, (TimeoutError, asyncio.TimeoutError)) else type(err).__name__)
         raise GptlabError(f"cannot reach the dask scheduler at {address}: {reason}") from None
     kind = reply.get("type") if isinstance(reply, dict) else None

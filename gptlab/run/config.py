@@ -206,20 +206,16 @@ class RunConfig:
         return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
+_fields, _type_hints = functools.cache(dataclasses.fields), functools.cache(typing.get_type_hints)  # once a class
+
+
 def _settings(section: Any) -> dict[str, Any]:
     """A section's fields as a new dict: `dataclasses.asdict` without its recursive deep copies, which every
     field being a scalar makes needless (they took 0.8 ms a run, 8 s of validating a 10,000-run sweep)."""
     return {f.name: getattr(section, f.name) for f in _fields(type(section))}
 
 
-_fields = functools.cache(dataclasses.fields)
-_type_hints = functools.cache(typing.get_type_hints)
-
-
-@functools.cache
-def _default_settings() -> dict[str, Any]:
-    """Every setting's default, by section (read-only: `identity` compares with it)."""
-    return RunConfig(ModelConfig(), TrainConfig(), DataConfig()).to_dict()
+_default_settings = functools.cache(lambda: RunConfig(ModelConfig(), TrainConfig(), DataConfig()).to_dict())
 
 
 # The settings of the first release (those of the shipped studies' config.yaml). Always hashed;
@@ -232,7 +228,6 @@ FIRST_RELEASE_KEYS = frozenset(
                               "log_interval", "device", "dtype", "compile")]
     + [f"data.{k}" for k in ("dataset", "path", "val_fraction")]
 )
-
 
 SECTIONS: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
 # model.vocab_size is not a user setting: it always comes from the dataset's tokenizer.
