@@ -26,6 +26,8 @@ from gptlab.sweep.spec import load_spec
 
 from helpers import REPO, python_m, skip_figures, tiny_config
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 # -- the rule's guarantee, by simulation ----------------------------------------------------------
 
 DESIGNS = [(1, 2), (2, 2), (3, 3), (4, 2)]  # (factors of a 2^k factorial: 2 to 16 cells, round-1 seeds)

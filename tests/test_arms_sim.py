@@ -20,6 +20,8 @@ from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.effects import analyse
 from gptlab.stats.text_share import Blocks
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 
 def test_the_allocations():
     w = ArmsWorld()  # 10 arms, 3 seeds each

@@ -22,6 +22,8 @@ from scipy import stats as st
 from gptlab.stats.calibration import CALIBRATION_DESIGNS, PlantedTruth, calibrate
 from gptlab.stats.design import Design
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 
 @pytest.fixture(scope="module")
 def runs():

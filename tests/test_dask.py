@@ -20,6 +20,8 @@ from gptlab.sweep import main as sweep_main
 from fakes import LOKY_EXECUTOR, write_spec
 from helpers import REPO
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 distributed = pytest.importorskip("distributed")
 
 # Entries get a `dask_` prefix: the registries are shared by every test module of a pytest process.

@@ -39,6 +39,8 @@ from gptlab.sweep.spec import load_spec
 
 from helpers import REPO
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 # The built-in entries, in registration order; only the entry-specific tests below use this.
 BUILT_IN = {
     "norm": ["pre", "post", "sandwich", "none"],

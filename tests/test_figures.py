@@ -5,6 +5,7 @@ legends, the equivalence band); the public functions are checked to return PNG b
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -17,7 +18,7 @@ from matplotlib.patches import Rectangle
 from gptlab.report import effect_figures as E
 from gptlab.report import figstyle as S
 from gptlab.report import figures as F
-from gptlab.report import load_results
+from gptlab.report import analyses, load_results, write_report
 from gptlab.report.synthetic import make_results
 
 PNG = b"\x89PNG"
@@ -286,3 +287,33 @@ def test_val_curves_four_cells_one_line_per_cell(res4, drawn):
 def test_figsize_caps():
     assert S.figsize(100, 100) == (S.MAX_WIDTH, S.MAX_HEIGHT)
     assert S.figsize(1, 1) == (4.0, 2.5)
+
+
+# -- a numeric factor draws no categorical-units message -------------------------------------------
+NUMERIC_GRID = {"model.norm": ["pre", "post"], "train.warmup_iters": [0, 100, 200]}
+
+
+def test_best_loss_per_level_puts_numeric_levels_on_ticks_without_the_category_axis(tmp_path, caplog, monkeypatch):
+    res = load_results(make_results(tmp_path, NUMERIC_GRID, 2))
+    drawn = []
+    monkeypatch.setattr(F, "to_png", lambda fig: drawn.append(fig) or b"png")
+    caplog.set_level(logging.INFO, logger="matplotlib.category")
+    assert F.level_effects(res, analyses.level_table(res)) == b"png"
+    assert not [r for r in caplog.records if r.name.startswith("matplotlib")], caplog.records
+    norm, warmup = drawn[0].axes
+    assert [t.get_text() for t in warmup.get_xticklabels()] == ["0", "100", "200"]
+    assert [t.get_text() for t in norm.get_xticklabels()] == ["pre", "post"]
+    dots = warmup.collections[:3]  # one scatter per level, then the error bars
+    for i, level in enumerate(["0", "100", "200"]):
+        x, y = dots[i].get_offsets().T
+        runs = res.runs[res.runs["train.warmup_iters"] == level]
+        assert len(x) == len(runs) and all(abs(x - i) <= 0.1)  # at the level's tick, jittered
+        assert sorted(y) == pytest.approx(sorted(runs["best_val_loss"]))
+
+
+def test_a_report_of_a_numeric_factor_logs_no_category_message(tmp_path, caplog):
+    results = make_results(tmp_path, {"train.warmup_iters": [0, 100]}, 2)
+    caplog.set_level(logging.INFO, logger="matplotlib.category")
+    write_report(results, tmp_path / "report")
+    assert (tmp_path / "report" / "figures" / "level_effects.png").is_file()
+    assert not [r for r in caplog.records if r.name == "matplotlib.category"], [r.getMessage() for r in caplog.records]

@@ -44,6 +44,8 @@ from gptlab.sweep.spec import TOP_KEYS
 
 from helpers import REPO, make_corpus
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 SHIPPED = {p.stem: yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted((REPO / "ablations").glob("*.yaml"))}
 RUN_KEYS = [k for k in valid_keys() if k != "seed"]
 # What an error line may name: a key of the spec or of a run config, a CLI option, or the file (YAML errors).

@@ -150,3 +150,39 @@ def test_a_nan_margin_is_echoed_as_nan(tmp_path, corpus, capsys):
     assert sweep_main([str(spec_path), "--results-dir", str(tmp_path / "r"), "--margin", "nan"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: --margin: must be a positive finite number of nats/char (e.g. 0.01), got nan"
+
+
+# -- the "same config" error names the keys that made two cells one ------------------------------------
+def test_two_cells_with_one_config_are_refused_naming_the_ignored_key_and_the_exclude_that_fixes_it(
+        tmp_path, corpus, capsys):
+    config = tiny_config(corpus)
+    spec = {"name": "same", "description": "char ignores vocab_size", "plugins": [],
+            "base": {k: config[k] for k in ("model", "train", "data")},
+            "grid": {"data.tokenizer": ["char", "bpe"], "data.vocab_size": [256, 1024]}, "seeds": 1}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    args = [str(path), "--dry-run", "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "rep")]
+    assert sweep_main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: grid: cells (char, 256) and (char, 1024) resolve to the same config: they differ only in "
+                   "data.vocab_size, which data.tokenizer=char ignores; exclude one of them "
+                   "(e.g. exclude: [{data.tokenizer: char, data.vocab_size: 1024}])")
+    spec["exclude"] = yaml.safe_load(err.split("(e.g. exclude: ", 1)[1][:-1])  # the suggested exclude, as given
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert sweep_main(args) == 0
+    assert not (tmp_path / "results").exists()
+
+
+def test_levels_that_resolve_to_one_value_are_named_as_such(tmp_path, corpus, capsys):
+    config = tiny_config(corpus)
+    config["data"]["tokenizer"] = "bpe"
+    spec = {"name": "same", "description": "bpe without a size is bpe 1024", "plugins": [],
+            "base": {k: config[k] for k in ("model", "train", "data")},
+            "grid": {"model.norm": ["pre", "post"], "data.vocab_size": [None, 1024]}, "seeds": 1}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert sweep_main([str(path), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: grid: cells (pre, null) and (pre, 1024) resolve to the same config: they differ only in "
+                   "data.vocab_size, whose levels resolve to the same value; exclude one of them "
+                   "(e.g. exclude: [{model.norm: pre, data.vocab_size: 1024}])")

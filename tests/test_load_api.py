@@ -14,6 +14,8 @@ from gptlab.report.synthetic import make_results
 
 from helpers import REPO
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 FOUR_AXES = REPO / "results" / "four_axes"
 
 

@@ -27,6 +27,8 @@ from gptlab.sweep import main as sweep_main
 from fakes import write_spec
 from helpers import REPO
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 # a checkpoint every 20 steps, 120 steps unless the grid says (on 2 loky workers: fakes.LOKY_EXECUTOR)
 ORPHAN_TRAIN = {"max_iters": 120, "eval_interval": 20}
 

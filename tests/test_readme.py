@@ -36,6 +36,8 @@ from packaging.requirements import Requirement
 
 from helpers import REPO
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 README = REPO / "README.md"
 
 COVERED: dict[str, str] = {

@@ -36,6 +36,8 @@ from gptlab.report import write_report
 
 from helpers import REPO, skip_figures
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 STUDIES = sorted(p.name for p in (REPO / "results").iterdir() if (p / "summary.csv").exists()
                  and (REPO / "reports" / p.name / "tables").is_dir())
 # a typed number: two or more decimals, an optional sign or "+/-" (a half-width); not a percentage,

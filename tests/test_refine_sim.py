@@ -23,6 +23,8 @@ from gptlab.stats.refine import RefineRule
 from gptlab.stats.refine_sim import (DESIGN, GRID_RUNS, LATTICE, TUNERS, WORLDS, Curve, Noise, Tuner, World,
                                      grid_picks, refine_picks, simulate, summarise)
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 NULL = WORLDS["a: best losses equal, optima per cell"]
 STUDIES = 200  # MC SE of a per-study rate of 5%: 0.015
 Z = 3.0

@@ -16,6 +16,8 @@ from gptlab.report import default_reports_dir, write_report
 from gptlab.report.__main__ import main as report_main
 from gptlab.report.synthetic import make_results
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 REPO = Path(__file__).resolve().parents[1]
 GRID = {"model.norm": ["pre", "post"], "train.warmup_iters": [0, 100], "model.bias": [False, True]}
 STATUS = {(("post", 100, True), 1): "diverged", (("post", 0, False), 2): "diverged",

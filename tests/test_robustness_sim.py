@@ -20,6 +20,8 @@ from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.robustness_sim import (MAIN, WORLDS, ArmOptima, Setup, false_call, selection_frame, simulate,
                                          summarise, true_call)
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 SETUP = Setup(2, 5)
 STUDIES = 30
 

@@ -6,12 +6,15 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 
 from gptlab.sweep import main as sweep_main
 
 from fakes import write_spec
 from helpers import REPO, python_m
+
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
 SAFE = {"name": "safe", "file": "safe.yaml"}  # the sweep these tests train: results/safe/
 

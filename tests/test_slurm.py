@@ -23,6 +23,8 @@ from gptlab.sweep import main as sweep_main
 from fakes import write_spec
 from helpers import REPO, python_m
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 SETUP = "run .ci/slurm_up.sh (as root) to start a single-node SLURM on this machine"
 JOB_NAME = f"gptlab-test-{os.getpid()}"  # this test's jobs, apart from anyone else's
 SLURM_TRAIN = {"max_iters": 300}  # 280 steps after the first checkpoint: time to stop it mid-run

@@ -24,6 +24,8 @@ from gptlab.stats.models import fit_cells
 from gptlab.stats.text_share import Blocks, text_error
 from gptlab.stats.text_share_sim import DESIGN, TextScenario, calibrate_text, simulate_blocks
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 LN2 = math.log(2)
 
 

@@ -372,3 +372,59 @@ def test_list_shows_the_tokenizer_registry(capsys):
     header = lines.index(f"data.tokenizer: {TOKENIZERS.description}")
     entries = [line.split()[0] for line in lines[header + 1:header + 1 + len(TOKENIZERS)]]
     assert entries[:2] == ["char", "bpe"] and all(line.startswith("  ") for line in lines[header + 1:header + 3])
+
+
+# -- a byte-level BPE: data.vocab_size 256 -------------------------------------------------------------
+TRAIN_TEXT = "Café au lait — naïve façade, smörgåsbord.\nThe king shall speak to my lord.\n" * 12  # 900 chars
+VAL_TEXT = ("éclair 日本語 and 😀 emoji; the queen.\n" * 3)[:100]  # its first character is two bytes
+assert len(TRAIN_TEXT) == 900 and len(VAL_TEXT) == 100
+
+
+def test_bpe_accepts_a_byte_vocabulary_of_256_and_refuses_255_naming_the_range():
+    assert resolve_run_config({"data": {"tokenizer": "bpe", "vocab_size": 256}}).data.vocab_size == 256
+    with pytest.raises(GptlabError) as err:
+        resolve_run_config({"data": {"tokenizer": "bpe", "vocab_size": 255}})
+    message = str(err.value)
+    assert "data.vocab_size must be between 256 and 65,536 for data.tokenizer bpe" in message and "got 255" in message
+
+
+def test_a_256_token_bpe_is_the_bytes_alone_and_round_trips_any_text():
+    tok = BPETokenizer.train(TRAIN_TEXT + VAL_TEXT, len(TRAIN_TEXT), 256)
+    assert tok.vocab_size == 256
+    assert json.loads(tok.to_state()["json"])["model"]["merges"] == []  # no merge: one token per byte
+    text = VAL_TEXT + "𝄞 ∑ ü, never seen in training"
+    ids = tok.encode(text)
+    assert len(ids) == len(text.encode("utf-8")) and max(ids) < 256
+    assert tok.decode(ids) == text and tok.decode(torch.tensor(ids)) == text
+
+
+def test_a_byte_level_run_trains_256_logits_and_scores_bits_per_character(tmp_path):
+    corpus = tmp_path / "unicode.txt"
+    corpus.write_text(TRAIN_TEXT + VAL_TEXT, encoding="utf-8")
+    data = load_dataset("unicode", str(corpus), 0.1, "bpe", 256)
+    n_bytes = len(VAL_TEXT.encode("utf-8"))
+    assert len(data.val) == n_bytes and len(data.train) == len(TRAIN_TEXT.encode("utf-8"))
+    # the first target is the second byte of 'é': part of the first character is scored, so every one counts
+    assert data.val_chars_scored == len(VAL_TEXT)
+    assert data.bits_per_char_factor == pytest.approx((n_bytes - 1) / len(VAL_TEXT) / math.log(2), rel=1e-12)
+
+    config = tiny_config(corpus, max_iters=10, eval_interval=10, log_interval=10)
+    config["data"].update(tokenizer="bpe", vocab_size=256, val_fraction=0.1)
+    summary = train_run(config, tmp_path / "run")
+    assert summary["status"] == "ok"
+    assert summary["val_bpc_factor"] == pytest.approx(data.bits_per_char_factor, rel=1e-12)
+    assert summary["best_val_bpc"] == pytest.approx(summary["best_val_loss"] * data.bits_per_char_factor, rel=1e-9)
+    model, tokenizer = load_checkpoint_model(tmp_path / "run")
+    assert tokenizer.vocab_size == 256 and model.lm_head.out_features == 256
+
+
+# -- first_token_chars reads the whole text ------------------------------------------------------------
+def test_first_token_chars_reads_the_whole_text_not_a_prefix():
+    train = ("a" * 512 + "\n") * 8  # long runs of one letter: BPE learns tokens of 2, 4, ..., 256 a's
+    val = "a" * 300 + "\nab\n"
+    tok = BPETokenizer.train(train + val, len(train), 266)
+    first = tok.encode(val)[0]
+    assert tok.decode([first]) == "a" * 256  # the first token is 256 characters long
+    # A 256-character prefix is that one token: read alone it seems to span the whole text.
+    assert tok.first_token_chars(val) == 256
+    assert tok.first_token_chars("a" * 256) == 256  # one token: it is all there is

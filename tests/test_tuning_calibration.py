@@ -23,6 +23,8 @@ from gptlab.stats.effects import analyse
 from gptlab.stats.tuning_sim import (FACTOR, FIXED, NAIVE, SCENARIOS, TUNED, Curve, Scenario, run_protocols,
                                       simulate, summarise)
 
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+
 A, B, C, D = SCENARIOS  # (a) optima apart, equal there; (b) equal everywhere; (c) a real difference; (d) flat arm
 SIMS = {A: 500, B: 500, D: 200}  # simulated studies: MC SE of a 95% coverage 0.0097 at 500
 Z = 3.0  # Monte-Carlo slack, in SEs
