@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from gptlab.errors import GptlabError
-from gptlab.executors import Plan
+from gptlab.executors import Resources
 from gptlab import load
 from gptlab.report import write_report
 from gptlab.report.synthetic import make_results
@@ -26,6 +26,8 @@ from gptlab.sweep.tuning import planned_range
 
 from fakes import FakeBackend
 from helpers import skip_figures, tiny_config
+
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
 ARMS = {"nanogpt": {}, "post_ln": {"model.norm": "post"}, "relu": {"model.activation": "relu"},
         "modern": {"model.norm_type": "rmsnorm", "model.activation": "swiglu", "model.position": "rotary"}}
@@ -128,7 +130,7 @@ def test_a_grid_sweep_keeps_its_run_ids(corpus):
 def _loop(spec, results: Path, backend):
     out = io.StringIO()
     options = SweepOptions(results, results.parent / "reports", stream=out, progress_every_s=60)
-    plan = Plan(workers=1, threads=1, device="cpu", gpus=0, reason="test")
+    plan = Resources(workers=1, threads=1, device="cpu", gpus=0, reason="test")
     return train_stages(spec, planner_for(spec, out), plan, options, backend), out.getvalue()
 
 

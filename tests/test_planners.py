@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from gptlab.executors import ExecutorConfig, Plan
+from gptlab.executors import ExecutorConfig, Resources
 from gptlab.run.resultsdir import SWEEP_YAML, ROUNDS_CSV, SUMMARY_CSV
 from gptlab.stats.precision import SeedRule, Widest
 from gptlab.sweep.adaptive import AdaptiveSeeds
@@ -184,7 +184,7 @@ LOSSES = {"gelu-lr1_s0": 1.6, "gelu-lr2_s0": 1.5, "relu-lr1_s0": 1.4, "relu-lr2_
 def _loop(tmp_path: Path, planner, backend) -> tuple[tuple[Run, ...], str]:
     out = io.StringIO()
     options = SweepOptions(tmp_path, tmp_path / "reports", stream=out, progress_every_s=60)
-    plan = Plan(workers=1, threads=1, device="cpu", gpus=0, reason="test")
+    plan = Resources(workers=1, threads=1, device="cpu", gpus=0, reason="test")
     return train_stages(_spec(_runs(1)), planner, plan, options, backend), out.getvalue()
 
 

@@ -13,7 +13,7 @@ from gptlab.run.rundir import RunDir
 from gptlab.sweep import main as sweep_main
 from gptlab.sweep import progress as progress_module
 from gptlab.sweep.progress import Progress
-from gptlab.sweep.results import run_dir
+from gptlab.sweep.summary import run_dir
 from gptlab.sweep.spec import load_spec
 
 from helpers import tiny_config

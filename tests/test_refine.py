@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gptlab.errors import GptlabError
-from gptlab.executors import Plan
+from gptlab.executors import Resources
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.stats.refine import Lattice, RefineRule, decide, decide_all, geometric_ratio, judge, pooled_sigma
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
@@ -154,7 +154,7 @@ def planted(config: dict) -> float:
 def _loop(spec, results: Path, backend):
     out = io.StringIO()
     options = SweepOptions(results, results.parent / "reports", stream=out, progress_every_s=60)
-    plan = Plan(workers=1, threads=1, device="cpu", gpus=0, reason="test")
+    plan = Resources(workers=1, threads=1, device="cpu", gpus=0, reason="test")
     planner = planner_for(spec, out)
     return train_stages(spec, planner, plan, options, backend), out.getvalue(), planner
 

@@ -104,7 +104,7 @@ def test_rerunning_a_changed_spec_warns_and_keeps_the_runs_it_no_longer_names(tm
 # -- result identity -------------------------------------------------------------------------------
 def test_the_shipped_studies_still_name_all_their_finished_runs():
     """Their YAMLs, resolved by today's code, find every committed run finished (no orphans)."""
-    from gptlab.sweep.results import run_dir
+    from gptlab.sweep.summary import run_dir
     from gptlab.sweep.spec import load_spec
 
     for name in ("four_axes", "postln_warmup", "beyond", "transfer"):

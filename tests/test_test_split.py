@@ -23,7 +23,7 @@ from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.run.runner import RunDirWriter, train_run
 from gptlab.run.trainer import Trainer
-from gptlab.sweep.results import write_summary
+from gptlab.sweep.summary import write_summary
 from gptlab.sweep.spec import load_spec
 from gptlab.train import main as train_main
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from gptlab.errors import GptlabError
-from gptlab.executors import Plan
+from gptlab.executors import Resources
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.stats.picks import Trial, edge_keys, pick_rows
 from gptlab.run.rundir import RunDir
@@ -143,7 +143,7 @@ def planted(config: dict) -> float:
 def _loop(spec, results: Path, backend, planner=None):
     out = io.StringIO()
     options = SweepOptions(results, results.parent / "reports", stream=out, progress_every_s=60)
-    plan = Plan(workers=1, threads=1, device="cpu", gpus=0, reason="test")
+    plan = Resources(workers=1, threads=1, device="cpu", gpus=0, reason="test")
     planner = planner or planner_for(spec, out)
     return train_stages(spec, planner, plan, options, backend), out.getvalue(), planner
 

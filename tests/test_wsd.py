@@ -13,7 +13,7 @@ import torch
 import yaml
 
 from gptlab.errors import GptlabError
-from gptlab.executors import BACKENDS, ExecutorConfig, Plan
+from gptlab.executors import BACKENDS, ExecutorConfig, Resources
 from gptlab.run.resultsdir import SUMMARY_CSV
 from gptlab.run.branching import Branch, record_branches
 from gptlab.run.config import SCHEDULE_NAMES, TrainConfig, resolve_run_config
@@ -29,6 +29,8 @@ from gptlab.sweep.trunks import SharedTrunks, steps_trained, trunk_groups
 
 from fakes import FakeBackend
 from helpers import REPO, tiny_config
+
+pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
 WSD = TrainConfig(max_iters=1000, warmup_iters=100, lr=1e-3, min_lr=1e-4, schedule="wsd")  # cooldown from step 800
 
@@ -218,7 +220,7 @@ def test_runs_differing_only_in_length_under_wsd_share_the_longest_as_their_trun
 def _loop(tmp_path: Path, planner, backend) -> tuple[tuple[Run, ...], str]:
     out = io.StringIO()
     options = SweepOptions(tmp_path, tmp_path / "reports", stream=out, progress_every_s=60)
-    return train_stages(_spec(_runs()), planner, Plan(1, 1, "cpu", 0, "test"), options, backend), out.getvalue()
+    return train_stages(_spec(_runs()), planner, Resources(1, 1, "cpu", 0, "test"), options, backend), out.getvalue()
 
 
 def test_each_stage_trains_its_trunks_then_their_branches_which_wait_for_them(tmp_path):
@@ -280,7 +282,7 @@ def test_a_wsd_length_sweep_trains_each_stable_phase_once_and_equals_separate_ru
     planner = planner_for(spec, out)
     assert "88 steps instead of 120 (73%)" in planner.preview().intro  # what --dry-run prints
     options = SweepOptions(results, tmp_path / "reports", stream=out, progress_every_s=60)
-    planned = train_stages(spec, planner, Plan(1, 1, "cpu", 0, "test"), options, BACKENDS.get("loky")(spec.executor))
+    planned = train_stages(spec, planner, Resources(1, 1, "cpu", 0, "test"), options, BACKENDS.get("loky")(spec.executor))
     assert [r.run_id for r in planned] == [r.run_id for r in spec.runs]
     assert "sweep t, trunks: 1 runs" in out.getvalue() and "sweep t, cooldown branches: 1 runs" in out.getvalue()
     with open(results / SUMMARY_CSV, newline="") as f:

@@ -1,6 +1,6 @@
 """Executors: where and how many runs of a sweep train at once.
 
-- `base`: what crosses the boundary (`Task`, `RunResult`, `ExecutorConfig`, `Plan`) and the
+- `base`: what crosses the boundary (`Task`, `RunResult`, `ExecutorConfig`, `Resources`) and the
   `BACKENDS` registry with its `Backend` protocol;
 - `plan`: workers x threads from the machine (cores, memory, GPUs) and `executor:`;
 - `worker`: the worker-side task every backend runs, `execute_run(Task) -> RunResult`;
@@ -12,9 +12,9 @@ joblib or dask until it runs.
 """
 from gptlab.executors import local  # noqa: F401  (registers loky, the default, first)
 from gptlab.executors import dask_backend  # noqa: F401  (registers dask)
-from gptlab.executors.base import BACKENDS, Backend, ExecutorConfig, Plan, RunResult, Task
+from gptlab.executors.base import BACKENDS, Backend, ExecutorConfig, Resources, RunResult, Task
 from gptlab.executors.plan import available_cores, estimate_run_bytes, plan_resources
 from gptlab.executors.worker import WORKER_DIED, execute_run
 
-__all__ = ["BACKENDS", "Backend", "ExecutorConfig", "Plan", "RunResult", "Task", "WORKER_DIED",
+__all__ = ["BACKENDS", "Backend", "ExecutorConfig", "Resources", "RunResult", "Task", "WORKER_DIED",
            "available_cores", "estimate_run_bytes", "execute_run", "plan_resources"]

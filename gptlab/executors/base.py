@@ -1,6 +1,6 @@
 """What crosses the boundary between the sweep and its executors, and the `BACKENDS` registry.
 
-The sweep hands a backend a list of `Task`s and a `Plan`, and gets one `RunResult` per run back;
+The sweep hands a backend a list of `Task`s and the `Resources` it may use, and gets one `RunResult` per run back;
 `ExecutorConfig` is the YAML's `executor:` section, validated. A backend is a `BACKENDS` entry: a
 factory taking the `ExecutorConfig` and returning an object with the `Backend` protocol.
 """
@@ -118,8 +118,8 @@ def _positive_int(value: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """How a sweep uses the machine."""
+class Resources:
+    """How a sweep uses the machine: runs at once, threads each, the device (what `plan_resources` chose)."""
 
     workers: int  # runs trained at once
     threads: int  # torch / OpenMP threads per run
@@ -170,10 +170,10 @@ class Backend(Protocol):
     def check(self) -> None:
         """Refuse, before anything is written, a backend that cannot run (e.g. no scheduler)."""
 
-    def describe(self, plan: Plan, dry_run: bool = False) -> str | None:
+    def describe(self, plan: Resources, dry_run: bool = False) -> str | None:
         """The plan line to print (before training, or for `--dry-run`); None: it logs its own later."""
 
-    def run(self, tasks: Sequence[Task], plan: Plan, on_result: OnResult, fail_fast: bool = False) -> None:
+    def run(self, tasks: Sequence[Task], plan: Resources, on_result: OnResult, fail_fast: bool = False) -> None:
         """Train `tasks`, calling `on_result` once per run as it finishes (in the calling thread)."""
 
 

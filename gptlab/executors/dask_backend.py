@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from gptlab.errors import GptlabError
-from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Plan, RunResult, Task
+from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Resources, RunResult, Task
 from gptlab.executors import scheduler
 from gptlab.executors.slurm import (patience_message, quiet_loggers, refusal_message, slurm_client,
                                     walltime_seconds)
@@ -131,7 +131,7 @@ def train_on_worker(task: Task, worker_dir: str | None, allowed_losses: int, los
 
 # -- driver side ---------------------------------------------------------------------------------
 @contextlib.contextmanager
-def connect(executor: ExecutorConfig, plan: Plan, n_runs: int = 1) -> Iterator[tuple[Any, bool, list[str]]]:
+def connect(executor: ExecutorConfig, plan: Resources, n_runs: int = 1) -> Iterator[tuple[Any, bool, list[str]]]:
     """Yield (client, is_local, refusals): a Client of the scheduler, of a LocalCluster for 'local', or of a
     SLURM cluster started for `n_runs` runs (and released on the way out), whose submissions sbatch refused
     say so in `refusals` (empty elsewhere)."""
@@ -163,7 +163,7 @@ def connect(executor: ExecutorConfig, plan: Plan, n_runs: int = 1) -> Iterator[t
         client.close()
 
 
-def run_threads(executor: ExecutorConfig, plan: Plan, local: bool) -> int:
+def run_threads(executor: ExecutorConfig, plan: Resources, local: bool) -> int:
     """Torch threads per run: executor.threads; else the local plan on 'local', a SLURM job's
     cores on a cluster, else 1.
 
@@ -183,7 +183,7 @@ def _where(executor: ExecutorConfig) -> str:
     return "the local dask cluster" if executor.scheduler == "local" else f"the dask scheduler at {executor.scheduler}"
 
 
-def _describe(client: Any, executor: ExecutorConfig, plan: Plan, threads: int, n_runs: int) -> str:
+def _describe(client: Any, executor: ExecutorConfig, plan: Resources, threads: int, n_runs: int) -> str:
     if executor.cluster is not None:  # no worker yet: its jobs are only just submitted
         return f"{executor.cluster.describe(threads, n_runs, plan.run_bytes)}; dashboard {client.dashboard_link}"
     workers = client.nthreads()  # {worker address: its thread slots}
@@ -242,7 +242,7 @@ class DaskBackend:
     def check(self) -> None:
         scheduler.check_scheduler(self.config)  # an unreachable scheduler fails before anything is written
 
-    def describe(self, plan: Plan, dry_run: bool = False) -> str | None:
+    def describe(self, plan: Resources, dry_run: bool = False) -> str | None:
         """For a dry run, what the scheduler reports now; before training, None (logged once connected)."""
         if not dry_run:
             return None
@@ -259,11 +259,11 @@ class DaskBackend:
         return (f"plan: dask scheduler {address} with {len(workers)} worker(s) and {slots} task slot(s) now, "
                 f"{run_threads(self.config, plan, False)} thread(s) per run")
 
-    def run(self, tasks: Sequence[Task], plan: Plan, on_result: OnResult, fail_fast: bool = False) -> None:
+    def run(self, tasks: Sequence[Task], plan: Resources, on_result: OnResult, fail_fast: bool = False) -> None:
         run_dask(tasks, plan, self.config, on_result, fail_fast)
 
 
-def run_dask(tasks: Sequence[Task], plan: Plan, executor: ExecutorConfig, on_result: OnResult,
+def run_dask(tasks: Sequence[Task], plan: Resources, executor: ExecutorConfig, on_result: OnResult,
              fail_fast: bool = False) -> None:
     """Train `tasks` on a dask cluster, calling `on_result` once per finished run."""
     if not tasks:

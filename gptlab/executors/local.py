@@ -17,7 +17,7 @@ import queue
 import signal
 from typing import Any, Iterator, Sequence
 
-from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Plan, RunResult, Task
+from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Resources, RunResult, Task
 from gptlab.executors.worker import WORKER_DIED, driver_identity, execute_run, failed_result, watch_driver
 from gptlab.run.rundir import RunDir
 
@@ -133,11 +133,11 @@ class LocalBackend:
     def check(self) -> None:
         """Nothing to check: this machine is always there."""
 
-    def describe(self, plan: Plan, dry_run: bool = False) -> str | None:
+    def describe(self, plan: Resources, dry_run: bool = False) -> str | None:
         return plan.describe()
 
 
-    def run(self, tasks: Sequence[Task], plan: Plan, on_result: OnResult, fail_fast: bool = False) -> None:
+    def run(self, tasks: Sequence[Task], plan: Resources, on_result: OnResult, fail_fast: bool = False) -> None:
         died = _worker_died_errors()
         queue = list(tasks)
         while queue:

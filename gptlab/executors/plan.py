@@ -9,7 +9,7 @@ import os
 from typing import Any, Mapping
 
 from gptlab.errors import GptlabError
-from gptlab.executors.base import ExecutorConfig, Plan
+from gptlab.executors.base import ExecutorConfig, Resources
 
 # Resident memory of a worker beyond its model and its corpus: the Python interpreter and torch.
 WORKER_BASE_BYTES = 600 * 2**20
@@ -43,7 +43,7 @@ def estimate_run_bytes(config: Mapping[str, Any], vocab_size: int = 256, corpus_
     return WORKER_BASE_BYTES + training + activations + evaluation + tables + loss_buffers + corpus_bytes
 
 
-def plan_resources(n_runs: int, executor: ExecutorConfig, device: str, run_bytes: int) -> Plan:
+def plan_resources(n_runs: int, executor: ExecutorConfig, device: str, run_bytes: int) -> Resources:
     """Choose workers x threads so that cores (or GPUs) are busy without oversubscription."""
     import psutil
 
@@ -70,4 +70,4 @@ def plan_resources(n_runs: int, executor: ExecutorConfig, device: str, run_bytes
         reason += f"; memory allows {memory_cap} run(s) of ~{run_bytes / 2**30:.1f} GiB"
         workers = memory_cap
     per_run = max(1, cores // workers) if threads == "auto" else int(threads)
-    return Plan(workers, per_run, device, gpus, reason, run_bytes)
+    return Resources(workers, per_run, device, gpus, reason, run_bytes)

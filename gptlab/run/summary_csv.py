@@ -3,7 +3,7 @@
 A row of summary.csv is a run's place in its sweep (run id, seed, factor levels, tuned columns,
 role), which the sweep records in the run's `place.json` with the columns and a stamp of the
 sweep.yaml it planned under, and the metrics of its `summary.json`.
-The sweep writes the file after every run (`gptlab.sweep.results`); the report checks it against
+The sweep writes the file after every run (`gptlab.sweep.summary`); the report checks it against
 the run folders before trusting it and rebuilds it from them when it disagrees (a file cut short,
 edited, or older than the folders), so a damaged summary.csv never hides or misreports a run.
 """

@@ -1,4 +1,4 @@
-"""The sweep: a YAML grid x seeds (`spec`), its results folder (`results`), progress and the CLI.
+"""The sweep: a YAML grid x seeds (`spec`), its summary.csv (`summary`), progress and the CLI.
 
 `python -m gptlab.sweep SPEC.yaml` runs `gptlab.sweep.cli.main`.
 """

@@ -28,7 +28,7 @@ from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import FINISHED
 from gptlab.sweep.execute import SweepOptions, execute, planner_for, warn_other_runs
 from gptlab.sweep.progress import clock
-from gptlab.sweep.results import write_summary
+from gptlab.sweep.summary import write_summary
 from gptlab.sweep.reuse import Reuse, check_sources
 from gptlab.sweep.spec import load_spec, parse_overrides
 from gptlab.sweep.runs import Run, SweepSpec, arms_allocation

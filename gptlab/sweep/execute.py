@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
-from gptlab.executors import BACKENDS, Plan, RunResult, Task
+from gptlab.executors import BACKENDS, Resources, RunResult, Task
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import FINISHED, RunDir
 from gptlab.sweep.reuse import Reuse
@@ -22,7 +22,7 @@ from gptlab.sweep.adaptive import AdaptiveSeeds
 from gptlab.sweep.lock import SweepLock
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
 from gptlab.sweep.progress import Progress
-from gptlab.sweep.results import write_summary
+from gptlab.sweep.summary import write_summary
 from gptlab.sweep.runs import Run, SweepSpec, arms_allocation
 from gptlab.sweep.trunks import with_shared_trunks
 from gptlab.sweep.tuning import known_runs, selects, tuner_of
@@ -51,7 +51,7 @@ def runs_to_train(runs: list[Run], results_dir: ResultsDir, rerun_failed: bool) 
     return [r for r in runs if results_dir.run(r.run_id).state() in wanted]
 
 
-def execute(spec: SweepSpec, plan: Plan, options: SweepOptions) -> int:
+def execute(spec: SweepSpec, plan: Resources, options: SweepOptions) -> int:
     """Train what is left of `spec` with `plan`, rebuild summary.csv, write the report; the exit status."""
     backend = BACKENDS.get(spec.executor.backend)(spec.executor)
     if runs_to_train(spec.runs, options.results_dir, options.rerun_failed):
@@ -88,7 +88,7 @@ def base_planner(spec: SweepSpec, out: TextIO) -> Planner:
     return FixedSeeds(spec.runs, spec.name)
 
 
-def _execute_locked(spec: SweepSpec, plan: Plan, options: SweepOptions, backend: Any) -> int:
+def _execute_locked(spec: SweepSpec, plan: Resources, options: SweepOptions, backend: Any) -> int:
     warn_other_runs(spec, options.results_dir, options.stream)
     write_yaml(options.results_dir.sweep_yaml, {**spec.to_dict(), "command": options.command})
     if arms_allocation(spec):
@@ -97,7 +97,7 @@ def _execute_locked(spec: SweepSpec, plan: Plan, options: SweepOptions, backend:
     return finish(spec, planned, options)
 
 
-def train_stages(spec: SweepSpec, planner: Planner, plan: Plan, options: SweepOptions,
+def train_stages(spec: SweepSpec, planner: Planner, plan: Resources, options: SweepOptions,
                  backend: Any) -> tuple[Run, ...]:
     """Train the planner's stages until it is done or a stage does not finish; every run planned by then."""
     planned: tuple[Run, ...] = ()
@@ -113,7 +113,7 @@ def train_stages(spec: SweepSpec, planner: Planner, plan: Plan, options: SweepOp
     return planned
 
 
-def train(spec: SweepSpec, stage: Stage, plan: Plan, options: SweepOptions, backend: Any) -> list[dict[str, Any]]:
+def train(spec: SweepSpec, stage: Stage, plan: Resources, options: SweepOptions, backend: Any) -> list[dict[str, Any]]:
     """Train what is left of `stage.runs` (live progress); summary.csv then holds the rows of `stage.planned`."""
     out, results_dir, runs = options.stream, options.results_dir, list(stage.runs)
     if options.reuse:
