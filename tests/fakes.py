@@ -65,3 +65,14 @@ def write_spec(folder: Path, corpus: Path, grid: dict | None = None, *, seeds: A
     path = folder / file
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
+
+
+def fake_spec(grid: dict, runs: list, baseline: dict, **fields: Any) -> Any:
+    """A `SweepSpec` of these runs without a YAML (their seeds, no plugins, no base), for planners' tests."""
+    from gptlab.executors import ExecutorConfig
+    from gptlab.sweep.runs import SweepSpec
+
+    return SweepSpec(name="fake", description="", plugins=[], base={}, grid=dict(grid),
+                     seeds=sorted({r.seed for r in runs}), exclude=[], baseline=baseline, executor=ExecutorConfig(),
+                     report={"equivalence_margin": 0.01}, runs=runs, **fields)
+

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from gptlab.executors import ExecutorConfig, Resources
+from gptlab.executors import Resources
 from gptlab.run.resultsdir import SWEEP_YAML, ROUNDS_CSV, SUMMARY_CSV
 from gptlab.stats.precision import SeedRule, Widest
 from gptlab.sweep.adaptive import AdaptiveSeeds
@@ -22,7 +22,7 @@ from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Stage
 from gptlab.sweep.runs import Run, SweepSpec
 
-from fakes import FakeBackend
+from fakes import FakeBackend, fake_spec
 
 GRID = {"model.activation": ["gelu", "relu"]}
 
@@ -32,8 +32,7 @@ def _runs(seeds: int, cells=("gelu", "relu"), tag: str = "") -> list[Run]:
 
 
 def _spec(runs: list[Run], rule: SeedRule | None = None) -> SweepSpec:
-    return SweepSpec("fake", "", [], {}, dict(GRID), sorted({r.seed for r in runs}), [], {"model.activation": "gelu"},
-                     ExecutorConfig(), {"equivalence_margin": 0.01}, seed_rule=rule, runs=runs)
+    return fake_spec(GRID, runs, {"model.activation": "gelu"}, seed_rule=rule)
 
 
 def _rows(path: Path) -> list[dict]:

@@ -27,7 +27,7 @@ from gptlab.sweep.spec import load_spec
 from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.trunks import SharedTrunks, steps_trained, trunk_groups
 
-from fakes import FakeBackend
+from fakes import FakeBackend, fake_spec
 from helpers import REPO, tiny_config
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
@@ -200,8 +200,7 @@ def _runs(lengths=(40, 80), seeds=(0, 1), schedule="wsd") -> list[Run]:
 
 
 def _spec(runs: list[Run]) -> SweepSpec:
-    return SweepSpec("fake", "", [], {}, {"train.max_iters": [40, 80]}, [0, 1], [], {"train.max_iters": 40},
-                     ExecutorConfig(), {"equivalence_margin": 0.01}, runs=runs)
+    return fake_spec({"train.max_iters": [40, 80]}, runs, {"train.max_iters": 40})
 
 
 def test_runs_differing_only_in_length_under_wsd_share_the_longest_as_their_trunk():

@@ -135,8 +135,9 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     report = _check_report({} if raw.get("report") is None else raw["report"])
 
     scale = _check_scale(raw.get("scale") or [], grid) if arms is None else list(arms.scale)
-    spec = SweepSpec(name, description, plugins, base, dict(grid), seeds, exclude, baseline, executor,
-                     report, scale, seed_rule, source=str(path), search_path=search_path, arms=arms)
+    spec = SweepSpec(name=name, description=description, plugins=plugins, base=base, grid=dict(grid), seeds=seeds,
+                     exclude=exclude, baseline=baseline, executor=executor, report=report, scale=scale,
+                     seed_rule=seed_rule, source=str(path), search_path=search_path, arms=arms)
     spec.runs = apply_tune(spec, raw["tune"]) if "tune" in raw else expand(spec)
     if not any(r.factors == baseline for r in spec.runs):
         raise _fail("baseline", f"the cell {shown(baseline, 200)} is excluded; name a cell that is trained")
