@@ -49,7 +49,9 @@ def _terminal_signals() -> None:
 def start(spec: Path, results: Path, ready: Callable[[Path], bool]) -> subprocess.Popen:
     """The sweep as a process group of its own, once `ready(runs folder)` (polled every 20 ms)."""
     proc = subprocess.Popen([sys.executable, "-m", "gptlab.sweep", *sweep_args(spec, results)],
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
+                            # PYTHONWARNINGS out: what the sweep sets for its own children, it must set itself
+                            env={**{k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"},
+                                 "PYTHONPATH": str(REPO)}, start_new_session=True,
                             preexec_fn=_terminal_signals,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     runs = results / "t" / "runs"
@@ -122,6 +124,8 @@ def test_workers_of_a_sigkilled_driver_exit_and_a_rerun_matches_an_uninterrupted
     _, alive = psutil.wait_procs(children, timeout=5)
     assert not alive, f"still running 5 s after their driver was killed: {alive}"
     proc.wait(timeout=10)
+    said = proc.stderr.read()  # the driver's and its children's (loky's resource tracker's too)
+    assert "leaked" not in said and "Traceback" not in said, said
     runs = results / "t" / "runs"
     assert len(list(runs.glob("*/summary.json"))) == 1, "the long run finished before it could be killed"
     assert not list(runs.glob("*/running.json"))  # a stopped run is no longer marked in flight

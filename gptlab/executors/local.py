@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import queue
 import signal
 from typing import Any, Iterator, Sequence
@@ -64,6 +65,19 @@ def _terminal_signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+# loky's resource tracker, a child of the driver, cleans up the semaphores of a driver killed outright (SIGKILL,
+# the OOM killer) and then warns of them on the terminal, after the shell prompt: nothing is left for the user to do.
+QUIET_TRACKER = "ignore::UserWarning:joblib.externals.loky.backend.resource_tracker"
+
+
+def _quiet_resource_tracker() -> None:
+    """Have the resource tracker loky starts next keep its leaked-semaphore warning to itself (its environment
+    is this process's, read when it starts)."""
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if QUIET_TRACKER not in current.split(","):
+        os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [current, QUIET_TRACKER]))
+
+
 def _parallel(tasks: Sequence[Task], workers: int, threads: int) -> Iterator[RunResult]:
     """Results of `tasks` as they finish, each trained in a loky worker process.
 
@@ -75,6 +89,7 @@ def _parallel(tasks: Sequence[Task], workers: int, threads: int) -> Iterator[Run
     from joblib.externals.loky import get_reusable_executor
 
     driver = driver_identity()  # each worker stops its run once this process is gone
+    _quiet_resource_tracker()
     with _terminal_signals_blocked():
         executor = get_reusable_executor(max_workers=workers, env=thread_env(threads), reuse=True,
                                          initializer=init_worker, initargs=(driver,))
