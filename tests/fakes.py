@@ -76,3 +76,15 @@ def fake_spec(grid: dict, runs: list, baseline: dict, **fields: Any) -> Any:
                      seeds=sorted({r.seed for r in runs}), exclude=[], baseline=baseline, executor=ExecutorConfig(),
                      report={"equivalence_margin": 0.01}, runs=runs, **fields)
 
+
+def boom_activation(name: str) -> str:
+    """Plugin source registering activation `name`, which raises on its first forward pass: a run that fails on
+    its own, for tests of what a sweep does with one (the plugin file imports ACTIVATIONS and Activation)."""
+    return f'''
+@ACTIVATIONS.register("{name}")
+class Boom(Activation):
+    """Raises on the first training forward pass."""
+    def forward(self, h):
+        raise RuntimeError("{name}: this activation always fails")
+'''
+

@@ -17,7 +17,7 @@ import yaml
 
 from gptlab.sweep import main as sweep_main
 
-from fakes import LOKY_EXECUTOR, write_spec
+from fakes import LOKY_EXECUTOR, boom_activation, write_spec
 from helpers import REPO
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
@@ -64,13 +64,7 @@ KILLERS = [("dask_kill_always", 1, True), ("dask_kill_once", 1, False),  # at th
 for name, after, always in KILLERS:
     ACTIVATIONS.register(name)(type(name, (Killer,), {{"name": name, "after": after, "always": always}}))
 
-
-@ACTIVATIONS.register("dask_boom")
-class Boom(Activation):
-    """Raises on the first training forward pass."""
-    def forward(self, h):
-        raise RuntimeError("dask_boom: this activation always fails")
-'''
+''' + boom_activation("dask_boom").replace("{", "{{").replace("}", "}}")  # PLUGIN is a str.format template
 
 
 @pytest.fixture(scope="session")

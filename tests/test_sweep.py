@@ -14,7 +14,7 @@ import yaml
 from gptlab.executors import WORKER_DIED, ExecutorConfig, plan_resources
 from gptlab.sweep import main as sweep_main
 
-from fakes import write_spec
+from fakes import boom_activation, write_spec
 from helpers import REPO, python_m, skip_figures
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
@@ -25,12 +25,7 @@ import os, signal
 import torch
 from gptlab.model.activations import ACTIVATIONS, Activation
 
-@ACTIVATIONS.register("boom")
-class Boom(Activation):
-    """Raises on the first training forward pass."""
-    def forward(self, h):
-        raise RuntimeError("boom: this activation always fails")
-
+''' + boom_activation("boom") + '''
 @ACTIVATIONS.register("nan_soon")
 class NanSoon(Activation):
     """GELU that returns NaN after 30 training calls."""
