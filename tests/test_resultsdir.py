@@ -118,3 +118,18 @@ def test_the_gpu_slots_of_a_sweep_are_named_by_its_results_folder(tmp_path):
     results = ResultsDir(tmp_path / "NAME")
     assert _slots_dir(results.run("r_s0_abc")) == results.gpu_slots == tmp_path / "NAME" / ".gpu_slots"
     assert _slots_dir(RunDir(tmp_path / "elsewhere" / "run")) == tmp_path / "elsewhere" / ".gpu_slots"
+
+
+def test_a_sweep_removes_what_a_killed_sweep_left_of_its_own_files(tmp_path):
+    """The driver writes summary.csv and each run's place.json; killed mid-write, it leaves their temp files."""
+    from gptlab.run.resultsdir import ResultsDir
+
+    results = ResultsDir(tmp_path / "NAME")
+    run = results.run("r_s0_abc").path
+    run.mkdir(parents=True)
+    left = [results.path / ".summary.csv.k1ll3d01.tmp", run / ".place.json.k1ll3d02.tmp"]
+    kept = [results.path / "summary.csv", run / ".ckpt_last.pt.w0rk3r01.tmp"]  # a worker's: its run cleans it
+    for path in left + kept:
+        path.write_text("x")
+    assert results.remove_sweep_temp_files() == 2
+    assert not any(p.exists() for p in left) and all(p.exists() for p in kept)

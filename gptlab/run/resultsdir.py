@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Collection
 
 from gptlab.run.rundir import FINISHED, RunDir
-from gptlab.runio import read_json
+from gptlab.runio import read_json, remove_temp_files
 
 SWEEP_YAML = "sweep.yaml"  # the spec as resolved, written before any run
 SUMMARY_CSV = "summary.csv"  # one row per run, rebuilt from the runs' summary.json
@@ -127,6 +127,13 @@ class ResultsDir:
         (whose summaries are not even read: a sweep of thousands skips its own runs cheaply)."""
         folders = [self.run(run_id) for run_id in self.run_ids() if run_id not in skip]
         return [folder for folder in folders if folder.state() in FINISHED]
+
+    def remove_sweep_temp_files(self) -> int:
+        """Delete what a sweep killed mid-write left of the files it writes (temp files of summary.csv,
+        sweep.yaml, rounds.csv, tuning.csv, refine.csv and each run's place.json); how many. Only under
+        the sweep's lock: another sweep's temp files would go too."""
+        removed = remove_temp_files(self.path, (SWEEP_YAML, SUMMARY_CSV, ROUNDS_CSV, TUNING_CSV, REFINE_CSV))
+        return removed + sum(remove_temp_files(self.run(run_id).path, (RunDir.PLACE,)) for run_id in self.run_ids())
 
     @classmethod
     def holding(cls, run_dir: str | os.PathLike[str]) -> ResultsDir | None:

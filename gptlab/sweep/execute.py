@@ -89,6 +89,7 @@ def base_planner(spec: SweepSpec, out: TextIO) -> Planner:
 
 
 def _execute_locked(spec: SweepSpec, plan: Resources, options: SweepOptions, backend: Any) -> int:
+    options.results_dir.remove_sweep_temp_files()  # a sweep killed mid-write left them; the lock is ours now
     warn_other_runs(spec, options.results_dir, options.stream)
     write_yaml(options.results_dir.sweep_yaml, {**spec.to_dict(), "command": options.command})
     if arms_allocation(spec):
