@@ -88,3 +88,12 @@ class Boom(Activation):
         raise RuntimeError("{name}: this activation always fails")
 '''
 
+
+def tuned_arms_spec(name: str, config: dict, scale: dict) -> dict:
+    """A tuned arms sweep (nanogpt against relu and post_ln, ReLU's claim recorded) over a scale factor: the raw YAML."""
+    return {"name": name, "base": {k: config[k] for k in ("model", "train", "data")},
+            "arms": {"nanogpt": {}, "relu": {"model.activation": "relu"}, "post_ln": {"model.norm": "post"}},
+            "scale": scale, "seeds": 2, "tune": {"space": {"train.lr": [1e-3, 4e-3]}},
+            "claims": {"relu": {"source": "Hendrycks & Gimpel 2016", "claim": "GELU wins", "direction": "worse"}},
+            "executor": {"backend": "loky", "n_jobs": 2}}
+

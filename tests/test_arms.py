@@ -24,7 +24,7 @@ from gptlab.sweep.runs import arms_allocation
 from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.tuning import planned_range
 
-from fakes import FakeBackend
+from fakes import FakeBackend, tuned_arms_spec
 from helpers import skip_figures, tiny_config
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
@@ -233,12 +233,7 @@ def test_a_tuned_arms_sweep_with_a_scale_factor_trains_and_reports_a_scorecard(t
     config["model"].update(n_layer=1, n_embd=16, block_size=16)
     for key in ("lr", "max_iters"):
         config["train"].pop(key)
-    raw = {"name": "card", "base": {k: config[k] for k in ("model", "train", "data")},
-           "arms": {"nanogpt": {}, "relu": {"model.activation": "relu"}, "post_ln": {"model.norm": "post"}},
-           "scale": {"train.max_iters": [8, 16]}, "seeds": 2,
-           "tune": {"space": {"train.lr": [1e-3, 4e-3]}},
-           "claims": {"relu": {"source": "Hendrycks & Gimpel 2016", "claim": "GELU wins", "direction": "worse"}},
-           "executor": {"backend": "loky", "n_jobs": 2}}
+    raw = tuned_arms_spec("card", config, {"train.max_iters": [8, 16]})
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
     args = [str(tmp_path / "sweep.yaml"), "--results-dir", str(tmp_path / "results"),
             "--reports-dir", str(tmp_path / "reports")]

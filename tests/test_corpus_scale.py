@@ -12,6 +12,7 @@ import yaml
 from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.transfer import TRANSFER_CALLS, UNPAIRED
 
+from fakes import tuned_arms_spec
 from helpers import make_corpus, skip_figures, tiny_config
 
 
@@ -37,12 +38,7 @@ def test_a_tuned_arms_sweep_over_two_texts(tmp_path, texts, monkeypatch, capsys)
     for key in ("lr", "max_iters"):
         config["train"].pop(key)
     config["train"]["max_iters"] = 16
-    raw = {"name": "texts", "base": {k: config[k] for k in ("model", "train", "data")},
-           "arms": {"nanogpt": {}, "relu": {"model.activation": "relu"}, "post_ln": {"model.norm": "post"}},
-           "scale": {"data.path": [str(verse), str(prose)]}, "seeds": 2,
-           "tune": {"space": {"train.lr": [1e-3, 4e-3]}},
-           "claims": {"relu": {"source": "Hendrycks & Gimpel 2016", "claim": "GELU wins", "direction": "worse"}},
-           "executor": {"backend": "loky", "n_jobs": 2}}
+    raw = tuned_arms_spec("texts", config, {"data.path": [str(verse), str(prose)]})
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
     args = [str(tmp_path / "sweep.yaml"), "--results-dir", str(tmp_path / "results"),
             "--reports-dir", str(tmp_path / "reports")]
