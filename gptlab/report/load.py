@@ -27,6 +27,7 @@ from gptlab.run.summary_csv import rebuild_if_stale
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import design_cells
 from gptlab.errors import GptlabError
+from gptlab.stats.levels import grid_level, level_key
 from gptlab.stats.precision import SeedRule
 
 log = logging.getLogger(__name__)
@@ -133,16 +134,6 @@ def run_roles(runs: pd.DataFrame) -> pd.Series:
     return roles.replace("", "estimation")
 
 
-def _key(value: Any) -> str:
-    """Canonical text of a level, so "True"/"true"/True and "100"/100/100.0 compare equal."""
-    text = str(value).strip()
-    try:
-        num = float(text)
-        return repr(num) if text.lower() not in ("nan", "inf", "-inf") else text.lower()
-    except ValueError:
-        return text.lower()
-
-
 def read_text(path: Path) -> str:
     """A results file as UTF-8 text; a binary or mis-encoded file is a `ReportError` naming it."""
     try:
@@ -203,8 +194,8 @@ def _levels(spec: dict[str, Any], runs: pd.DataFrame) -> dict[str, list[str]]:
         if factor not in runs:
             raise ReportError(f"summary.csv has no column for grid factor '{factor}'")
         labels = [str(v) for v in values]
-        by_key = {_key(v): lab for v, lab in zip(values, labels)}
-        mapped = [by_key.get(_key(raw), raw) for raw in runs[factor]]
+        by_key = {level_key(v): lab for v, lab in zip(values, labels)}  # summary.csv's text onto the grid's levels
+        mapped = [by_key.get(level_key(raw), raw) for raw in runs[factor]]
         extra = [m for m in dict.fromkeys(mapped) if m not in labels]
         if extra:
             log.warning("factor %s: levels %s are not in the grid; appended", factor, extra)
@@ -214,7 +205,7 @@ def _levels(spec: dict[str, Any], runs: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def _match(levels: list[str], value: Any) -> str | None:
-    return next((lab for lab in levels if _key(lab) == _key(value)), None)
+    return grid_level(levels, value, None)
 
 
 def _cells(spec: dict[str, Any], factors: list[str], levels: dict[str, list[str]],

@@ -37,7 +37,8 @@ import pandas as pd
 from gptlab.report.analyses import design_for
 from gptlab.report.fmt import round_frame
 from gptlab.report.ceiling import unigram_ceiling
-from gptlab.report.load import Results, _key
+from gptlab.report.load import Results
+from gptlab.stats.levels import grid_level, level_key, same_level
 from gptlab.report.runfiles import CHAR_BPC_FACTOR
 from gptlab.stats.effects import analyse
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
@@ -87,7 +88,7 @@ def _setting_of(row: dict, space: dict[str, list[Any]]) -> Pairs | None:
         value = row.get(key)
         if value is None or (isinstance(value, float) and math.isnan(value)) or str(value).strip() == "":
             return None
-        level = next((lv for lv in levels if _key(lv) == _key(value)), None)
+        level = grid_level(levels, value, None)
         number = level_number(value)
         pairs.append((key, level if level is not None else number if number is not None else str(value).strip()))
     return tuple(pairs)
@@ -96,7 +97,7 @@ def _setting_of(row: dict, space: dict[str, list[Any]]) -> Pairs | None:
 def _merged(levels: list[Any], found: list[Any]) -> list[Any]:
     """A key's space levels with the other values found inserted in numeric order (ascending or descending as the
     space is; after the space when it is neither)."""
-    extra = [v for v in dict.fromkeys(found) if all(_key(v) != _key(lv) for lv in levels)]
+    extra = [v for v in dict.fromkeys(found) if not any(same_level(v, lv) for lv in levels)]
     numbers = [level_number(v) for v in levels + extra]
     if not extra or None in numbers:
         return levels + extra
@@ -135,7 +136,7 @@ def _pick_rows(trials: list[Trial], cells: list[Pairs], space: dict[str, list[An
 
 
 def _same(a: Pairs, b: Pairs | None) -> bool:
-    return b is not None and len(a) == len(b) and all(k == kb and _key(v) == _key(vb) for (k, v), (kb, vb) in zip(a, b))
+    return b is not None and len(a) == len(b) and all(k == kb and same_level(v, vb) for (k, v), (kb, vb) in zip(a, b))
 
 
 def given_picks(res: Results) -> pd.DataFrame:
@@ -150,7 +151,7 @@ def given_picks(res: Results) -> pd.DataFrame:
         at = pd.Series(True, index=res.runs.index)
         for key, value in entry.items():
             if key in res.runs:
-                at &= res.runs[key].map(_key) == _key(value)
+                at &= res.runs[key].map(level_key) == level_key(value)
         rows.append({**entry, "n_ok": int((at & res.runs["ok"]).sum())})
     return pd.DataFrame(rows)
 

@@ -27,6 +27,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from gptlab.stats.levels import same_level
+
 Cell = tuple[str, ...]  # one level label per factor, in factor order
 Term = tuple[tuple[str, str], ...]  # (factor, non-baseline level) pairs in factor order
 
@@ -34,13 +36,13 @@ Term = tuple[tuple[str, str], ...]  # (factor, non-baseline level) pairs in fact
 def design_cells(grid: Mapping[str, Sequence[Any]], exclude: Sequence[Mapping[str, Any]] = ()) -> list[tuple]:
     """Level tuples (one level per factor, in the grid's factor order) of every cell not excluded.
 
-    A rule excludes a cell when every factor it names has the level it names (a rule naming a factor
-    the grid lacks excludes nothing).
+    A rule excludes a cell when every factor it names has the level it names (`stats.levels.same_level`;
+    a rule naming a factor the grid lacks excludes nothing).
     """
     factors = list(grid)
     missing = object()
     return [combo for combo in itertools.product(*grid.values())
-            if not any(all(dict(zip(factors, combo)).get(k, missing) == v for k, v in rule.items())
+            if not any(all(same_level(dict(zip(factors, combo)).get(k, missing), v) for k, v in rule.items())
                        for rule in exclude)]
 
 

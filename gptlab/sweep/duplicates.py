@@ -15,13 +15,9 @@ import yaml
 
 from gptlab.errors import GptlabError
 from gptlab.run.config import get_dotted, resolve_run_config, set_dotted
+from gptlab.stats.levels import same_level
 
 Cell = tuple[tuple[str, Any], ...]  # ((dotted factor, level), ...) in grid order
-
-
-def same_level(a: Any, b: Any) -> bool:
-    """Levels match only with the same type: 1 is not True, and '1' is not 1."""
-    return type(a) is type(b) and a == b or (type(a), type(b)) in ((int, float), (float, int)) and a == b
 
 
 def _flow(value: Any) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from gptlab.errors import GptlabError, shown
-from gptlab.sweep.duplicates import same_level
+from gptlab.stats.levels import same_level
 from gptlab.sweep.runs import SweepSpec
 
 GIVEN_KEYS = ["picks", "picked_by"]

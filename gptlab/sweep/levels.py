@@ -10,7 +10,7 @@ from typing import Any
 
 from gptlab.errors import GptlabError, closest, shown
 from gptlab.run.config import get_dotted
-from gptlab.sweep.duplicates import same_level
+from gptlab.stats.levels import same_level
 
 _NONE = object()
 

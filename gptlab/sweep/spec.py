@@ -23,7 +23,7 @@ from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
 from gptlab.stats.precision import SeedRule
 from gptlab.stats.arms import ARM
 from gptlab.sweep.arms_spec import check_arm_configs, check_arms
-from gptlab.sweep.duplicates import same_level
+from gptlab.stats.levels import grid_level
 from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
 from gptlab.sweep.runs import MAX_RUNS, SweepSpec, expand
@@ -36,6 +36,7 @@ REPORT_KEYS = ["equivalence_margin"]
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: $ would allow a final newline
 MAX_SEEDS = 10_000
 MAX_EXCLUDE = 256  # exclude rules
+_NOT_IN_GRID = object()
 
 
 def _fail(key: str, message: str) -> GptlabError:
@@ -120,12 +121,11 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
 
     exclude = raw.get("exclude") or []
     _require(exclude, list, "exclude", "a list of {factor: level} mappings")
-    for i, rule in enumerate(exclude):
-        _check_cell_mapping(rule, grid, f"exclude[{i}]")
+    exclude = [_check_cell_mapping(rule, grid, f"exclude[{i}]") for i, rule in enumerate(exclude)]
     _check_size(grid, len(seeds), exclude)
 
     baseline = (raw.get("baseline") or {}) if arms is None else {ARM: arms.baseline}
-    _check_cell_mapping(baseline, grid, "baseline")
+    baseline = _check_cell_mapping(baseline, grid, "baseline")
     baseline = {k: baseline.get(k, levels[0]) for k, levels in grid.items()}
 
     executor = raw.get("executor") or {}
@@ -195,16 +195,20 @@ def _check_seeds(seeds: Any) -> list[int]:
     return seeds
 
 
-def _check_cell_mapping(rule: Any, grid: dict[str, list[Any]], key: str) -> None:
+def _check_cell_mapping(rule: Any, grid: dict[str, list[Any]], key: str) -> dict[str, Any]:
+    """`rule` ({factor: level}) with each level the grid's own (`stats.levels.grid_level`: "0.5" is the grid's 0.5)."""
     if not isinstance(rule, dict) or (key.startswith("exclude") and not rule):
         raise _fail(key, f"must be a mapping of grid factors to levels, got {shown(rule)}")
+    mapped = {}
     for factor, level in rule.items():
         if factor not in grid:
             raise _fail(key, f"{shown(factor)} is not a grid factor{closest(str(factor), grid)}; factors: "
                         f"{shown(list(grid), 200)}")
-        if not any(same_level(level, candidate) for candidate in grid[factor]):
+        mapped[factor] = grid_level(grid[factor], level, _NOT_IN_GRID)
+        if mapped[factor] is _NOT_IN_GRID:
             raise _fail(key, f"{factor} level {shown(level)} ({type(level).__name__}) is not in the grid; levels: "
                         f"{shown(grid[factor], 200)}")
+    return mapped
 
 
 def _check_report(report: Any) -> dict[str, Any]:
