@@ -70,11 +70,11 @@ def write_spec(folder: Path, corpus: Path, grid: dict | None = None, *, seeds: A
 def fake_spec(grid: dict, runs: list, baseline: dict, **fields: Any) -> Any:
     """A `SweepSpec` of these runs without a YAML (their seeds, no plugins, no base), for planners' tests."""
     from gptlab.executors import ExecutorConfig
-    from gptlab.sweep.runs import SweepSpec
+    from gptlab.sweep.runs import ReportSettings, SweepSpec
 
     return SweepSpec(name="fake", description="", plugins=[], base={}, grid=dict(grid),
                      seeds=sorted({r.seed for r in runs}), exclude=[], baseline=baseline, executor=ExecutorConfig(),
-                     report={"equivalence_margin": 0.01}, runs=runs, **fields)
+                     report=ReportSettings(0.01), runs=tuple(runs), **fields)
 
 
 def boom_activation(name: str) -> str:

@@ -56,14 +56,14 @@ class FakeWriteReport:
 
 def test_yaml_margin_is_accepted_and_stored(tmp_path, corpus):
     spec = load_spec(spec_with(tmp_path, corpus, "{equivalence_margin: 0.02}"))
-    assert spec.report == {"equivalence_margin": 0.02}
+    assert spec.report.equivalence_margin == 0.02
     assert spec.to_dict()["report"] == {"equivalence_margin": 0.02}
 
 
 @pytest.mark.parametrize("report", [None, "{}", ""], ids=["absent", "empty_mapping", "null"])
 def test_margin_defaults_to_0_01(tmp_path, corpus, report):
     spec = load_spec(spec_with(tmp_path, corpus, report))
-    assert spec.report == {"equivalence_margin": 0.01}
+    assert spec.report.equivalence_margin == 0.01
     assert spec.to_dict()["report"] == {"equivalence_margin": 0.01}
 
 

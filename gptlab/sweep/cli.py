@@ -192,19 +192,13 @@ def _main(argv: list[str] | None) -> int:
     results_dir: ResultsDir | None = None
     spec: SweepSpec | None = None
     try:
-        if args.margin is not None:
-            from gptlab.stats.calls import check_margin
-
-            args.margin = check_margin(args.margin, "--margin")
         if args.list:
             list_registries(sys.stdout)
             return 0
         if not args.spec:
             raise GptlabError("give a sweep YAML (e.g. ablations/quick.yaml), or --list")
         executor = {k: v for k, v in {"n_jobs": args.jobs, "backend": args.backend, "scheduler": args.scheduler}.items() if v is not None}
-        spec = load_spec(args.spec, parse_overrides(args.set), executor)
-        if args.margin is not None:
-            spec.report["equivalence_margin"] = args.margin  # sweep.yaml records the margin actually used
+        spec = load_spec(args.spec, parse_overrides(args.set), executor, margin=args.margin)  # frozen from here on
         from gptlab.executors import plan_resources
         from gptlab.sweep.preflight import check_folders, preflight
 

@@ -174,7 +174,7 @@ def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions) -> in
     except ImportError:
         print(f"summary: {results_dir.summary_csv}", file=out)
     else:
-        path = write_report(results_dir, options.reports_dir, margin=spec.report["equivalence_margin"])
+        path = write_report(results_dir, options.reports_dir, margin=spec.report.equivalence_margin)
         print(f"report: {Path(path) / 'report.md'}", file=out)
     failed = sum(r["status"] == "failed" for r in rows)
     if failed:

@@ -45,9 +45,20 @@ class Run:
         return ESTIMATION
 
 
-@dataclass
+@dataclass(frozen=True)
+class ReportSettings:
+    """The `report:` section: how the report calls effects."""
+
+    equivalence_margin: float  # nats/char within which a change is 'equivalent' (the CLI's --margin overrides it)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"equivalence_margin": self.equivalence_margin}
+
+
+@dataclass(frozen=True)
 class SweepSpec:
-    """A validated sweep: what to train (grid x seeds over base) and how (executor)."""
+    """A validated sweep: what to train (grid x seeds over base) and how (executor). Built once by `sweep.spec`
+    (parse -> validate -> resolve) and never edited: what differs (a tuner's settings) is a `dataclasses.replace`."""
 
     name: str  # results/NAME and reports/NAME
     description: str  # one line shown in the report
@@ -58,13 +69,13 @@ class SweepSpec:
     exclude: list[dict[str, Any]]  # cells dropped from the product
     baseline: dict[str, Any]  # reference level per factor (default: first level)
     executor: ExecutorConfig  # how and where the runs train
-    report: dict[str, Any]  # report settings: equivalence_margin (nats/char), always filled
+    report: ReportSettings  # report settings, always filled (sweep.yaml records the margin used)
     scale: list[str] = field(default_factory=list)  # grid keys reported as scale (effects per level), not effects
     seed_rule: Any = None  # stats.precision.SeedRule of an adaptive sweep (seeds 0..max-1), None for fixed seeds
     tune: Any = None  # sweep.tuning.TuneSpec of a tuned sweep (then `runs` are its selection runs), else None
     source: str = ""  # the YAML path it came from
     search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
-    runs: list[Run] = field(default_factory=list)  # expanded grid x seeds minus exclude
+    runs: tuple[Run, ...] = ()  # expanded grid x seeds minus exclude (a tuned sweep: its first runs)
     arms: ArmsDesign | None = None  # an arms sweep's design (its grid: `arm` x the scale keys), None for a grid
     baseline_extra_seeds: bool = True  # an arms sweep's baseline gets Dunnett's sqrt(k) x seeds (False: selection runs)
 
@@ -100,7 +111,7 @@ class SweepSpec:
         return {"name": self.name, "description": self.description, "plugins": self.plugins,
                 "base": self.base, "grid": self.grid, **arms,
                 "seeds": self.seed_rule.to_dict() if self.seed_rule else self.seeds, "exclude": self.exclude,
-                "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report,
+                "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report.to_dict(),
                 **({"scale": self.scale} if self.scale else {}), **({"tune": self.tune.to_dict()} if self.tune else {})}
 
 

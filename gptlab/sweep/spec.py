@@ -10,6 +10,7 @@ never silently overwrite what the grid asks for.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -26,9 +27,9 @@ from gptlab.sweep.arms_spec import check_arm_configs, check_arms
 from gptlab.stats.levels import grid_level
 from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
-from gptlab.sweep.runs import MAX_RUNS, SweepSpec, expand
+from gptlab.sweep.runs import MAX_RUNS, ReportSettings, SweepSpec, expand
 from gptlab.sweep import refine  # noqa: F401 (registers tune.method refine; grid is registered by sweep.tuning)
-from gptlab.sweep.tune_spec import apply_tune
+from gptlab.sweep.tune_spec import resolve_tune
 
 TOP_KEYS = ["name", "description", "plugins", "base", "grid", "arms", "scale", "seeds", "tune", "exclude", "baseline",
             "claims", "executor", "report"]
@@ -49,16 +50,20 @@ def _require(value: Any, kind: type, key: str, what: str) -> Any:
     return value
 
 
-def load_spec(path: str | Path, overrides: dict[str, Any] | None = None, executor_overrides: dict[str, Any] | None = None) -> SweepSpec:
-    """Read, validate and expand a sweep YAML; `overrides` set base keys (`--set`)."""
+def load_spec(path: str | Path, overrides: dict[str, Any] | None = None, executor_overrides: dict[str, Any] | None = None,
+              margin: Any = None) -> SweepSpec:
+    """Read, validate and expand a sweep YAML into a frozen `SweepSpec`; the command line's overrides go in here:
+    `overrides` set base keys (`--set`), `executor_overrides` executor keys (`--jobs`, `--backend`), `margin` the
+    report's equivalence margin (`--margin`)."""
     raw = read_spec_file(path)
-    return validate_spec(raw, Path(path), overrides or {}, executor_overrides or {})
+    return validate_spec(raw, Path(path), overrides or {}, executor_overrides or {}, margin)
 
 
-def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], executor_overrides: dict[str, Any]) -> SweepSpec:
+def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], executor_overrides: dict[str, Any],
+                  margin: Any = None) -> SweepSpec:
     """Validate and expand a loaded spec; every problem is one `GptlabError` on one line, naming the key."""
     try:
-        return _validate_spec(raw, path, overrides, executor_overrides)
+        return _validate_spec(raw, path, overrides, executor_overrides, margin)
     except GptlabError as err:
         if one_line(str(err)) == str(err):
             raise
@@ -66,7 +71,7 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
 
 
 def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
-                   executor_overrides: dict[str, Any]) -> SweepSpec:
+                   executor_overrides: dict[str, Any], margin: Any) -> SweepSpec:
     for key in raw:
         if key in ("model", "train", "data"):
             raise GptlabError(f"unknown key '{key}': run settings go under base (base.{key})")
@@ -132,13 +137,13 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     _require(executor, dict, "executor", "a mapping")
     executor = ExecutorConfig.from_mapping({**executor, **executor_overrides})
 
-    report = _check_report({} if raw.get("report") is None else raw["report"])
+    report = _check_report({} if raw.get("report") is None else raw["report"], margin)
 
     scale = _check_scale(raw.get("scale") or [], grid) if arms is None else list(arms.scale)
     spec = SweepSpec(name=name, description=description, plugins=plugins, base=base, grid=dict(grid), seeds=seeds,
                      exclude=exclude, baseline=baseline, executor=executor, report=report, scale=scale,
                      seed_rule=seed_rule, source=str(path), search_path=search_path, arms=arms)
-    spec.runs = apply_tune(spec, raw["tune"]) if "tune" in raw else expand(spec)
+    spec = resolve_tune(spec, raw["tune"]) if "tune" in raw else dataclasses.replace(spec, runs=tuple(expand(spec)))
     if not any(r.factors == baseline for r in spec.runs):
         raise _fail("baseline", f"the cell {shown(baseline, 200)} is excluded; name a cell that is trained")
     return spec
@@ -211,14 +216,15 @@ def _check_cell_mapping(rule: Any, grid: dict[str, list[Any]], key: str) -> dict
     return mapped
 
 
-def _check_report(report: Any) -> dict[str, Any]:
+def _check_report(report: Any, margin: Any) -> ReportSettings:
+    """`report:` checked; `margin` (`--margin`, when given) replaces its equivalence margin."""
     _require(report, dict, "report", "a mapping (e.g. {equivalence_margin: 0.01})")
     for key in report:
         if key not in REPORT_KEYS:
             valid = [f"report.{k}" for k in REPORT_KEYS]
             raise GptlabError(f"unknown key {shown(f'report.{key}')}{closest(f'report.{key}', valid)}; valid keys under report: "
                               f"{', '.join(REPORT_KEYS)}")
-    margin = report.get("equivalence_margin", DEFAULT_MARGIN)
-    return {"equivalence_margin": check_margin(margin, "report.equivalence_margin")}
+    written = check_margin(report.get("equivalence_margin", DEFAULT_MARGIN), "report.equivalence_margin")
+    return ReportSettings(written if margin is None else check_margin(margin, "--margin"))
 
 

@@ -1,4 +1,4 @@
-"""The `tune:` section of a sweep YAML, validated: `apply_tune(spec, raw)` -> the sweep's first runs.
+"""The `tune:` section of a sweep YAML, validated: `resolve_tune(spec, raw)` -> the spec with its tune and first runs.
 
 Owns the keys every tuning method shares (`space`, `seeds`, `method`), the given picks' entry point
 (`picks`, `picked_by`: `gptlab.sweep.given`), and the hand-off of a method's own keys to its planner's
@@ -6,6 +6,8 @@ Owns the keys every tuning method shares (`space`, `seeds`, `method`), the given
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import typing
 from typing import Any
 
@@ -25,18 +27,26 @@ def _fail(key: str, message: str) -> GptlabError:
     return GptlabError(f"{key}: {message}")
 
 
-def apply_tune(spec: SweepSpec, raw: Any) -> list[TunedRun]:
-    """Validate `tune:` against the spec, set `spec.tune` (and the test split's default); the selection runs."""
+def resolve_tune(spec: SweepSpec, raw: Any) -> SweepSpec:
+    """`spec` (frozen, without runs) with `tune:` validated against it, its test split's default, and its first runs.
+
+    A tuned sweep's verdict is on a test split the selection never saw: where neither `base` nor the grid
+    sets `data.test_fraction`, it is half the validation text.
+    """
     tune = _check_tune(raw, spec)
+    base = spec.base
     if not any(k == "data.test_fraction" for k in spec.grid):
         try:
-            get_dotted(spec.base, "data.test_fraction")
+            get_dotted(base, "data.test_fraction")
         except (KeyError, TypeError):  # half the held-out tail: 0.05 of Tiny Shakespeare, nanoGPT's val text halved
-            set_dotted(spec.base, "data.test_fraction", resolve_run_config(spec.base).data.val_fraction / 2)
-    spec.tune = tune
+            base = copy.deepcopy(base)
+            set_dotted(base, "data.test_fraction", resolve_run_config(base).data.val_fraction / 2)
+    spec = dataclasses.replace(spec, base=base, tune=tune)
     if tune.given:  # no selection: the runs are each cell at its given setting, as estimation runs
-        return [r for cell, setting in tune.given for r in runs_at(spec, [setting], spec.seeds, ESTIMATION, [cell])]
-    return runs_at(spec, tune.settings(), tune.selection_seeds, SELECTION)
+        runs = [r for cell, setting in tune.given for r in runs_at(spec, [setting], spec.seeds, ESTIMATION, [cell])]
+    else:
+        runs = runs_at(spec, tune.settings(), tune.selection_seeds, SELECTION)
+    return dataclasses.replace(spec, runs=tuple(runs))
 
 
 def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:

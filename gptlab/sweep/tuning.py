@@ -108,7 +108,7 @@ def runs_at(spec: SweepSpec, settings: Sequence[Pairs], seeds: Sequence[int], ro
         for key, value in setting:
             set_dotted(base, key, value)
         try:
-            runs = expand(dataclasses.replace(spec, base=base, seeds=list(seeds), runs=[],  # selection: equal seeds
+            runs = expand(dataclasses.replace(spec, base=base, seeds=list(seeds), runs=(),  # selection: equal seeds
                                               baseline_extra_seeds=spec.baseline_extra_seeds and role == ESTIMATION))
         except GptlabError as err:
             raise GptlabError(f"tune.space setting ({', '.join(f'{k}={v}' for k, v in setting)}): {err}") from None

@@ -1,0 +1,47 @@
+"""A sweep spec is built once (parse -> validate -> resolve) and frozen: nothing edits it afterwards."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import yaml
+
+from gptlab.sweep.spec import load_spec
+from helpers import tiny_config
+
+
+def _write(tmp_path, corpus, **extra) -> str:
+    config = tiny_config(corpus)
+    if "tune" in extra:
+        config["train"].pop("lr", None)
+    raw = {"name": "frozen", "base": {k: config[k] for k in ("model", "train", "data")},
+           "grid": {"model.norm": ["pre", "post"]}, "seeds": 1, **extra}
+    path = tmp_path / "frozen.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return str(path)
+
+
+@pytest.mark.parametrize("field", ["runs", "tune", "base", "report", "seeds", "grid"])
+def test_the_loaded_spec_is_frozen(field, tmp_path, corpus):
+    spec = load_spec(_write(tmp_path, corpus))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(spec, field, None)
+    assert isinstance(spec.runs, tuple)
+
+
+def test_the_margin_override_goes_in_before_the_spec_is_frozen(tmp_path, corpus):
+    path = _write(tmp_path, corpus, report={"equivalence_margin": 0.02})
+    assert load_spec(path).report.equivalence_margin == 0.02
+    spec = load_spec(path, margin="0.03")
+    assert spec.report.equivalence_margin == 0.03 and spec.to_dict()["report"] == {"equivalence_margin": 0.03}
+
+
+def test_a_tuned_spec_gets_its_tune_and_test_split_without_editing_what_it_was_built_from(tmp_path, corpus):
+    path = _write(tmp_path, corpus, tune={"space": {"train.lr": [1e-3, 2e-3]}, "seeds": 1})
+    spec = load_spec(path)
+    assert spec.tune is not None and spec.base["data"]["test_fraction"] == pytest.approx(
+        spec.runs[0].config["data"]["val_fraction"] / 2)
+    assert all(r.config["data"]["test_fraction"] == spec.base["data"]["test_fraction"] for r in spec.runs)
+    assert {dict(r.setting)["train.lr"] for r in spec.runs} == {1e-3, 2e-3}
+    untuned = load_spec(_write(tmp_path, corpus))
+    assert untuned.tune is None and "test_fraction" not in untuned.base["data"]
