@@ -5,7 +5,7 @@ specs in CI): specs mutated from the shipped ablations, specs of the right shape
 contents, shipped specs with generated `tune:` and `executor:` sections (SLURM's `cluster` included),
 and mutated specs with bytes inserted, cut or doubled (often not UTF-8); the first three with
 random `--set`, `--jobs` and `--margin` options. Every spec is dry-run in this process by
-`gptlab.sweep.cli.main`, as `python -m gptlab.sweep SPEC --dry-run` would; the property is that
+`gptlab.sweep_cli.main`, as `python -m gptlab.sweep SPEC --dry-run` would; the property is that
 it is accepted, or refused with exit status 2 and exactly one line `error: ...` naming a key, and
 that nothing is written (the results folder and the working directory stay as they were).
 

@@ -17,11 +17,13 @@ import yaml
 from scipy import stats as st
 
 from gptlab.errors import GptlabError
+from gptlab.report.load import load_results
+from gptlab.report.rounds import widest_at
 from gptlab.stats.adaptive_sim import main_effect_contrasts, precision_for_seeds, simulate_null
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
 from gptlab.stats.precision import SeedRule, Widest, called_rows
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep.spec import load_spec
 
 from helpers import REPO, python_m, skip_figures, tiny_config
@@ -213,6 +215,9 @@ def test_an_adaptive_sweep_stops_at_the_seed_count_its_rule_computes(tmp_path, c
     assert [(r["round"], r["seeds"], r["runs_trained"]) for r in rounds] == [("1", "2", "8"), ("2", "4", "8")]
     assert float(rounds[0]["widest_half_width"]) == pytest.approx(w1, rel=1e-12)  # round 1 decides, always
     assert float(rounds[1]["widest_half_width"]) <= target
+    res = load_results(results / "ad")  # the sweep decided from summary.csv; the report computes the same from the folder
+    assert [(widest_at(res, n).half_width, widest_at(res, n).effect) for n in (2, 4)] == [
+        (pytest.approx(float(r["widest_half_width"]), rel=1e-9), r["effect"]) for r in rounds]
     assert sorted({int(r["seed"]) for r in _rows(results / "ad" / "summary.csv")}) == [0, 1, 2, 3]
     report = (reports / "ad" / "report.md").read_text()
     assert "Seeds: adaptive rounds" in report and "Stein's two-stage rule" in report

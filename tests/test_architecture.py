@@ -15,11 +15,11 @@ ALLOWED = {
     "basics": {"basics"},
     "model": {"basics", "model"},
     "run": {"basics", "model", "run"},
-    "cli": {"basics", "model", "run", "cli"},
+    "cli": {"basics", "model", "run", "cli", "executors", "stats", "report", "sweep"},  # command lines join rooms
     "executors": {"basics", "model", "run", "executors"},
     "stats": {"basics", "stats"},  # numbers only: below the report and the sweep
     "report": {"basics", "model", "run", "stats", "report"},  # not the CLIs: a report samples through run.sampling
-    "sweep": {"basics", "model", "run", "cli", "executors", "stats", "report", "sweep"},
+    "sweep": {"basics", "model", "run", "executors", "stats", "sweep"},  # never the report: its command line joins them
 }
 
 
@@ -31,8 +31,8 @@ def room(module: str) -> str:
     top = parts[1]
     if top in BASICS:
         return "basics"
-    if top in ("train", "sample", "prepare"):
-        return "cli"
+    if top in ("train", "sample", "prepare", "sweep_cli") or parts[-1] == "__main__" and top == "sweep":
+        return "cli"  # `python -m gptlab.sweep` runs the sweep's command line, which joins the sweep and the report
     if top == "export":
         return "report"  # another view of results/NAME (TensorBoard files): it reads them through the report
     if top in ("model", "run", "executors", "stats", "report", "sweep"):
@@ -117,7 +117,7 @@ def defines_planner(path: Path) -> bool:
 
 def driver_imports(path: Path) -> list[str]:
     """The sweep driver's modules `path` imports (`gptlab.sweep` itself re-exports the CLI's main)."""
-    driver = ("gptlab.sweep", "gptlab.sweep.execute", "gptlab.sweep.cli", "gptlab.sweep.__main__")
+    driver = ("gptlab.sweep", "gptlab.sweep.execute", "gptlab.sweep_cli", "gptlab.sweep.__main__")
     return [f"line {line}: {target}" for line, target in gptlab_imports(path) if target in driver]
 
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from gptlab.run.data import MAX_CORPUS_ENV, check_corpus_file
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 
 from test_hardening import base_spec, setting
 

@@ -28,7 +28,7 @@ def texts(tmp_path_factory):
 
 
 def test_a_tuned_arms_sweep_over_two_texts(tmp_path, texts, monkeypatch, capsys):
-    from gptlab.sweep.cli import main as sweep_main
+    from gptlab.sweep_cli import main as sweep_main
 
     skip_figures(monkeypatch)
     verse, prose = texts
@@ -99,7 +99,7 @@ def _grid_spec(folder, name: str, verse, prose=None) -> str:
 def test_reuse_takes_finished_runs_of_the_same_identity_and_trains_the_rest(tmp_path, texts, monkeypatch, capsys):
     import json
 
-    from gptlab.sweep.cli import main as sweep_main
+    from gptlab.sweep_cli import main as sweep_main
 
     skip_figures(monkeypatch)
     verse, prose = texts
@@ -132,7 +132,7 @@ def test_reuse_takes_finished_runs_of_the_same_identity_and_trains_the_rest(tmp_
 @pytest.mark.parametrize("target, message", [("absent", "is not a sweep's results folder"),
                                              ("own", "is this sweep's own results folder")])
 def test_reuse_of_a_folder_that_cannot_serve_is_one_line(tmp_path, texts, capsys, target, message):
-    from gptlab.sweep.cli import main as sweep_main
+    from gptlab.sweep_cli import main as sweep_main
 
     spec = _grid_spec(tmp_path, "g", texts[0])
     own = tmp_path / "results" / "g"

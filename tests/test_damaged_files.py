@@ -83,7 +83,7 @@ def test_a_run_folder_holding_another_runs_files_is_not_that_runs_result(two_run
 
     import pandas as pd
 
-    from gptlab.sweep.cli import main as sweep_main
+    from gptlab.sweep_cli import main as sweep_main
     from helpers import skip_figures
 
     skip_figures(monkeypatch)
@@ -124,7 +124,7 @@ def test_a_metrics_file_cut_short_loses_its_partial_row_with_a_warning(tmp_path,
 def test_a_folder_the_sweep_cannot_use_is_one_line_before_training(obstacle, words, tmp_path, corpus, capsys):
     import yaml
 
-    from gptlab.sweep.cli import main as sweep_main
+    from gptlab.sweep_cli import main as sweep_main
 
     config = tiny_config(corpus)
     spec = tmp_path / "s.yaml"
@@ -222,7 +222,7 @@ def two_runs(tmp_path_factory, corpus):
     """A finished two-run sweep: its results folder and the bytes of its summary.csv."""
     import yaml
 
-    from gptlab.sweep.cli import main as sweep_main
+    from gptlab.sweep_cli import main as sweep_main
 
     tmp = tmp_path_factory.mktemp("two")
     config = tiny_config(corpus, max_iters=10, eval_interval=5)

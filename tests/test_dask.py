@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 
 from fakes import LOKY_EXECUTOR, boom_activation, write_spec
 from helpers import REPO

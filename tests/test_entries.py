@@ -34,7 +34,7 @@ from gptlab.model.norms import make_norm
 from gptlab.model.positions import ALiBiPosition, RotaryPosition, alibi_slopes
 from gptlab.run.corpora import DATASETS
 from gptlab.run.tokenizers import TOKENIZERS
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep.spec import load_spec
 
 from helpers import REPO

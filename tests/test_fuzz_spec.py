@@ -38,7 +38,7 @@ from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig
 from gptlab.model import REGISTRIES
 from gptlab.run.config import LIMITS, SECTIONS, coerce, resolve_run_config, valid_keys
-from gptlab.sweep.cli import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep.loader import MAX_SPEC_BYTES, load_yaml, parse_overrides, read_spec_file
 from gptlab.sweep.spec import TOP_KEYS
 

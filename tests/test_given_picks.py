@@ -10,7 +10,7 @@ import yaml
 
 from gptlab.errors import GptlabError
 from gptlab.run.resultsdir import SUMMARY_CSV
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.runs import ESTIMATION
 from gptlab.sweep.tuning import planned_range, runs_at

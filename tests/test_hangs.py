@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gptlab.executors import scheduler
-from gptlab.sweep.cli import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 
 from helpers import tiny_config
 

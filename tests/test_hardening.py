@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from gptlab.run.config import resolve_run_config
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 
 from helpers import REPO, tiny_config
 

@@ -14,7 +14,7 @@ from gptlab.errors import GptlabError
 from gptlab.report.__main__ import main as report_main
 from gptlab.report.synthetic import make_results
 from gptlab.sweep.spec import load_spec
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 
 from helpers import REPO, tiny_config
 

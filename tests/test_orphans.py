@@ -22,7 +22,7 @@ import pytest
 
 from gptlab.executors.worker import ORPHAN_EXIT, DriverWatch, RunStopped, driver_identity
 from gptlab.runio import atomic_write_text, remove_temp_files
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 
 from fakes import write_spec
 from helpers import REPO

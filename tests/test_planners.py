@@ -6,6 +6,7 @@ loop (`execute.train_stages`) runs on a backend that writes each run's summary.j
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 from pathlib import Path
@@ -17,7 +18,7 @@ import yaml
 from gptlab.executors import Resources
 from gptlab.run.resultsdir import SWEEP_YAML, ROUNDS_CSV, SUMMARY_CSV
 from gptlab.stats.precision import SeedRule, Widest
-from gptlab.sweep.adaptive import AdaptiveSeeds
+from gptlab.sweep.adaptive import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Stage
 from gptlab.sweep.runs import Run, SweepSpec
@@ -102,14 +103,14 @@ def test_adaptive_seeds_stops_or_caps_as_the_rule_says(tmp_path, half_width, see
 
 
 def test_the_adaptive_preview_counts_the_minimum_and_the_worst_case():
-    preview = AdaptiveSeeds(_runs(5), SeedRule(2, 5, 0.01), io.StringIO()).preview()
+    preview = AdaptiveSeeds(_runs(5), SeedRule(2, 5, 0.01), io.StringIO(), FakeWidest({})).preview()
     assert preview.intro.startswith("adaptive seeds: round 1 trains 2 seeds per cell")
     assert [(c.label, len(c.runs)) for c in preview.cases] == [("minimum: 2 seeds per cell", 4),
                                                                ("worst case: 5 seeds per cell", 10)]
 
 
 def test_the_round_1_decision_is_steins_from_the_round_1_runs_on_disk(tmp_path):
-    """Through the report's own path, checked by hand: the half-width from round 1's residuals, whatever else is on disk."""
+    """From summary.csv's rows, checked by hand: the half-width from round 1's residuals, whatever else is on disk."""
     from scipy import stats
 
     from gptlab.report.synthetic import make_results
@@ -120,6 +121,7 @@ def test_the_round_1_decision_is_steins_from_the_round_1_runs_on_disk(tmp_path):
     spec["seeds"] = {"min": 2, "max": 4, "precision": 0.001, "precision_for": "effects"}
     (results / SWEEP_YAML).write_text(yaml.safe_dump(spec))
     rule = SeedRule(2, 4, 0.001)
+    spec_of_grid = fake_spec(grid, _runs(4), {"model.activation": "gelu", "model.tying": "tied"}, seed_rule=rule)
     summary = _rows(results / SUMMARY_CSV)
 
     def decide(rows: list[dict]) -> tuple[int, list[dict]]:
@@ -127,7 +129,7 @@ def test_the_round_1_decision_is_steins_from_the_round_1_runs_on_disk(tmp_path):
             writer = csv.DictWriter(f, fieldnames=list(summary[0]))
             writer.writeheader()
             writer.writerows(rows)
-        planner = AdaptiveSeeds(_runs(4), rule, io.StringIO())
+        planner = AdaptiveSeeds(_runs(4), rule, io.StringIO(), functools.partial(widest_in_summary, spec_of_grid))
         planner.next_stage(FinishedRuns(results))
         second = planner.next_stage(FinishedRuns(results, ({"status": "ok"},) * 4))
         return max(r.seed for r in second.planned) + 1, _rows(results / ROUNDS_CSV)

@@ -12,7 +12,7 @@ from gptlab.model.activations import ACTIVATIONS
 from gptlab.report import load_results
 from gptlab.report.samples import samples
 from gptlab.sample import main as sample_main
-from gptlab.sweep.cli import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 
 from helpers import tiny_config
 

@@ -10,7 +10,7 @@ import yaml
 
 from gptlab.executors import RunResult
 from gptlab.run.rundir import RunDir
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep import progress as progress_module
 from gptlab.sweep.progress import Progress
 from gptlab.sweep.summary import run_dir

@@ -204,7 +204,7 @@ def test_an_interrupted_round_resumes_with_the_same_decisions(tmp_path, corpus):
 
 
 def test_the_dry_run_states_the_rounds_budget_and_worst_case(corpus, capsys, tmp_path):
-    from gptlab.sweep.cli import main
+    from gptlab.sweep_cli import main
 
     path = tmp_path / "refine.yaml"
     import yaml
@@ -267,7 +267,7 @@ def test_a_plugin_tuning_method_plans_trains_resumes_and_stays_out_of_the_effect
 
     from gptlab.report.load import load_results
     from gptlab.sweep import execute
-    from gptlab.sweep.cli import main
+    from gptlab.sweep_cli import main
 
     raw = _raw(corpus, method="probe_first", probe_seed=7)
     raw["tune"].pop("method")
@@ -297,6 +297,6 @@ def test_a_plugin_tuning_method_plans_trains_resumes_and_stays_out_of_the_effect
     path.write_text(yaml.safe_dump(raw))
     assert main([str(path), "--dry-run", "--results-dir", str(tmp_path / "dry")]) == 0
     assert "probes: 1 per cell, 2 runs" in capsys.readouterr().out
-    for module in (execute, __import__("gptlab.sweep.cli", fromlist=["x"])):
+    for module in (execute, __import__("gptlab.sweep_cli", fromlist=["x"])):
         source = Path(module.__file__).read_text()
         assert "probe_first" not in source and "Refine" not in source and "Grid" not in source

@@ -9,7 +9,7 @@ import time
 import pytest
 import yaml
 
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 
 from fakes import write_spec
 from helpers import REPO, python_m

@@ -18,7 +18,7 @@ import yaml
 from gptlab.errors import GptlabError
 from gptlab.executors import ExecutorConfig, plan_resources
 from gptlab.executors.slurm import SlurmConfig
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 
 from fakes import write_spec
 from helpers import REPO, python_m

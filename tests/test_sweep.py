@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gptlab.executors import WORKER_DIED, ExecutorConfig, plan_resources
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 
 from fakes import boom_activation, write_spec
 from helpers import REPO, python_m, skip_figures

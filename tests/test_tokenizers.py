@@ -25,7 +25,7 @@ from gptlab.run.runner import train_run
 from gptlab.run.sampling import load_checkpoint_model, sample_from_run
 from gptlab.run.tokenizers import TOKENIZERS, BPETokenizer, tokenizer_cache
 from gptlab.run.evaluation import evaluate
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 
 from fakes import write_spec
 from helpers import REPO, make_corpus, skip_figures, tiny_config

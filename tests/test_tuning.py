@@ -18,7 +18,7 @@ from gptlab.executors import Resources
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.stats.picks import Trial, edge_keys, pick_rows
 from gptlab.run.rundir import RunDir
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep.adaptive import AdaptiveSeeds
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.spec import validate_spec

@@ -20,7 +20,7 @@ from gptlab.run.config import SCHEDULE_NAMES, TrainConfig, resolve_run_config
 from gptlab.run.rundir import RunDir
 from gptlab.run.runner import train_run
 from gptlab.run.trainer import SCHEDULES, TrainerCallback, lr_at
-from gptlab.sweep import main as sweep_main
+from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Stage
 from gptlab.sweep.spec import load_spec

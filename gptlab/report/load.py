@@ -25,7 +25,7 @@ from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import rebuild_if_stale
 from gptlab.stats.arms import ARM, baseline_seed_count
-from gptlab.stats.design import design_cells
+from gptlab.stats.design import design_cells, effect_label, factor_short
 from gptlab.errors import GptlabError
 from gptlab.stats.levels import grid_level, level_key
 from gptlab.stats.precision import SeedRule
@@ -72,12 +72,11 @@ class Results:
 
     def short(self, factor: str) -> str:
         """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""
-        tail = factor.rsplit(".", 1)[-1]
-        return tail if [f.rsplit(".", 1)[-1] for f in self.factors].count(tail) == 1 else factor
+        return factor_short(self.factors, factor)
 
     def label(self, factor: str, level: str) -> str:
         """'norm=post'."""
-        return f"{self.short(factor)}={level}"
+        return effect_label(self.factors, factor, level)
 
     @property
     def has_test_split(self) -> bool:

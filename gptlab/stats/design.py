@@ -46,6 +46,17 @@ def design_cells(grid: Mapping[str, Sequence[Any]], exclude: Sequence[Mapping[st
                        for rule in exclude)]
 
 
+def factor_short(factors: Sequence[str], factor: str) -> str:
+    """A factor without its section ("model.norm" -> "norm") unless that is ambiguous among `factors`."""
+    tail = factor.rsplit(".", 1)[-1]
+    return tail if [f.rsplit(".", 1)[-1] for f in factors].count(tail) == 1 else factor
+
+
+def effect_label(factors: Sequence[str], factor: str, level: Any) -> str:
+    """'norm=post': how the report and rounds.csv name a level of a factor (`factor_short`)."""
+    return f"{factor_short(factors, factor)}={level}"
+
+
 @dataclass(frozen=True)
 class Design:
     """Factors with their levels and baseline, and the cells (level tuples) that have data."""

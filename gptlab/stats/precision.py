@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from gptlab.errors import GptlabError
+from gptlab.stats.calls import DEFAULT_MARGIN
 
 PRECISION_FOR = ("effects", "interactions")
 RULE_KEYS = ("min", "max", "precision", "precision_for")
@@ -128,3 +129,19 @@ class Widest:
             return cls(math.nan, "")
         i = rows["half_width"].astype(float).fillna(math.inf).idxmax()
         return cls(float(rows.loc[i, "half_width"]), str(rows.loc[i, "effect"]))
+
+
+def widest_called(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, design: Any,
+                  label: Callable[[str, str], str], rule: SeedRule, scale: tuple[str, ...] | list[str] = (),
+                  first_round: np.ndarray | None = None, block_seeds: bool = True) -> Widest:
+    """The rule's input: the widest called 95% half-width of outcome `y` (one value per run) and its effect.
+
+    The error is the first round's alone (`first_round`, a mask of the runs), as the report's CIs are; the
+    margin changes no half-width. The sweep (`sweep.adaptive`, from its runs' summaries) and the report
+    (`report` rounds, from results/NAME/) both call it, so the seed count decided and the one shown agree.
+    """
+    from gptlab.stats.effects import analyse  # effects is the heavier module; precision is read by the spec too
+
+    analysis = analyse(np.asarray(y, float), cells, np.asarray(seeds), design, label, DEFAULT_MARGIN,
+                       endpoint=rule.precision_for == "interactions", error_mask=first_round, block_seeds=block_seeds)
+    return Widest.of(called_rows(analysis, rule, label, scale))

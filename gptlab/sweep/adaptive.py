@@ -7,29 +7,83 @@ change once finished, so a killed sweep, rerun, makes the same decisions and tra
 """
 from __future__ import annotations
 
+import csv
+import math
+from functools import partial
 from typing import Any, Callable, Sequence, TextIO
 
+import numpy as np
+
+from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.runio import write_csv
-from gptlab.stats.precision import ROUND_COLS, SeedRule, Widest
+from gptlab.stats.design import Design, design_cells, effect_label
+from gptlab.stats.levels import grid_level
+from gptlab.stats.precision import ROUND_COLS, SeedRule, Widest, widest_called
 from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
-from gptlab.sweep.runs import Run
+from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
 
 WidestAt = Callable[[ResultsDir, int], Widest]  # (results_dir, seeds) -> the widest called half-width
+CHAR_BPC = 1 / math.log(2)  # a char model's nats/char -> bits/char (a row without best_val_bpc is a char run's)
 
 
-def widest_on_disk(results_dir: ResultsDir, n_seeds: int) -> Widest:
-    """The rule's input as the report computes it, from the runs with seeds 0..n_seeds-1 on disk."""
-    from gptlab.report.load import load_results  # lazily: the report room loads pandas
-    from gptlab.report.rounds import widest_at
+def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) -> Widest:
+    """The rule's input from summary.csv's estimation rows with seeds 0..n_seeds-1 (an arms baseline: its share).
 
-    return widest_at(load_results(results_dir), n_seeds)
+    The outcome is the report's: the test loss at the best val step when every measured row has one, else
+    the best val loss; in bits/char when the sweep trains on several texts or its tokenizers' bits-per-char
+    factors differ. Levels are summary.csv's text read as the grid's (`stats.levels.grid_level`).
+    """
+    try:
+        with open(results_dir.summary_csv, newline="", encoding="utf-8") as handle:
+            rows = [r for r in csv.DictReader(handle) if (r.get("role") or ESTIMATION).strip() == ESTIMATION]
+    except (OSError, UnicodeDecodeError):
+        rows = []
+    number = lambda row, key: _float(row.get(key))  # noqa: E731
+    measured = [r for r in rows if math.isfinite(number(r, "best_val_loss"))]
+    test = bool(measured) and all(math.isfinite(number(r, "best_test_loss")) for r in measured)
+    bpc = [number(r, "best_val_bpc") / number(r, "best_val_loss") if math.isfinite(number(r, "best_val_bpc"))
+           else CHAR_BPC for r in measured]
+    bits = any(len(spec.grid.get(k, ())) > 1 for k in CORPUS_KEYS) or not np.allclose(bpc, bpc[:1], rtol=1e-9)
+    column = ("best_test_bpc" if bits else "best_test_loss") if test else "best_val_loss"
+    factors = list(spec.grid)
+    y, cells, seeds, first = [], [], [], []
+    for row, factor in zip(measured, bpc):
+        typed = tuple(grid_level(spec.grid[f], row.get(f, ""), _NOT_A_LEVEL) for f in factors)
+        cell = tuple(zip(factors, typed))
+        value = number(row, column) * (factor if bits and not test else 1.0)
+        seed = int(number(row, "seed")) if math.isfinite(number(row, "seed")) else -1
+        if row.get("status", "").strip().lower() != "ok" or _NOT_A_LEVEL in typed or not math.isfinite(value) \
+                or not 0 <= seed < spec.seed_count(cell, n_seeds):
+            continue
+        y.append(value)
+        cells.append(tuple(str(level) for level in typed))
+        seeds.append(seed)
+        first.append(seed < spec.seed_count(cell, spec.seed_rule.min))
+    if not y:
+        return Widest(math.nan, "")
+    levels = {f: tuple(str(level) for level in spec.grid[f]) for f in factors}
+    present = set(cells)
+    design = Design(tuple(factors), levels, {f: str(spec.baseline[f]) for f in factors},
+                    tuple(c for c in (tuple(map(str, c)) for c in design_cells(spec.grid, spec.exclude)) if c in present))
+    return widest_called(np.array(y), cells, np.array(seeds), design, partial(effect_label, factors), spec.seed_rule,
+                         [f for f in spec.scale if f in factors], np.array(first), block_seeds=spec.arms is None)
+
+
+def _float(text: Any) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+_NOT_A_LEVEL = object()
 
 
 class AdaptiveSeeds:
     """Round 1 (seeds 0..min-1), Stein's decision from round 1 alone, round 2 (seeds 0..N-1), then done."""
 
-    def __init__(self, runs: Sequence[Run], rule: SeedRule, out: TextIO, widest: WidestAt = widest_on_disk,
+    def __init__(self, runs: Sequence[Run], rule: SeedRule, out: TextIO, widest: WidestAt,
                  seed_count: Callable[[Any, int], int] = lambda cell, n: n) -> None:
         self.runs, self.rule, self.out, self.widest = tuple(runs), rule, out, widest
         self.seed_count = seed_count  # (cell, n) -> the seeds a cell trains where cells train n (an arms baseline: more)

@@ -4,21 +4,22 @@ Plan: `planner_for` picks the spec's planner (`gptlab.sweep.planners`). Train: `
 it for stages and trains each (`train`) until it is done or a stage does not finish. Finish:
 `finish` writes summary.csv for every planned run and the report once, and picks the exit status.
 The planners never import this module. No CLI objects here: the command line
-(`gptlab.sweep.cli`) turns its flags into `SweepOptions`.
+(`gptlab.sweep_cli`) turns its flags into `SweepOptions`.
 """
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Sequence, TextIO
+from typing import Any, Callable, Sequence, TextIO
 
 from gptlab.executors import BACKENDS, Resources, RunResult, Task
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import FINISHED, RunDir
 from gptlab.sweep.reuse import Reuse
 from gptlab.runio import write_yaml
-from gptlab.sweep.adaptive import AdaptiveSeeds
+from gptlab.sweep.adaptive import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.lock import SweepLock
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
 from gptlab.sweep.progress import Progress
@@ -26,6 +27,9 @@ from gptlab.sweep.summary import write_summary
 from gptlab.sweep.runs import Run, SweepSpec, arms_allocation
 from gptlab.sweep.trunks import with_shared_trunks
 from gptlab.sweep.tuning import known_runs, selects, tuner_of
+
+
+ReportWriter = Callable[..., Path]  # write_report(results_dir, reports_dir, *, margin) -> reports/NAME
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class SweepOptions:
     progress_every_s: float | None = None  # seconds between live progress looks (None: the default)
     stream: TextIO = field(default=sys.stderr, compare=False)  # where progress and the summary go
     reuse: tuple[ResultsDir, ...] = ()  # results folders whose finished runs are taken, not trained (`sweep.reuse`)
+    write_report: ReportWriter | None = field(default=None, compare=False)  # (results, reports, margin) -> the report's
+    # folder: the command line's `gptlab.report.write_report` (the sweep knows no report); None: summary.csv only
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "results_dir", ResultsDir(self.results_dir))  # frozen: the one write, normalising
@@ -84,7 +90,7 @@ def base_planner(spec: SweepSpec, out: TextIO) -> Planner:
     if selects(spec):  # given picks (`tune.picks`) train as a plain sweep: nothing to select
         return tuner_of(spec)(spec, out)
     if spec.seed_rule is not None:
-        return AdaptiveSeeds(spec.runs, spec.seed_rule, out, seed_count=spec.seed_count)
+        return AdaptiveSeeds(spec.runs, spec.seed_rule, out, partial(widest_in_summary, spec), seed_count=spec.seed_count)
     return FixedSeeds(spec.runs, spec.name)
 
 
@@ -169,12 +175,10 @@ def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions) -> in
             folder = results_dir.run(row["run_id"])
             log_file = folder / (RunDir.ERROR if row["status"] not in FINISHED else RunDir.LOG)
             print(f"  {row['status']:<8} {row['run_id']}  {row.get('error') or ''}  log: {log_file}", file=out)
-    try:
-        from gptlab.report import write_report
-    except ImportError:
+    if options.write_report is None:
         print(f"summary: {results_dir.summary_csv}", file=out)
     else:
-        path = write_report(results_dir, options.reports_dir, margin=spec.report.equivalence_margin)
+        path = options.write_report(results_dir, options.reports_dir, margin=spec.report.equivalence_margin)
         print(f"report: {Path(path) / 'report.md'}", file=out)
     failed = sum(r["status"] == "failed" for r in rows)
     if failed:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence, TextIO
 from gptlab.errors import GptlabError
 from gptlab.runio import write_csv
 from gptlab.run.config import set_dotted
-from gptlab.sweep.adaptive import AdaptiveSeeds
+from gptlab.sweep.adaptive import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.planners import TUNERS, Case, FinishedRuns, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec, cell_label, expand
 
@@ -178,8 +179,9 @@ class TuneThenEstimate:
 
     OPTIONS: ClassVar[Mapping[str, Any]] = {}  # the method's own keys under tune:, with their defaults
 
-    def __init__(self, spec: SweepSpec, out: TextIO, rounds: Callable[..., Any] = AdaptiveSeeds) -> None:
-        self.spec, self.out, self.rounds_class = spec, out, rounds
+    def __init__(self, spec: SweepSpec, out: TextIO, rounds: Callable[..., Any] | None = None) -> None:
+        self.spec, self.out = spec, out
+        self.rounds_class = rounds or functools.partial(AdaptiveSeeds, widest=functools.partial(widest_in_summary, spec))
         self.tune: TuneSpec = spec.tune
         self.selection: tuple[Run, ...] = tuple(spec.runs)  # every selection-side run planned so far
         self.cells = list(dict.fromkeys(r.cell for r in spec.runs))
