@@ -4,7 +4,7 @@
 
 For 2^k factorials of 2 to 16 cells and round-1 sizes of 2 and 3 seeds (max 12), with a precision
 at which round 1's typical noise asks for about 6 seeds, it simulates `--sweeps` null sweeps per
-design and rule (`gptlab.stats.adaptive_sim`, which states the model) and prints the rate of
+design and rule (`gptlab.stats.adaptive_seeds_sim`, which states the model) and prints the rate of
 false `better`/`worse` calls on each sweep's first main effect, with its Monte-Carlo standard
 error, and the seed counts the rules chose. Deterministic for a given --seed.
 """
@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from gptlab.stats.adaptive_sim import precision_for_seeds, simulate_null
-from gptlab.stats.precision import SeedRule
+from gptlab.stats.adaptive_seeds_sim import precision_for_seeds, simulate_null
+from gptlab.stats.adaptive_seeds import SeedRule
 
 
 def main() -> None:

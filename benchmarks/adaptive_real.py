@@ -43,7 +43,7 @@ def widest_fixed(results: Path, n_seeds: int, precision_for: str) -> tuple[float
     """Widest called half-width of a fixed-seed sweep with seeds 0..n-1 (pure error of all its runs)."""
     from gptlab.report.analyses import analyse_runs
     from gptlab.report.load import load_results
-    from gptlab.stats.precision import SeedRule, Widest, called_rows
+    from gptlab.stats.adaptive_seeds import SeedRule, Widest, called_rows
 
     res = load_results(results)
     res.spec = {k: v for k, v in res.spec.items() if k != "seeds"}  # a fixed-seed sweep: no first-round error

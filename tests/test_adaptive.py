@@ -19,10 +19,10 @@ from scipy import stats as st
 from gptlab.errors import GptlabError
 from gptlab.report.load import load_results
 from gptlab.report.rounds import widest_at
-from gptlab.stats.adaptive_sim import main_effect_contrasts, precision_for_seeds, simulate_null
+from gptlab.stats.adaptive_seeds_sim import main_effect_contrasts, precision_for_seeds, simulate_null
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
-from gptlab.stats.precision import SeedRule, Widest, called_rows
+from gptlab.stats.adaptive_seeds import SeedRule, Widest, called_rows
 from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep.spec import load_spec
 

@@ -17,8 +17,8 @@ import yaml
 
 from gptlab.executors import Resources
 from gptlab.run.resultsdir import SWEEP_YAML, ROUNDS_CSV, SUMMARY_CSV
-from gptlab.stats.precision import SeedRule, Widest
-from gptlab.sweep.adaptive import AdaptiveSeeds, widest_in_summary
+from gptlab.stats.adaptive_seeds import SeedRule, Widest
+from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Stage
 from gptlab.sweep.runs import Run, SweepSpec

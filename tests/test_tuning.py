@@ -19,7 +19,7 @@ from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.stats.picks import Trial, edge_keys, pick_rows
 from gptlab.run.rundir import RunDir
 from gptlab.sweep_cli import main as sweep_main
-from gptlab.sweep.adaptive import AdaptiveSeeds
+from gptlab.sweep.adaptive_seeds import AdaptiveSeeds
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, Grid, TunedRun, planned_range
@@ -209,7 +209,7 @@ def test_a_diverged_selection_run_rules_its_setting_out(tmp_path, corpus):
 
 
 def test_adaptive_estimation_rounds_run_at_the_picks(tmp_path, corpus):
-    from gptlab.stats.precision import Widest
+    from gptlab.stats.adaptive_seeds import Widest
 
     spec = _spec(corpus, seeds={"min": 2, "max": 4, "precision": 0.01})
     asked = []

@@ -130,7 +130,7 @@ def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoi
     if runs.empty or not res.factors:
         return None
     cells = list(map(tuple, runs[res.factors].to_numpy().tolist()))
-    rule = res.seed_rule  # an adaptive sweep: the error of its first round alone (stats.precision)
+    rule = res.seed_rule  # an adaptive sweep: the error of its first round alone (stats.adaptive_seeds)
     first_round = res.first_seeds(runs, rule.min).to_numpy() if rule else None
     text = res.test_blocks.for_runs(runs["run_id"], runs[y]) if blocks else None
     design = design_for(res, runs)

@@ -28,7 +28,7 @@ from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import design_cells, effect_label, factor_short
 from gptlab.errors import GptlabError
 from gptlab.stats.levels import grid_level, level_key
-from gptlab.stats.precision import SeedRule
+from gptlab.stats.adaptive_seeds import SeedRule
 
 log = logging.getLogger(__name__)
 NUMERIC = ["seed", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",

@@ -1,10 +1,10 @@
 """The rounds of an adaptive sweep, read from its results: what the sweep decides on and the report shows.
 
 `widest_at(res, n)` is the rule's input: the widest 95% half-width among the called effects
-(`stats.precision.called_rows`) of the runs with seeds 0..n-1, with the first round's error (`stein`).
+(`stats.adaptive_seeds.called_rows`) of the runs with seeds 0..n-1, with the first round's error (`stein`).
 The sweep calls it after round 1 to choose the seed count, and after round 2 to record it; the
 report calls `half_width_curve` for its figure and `read_rounds` for its table. rounds.csv is
-written by the sweep (`gptlab.sweep.adaptive`) and only read here.
+written by the sweep (`gptlab.sweep.adaptive_seeds`) and only read here.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from gptlab.report.load import Results, read_text
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN
-from gptlab.stats.precision import ROUND_COLS, SeedRule, Widest, called_rows
+from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule, Widest, called_rows
 
 
 def _called(res: Results, rule: SeedRule, n_seeds: int) -> pd.DataFrame:

@@ -19,7 +19,7 @@ Models (y = a run's loss; cell = its combination of factor levels; seed = its se
   y ~ (C(f1) + C(f2) + ... + C(fk))**2
   Main effects and two-way interactions only; every interaction of three or more factors is
   ASSUMED to be zero and pooled as error. Calls made under this model carry that assumption.
-- `stein`: an adaptive sweep (`stats.precision`): the cell means of every run, with the pure
+- `stein`: an adaptive sweep (`stats.adaptive_seeds`): the cell means of every run, with the pure
   error of the first round's runs alone (its variance and its degrees of freedom), so that the
   number of seeds, chosen from that variance, leaves every CI exact (Stein's two-stage rule).
 - `none`: no error estimate at all (one run per cell and fewer than three factors): estimates

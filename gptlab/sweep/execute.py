@@ -19,7 +19,7 @@ from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import FINISHED, RunDir
 from gptlab.sweep.reuse import Reuse
 from gptlab.runio import write_yaml
-from gptlab.sweep.adaptive import AdaptiveSeeds, widest_in_summary
+from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.lock import SweepLock
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
 from gptlab.sweep.progress import Progress

@@ -9,7 +9,7 @@ make the same decisions. Its runs need not be the spec's: a later stage may make
 the earlier stages' results define (tuning's estimation runs at each cell's pick).
 
 The planners: `FixedSeeds` here (one stage: the spec's runs), `AdaptiveSeeds` in
-`gptlab.sweep.adaptive` (Stein's two rounds), and the tuning methods in `TUNERS`, one per
+`gptlab.sweep.adaptive_seeds` (Stein's two rounds), and the tuning methods in `TUNERS`, one per
 `tune.method` (`grid` in `gptlab.sweep.tuning`, `refine` in `gptlab.sweep.refine`, and a plugin's:
 a class extending `tuning.TuneThenEstimate`, registered with `@TUNERS.register("name")` in one
 file the sweep's `plugins:` names). None of them imports the driver (`execute`), and the driver

@@ -71,7 +71,7 @@ class SweepSpec:
     executor: ExecutorConfig  # how and where the runs train
     report: ReportSettings  # report settings, always filled (sweep.yaml records the margin used)
     scale: list[str] = field(default_factory=list)  # grid keys reported as scale (effects per level), not effects
-    seed_rule: Any = None  # stats.precision.SeedRule of an adaptive sweep (seeds 0..max-1), None for fixed seeds
+    seed_rule: Any = None  # stats.adaptive_seeds.SeedRule of an adaptive sweep (seeds 0..max-1), None for fixed seeds
     tune: Any = None  # sweep.tuning.TuneSpec of a tuned sweep (then `runs` are its selection runs), else None
     source: str = ""  # the YAML path it came from
     search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins

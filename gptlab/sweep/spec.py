@@ -21,7 +21,7 @@ from gptlab.errors import GptlabError, closest, shown
 from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
 from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
-from gptlab.stats.precision import SeedRule
+from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.arms import ARM
 from gptlab.sweep.arms_spec import check_arm_configs, check_arms
 from gptlab.stats.levels import grid_level

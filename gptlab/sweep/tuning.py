@@ -29,7 +29,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence, TextIO
 from gptlab.errors import GptlabError
 from gptlab.runio import write_csv
 from gptlab.run.config import set_dotted
-from gptlab.sweep.adaptive import AdaptiveSeeds, widest_in_summary
+from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.planners import TUNERS, Case, FinishedRuns, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec, cell_label, expand
 

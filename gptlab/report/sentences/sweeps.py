@@ -18,7 +18,7 @@ from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
 from gptlab.report.tuning import TuningView
 from gptlab.run.config import TrainConfig, get_dotted
-from gptlab.stats.precision import SeedRule
+from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.transfer import CHANGES, HOLDS, INCONCLUSIVE, REVERSES, UNPAIRED
 

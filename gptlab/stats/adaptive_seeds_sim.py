@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as st
 
-from gptlab.stats.precision import SeedRule
+from gptlab.stats.adaptive_seeds import SeedRule
 
 RULES = ("stein", "naive")
 

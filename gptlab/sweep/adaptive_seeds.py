@@ -1,6 +1,6 @@
-"""Adaptive sweeps (`seeds: {min, max, precision}`): the `AdaptiveSeeds` planner, which also writes rounds.csv.
+"""Adaptive seeds (`seeds: {min, max, precision}`): the `AdaptiveSeeds` planner, which also writes rounds.csv.
 
-The rule is `gptlab.stats.precision`'s (Stein's two-stage procedure); this module only applies it.
+The rule is `gptlab.stats.adaptive_seeds`'s (Stein's two-stage procedure); this module only applies it.
 Round 1 trains seeds 0..min-1 of every cell; the first round's results alone fix the seed count
 N; round 2 trains seeds up to N. Every decision is recomputed from the runs on disk, which never
 change once finished, so a killed sweep, rerun, makes the same decisions and trains the same runs.
@@ -19,7 +19,7 @@ from gptlab.run.resultsdir import ResultsDir
 from gptlab.runio import write_csv
 from gptlab.stats.design import Design, design_cells, effect_label
 from gptlab.stats.levels import grid_level
-from gptlab.stats.precision import ROUND_COLS, SeedRule, Widest, widest_called
+from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule, Widest, widest_called
 from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
 
