@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import make_corpus, skip_figures
+from helpers import SHARED_DATA, make_corpus, skip_figures
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -62,6 +62,15 @@ def one_torch_thread_again():
 def no_figures(monkeypatch):
     """The report without its figures, for tests of its text and tables (figures take seconds each)."""
     skip_figures(monkeypatch)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def shared_texts():
+    """Every test, module fixtures included, finds the shared texts where CI puts them (`../shared/data`, or the
+    caller's $GPTLAB_DATA_DIR), whether or not the caller set the variable."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPTLAB_DATA_DIR", str(SHARED_DATA))
+        yield
 
 
 @pytest.fixture(autouse=True)

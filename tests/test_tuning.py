@@ -218,7 +218,7 @@ def test_adaptive_estimation_rounds_run_at_the_picks(tmp_path, corpus):
         asked.append(n_seeds)
         return Widest(0.012, "model.activation=relu")  # 2 * (0.012 / 0.01)^2 = 2.9 -> 3 seeds
 
-    planner = Grid(spec, io.StringIO(), rounds=functools.partial(AdaptiveSeeds, widest=widest))
+    planner = Grid(spec, io.StringIO(), adaptive_seeds=functools.partial(AdaptiveSeeds, widest=widest))
     backend = FakeBackend(planted)
     planned, out, _ = _loop(spec, tmp_path / "results", backend, planner)
     assert asked == [2, 3] and len(planned) == 12 + 4 * 3

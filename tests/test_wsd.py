@@ -4,6 +4,7 @@ point, and through a sweep that trains each stable phase once)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 from pathlib import Path
@@ -210,8 +211,7 @@ def test_runs_differing_only_in_length_under_wsd_share_the_longest_as_their_trun
     assert steps_trained(_runs((40, 80, 160))) == (2 * (160 + 8 + 16), 2 * 280)
     assert trunk_groups(_runs(schedule="cosine")) == [] and trunk_groups(_runs(seeds=(0,), lengths=(80,))) == []
     assert isinstance(planner_for(_spec(_runs(schedule="cosine")), io.StringIO()), FixedSeeds)  # nothing to share
-    dask = _spec(_runs())
-    dask.executor = ExecutorConfig(backend="dask", scheduler="local")
+    dask = dataclasses.replace(_spec(_runs()), executor=ExecutorConfig(backend="dask", scheduler="local"))
     out = io.StringIO()
     assert isinstance(planner_for(dask, out), FixedSeeds) and "with dask each length trains from step 0" in out.getvalue()
 

@@ -16,7 +16,7 @@ from gptlab.sweep.execute import planner_for, warn_other_runs
 from gptlab.sweep.progress import clock
 from gptlab.sweep.reuse import Reuse
 from gptlab.sweep.runs import Run, SweepSpec, arms_allocation
-from gptlab.sweep.trunks import SHARING_BACKENDS, trunk_groups
+from gptlab.sweep.trunks import branch_starts
 
 
 def texts_line(spec: SweepSpec) -> str:
@@ -88,8 +88,6 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
 def _seconds(spec: SweepSpec, runs: list[Run], timing: Any, workers: int) -> float:
     """Wall time of `runs` on `workers`: each run's steps (a shared trunk's branch only its cooldown), spread over the
     workers, and never less than the longest run."""
-    every = list({r.run_id: r for r in [*spec.runs, *runs]}.values())  # a finished trunk still starts its branches
-    starts = ({run.run_id: b for group in trunk_groups(every) for run, b in group.branches}
-              if spec.executor.backend in SHARING_BACKENDS else {})
+    starts = branch_starts(spec, [*spec.runs, *runs])
     each = [timing.seconds(r.config, starts.get(r.run_id, 0)) for r in runs]
     return max(max(each, default=0.0), sum(each) / max(1, workers))

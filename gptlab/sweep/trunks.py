@@ -74,6 +74,16 @@ def steps_trained(runs: Sequence[Run]) -> tuple[int, int]:
     return separate - sum(b for group in trunk_groups(runs) for _, b in group.branches), separate
 
 
+def branch_starts(spec: SweepSpec, runs: Sequence[Run]) -> dict[str, int]:
+    """The step each branch among `runs` starts from on the spec's backend (a run not named starts at 0).
+
+    Groups are formed over every run given, finished or not: a finished trunk still starts its branches."""
+    if spec.executor.backend not in SHARING_BACKENDS:
+        return {}
+    every = list({r.run_id: r for r in runs}.values())
+    return {run.run_id: b for group in trunk_groups(every) for run, b in group.branches}
+
+
 def describe_sharing(runs: Sequence[Run]) -> str:
     """One line for the console and `--dry-run`: the groups, and the steps trained with and without sharing."""
     groups = trunk_groups(runs)

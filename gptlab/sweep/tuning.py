@@ -179,13 +179,14 @@ class TuneThenEstimate:
 
     OPTIONS: ClassVar[Mapping[str, Any]] = {}  # the method's own keys under tune:, with their defaults
 
-    def __init__(self, spec: SweepSpec, out: TextIO, rounds: Callable[..., Any] | None = None) -> None:
+    def __init__(self, spec: SweepSpec, out: TextIO, adaptive_seeds: Callable[..., Any] | None = None) -> None:
         self.spec, self.out = spec, out
-        self.rounds_class = rounds or functools.partial(AdaptiveSeeds, widest=functools.partial(widest_in_summary, spec))
+        self.adaptive_seeds_class = adaptive_seeds or functools.partial(
+            AdaptiveSeeds, widest=functools.partial(widest_in_summary, spec))
         self.tune: TuneSpec = spec.tune
         self.selection: tuple[Run, ...] = tuple(spec.runs)  # every selection-side run planned so far
         self.cells = list(dict.fromkeys(r.cell for r in spec.runs))
-        self.rounds: Any = None  # adaptive seeds' planner over the estimation runs (seeds: {min, max, precision})
+        self.adaptive_seeds: Any = None  # adaptive seeds' planner over the estimation runs (seeds: {min, max, precision})
         self.picks: dict[Pairs, Pairs] | None = None  # cell -> its picked setting, once decided
 
     # -- what a method implements ---------------------------------------------------------
@@ -233,14 +234,15 @@ class TuneThenEstimate:
                 raise GptlabError(f"tune.method {self.tune.method}: its planner ended selection without picks")
             runs = self.estimation_runs()
             if self.spec.seed_rule is not None:
-                self.rounds = self.rounds_class(runs, self.spec.seed_rule, self.out, seed_count=self.spec.seed_count)
-                return self._wrap(self.rounds.next_stage(FinishedRuns(finished.results_dir)))
-            self.rounds = False  # fixed seeds: one estimation stage, then done
+                self.adaptive_seeds = self.adaptive_seeds_class(runs, self.spec.seed_rule, self.out,
+                                                                seed_count=self.spec.seed_count)
+                return self._wrap(self.adaptive_seeds.next_stage(FinishedRuns(finished.results_dir)))
+            self.adaptive_seeds = False  # fixed seeds: one estimation stage, then done
             return Stage("estimation", tuple(runs), self.selection + tuple(runs), tag="estimation")
-        if self.rounds:
+        if self.adaptive_seeds:
             selection_ids = {r.run_id for r in self.selection}
             rows = tuple(r for r in finished.rows if r["run_id"] not in selection_ids)
-            return self._wrap(self.rounds.next_stage(FinishedRuns(finished.results_dir, rows)))
+            return self._wrap(self.adaptive_seeds.next_stage(FinishedRuns(finished.results_dir, rows)))
         return None
 
     def estimation_runs(self) -> list[TunedRun]:
