@@ -10,7 +10,7 @@ import yaml
 
 from gptlab.model.activations import ACTIVATIONS
 from gptlab.report import load_results
-from gptlab.report.samples import samples
+from gptlab.report.load.samples import samples
 from gptlab.sample import main as sample_main
 from gptlab.sweep.cli import main as sweep_main
 

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from gptlab.errors import GptlabError
-from gptlab.report import document, figures, load_results, quotes, write_report
+from gptlab.report import document, figures, load_results, write_report
+from gptlab.report.document import quotes
 from gptlab.report.synthetic import make_results
 from gptlab.report.tables import compute_tables
 

@@ -11,8 +11,8 @@ import pytest
 import statsmodels.formula.api as smf
 
 from gptlab.report import load_results, sentences
-from gptlab.report.analyses import cell_table
-from gptlab.report.samples import NO_CHECKPOINT, samples
+from gptlab.report.tables.analyses import cell_table
+from gptlab.report.load.samples import NO_CHECKPOINT, samples
 from gptlab.report.synthetic import make_results
 from gptlab.report.tables import compute_tables
 

@@ -46,7 +46,9 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     (nats/char) overrides the sweep's `report.equivalence_margin` (default 0.01). Raises `ReportError`
     (or `GptlabError` for a bad margin) before writing anything when the input is invalid.
     """
-    from gptlab.report import document, figures, render, samples, sentences
+    from gptlab.report import document, figures, sentences
+    from gptlab.report.document import render
+    from gptlab.report.load import samples
     from gptlab.report.tables import compute_tables
 
     res = load_results(results_dir)

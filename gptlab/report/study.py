@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from gptlab.report.load import Results, load_results
-from gptlab.report.runfiles import read_metrics
+from gptlab.report.load.runfiles import read_metrics
 from gptlab.run.rundir import RunDir
 
 

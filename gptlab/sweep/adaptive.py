@@ -21,7 +21,7 @@ WidestAt = Callable[[ResultsDir, int], Widest]  # (results_dir, seeds) -> the wi
 def widest_on_disk(results_dir: ResultsDir, n_seeds: int) -> Widest:
     """The rule's input as the report computes it, from the runs with seeds 0..n_seeds-1 on disk."""
     from gptlab.report.load import load_results  # lazily: the report room loads pandas
-    from gptlab.report.rounds import widest_at
+    from gptlab.report.tables.rounds import widest_at
 
     return widest_at(load_results(results_dir), n_seeds)
 

@@ -1,4 +1,4 @@
-"""Every sentence of a report, written once from its tables: `write(res, tables) -> Sentences`.
+"""The report's sentences step: every sentence of a report, written once from its tables: `write(res, tables) -> Sentences`.
 
 Owns the step between the numbers (`tables.ReportTables`) and the document: the verdicts of every
 main effect and interaction (`verdicts`), the summary's called effects, changes along training,

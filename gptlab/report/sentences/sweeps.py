@@ -16,7 +16,7 @@ import pandas as pd
 
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
-from gptlab.report.tuning import TuningView
+from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.run.config import TrainConfig, get_dotted
 from gptlab.stats.precision import SeedRule
 from gptlab.stats.robustness import DEPENDS

@@ -1,4 +1,4 @@
-"""Every number of one report, computed once: `compute_tables(res, margin) -> ReportTables`.
+"""The report's tables step: every number of one report, computed once: `compute_tables(res, margin) -> ReportTables`.
 
 Owns which tables a report has and in what order (`reports/NAME/tables/NAME.csv`), so that the
 report (`write_report`) and the notebook API (`gptlab.load`) can never disagree about them, and
@@ -14,13 +14,13 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from gptlab.report import analyses
-from gptlab.report.arms import arms_table, scorecard_table
+from gptlab.report.tables import analyses
+from gptlab.report.tables.arms import arms_table, scorecard_table
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
-from gptlab.report.rounds import AdaptiveView, adaptive_view
-from gptlab.report.scale import effect_changes_by_scale, effects_by_scale
-from gptlab.report.tuning import TuningView, given_picks, loss_left_high, tuning_view, with_effects
+from gptlab.report.tables.rounds import AdaptiveView, adaptive_view
+from gptlab.report.tables.scale import effect_changes_by_scale, effects_by_scale
+from gptlab.report.tables.tuned_comparison import TuningView, given_picks, loss_left_high, tuning_view, with_effects
 from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis
 
 ALWAYS = ("main_effects", "interactions", "failures")  # tables the report writes even when they have no rows

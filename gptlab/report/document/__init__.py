@@ -1,4 +1,4 @@
-"""The report's content: which sections, tables, figures and sentences, in what order.
+"""The report's document step: which sections, tables, figures and sentences, in what order.
 
 Owns the report's blocks from start to end: the header, the summary, the discussion, the cells, the
 sections of `sections`, throughput, failed runs, samples and the method. Every number in it comes
@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from gptlab.report import quotes
+from gptlab.report.document import quotes
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
-from gptlab.report.render import Block, Bullets, Code, Heading, Image, Markdown, Para, Table
-from gptlab.report.sections import (MAX_MD_ROWS, SNAPSHOT, adaptive_section, effects_sections, scale_section,
+from gptlab.report.document.blocks import Block, Bullets, Code, Heading, Image, Markdown, Para, Table
+from gptlab.report.document.sections import (MAX_MD_ROWS, SNAPSHOT, adaptive_section, effects_sections, scale_section,
                                     scorecard_section, table_blocks, training_sections, tuning_section)
 from gptlab.report.sentences import Sentences
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables

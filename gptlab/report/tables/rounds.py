@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gptlab.report.analyses import analyse_runs
+from gptlab.report.tables.analyses import analyse_runs
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results, read_text
 from gptlab.run.resultsdir import ResultsDir

@@ -34,12 +34,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gptlab.report.analyses import design_for
+from gptlab.report.tables.analyses import design_for
 from gptlab.report.fmt import round_frame
-from gptlab.report.ceiling import unigram_ceiling
+from gptlab.report.load.ceiling import unigram_ceiling
 from gptlab.report.load import Results
 from gptlab.stats.levels import grid_level, level_key, same_level
-from gptlab.report.runfiles import CHAR_BPC_FACTOR
+from gptlab.report.load.runfiles import CHAR_BPC_FACTOR
 from gptlab.stats.effects import analyse
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
 from gptlab.stats.picks import (Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows,

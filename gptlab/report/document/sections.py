@@ -16,11 +16,11 @@ import pandas as pd
 
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
-from gptlab.report.render import Block, Bullets, Heading, Para, Table
-from gptlab.report.rounds import AdaptiveView
+from gptlab.report.document.blocks import Block, Bullets, Heading, Para, Table
+from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.sentences import Sentences
 from gptlab.report.tables import ReportTables
-from gptlab.report.tuning import TuningView
+from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.stats.picks import pairs_text
 from gptlab.stats.transfer import PAIRED, UNPAIRED
 

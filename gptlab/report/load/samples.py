@@ -15,7 +15,7 @@ import logging
 import pandas as pd
 
 from gptlab.run.rundir import RunDir
-from gptlab.report.load import Results
+from gptlab.report.load.results import Results
 
 log = logging.getLogger(__name__)
 
