@@ -26,6 +26,7 @@ from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import rebuild_if_stale
 from gptlab.stats.design import design_cells
 from gptlab.stats.levels import grid_level, level_key
+from gptlab.stats.precision import ROUND_COLS
 
 __all__ = ["load_results", "Results", "ReportError", "read_text", "run_roles"]
 log = logging.getLogger(__name__)
@@ -55,6 +56,16 @@ def _read_spec(results_dir: ResultsDir) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise ReportError(f"{path}: expected a mapping at top level")
     return spec
+
+
+def read_rounds(results_dir: ResultsDir | Path) -> pd.DataFrame:
+    """results/NAME/rounds.csv, or an empty frame when the sweep has none."""
+    path = ResultsDir(results_dir).rounds_csv
+    if not path.is_file():
+        return pd.DataFrame(columns=ROUND_COLS)
+    read_text(path)  # a binary file is one line of error, not a parser traceback
+    frame = pd.read_csv(path)
+    return frame if set(ROUND_COLS) <= set(frame.columns) else pd.DataFrame(columns=ROUND_COLS)
 
 
 def _read_summary(results_dir: ResultsDir) -> pd.DataFrame:
@@ -194,8 +205,14 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     res.curves = read_curves(results_dir, runs)
     res.ceiling, res.ceiling_note = unigram_ceiling(results_dir, runs, per_token=res.unit == "nats/token",
                                              split="test" if res.has_test_split else "val")
+    if len(res.selection):  # a tuned sweep's: caps the LR sensitivity's losses (validation chose the settings)
+        res.selection_ceiling, _ = unigram_ceiling(results_dir, res.selection, per_token=res.unit == "nats/token",
+                                                   split="val")
     if res.unit == "bits/char":
         res.ceiling *= CHAR_BPC_FACTOR  # a char unigram model, in bits/char
+        res.selection_ceiling *= CHAR_BPC_FACTOR
+    if isinstance(spec.get("seeds"), dict):  # an adaptive sweep: the rounds it has run so far
+        res.rounds = read_rounds(results_dir)
     if results_dir.discussion_md.is_file():
         res.discussion = read_text(results_dir.discussion_md)
     return res

@@ -18,7 +18,7 @@ from gptlab.report.load.block_losses import BlockLosses
 from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.stats.arms import ARM, baseline_seed_count
-from gptlab.stats.precision import SeedRule
+from gptlab.stats.precision import ROUND_COLS, SeedRule
 
 VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
 
@@ -53,6 +53,8 @@ class Results:
     selection: pd.DataFrame = field(default_factory=pd.DataFrame)  # a tuned sweep's selection runs (`runs`: estimation)
     other_roles: pd.DataFrame = field(default_factory=pd.DataFrame)  # runs of any other role: in no effect
     test_blocks: BlockLosses = field(default_factory=BlockLosses)  # per-block test losses (the text's error), or why none
+    selection_ceiling: float = math.nan  # a tuned sweep's cap: unigram loss of the selection runs' validation split
+    rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLS))  # rounds.csv (adaptive)
 
     def short(self, factor: str) -> str:
         """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""

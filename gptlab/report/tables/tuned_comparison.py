@@ -36,10 +36,8 @@ import pandas as pd
 
 from gptlab.report.tables.analyses import design_for
 from gptlab.report.fmt import round_frame
-from gptlab.report.load.ceiling import unigram_ceiling
 from gptlab.report.load import Results
 from gptlab.stats.levels import grid_level, level_key, same_level
-from gptlab.report.load.runfiles import CHAR_BPC_FACTOR
 from gptlab.stats.effects import analyse
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
 from gptlab.stats.picks import (Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows,
@@ -175,9 +173,7 @@ def tuning_view(res: Results, margin: float) -> TuningView | None:
     rows = _pick_rows(trials, cells, space, ordered, settings, _trained_picks(res, space, cells))
     table = pd.DataFrame([{**r.to_row(), "cell": label[r.cell]} for r in rows],
                          columns=tuning_columns(res.factors, list(space)))
-    ceiling, _ = unigram_ceiling(res.results_dir, sel, per_token=res.unit == "nats/token", split="val") if len(sel) \
-        else (math.nan, "")
-    ceiling *= CHAR_BPC_FACTOR if res.unit == "bits/char" else 1.0
+    ceiling = res.selection_ceiling if len(sel) else math.nan  # read by the load step
     fixed, sensitivity, sensitivity_effects = pd.DataFrame(columns=FIXED_COLS), pd.DataFrame(), \
         pd.DataFrame(columns=EFFECT_COLS)
     with_runs = Counter(r.setting for r in rows if r.runs)
