@@ -102,19 +102,23 @@ MANIFEST = ".manifest.json"  # the files the last generation of a report wrote, 
 
 
 def write(out: Path, title: str, blocks: list[Block], tables: Mapping[str, pd.DataFrame],
-          figures: Mapping[str, bytes]) -> None:
-    """Write a report's folder: tables/NAME.csv, figures/NAME, report.md and report.html (titled `title`).
+          figures: Mapping[str, bytes], texts: Mapping[str, str] | None = None) -> None:
+    """Write a report's folder: tables/NAME.csv, figures/NAME, report.md and report.html (titled `title`), and
+    `texts` (file name -> text: the samples' `samples.json`, when there is one) beside them.
 
     Every file is written atomically; files the previous generation wrote (its `.manifest.json`) that this
     one does not are removed, and nothing else in the folder is touched.
     """
+    texts = texts or {}
     for name, df in tables.items():
         atomic_write_text(out / "tables" / f"{name}.csv", df.to_csv(index=False))
     for name, png in figures.items():
         atomic_write_bytes(out / "figures" / name, png)
+    for name, text in texts.items():
+        atomic_write_text(out / name, text)
     atomic_write_text(out / "report.md", to_markdown(blocks))
     atomic_write_text(out / "report.html", to_html(blocks, title))
-    written = sorted([f"tables/{n}.csv" for n in tables] + [f"figures/{n}" for n in figures]
+    written = sorted([f"tables/{n}.csv" for n in tables] + [f"figures/{n}" for n in figures] + list(texts)
                      + ["report.md", "report.html"])
     try:
         previous = json.loads((out / MANIFEST).read_text(encoding="utf-8")).get("files", [])
