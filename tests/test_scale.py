@@ -34,7 +34,7 @@ def _with_scale(results, scale):
 
 
 def test_effects_are_reported_at_each_scale_level_and_the_scale_is_not_an_effect(tmp_path, monkeypatch):
-    monkeypatch.setattr(figures, "make_figures", lambda *args, **kw: {})  # only the scale figure is checked here
+    monkeypatch.setattr(figures, "make_figures", lambda *args, **kw: figures.Figures())  # only the scale figure is checked here
     results = _with_scale(make_results(tmp_path, GRID, 3, effects=EFFECTS), ["train.max_iters"])
     res = load_results(results)
     assert res.scale == ["train.max_iters"] and res.scientific == ["model.activation", "model.tying"]

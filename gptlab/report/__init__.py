@@ -61,7 +61,7 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     figs = figures.report_figures(res, tables)
     blocks = document.build(res, tables, words, figs, texts.shown)
     cache = texts.cache_text()
-    render.write(out, f"Ablation report: {res.name}", blocks, tables.files(words.verdicts), figs,
+    render.write(out, f"Ablation report: {res.name}", blocks, tables.files(words.verdicts), figs.files(),
                  {samples.SAMPLES_JSON: cache} if cache is not None else {})
     log.info("report written to %s", out)
     return out

@@ -9,18 +9,21 @@ header), so report.md agrees with tables/*.csv; every sentence about the results
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import yaml
 
 from gptlab.report.document import quotes
+from gptlab.report.document.blocks import Block, Bullets, Code, Heading, Markdown, Para, Table, image
+from gptlab.report.document.sections import (MAX_MD_ROWS, SNAPSHOT, adaptive_section, effects_sections,
+                                             scale_section, scorecard_section, table_blocks, training_sections,
+                                             tuning_section)
+from gptlab.report.figures import Figures
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
-from gptlab.report.document.blocks import Block, Bullets, Code, Heading, Image, Markdown, Para, Table
-from gptlab.report.document.sections import (MAX_MD_ROWS, SNAPSHOT, adaptive_section, effects_sections, scale_section,
-                                    scorecard_section, table_blocks, training_sections, tuning_section)
+from gptlab.report.load.samples import Sample
 from gptlab.report.sentences import Sentences
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.run.config import DataConfig
@@ -179,15 +182,12 @@ def discussion(res: Results, tables: Mapping[str, pd.DataFrame]) -> list[Block]:
                                                           f"{res.results_dir.discussion_md}"))]
 
 
-def build(res: Results, tables: ReportTables, words: Sentences, figures: Mapping[str, bytes],
-          samples: list[tuple[str, str, str]]) -> list[Block]:
-    """All blocks of the report, in order: its numbers (`tables`), its sentences (`words`), its figures
-    (file name -> PNG bytes) and its text samples ((cell, run_id, text) per cell)."""
-    def fig(name: str, alt: str) -> list[Block]:
-        return [Image(name, alt, figures[name])] if name in figures else []
-
+def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures,
+          samples: Sequence[Sample]) -> list[Block]:
+    """All blocks of the report, in order: its numbers (`tables`), its sentences (`words`), its figures (one
+    field each) and its text samples (one per cell)."""
     blocks = header(res) + summary(res, tables, words) + scorecard_section(res, tables, words)
-    blocks += adaptive_section(tables.adaptive, words, fig)
+    blocks += adaptive_section(tables.adaptive, words, figures)
     blocks += discussion(res, tables.files(words.verdicts))
     cells = tables.cells
     blocks += [Heading("Cells"),
@@ -195,11 +195,12 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Mapping
                     f"({res.unit}; `_ci95` = half-width of the 95% CI; bpc = bits/char). "
                     "`baseline` marks the baseline cell. Table: `tables/cells.csv`.")]
     blocks += table_blocks(cells, CELL_MD_COLS + [c for c in TEST_MD_COLS if c in cells], "cells.csv", "cells")
-    blocks += fig("val_curves.png", "Validation loss curves")
-    blocks += scale_section(res, tables, words, fig)
-    blocks += effects_sections(res, tables, words, fig) + tuning_section(tables.tuned, res, words, fig, tables.given)
-    blocks += training_sections(res, tables, words, fig)
-    blocks += [Heading("Throughput")] + (fig("throughput.png", "Tokens per second per cell")
+    blocks += image(figures.val_curves, "Validation loss curves")
+    blocks += scale_section(res, tables, words, figures)
+    blocks += effects_sections(res, tables, words, figures)
+    blocks += tuning_section(tables.tuned, res, words, figures, tables.given)
+    blocks += training_sections(res, tables, words, figures)
+    blocks += [Heading("Throughput")] + (image(figures.throughput, "Tokens per second per cell")
                                           or [Para("No throughput measurements.")])
     blocks += [Heading("Failed and diverged runs")]
     failures = tables.failures

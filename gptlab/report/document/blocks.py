@@ -1,13 +1,17 @@
 """The blocks a report's document is made of: `Heading`, `Para`, `Bullets`, `Code`, `Table`, `Image`, `Markdown`.
 
-The document step (`gptlab.report.document`) arranges them; `render` writes them as Markdown and HTML.
+The document step (`gptlab.report.document`) arranges them (`image`: a figure's block); `render` writes them as
+Markdown and HTML.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from gptlab.report.figures import Png
 
 
 @dataclass
@@ -49,3 +53,8 @@ class Markdown:
 
 
 Block = Union[Heading, Para, Bullets, Code, Table, Image, Markdown]
+
+
+def image(png: Png | None, alt: str) -> list[Block]:
+    """A figure of the report (a field of `figures.Figures`) as its image block; none when the report has no such figure."""
+    return [Image(png.file, alt, png.data)] if png is not None else []

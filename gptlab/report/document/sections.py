@@ -10,13 +10,12 @@ Every number comes from `tables.ReportTables`, every sentence about the results 
 from __future__ import annotations
 
 import math
-from typing import Callable
-
 import pandas as pd
 
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
-from gptlab.report.document.blocks import Block, Bullets, Heading, Para, Table
+from gptlab.report.document.blocks import Block, Bullets, Heading, Para, Table, image
+from gptlab.report.figures import Figures
 from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.sentences import Sentences
 from gptlab.report.tables import ReportTables
@@ -24,7 +23,6 @@ from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.stats.picks import pairs_text
 from gptlab.stats.transfer import PAIRED, UNPAIRED
 
-Fig = Callable[[str, str], list[Block]]  # (figure file name, alt text) -> its image block, or none
 EFFECT_COLS = ["estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call", "text_share"]  # text_share: with blocks
 MAIN_MD_COLS = ["factor", "level", "baseline"] + EFFECT_COLS + ["mde80", "seeds_needed", "n_ok", "n_ok_baseline",
                                                                 "n_diverged", "n_failed"]
@@ -45,6 +43,7 @@ def table_blocks(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list
     called = int(df["call"].isin(["better", "worse"]).sum()) if "call" in df else 0
     return [Para(f"{len(df)} {what} ({called} called better or worse): too many to list here; "
                  f"see `tables/{csv}`.")]
+
 
 
 ARMS_MD_COLS = ["arm", "scale_level", "pick"] + EFFECT_COLS + ["tuning", "n_ok", "n_ok_baseline", "n_diverged",
@@ -79,7 +78,7 @@ def scorecard_section(res: Results, tables: ReportTables, words: Sentences) -> l
     return blocks
 
 
-def arms_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:
+def arms_section(res: Results, tables: ReportTables, words: Sentences, figs: Figures) -> list[Block]:
     """An arms sweep's comparisons: each arm against the baseline, with the forest plot."""
     arms = tables.arms
     blocks: list[Block] = [Heading("Design and model"), Bullets(words.notes + words.schedule
@@ -93,7 +92,7 @@ def arms_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig)
         "setting. Table: `tables/arms.csv`.")]
     blocks += table_blocks(arms, ARMS_MD_COLS, "arms.csv", "arms")
     blocks += [Bullets(list(words.arms))] if words.arms else []
-    blocks += fig("forest.png", "Every arm against the baseline with its 95% CI; equivalence band shaded")
+    blocks += image(figs.forest, "Every arm against the baseline with its 95% CI; equivalence band shaded")
     return blocks
 
 
@@ -108,13 +107,13 @@ def _allocation(res: Results) -> str:
     return f": here the baseline {base} has {seeds[base]} seeds, each of the {len(seeds) - 1} other arms {arms}"
 
 
-def effects_sections(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:
+def effects_sections(res: Results, tables: ReportTables, words: Sentences, figs: Figures) -> list[Block]:
     """Main effects, interactions, higher-order terms, simple effects / cells against the baseline."""
     if len(tables.arms.columns):
-        return arms_section(res, tables, words, fig)
+        return arms_section(res, tables, words, figs)
     blocks: list[Block] = [Heading("Design and model"), Bullets(words.notes + words.schedule
                                                                 + [f"Warning: {w}" for w in words.warnings])]
-    blocks += fig("forest.png", "Every effect with its 95% CI; equivalence band shaded")
+    blocks += image(figs.forest, "Every effect with its 95% CI; equivalence band shaded")
     blocks += [Heading("Main effects")]
     if len(tables.main):
         what = ("averaged over every combination of the other factors (equal weights)" if tables.factorial else
@@ -125,7 +124,7 @@ def effects_sections(res: Results, tables: ReportTables, words: Sentences, fig: 
         blocks += [Bullets(words.main)]
     else:
         blocks.append(Para("No main effects to estimate."))
-    blocks += fig("level_effects.png", "Best val loss per level of each factor")
+    blocks += image(figs.level_effects, "Best val loss per level of each factor")
     blocks += [Heading("Interactions")]
     if len(tables.interactions):
         blocks += [Para(f"Two-way interaction contrast ({res.unit}): how much worse (positive) or better (negative) "
@@ -137,7 +136,7 @@ def effects_sections(res: Results, tables: ReportTables, words: Sentences, fig: 
         blocks += [Bullets(words.interactions)] if len(tables.interactions) <= MAX_MD_ROWS else []
     else:
         blocks.append(Para("No pair of factors with two or more levels: no interactions."))
-    blocks += fig("interactions.png", "Interaction plots: marginal means with 95% CIs")
+    blocks += image(figs.interactions, "Interaction plots: marginal means with 95% CIs")
     if len(tables.higher):
         blocks += [Heading("Higher-order interactions"),
                    Para("k-th order differences of k factors' changes (averaged over the other factors). "
@@ -159,18 +158,18 @@ def effects_sections(res: Results, tables: ReportTables, words: Sentences, fig: 
                         "Table: `tables/simple_effects.csv`.")]
         blocks += table_blocks(tables.simple, ["factor", "level", "baseline", "at"] + EFFECT_COLS, "simple_effects.csv",
                          "simple effects")
-        blocks += fig("simple_effects.png", "Simple effects with 95% CIs")
+        blocks += image(figs.simple_effects, "Simple effects with 95% CIs")
     return blocks
 
 
-def training_sections(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:
+def training_sections(res: Results, tables: ReportTables, words: Sentences, figs: Figures) -> list[Block]:
     """Effects along training, divergence and its sensitivity analysis."""
     blocks: list[Block] = [Heading("Effects over training")]
     if len(tables.by_step):
         what = "main effects" if tables.factorial else "each cell against the baseline cell"
         blocks += [Para(f"The same model on the val loss at every evaluated step: {what}, with 95% CIs "
                         f"(each step its own Holm family). {SNAPSHOT} Table: `tables/effects_by_step.csv`.")]
-        blocks += fig("effects_by_step.png", "Effects along training with 95% CIs (snapshots mid-schedule)")
+        blocks += image(figs.effects_by_step, "Effects along training with 95% CIs (snapshots mid-schedule)")
         blocks += [Bullets(words.trajectory or ["No effect changes sign or loses its call along training."])]
     else:
         blocks.append(Para("No validation curves with an error estimate: nothing to show along training."))
@@ -189,7 +188,7 @@ def training_sections(res: Results, tables: ReportTables, words: Sentences, fig:
     return blocks
 
 
-def adaptive_section(view: AdaptiveView | None, words: Sentences, fig: Fig) -> list[Block]:
+def adaptive_section(view: AdaptiveView | None, words: Sentences, figs: Figures) -> list[Block]:
     """Adaptive sweeps: the stopping rule, each round, and whether each called effect reached the target."""
     if view is None:
         return []
@@ -206,10 +205,10 @@ def adaptive_section(view: AdaptiveView | None, words: Sentences, fig: Fig) -> l
                            f"{view.rule.precision:g} at {int(outcomes['seeds'].max())} seeds per cell "
                            f"(max {view.rule.max}). Table: `tables/precision.csv`."))
         blocks += table_blocks(outcomes, list(outcomes.columns), "precision.csv", "effects")
-    return blocks + fig("precision.png", "Half-width of each called effect against seeds per cell")
+    return blocks + image(figs.precision, "Half-width of each called effect against seeds per cell")
 
 
-def scale_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:
+def scale_section(res: Results, tables: ReportTables, words: Sentences, figs: Figures) -> list[Block]:
     """Sweeps with `scale:`: every scientific effect at each level of each scale factor, and whether its call holds."""
     if not res.scale:
         return []
@@ -226,7 +225,7 @@ def scale_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig
         return blocks + [Para("No scale level has successful runs of every scientific cell.")]
     blocks.append(Bullets(sentences))
     blocks += table_blocks(table, list(table.columns), "effects_by_scale.csv", "rows")
-    blocks += fig("effects_by_scale.png", "Effects at each level of each scale factor")
+    blocks += image(figs.effects_by_scale, "Effects at each level of each scale factor")
     changes = tables.changes
     if not len(changes):
         return blocks
@@ -255,7 +254,7 @@ def scale_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig
     return blocks + table_blocks(changes, list(changes.columns), "effect_changes.csv", "rows")
 
 
-def tuning_section(view: TuningView | None, res: Results, words: Sentences, fig: Fig,
+def tuning_section(view: TuningView | None, res: Results, words: Sentences, figs: Figures,
                    given: pd.DataFrame | None = None) -> list[Block]:
     """The "Tuned comparison" section's blocks, or "Settings given per cell" for given picks (none for a sweep that
     tuned nothing)."""
@@ -284,7 +283,7 @@ def tuning_section(view: TuningView | None, res: Results, words: Sentences, fig:
     picked = view.table[view.table["picked"].astype(bool)]
     blocks += _md(picked[["cell", "setting", "runs", "n_diverged", "mean_loss", "sd_loss", "at_edge"]],
                   "tuning.csv", "picks")
-    blocks += fig("isolation.png", "Selection loss against the tuned setting, one curve per cell, picks circled")
+    blocks += image(figs.isolation, "Selection loss against the tuned setting, one curve per cell, picks circled")
     blocks += [Heading("Fixed setting against tuned", 3), Para(
         "What a study run at one setting for every cell would have found: the same main effects and two-way "
         f"interactions ({res.outcome_label}, {res.unit}), from the selection runs at that setting alone, each setting its "
