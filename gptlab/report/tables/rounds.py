@@ -17,7 +17,7 @@ from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN
-from gptlab.stats.precision import ROUND_COLS, SeedRule, Widest, called_rows
+from gptlab.stats.precision import SeedRule, Widest, called_rows
 
 
 def _called(res: Results, rule: SeedRule, n_seeds: int) -> pd.DataFrame:
