@@ -155,5 +155,5 @@ def load(results_dir: Path | str, *, margin: float | None = None) -> Study:
     """
     from gptlab.report import resolve_margin
     res = load_results(results_dir)
-    return Study(res, resolve_margin(res, margin))
+    return Study(results=res, margin=resolve_margin(res, margin))
 

@@ -182,8 +182,9 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
         if lab is None:
             raise ReportError(f"sweep.yaml: baseline {f}={base_spec[f]} is not a level of the grid")
         baseline[f] = lab
-    res = Results(results_dir, str(spec.get("name") or results_dir.path.resolve().name), spec, factors,
-                  levels, baseline, runs, pd.DataFrame(), pd.DataFrame())
+    res = Results(results_dir=results_dir, name=str(spec.get("name") or results_dir.path.resolve().name), spec=spec,
+                  factors=factors, levels=levels, baseline=baseline, runs=runs, cells=pd.DataFrame(),
+                  curves=pd.DataFrame())
 
     def cell_label(cell: dict[str, str]) -> str:
         return ", ".join(res.label(f, cell[f]) for f in factors)

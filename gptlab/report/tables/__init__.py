@@ -142,8 +142,10 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
     arms = arms_table(res, main, by_scale, tuned) if res.arms else pd.DataFrame()
     changes = effect_changes_by_scale(res, margin, left)
     scorecard = scorecard_table(res, arms, tuned, changes) if res.arms else pd.DataFrame()
-    return ReportTables(margin, analyses.cell_table(res), analyses.level_table(res), analyses.failure_table(res),
-                        effects, main, by_step, level_curves, analyses.pair_means(res, a),
-                        analyses.divergence_table(res), analyses.sensitivity(res, a, margin), adaptive_view(res),
-                        by_scale, with_effects(tuned, res, main, interactions) if tuned else None, bool(res.scale),
-                        changes, given_picks(res), arms, scorecard)
+    return ReportTables(
+        margin=margin, cells=analyses.cell_table(res), levels=analyses.level_table(res),
+        failures=analyses.failure_table(res), effects=effects, main=main, by_step=by_step, level_curves=level_curves,
+        pair_means=analyses.pair_means(res, a), divergence=analyses.divergence_table(res),
+        sensitivity=analyses.sensitivity(res, a, margin), adaptive=adaptive_view(res), by_scale=by_scale,
+        tuned=with_effects(tuned, res, main, interactions) if tuned else None, has_scale=bool(res.scale),
+        changes=changes, given=given_picks(res), arms=arms, scorecard=scorecard)
