@@ -443,3 +443,41 @@ def test_the_rules_catch_a_bundle_built_by_position(tmp_path):
                    "Sentences(main=['a'])\n")
     assert positional_bundles(bad, {"Sentences", "ReportTables"}) == [
         "line 2: Sentences(...) with 1 positional argument(s)", "line 3: ReportTables(...) with 1 positional argument(s)"]
+
+
+# -- only the load step reads files, only the render step writes them ------------------------------------------------
+
+FILE_CALLS = {"read_text", "read_bytes", "read_csv", "open", "is_file", "is_dir", "exists", "iterdir", "glob", "rglob",
+              "write_text", "write_bytes", "atomic_write_text", "atomic_write_bytes", "atomic_write", "mkdir", "unlink",
+              "rmdir", "rebuild_if_stale", "sample_from_run", "unigram_val_loss"}
+# Report modules that touch files: the load step reads results/NAME/ (and the report's own samples.json); render
+# writes reports/NAME/; the TensorBoard export writes its own folder; synthetic writes fake results for tests.
+FILE_MODULES = ("report/load/", "report/document/render.py", "report/export.py", "report/synthetic.py")
+
+
+def file_calls(path: Path) -> list[str]:
+    """Calls in `path` that read or write files (by name: `path.read_text()`, `pd.read_csv(...)`, ...)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if name in FILE_CALLS:
+                out.append(f"line {node.lineno}: {name}")
+    return out
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "report").rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_load_step_reads_files_and_only_render_writes_them(path):
+    module = path.relative_to(PACKAGE).as_posix()
+    if module.startswith(FILE_MODULES):
+        return
+    wrong = file_calls(path)
+    assert not wrong, f"{module} touches files, which only the report's load step (reading) and render step " \
+                      "(writing) do: " + "; ".join(wrong)
+
+
+def test_the_rules_catch_a_step_reading_a_file(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import pandas as pd\ndef f(res):\n    return pd.read_csv(res.results_dir.rounds_csv), "
+                   "res.results_dir.samples_json.exists(), res.runs.replace('', 'x')\n")
+    assert file_calls(bad) == ["line 3: read_csv", "line 3: exists"]
