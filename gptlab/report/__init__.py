@@ -44,9 +44,9 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
 
     Load (the results and the text samples), then the numbers, the sentences, the figures and the document,
     then render it (`render.write`: atomic writes; files the previous generation wrote and this one does not
-    are removed; texts drawn from checkpoints are kept in the report's own samples.json, never in `results_dir`). `margin`
-    (nats/char) overrides the sweep's `report.equivalence_margin` (default 0.01). Raises `ReportError`
-    (or `GptlabError` for a bad margin) before writing anything when the input is invalid.
+    are removed; texts drawn from checkpoints are kept in the report's own samples.json, never in
+    `results_dir`). `margin` (nats/char) overrides the sweep's `report.equivalence_margin` (default 0.01).
+    Raises `ReportError` (or `GptlabError` for a bad margin) before writing anything when the input is invalid.
     """
     from gptlab.report import document, figures, sentences
     from gptlab.report.document import render
@@ -54,9 +54,10 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     from gptlab.report.tables import compute_tables
 
     res = load_results(results_dir)
+    margin = resolve_margin(res, margin)  # a bad margin is refused before any checkpoint is sampled
     out = Path(reports_dir) if reports_dir is not None else default_reports_dir(results_dir)
     texts = samples.gather(res, out)
-    tables = compute_tables(res, resolve_margin(res, margin))
+    tables = compute_tables(res, margin)
     words = sentences.write(res, tables)
     figs = figures.report_figures(res, tables)
     blocks = document.build(res, tables, words, figs, texts.shown)

@@ -2,9 +2,10 @@
 
 Owns the report's blocks from start to end: the header, the summary, the discussion, the cells, the
 sections of `sections`, throughput, failed runs, samples and the method. Every number in it comes
-from the rounded tables of `tables.ReportTables` (or from sums of summary.csv columns in the
-header), so report.md agrees with tables/*.csv; every sentence about the results comes from
-`sentences`. `build` takes the bundles and returns the blocks that `render` writes.
+from the rounded tables of `tables.ReportTables`, so report.md agrees with tables/*.csv; every
+sentence about the results (the header's lines and counts too) comes from `sentences`, and every
+figure from `figures.Figures`: the document only arranges them, with captions that describe the
+method. `build` takes the bundles and returns the blocks that `render` writes.
 """
 from __future__ import annotations
 

@@ -56,5 +56,5 @@ Block = Union[Heading, Para, Bullets, Code, Table, Image, Markdown]
 
 
 def image(png: Png | None, alt: str) -> list[Block]:
-    """A figure of the report (a field of `figures.Figures`) as its image block; none when the report has no such figure."""
+    """A figure of the report (a field of `figures.Figures`) as its image block; none where the report has none."""
     return [Image(png.file, alt, png.data)] if png is not None else []

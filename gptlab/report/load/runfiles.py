@@ -1,7 +1,8 @@
 """What the report reads from each run's own folder: metrics.csv and summary.json.
 
 metrics.csv gives the curves (the report's validation points, and every row for the notebook API);
-summary.json the step a run diverged at, its bits-per-character factor and its environment. `load` reads the sweep's own files (sweep.yaml, summary.csv) and calls these.
+summary.json the step a run diverged at, its bits-per-character factor and its environment. The load step's
+`load_results` reads the sweep's own files (sweep.yaml, summary.csv) and calls these.
 """
 from __future__ import annotations
 

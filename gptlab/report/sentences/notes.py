@@ -93,7 +93,7 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     return notes, warns
 
 
-MISSING_BLOCKS = {  # why a report's CIs count the seeds alone (`blocks.BlockLosses.missing`)
+MISSING_BLOCKS = {  # why a report's CIs count the seeds alone (`load.block_losses.BlockLosses.missing`)
     "no test split": "the runs have no test split, so no per-block test losses in `test_blocks.csv`",
     "no blocks": "{without} of {runs} ok runs have no `test_blocks.csv`: results from before the test blocks were kept",
     "unlike blocks": "the runs' `test_blocks.csv` files do not cut the test text into the same blocks",
