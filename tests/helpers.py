@@ -47,7 +47,7 @@ def skip_figures(mp, keep: tuple[str, ...] = ()) -> None:
     `isolation_plot`)."""
     from gptlab.report import figures
 
-    stubs = {"make_figures": lambda *args, **kw: {}, "precision_curves": lambda *args, **kw: None,
+    stubs = {"make_figures": lambda *args, **kw: figures.Figures(), "precision_curves": lambda *args, **kw: None,
              "effects_by_scale": lambda *args, **kw: None, "isolation_plot": lambda *args, **kw: None}
     for name, stub in stubs.items():
         if name not in keep:
@@ -62,7 +62,7 @@ def python_m(module: str, figures: bool = True) -> list[str]:
     code = ("import runpy, sys; import gptlab.report as report; write = report.write_report\n"
             "def write_report(*args, **kw):\n"
             "    from gptlab.report import figures\n"
-            "    figures.make_figures = lambda *a, **k: {}\n"
+            "    figures.make_figures = lambda *a, **k: figures.Figures()\n"
             "    figures.precision_curves = figures.effects_by_scale = figures.isolation_plot = lambda *a, **k: None\n"
             "    return write(*args, **kw)\n"
             f"report.write_report = write_report; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")

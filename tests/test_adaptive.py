@@ -18,7 +18,7 @@ from scipy import stats as st
 
 from gptlab.errors import GptlabError
 from gptlab.report.load import load_results
-from gptlab.report.rounds import widest_at
+from gptlab.report.tables.rounds import widest_at
 from gptlab.stats.adaptive_seeds_sim import main_effect_contrasts, precision_for_seeds, simulate_null
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse

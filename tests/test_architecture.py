@@ -332,3 +332,152 @@ def test_the_map_check_catches_a_missing_a_stale_and_a_wrong_line(tmp_path):
         "`gptlab/report/`"]
     twice = documented(doc + "## Again (`gptlab/`)\n- `errors.py`: The one exception type.\n")
     assert map_problems("errors.py", twice, pkg) == ["docs/ARCHITECTURE.md names errors.py 2 times"]
+
+
+# -- no module takes another's private names -----------------------------------------------------------------------
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_imports(path: Path, package: Path = PACKAGE) -> list[str]:
+    """Where `path` takes a leading-underscore name from another gptlab module: `from gptlab.x import _name` (relative
+    imports too), `import gptlab.x._mod`, or `mod._name` on a gptlab module it imported (`from gptlab import mod`)."""
+    root, found, modules_bound = package.name, [], set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                here = dotted(path, package).split(".")
+                here = here if path.name == "__init__.py" else here[:-1]
+                base = ".".join(here[:len(here) - node.level + 1] + ([base] if base else []))
+            if base != root and not base.startswith(root + "."):
+                continue
+            found += [f"line {node.lineno}: from {base} import {a.name}" for a in node.names
+                      if _private(a.name) or any(map(_private, base.split(".")))]
+            modules_bound |= {a.asname or a.name for a in node.names if is_module(f"{base}.{a.name}", package)}
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == root:
+                    found += [f"line {node.lineno}: import {a.name}"] * any(map(_private, a.name.split(".")))
+                    modules_bound.add(a.asname or root)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            chain, value = [node.attr], node.value
+            while isinstance(value, ast.Attribute):
+                chain.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in modules_bound:
+                found.append(f"line {node.lineno}: {value.id}.{'.'.join(reversed(chain))}")
+    return found
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_imports_another_modules_private_names(path):
+    """A leading underscore means "only this module uses it": a name another module needs is public, or moves."""
+    wrong = private_imports(path)
+    assert not wrong, f"{dotted(path)} takes private names of other modules: " + "; ".join(wrong)
+
+
+def test_the_rules_catch_a_private_import(tmp_path):
+    pkg = tmp_path / "gptlab"
+    (pkg / "report" / "load").mkdir(parents=True)
+    for init in (pkg, pkg / "report", pkg / "report" / "load"):
+        (init / "__init__.py").write_text("")
+    (pkg / "report" / "fmt.py").write_text("def _round(x):\n    return x\n")
+    (pkg / "report" / "load" / "samples.py").write_text("def _stored():\n    return {}\n")
+    bad = pkg / "report" / "tables.py"
+    bad.write_text("from gptlab.report.fmt import _round, precision\nfrom .load import samples\n"
+                   "import gptlab.report._hidden\nfrom gptlab.report import fmt\nfrom collections import _chain\n"
+                   "def f(x):\n    return fmt._round(x), samples._stored(), x._own, fmt.__name__\n")
+    assert private_imports(bad, pkg) == ["line 1: from gptlab.report.fmt import _round", "line 3: import gptlab.report._hidden",
+                                         "line 7: fmt._round", "line 7: samples._stored"]
+    bad.write_text("from gptlab.report.fmt import precision\nfrom gptlab.report import fmt\n"
+                   "def f(x):\n    return fmt.precision(x), x._own, __name__\n")
+    assert private_imports(bad, pkg) == []
+
+
+# -- the report's bundles are built by keyword ---------------------------------------------------------------------
+
+def bundles(package: Path = PACKAGE) -> set[str]:
+    """The report's bundles: its dataclasses of four fields or more (`Results`, `ReportTables`, `Sentences`, ...),
+    which a positional call would fill by position, one field shifted into the next without an error."""
+    found = set()
+    for path in sorted((package / "report").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and any(
+                    "dataclass" in ast.unparse(d) for d in node.decorator_list) and \
+                    sum(isinstance(s, ast.AnnAssign) for s in node.body) >= 4:
+                found.add(node.name)
+    return found
+
+
+def positional_bundles(path: Path, names: set[str]) -> list[str]:
+    """Calls in `path` that build one of `names` with positional arguments."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if func in names:
+                out.append(f"line {node.lineno}: {func}(...) with {len(node.args)} positional argument(s)")
+    return out
+
+
+BUNDLES = bundles()
+
+
+def test_the_report_has_its_bundles():
+    assert {"Results", "ReportTables", "Sentences", "Figures", "TuningView", "AdaptiveView"} <= BUNDLES
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_bundles_are_built_by_keyword(path):
+    wrong = positional_bundles(path, BUNDLES)
+    assert not wrong, f"{dotted(path)} builds a bundle by position (build it by keyword): " + "; ".join(wrong)
+
+
+def test_the_rules_catch_a_bundle_built_by_position(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from x import Sentences, tables\nSentences(['a'], interactions=[])\ntables.ReportTables(0.01)\n"
+                   "Sentences(main=['a'])\n")
+    assert positional_bundles(bad, {"Sentences", "ReportTables"}) == [
+        "line 2: Sentences(...) with 1 positional argument(s)", "line 3: ReportTables(...) with 1 positional argument(s)"]
+
+
+# -- only the load step reads files, only the render step writes them ------------------------------------------------
+
+FILE_CALLS = {"read_text", "read_bytes", "read_csv", "open", "is_file", "is_dir", "exists", "iterdir", "glob", "rglob",
+              "write_text", "write_bytes", "atomic_write_text", "atomic_write_bytes", "atomic_write", "mkdir", "unlink",
+              "rmdir", "rebuild_if_stale", "sample_from_run", "unigram_val_loss"}
+# Report modules that touch files: the load step reads results/NAME/ (and the report's own samples.json); render
+# writes reports/NAME/; the TensorBoard export writes its own folder; synthetic writes fake results for tests.
+FILE_MODULES = ("report/load/", "report/document/render.py", "report/export.py", "report/synthetic.py")
+
+
+def file_calls(path: Path) -> list[str]:
+    """Calls in `path` that read or write files (by name: `path.read_text()`, `pd.read_csv(...)`, ...)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if name in FILE_CALLS:
+                out.append(f"line {node.lineno}: {name}")
+    return out
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "report").rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_load_step_reads_files_and_only_render_writes_them(path):
+    module = path.relative_to(PACKAGE).as_posix()
+    if module.startswith(FILE_MODULES):
+        return
+    wrong = file_calls(path)
+    assert not wrong, f"{module} touches files, which only the report's load step (reading) and render step " \
+                      "(writing) do: " + "; ".join(wrong)
+
+
+def test_the_rules_catch_a_step_reading_a_file(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import pandas as pd\ndef f(res):\n    return pd.read_csv(res.results_dir.rounds_csv), "
+                   "res.results_dir.samples_json.exists(), res.runs.replace('', 'x')\n")
+    assert file_calls(bad) == ["line 3: read_csv", "line 3: exists"]

@@ -157,7 +157,7 @@ def test_a_tuned_arms_sweep_selects_alike_and_estimates_with_the_baselines_extra
     assert count == {"nanogpt": 14, "post_ln": 8, "relu": 8, "modern": 8}
     assert {dict(r.setting)["train.lr"] for r in estimation} == {2e-3}
     from gptlab.report.load import load_results
-    from gptlab.report.rounds import widest_at
+    from gptlab.report.tables.rounds import widest_at
 
     rounds = pd.read_csv(tmp_path / "results" / "rounds.csv")  # decided from summary.csv; the report agrees
     res = load_results(tmp_path / "results")

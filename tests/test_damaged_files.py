@@ -102,7 +102,7 @@ def test_a_run_folder_holding_another_runs_files_is_not_that_runs_result(two_run
 
 
 def test_a_metrics_file_cut_short_loses_its_partial_row_with_a_warning(tmp_path, caplog):
-    from gptlab.report.runfiles import read_metrics
+    from gptlab.report.load.runfiles import read_metrics
 
     path = tmp_path / "metrics.csv"
     path.write_text("step,val_loss,lr\n10,2.5,0.00189\n20,2.4,0.00189\n30,2.3,0.001")  # "0.00189" cut to "0.001"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from gptlab.export import cell_folder, main
+from gptlab.report.export import cell_folder, main
 from gptlab.report.synthetic import make_results
 
 from helpers import REPO
@@ -132,3 +132,15 @@ def test_a_missing_tensorboard_package_names_the_extra(tmp_path, capsys, monkeyp
     out = tmp_path / "tb"
     err = one_line_error(capsys, main([str(results), "--tensorboard", str(out)]))
     assert '.[tensorboard]' in err and not out.exists()
+
+
+def test_the_public_command_runs_the_report_export(tmp_path):
+    """`python -m gptlab.export` (docs/DESIGN.md's command) still runs the export that lives in `gptlab.report.export`."""
+    import subprocess
+
+    results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, seeds=2)
+    out = tmp_path / "tb"
+    proc = subprocess.run([sys.executable, "-m", "gptlab.export", str(results), "--tensorboard", str(out)],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (out / "norm=pre").iterdir()) == ["mean", "mean+sd", "mean-sd", "seed_0", "seed_1"]

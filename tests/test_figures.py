@@ -15,10 +15,11 @@ from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_hex
 from matplotlib.patches import Rectangle
 
-from gptlab.report import effect_figures as E
-from gptlab.report import figstyle as S
-from gptlab.report import figures as F
-from gptlab.report import analyses, load_results, write_report
+from gptlab.report.figures import effect_figures as E
+from gptlab.report.figures import figstyle as S
+from gptlab.report.figures import run_figures as F
+from gptlab.report import load_results, write_report
+from gptlab.report.tables import analyses
 from gptlab.report.synthetic import make_results
 
 PNG = b"\x89PNG"
@@ -317,3 +318,14 @@ def test_a_report_of_a_numeric_factor_logs_no_category_message(tmp_path, caplog)
     write_report(results, tmp_path / "report")
     assert (tmp_path / "report" / "figures" / "level_effects.png").is_file()
     assert not [r for r in caplog.records if r.name == "matplotlib.category"], [r.getMessage() for r in caplog.records]
+
+
+def test_the_figures_bundle_names_each_file_once_in_the_reports_order():
+    from gptlab.report.figures import Figures, Png
+
+    figs = Figures.of(forest=b"f", val_curves=b"v", interactions=None).adding(isolation=b"i", precision=None)
+    assert figs.forest == Png(file="forest.png", data=b"f") and figs.interactions is None and figs.precision is None
+    assert figs.files() == {"val_curves.png": b"v", "forest.png": b"f", "isolation.png": b"i"}  # the fields' order
+    assert list(figs.files()) == [f"{name}.png" for name in figs.present()]
+    with pytest.raises(TypeError):
+        Figures.of(forest_plot=b"f")  # a figure the bundle has no field for

@@ -10,7 +10,7 @@ import yaml
 
 from gptlab.model.activations import ACTIVATIONS
 from gptlab.report import load_results
-from gptlab.report.samples import samples
+from gptlab.report.load.samples import gather
 from gptlab.sample import main as sample_main
 from gptlab.sweep_cli import main as sweep_main
 
@@ -99,7 +99,7 @@ def test_sample_and_the_report_import_the_plugins_of_the_sweep_that_trained_the_
     # the report samples a checkpoint whose run kept no sample.txt: with the plugin, not "(sampling failed ...)"
     forget_plugin(monkeypatch, entries, plugin)
     (run / "sample.txt").unlink()
-    (cell, run_id, sample), = samples(load_results(results))
+    (cell, run_id, sample), = gather(load_results(results)).shown
     assert run_id == run.name and sample and not sample.startswith("(")
 
 

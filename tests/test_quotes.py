@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from gptlab.errors import GptlabError
-from gptlab.report import document, figures, load_results, quotes, write_report
+from gptlab.report import document, figures, load_results, write_report
+from gptlab.report.document import quotes
 from gptlab.report.synthetic import make_results
 from gptlab.report.tables import compute_tables
 
@@ -90,7 +91,7 @@ def test_a_reference_to_no_row_or_several_is_refused(study, text, message):
 
 def test_the_report_renders_references_and_refuses_a_missing_row_before_writing(study, tmp_path, monkeypatch):
     results, _, _ = study
-    monkeypatch.setattr(figures, "make_figures", lambda *args, **kw: {})  # text only: figures are seconds each
+    monkeypatch.setattr(figures, "make_figures", lambda *args, **kw: figures.Figures())  # text only: figures are seconds each
     monkeypatch.setattr(figures, "effects_by_scale", lambda *args, **kw: None)
     (results / "discussion.md").write_text("Untied costs {{main_effects: model.tying=untied}}; ReLU at 6000: "
                                            "{{effects_by_scale: activation=relu @ max_iters=6000 | estimate}}.\n")

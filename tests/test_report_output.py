@@ -223,10 +223,11 @@ def test_unreplicated_90_cell_grid_scales(tmp_path, no_figures):
     assert sentences[0].startswith("- lr=0.001 is better than lr=0.0001")  # largest first
     # simple effects: 2 x 30 + 4 x 18 + 2 x 30 + 1 x 45 rows, too many for the page
     assert "see `tables/simple_effects.csv`" in md and len(pd.read_csv(out / "tables" / "simple_effects.csv")) == 237
-    from gptlab.report import figures, load_results
+    from gptlab.report import load_results
+    from gptlab.report.figures import run_figures
     from gptlab.report.tables import compute_tables
     res = load_results(results)
-    fig = figures._draw_level_curves(res, compute_tables(res, 0.01).level_curves)
+    fig = run_figures._draw_level_curves(res, compute_tables(res, 0.01).level_curves)
     axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_legend() is not None]
     assert len(axes) == 4 and max(len(ax.get_legend().get_texts()) for ax in axes) == 5
 

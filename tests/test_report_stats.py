@@ -11,8 +11,8 @@ import pytest
 import statsmodels.formula.api as smf
 
 from gptlab.report import load_results, sentences
-from gptlab.report.analyses import cell_table
-from gptlab.report.samples import NO_CHECKPOINT, samples
+from gptlab.report.tables.analyses import cell_table
+from gptlab.report.load.samples import NO_CHECKPOINT, SAMPLES_JSON, gather
 from gptlab.report.synthetic import make_results
 from gptlab.report.tables import compute_tables
 
@@ -153,23 +153,57 @@ def test_samples_use_best_seed_and_tolerate_missing_checkpoints(tmp_path, monkey
             raise FileNotFoundError(run_dir)
         return "To be, or not to be"
 
+    def texts(report_dir=None) -> list[str]:
+        return [t for _, _, t in gather(res, report_dir).shown]
+
     monkeypatch.setattr("gptlab.run.sampling.sample_from_run", fake_sample)
-    got = samples(res)
+    got = gather(res)
     ok = res.runs
     best = [ok.loc[ok[ok["cell"] == c]["best_val_loss"].idxmin(), "run_id"] for c in res.cells["cell"]]
-    assert [run for _, run, _ in got] == best == [c[0] for c in calls]
+    assert [run for _, run, _ in got.shown] == best == [c[0] for c in calls]
     assert {c[1:] for c in calls} == {("\n", 200, 0)}
-    assert [t for _, _, t in got] == ["To be, or not to be", NO_CHECKPOINT]
-    # a sample drawn from a checkpoint is kept in results/NAME/samples.json for reports without checkpoints
-    assert json.loads((results / "samples.json").read_text()) == {best[0]: "To be, or not to be"}
+    assert [t for _, _, t in got.shown] == ["To be, or not to be", NO_CHECKPOINT]
+    # a sample drawn from a checkpoint is kept for reports without checkpoints: in the report's folder (the
+    # render step writes it), never in results/NAME/, which no report step writes
+    assert got.drawn == {best[0]: "To be, or not to be"} and not (results / "samples.json").exists()
+    assert json.loads(got.cache_text()) == got.drawn
+    report = tmp_path / "reports" / "x"
+    report.mkdir(parents=True)
+    (report / SAMPLES_JSON).write_text(got.cache_text())
     sampling = sys.modules["gptlab.run.sampling"]
     monkeypatch.setitem(sys.modules, "gptlab.run.sampling", None)  # module missing -> ImportError
-    assert [t for _, _, t in samples(res)] == ["To be, or not to be", NO_CHECKPOINT]
-    (results / "samples.json").unlink()
-    assert [t for _, _, t in samples(res)] == [NO_CHECKPOINT, NO_CHECKPOINT]
+    assert texts(report) == ["To be, or not to be", NO_CHECKPOINT]
+    assert gather(res, report).drawn == got.drawn  # kept again by the next generation, or its manifest drops it
+    assert texts() == [NO_CHECKPOINT, NO_CHECKPOINT] and gather(res).cache_text() is None
+    # results/NAME/samples.json, where reports before kept them (the shipped studies have one), is still read
+    (results / "samples.json").write_text(json.dumps({best[1]: "Kept by an older report"}))
+    assert texts() == [NO_CHECKPOINT, "Kept by an older report"] and gather(res).drawn == {}
+    assert texts(report) == ["To be, or not to be", "Kept by an older report"]
     # the run's own sample.txt (same checkpoint, same settings) is used as is: no model is loaded
     (results / "runs" / best[0]).mkdir(parents=True, exist_ok=True)
     (results / "runs" / best[0] / "sample.txt").write_text("From the run itself")
     calls.clear()
     monkeypatch.setitem(sys.modules, "gptlab.run.sampling", sampling)
-    assert [t for _, _, t in samples(res)][0] == "From the run itself" and best[0] not in [c[0] for c in calls]
+    assert texts()[0] == "From the run itself" and best[0] not in [c[0] for c in calls]
+
+
+def test_a_report_keeps_drawn_samples_in_its_own_folder_and_writes_nothing_into_the_results(tmp_path, monkeypatch):
+    from gptlab.report import write_report
+
+    from helpers import skip_figures
+
+    skip_figures(monkeypatch)
+    results = make_results(tmp_path / "results", {"model.norm": ["pre", "post"]}, 2, name="drawn")
+    before = sorted((p.relative_to(results), p.stat().st_mtime_ns) for p in results.rglob("*"))
+    monkeypatch.setattr("gptlab.run.sampling.sample_from_run", lambda run_dir, **kw: f"Drawn from {run_dir.name}")
+    out = write_report(results, tmp_path / "reports" / "drawn")
+    drawn = json.loads((out / SAMPLES_JSON).read_text())
+    assert len(drawn) == 2 and all(f"Drawn from {run}" in (out / "report.md").read_text() for run in drawn)
+    assert SAMPLES_JSON in json.loads((out / ".manifest.json").read_text())["files"]
+    assert sorted((p.relative_to(results), p.stat().st_mtime_ns) for p in results.rglob("*")) == before
+    # the checkpoints are gone: the next generation shows the kept texts and keeps them again
+    monkeypatch.setattr("gptlab.run.sampling.sample_from_run",
+                        lambda run_dir, **kw: (_ for _ in ()).throw(FileNotFoundError(run_dir)))
+    out = write_report(results, out)
+    assert json.loads((out / SAMPLES_JSON).read_text()) == drawn
+    assert all(f"Drawn from {run}" in (out / "report.md").read_text() for run in drawn)

@@ -164,7 +164,9 @@ def test_the_report_removes_only_what_its_previous_generation_wrote(tmp_path, mo
     import json
 
     # What the figures show is not tested here (test_report_output.py): one stand-in, drawn in no time
-    monkeypatch.setattr("gptlab.report.figures.make_figures", lambda *a, **k: {"val_curves.png": b"\x89PNG stand-in"})
+    from gptlab.report.figures import Figures
+
+    monkeypatch.setattr("gptlab.report.figures.make_figures", lambda *a, **k: Figures.of(val_curves=b"\x89PNG stand-in"))
 
     from gptlab.report import write_report
     from gptlab.report.synthetic import make_results

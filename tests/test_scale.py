@@ -11,7 +11,7 @@ import yaml
 from gptlab.errors import GptlabError
 from gptlab.report import figures, write_report
 from gptlab.report.load import load_results
-from gptlab.report.scale import effects_by_scale
+from gptlab.report.tables.scale import effects_by_scale
 from gptlab.report.sentences.sweeps import scale_verdicts
 from gptlab.report.synthetic import make_results
 from gptlab.sweep.spec import load_spec
@@ -34,7 +34,7 @@ def _with_scale(results, scale):
 
 
 def test_effects_are_reported_at_each_scale_level_and_the_scale_is_not_an_effect(tmp_path, monkeypatch):
-    monkeypatch.setattr(figures, "make_figures", lambda *args, **kw: {})  # only the scale figure is checked here
+    monkeypatch.setattr(figures, "make_figures", lambda *args, **kw: figures.Figures())  # only the scale figure is checked here
     results = _with_scale(make_results(tmp_path, GRID, 3, effects=EFFECTS), ["train.max_iters"])
     res = load_results(results)
     assert res.scale == ["train.max_iters"] and res.scientific == ["model.activation", "model.tying"]

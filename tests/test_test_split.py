@@ -14,7 +14,8 @@ import yaml
 
 from gptlab.errors import GptlabError
 from gptlab.model import ModelConfig, build_model
-from gptlab.report import analyses, write_report
+from gptlab.report import write_report
+from gptlab.report.tables import analyses
 from gptlab.report.load import load_results
 from gptlab.report.tables import compute_tables
 from gptlab.run.config import resolve_run_config

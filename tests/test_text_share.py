@@ -13,7 +13,7 @@ import pytest
 from scipy import stats as st
 
 from gptlab.report import write_report
-from gptlab.report.blocks import BlockLosses, read_test_blocks
+from gptlab.report.load.block_losses import BlockLosses, read_test_blocks
 from gptlab.report.load import load_results
 from gptlab.report.synthetic import make_results
 from gptlab.report.tables import compute_tables

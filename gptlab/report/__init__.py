@@ -2,12 +2,13 @@
 
 Public API: `write_report(results_dir, reports_dir=None, *, margin=None) -> Path`, `default_reports_dir`,
 `load_results`, `Results`, `ReportError`. CLI: `python -m gptlab.report results/NAME [--out DIR]`.
-A report flows one way, each step from the ones before it: `load` (results/NAME/ into `Results`;
-`samples`, the text samples) -> `tables` (every number, one `ReportTables` bundle, from `analyses`,
-`rounds`, `scale` and `tuning` over `gptlab.stats`) -> `sentences` (every sentence about the results)
--> `figures` (`effect_figures`, `tuning_figure`, `figstyle`) -> `document` (the blocks in order, with
-`sections` and `quotes`) -> `render` (Markdown and HTML). `fmt` holds the number precision, `study`
-the notebook API over the same bundle, `synthetic` fake results folders for tests and benchmarks.
+A report flows one way, each step from the ones before it, each in its folder: `load` (results/NAME/
+into `Results`, and the text samples: the one step that reads files) -> `tables` (every number, one
+`ReportTables` bundle, from `analyses`, `rounds`, `scale`, `tuned_comparison` and `arms` over
+`gptlab.stats`) -> `sentences` (every sentence about the results) -> `figures` (one `Figures` bundle)
+-> `document` (the blocks in order, with `sections` and `quotes`) -> `document.render` (Markdown, HTML
+and every file of reports/NAME/). `fmt` holds the number precision, `study` the notebook API over the
+same bundles, `synthetic` fake results folders for tests and benchmarks, `export` the TensorBoard export.
 """
 from __future__ import annotations
 
@@ -41,20 +42,27 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
                  margin: float | None = None) -> Path:
     """Regenerate the report of `results_dir` (from its files alone) and return the report dir.
 
-    Load, then the numbers, the sentences, the figures and the document, then render it (`render.write`:
-    atomic writes; files the previous generation wrote and this one does not are removed). `margin`
-    (nats/char) overrides the sweep's `report.equivalence_margin` (default 0.01). Raises `ReportError`
-    (or `GptlabError` for a bad margin) before writing anything when the input is invalid.
+    Load (the results and the text samples), then the numbers, the sentences, the figures and the document,
+    then render it (`render.write`: atomic writes; files the previous generation wrote and this one does not
+    are removed; texts drawn from checkpoints are kept in the report's own samples.json, never in
+    `results_dir`). `margin` (nats/char) overrides the sweep's `report.equivalence_margin` (default 0.01).
+    Raises `ReportError` (or `GptlabError` for a bad margin) before writing anything when the input is invalid.
     """
-    from gptlab.report import document, figures, render, samples, sentences
+    from gptlab.report import document, figures, sentences
+    from gptlab.report.document import render
+    from gptlab.report.load import samples
     from gptlab.report.tables import compute_tables
 
     res = load_results(results_dir)
+    margin = resolve_margin(res, margin)  # a bad margin is refused before any checkpoint is sampled
     out = Path(reports_dir) if reports_dir is not None else default_reports_dir(results_dir)
-    tables = compute_tables(res, resolve_margin(res, margin))
+    texts = samples.gather(res, out)
+    tables = compute_tables(res, margin)
     words = sentences.write(res, tables)
     figs = figures.report_figures(res, tables)
-    blocks = document.build(res, tables, words, figs, samples.samples(res))
-    render.write(out, f"Ablation report: {res.name}", blocks, tables.files(words.verdicts), figs)
+    blocks = document.build(res, tables, words, figs, texts.shown)
+    cache = texts.cache_text()
+    render.write(out, f"Ablation report: {res.name}", blocks, tables.files(words.verdicts), figs.files(),
+                 {samples.SAMPLES_JSON: cache} if cache is not None else {})
     log.info("report written to %s", out)
     return out

@@ -5,7 +5,8 @@ reading of the folder (`load.load_results`) and the equivalence margin, whose ta
 on first access by the code that writes the report (`tables.compute_tables`, and `sentences` for
 the verdicts): nothing here estimates anything, so a notebook and `reports/NAME/tables/*.csv`
 always agree. Loading is cheap
-(summary.csv, the run summaries); the curves read every metrics.csv on first access, the effect
+(summary.csv, the run summaries); the curves read every metrics.csv on first access (through the load
+step's `runfiles.read_all_curves`), the effect
 tables fit the report's models on first access. Nothing here writes a file.
 """
 from __future__ import annotations
@@ -17,12 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from gptlab.report.load import Results, load_results
-from gptlab.report.runfiles import read_metrics
-from gptlab.run.rundir import RunDir
+from gptlab.report.load.runfiles import read_all_curves
 
 
-CURVE_COLS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens", "elapsed_s"]  # metrics.csv's
-CURVE_LOSSES = ("train_loss", "val_loss")  # converted with the runs' losses when a sweep mixes tokenizers
 INTERNAL = ("loss_scale",)  # columns of `Results.runs` that only the loader needs
 CALL_COLS = ["table", "effect", "baseline", "estimate", "ci_low", "ci_high", "p_adjusted", "call", "verdict"]
 
@@ -86,7 +84,7 @@ class Study:
     def curves(self) -> pd.DataFrame:
         """Every run's metrics.csv in one long table: run_id, cell, factors, seed, status, then step,
         train_loss, val_loss (empty between evaluations), lr, grad_norm, tokens, elapsed_s."""
-        return read_curves(self.results)
+        return read_all_curves(self.results)
 
     @cached_property
     def _bundle(self):  # tables.ReportTables: every table of the report, computed once by the report's own code
@@ -148,30 +146,6 @@ class Study:
                 f"factors {self.factors}, from {str(self.results_dir)!r})")
 
 
-def read_curves(res: Results) -> pd.DataFrame:
-    """Every run's metrics.csv, labelled with its run, cell, factor levels, seed and status, losses in `res.unit`.
-
-    A run without a metrics.csv (it failed before its first row) has no rows; an unreadable one is
-    left out with a warning, as the report does.
-    """
-    labels = ["run_id", "cell", *res.factors, "seed", "status"]
-    frames = []
-    for run in res.runs.to_dict("records"):
-        metrics = read_metrics(res.results_dir.run(run["run_id"]) / RunDir.METRICS)
-        if metrics is None:
-            continue
-        metrics = metrics.reindex(columns=CURVE_COLS).apply(pd.to_numeric, errors="coerce")
-        for col in CURVE_LOSSES:  # the runs' unit: only a sweep mixing tokenizers has a scale other than 1
-            metrics[col] = metrics[col] * run.get("loss_scale", 1.0)
-        frames.append(metrics.assign(**{k: run[k] for k in labels})[labels + CURVE_COLS])
-    if not frames:
-        return pd.DataFrame(columns=labels + CURVE_COLS)
-    curves = pd.concat(frames, ignore_index=True)
-    curves["seed"] = curves["seed"].astype("Int64")
-    curves["step"] = curves["step"].astype("Int64")
-    return curves
-
-
 def load(results_dir: Path | str, *, margin: float | None = None) -> Study:
     """Read a sweep's results folder (`results/NAME`) into a `Study` (see its docstring).
 
@@ -181,5 +155,5 @@ def load(results_dir: Path | str, *, margin: float | None = None) -> Study:
     """
     from gptlab.report import resolve_margin
     res = load_results(results_dir)
-    return Study(res, resolve_margin(res, margin))
+    return Study(results=res, margin=resolve_margin(res, margin))
 

@@ -137,8 +137,8 @@ def widest_called(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray
     """The rule's input: the widest called 95% half-width of outcome `y` (one value per run) and its effect.
 
     The error is the first round's alone (`first_round`, a mask of the runs), as the report's CIs are; the
-    margin changes no half-width. The sweep (`sweep.adaptive_seeds`, from its runs' summaries) and the report
-    (`report` rounds, from results/NAME/) both call it, so the seed count decided and the one shown agree.
+    margin changes no half-width. The sweep calls it on summary.csv's rows (`sweep.adaptive_seeds`); the
+    report's rounds (`report.tables.rounds`) take the same `analyse` and `called_rows` from results/NAME/.
     """
     from gptlab.stats.effects import analyse  # effects is the heavier module; precision is read by the spec too
 

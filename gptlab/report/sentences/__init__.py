@@ -1,9 +1,10 @@
-"""Every sentence of a report, written once from its tables: `write(res, tables) -> Sentences`.
+"""The report's sentences step: every sentence of a report, written once from its tables: `write(res, tables) -> Sentences`.
 
 Owns the step between the numbers (`tables.ReportTables`) and the document: the verdicts of every
 main effect and interaction (`verdicts`), the summary's called effects, changes along training,
-notes and warnings on the design and model (`notes`), and the sentences of scale, adaptive and
-tuned sweeps (`sweeps`). The document places these sentences; it writes none about the results.
+notes and warnings on the design and model (`notes`), the sentences of scale, adaptive, tuned and
+arms sweeps (`sweeps`), and those about the sweep as a whole: its header, best cell, counts of calls
+and failed runs (`overview`). The document places these sentences; it writes none about the results.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 from gptlab.report.load import Results
 from gptlab.stats.arms import ARM
-from gptlab.report.sentences import notes, sweeps, verdicts
+from gptlab.report.sentences import notes, overview, sweeps, verdicts
 from gptlab.report.tables import ReportTables
 
 
@@ -38,6 +39,17 @@ class Sentences:
     arms: tuple[str, ...] = ()  # an arms sweep: one verdict per row of `tables.arms` (arms.csv's `verdict`)
     scorecard: tuple[str, ...] = ()  # an arms sweep: one line per row of `tables.scorecard`
     untuned: str = ""  # a sweep without tune: the one setting of each nuisance key it trained at
+    header: tuple[str, ...] = ()  # the header's lines: the sweep's command, factors, seeds, text, unit, runs, compute
+    best: tuple[str, ...] = ()  # the summary's best cell and baseline cell
+    call_counts: tuple[str, ...] = ()  # the summary: how many of each call among interactions, higher-order, simple
+    failures: str = ""  # how many runs did not finish ok, or that all did
+    divergence: str = ""  # how high a divergence rate a cell without a diverged run can still have ("" if none)
+    allocation: str = ""  # an arms sweep: the seeds of the baseline and of the other arms ("" for a grid)
+    precision_reached: str = ""  # an adaptive sweep: how many called effects reached the target half-width
+    tuned_design: str = ""  # a tuned sweep: what was tuned, on how many selection runs, and what the effects are on
+    tuned_extra: str = ""  # a tuned sweep: the settings its selection runs have outside the space ("" if none)
+    sensitivity_cap: str = ""  # a tuned sweep: the loss the LR sensitivity caps every loss at
+    lr_noise: str = ""  # a tuned sweep's lr curves: the noise their CIs use, or why they have none
 
     @property
     def verdicts(self) -> dict[str, list[str]]:
@@ -53,18 +65,29 @@ def write(res: Results, tables: ReportTables) -> Sentences:
     main = [verdicts.main(r, res, margin, tables.simple) for r in tables.main.to_dict("records")]
     interactions = [verdicts.interaction(r, res, margin) for r in tables.interactions.to_dict("records")]
     design_notes, warnings = notes.design_notes(res, tables.effects, margin)
-    tuned = tables.tuned
+    tuned, adaptive = tables.tuned, tables.adaptive
     edge = sweeps.tuning_warnings(tuned) if tuned is not None else []
-    return Sentences(main, interactions,
-                     verdicts.called(tables, res, {"main_effects": main, "interactions": interactions}),
-                     verdicts.trajectories(tables.by_step, res), notes.sensitivity(res, tables.sensitivity),
-                     design_notes, warnings + edge, notes.schedule_note(res), sweeps.scale_verdicts(tables.by_scale, res),
-                     sweeps.rule_sentence(tables.adaptive.rule) if tables.adaptive is not None else "",
-                     sweeps.tuning_changes(tuned) if tuned is not None else [], edge,
-                     sweeps.change_verdicts(tables.changes, res), sweeps.given_sentence(res, tables.given),
-                     notes.error_model(res, tables.effects), tuple(_tuning_checks(res, tables)),
-                     tuple(verdicts.arm(r, res, margin) for r in tables.arms.to_dict("records")),
-                     tuple(sweeps.scorecard_lines(tables.scorecard, res.unit)), sweeps.untuned_note(res))
+    return Sentences(
+        main=main, interactions=interactions,
+        called=verdicts.called(tables, res, {"main_effects": main, "interactions": interactions}),
+        trajectory=verdicts.trajectories(tables.by_step, res), sensitivity=notes.sensitivity(res, tables.sensitivity),
+        notes=design_notes, warnings=warnings + edge, schedule=notes.schedule_note(res),
+        scale=sweeps.scale_verdicts(tables.by_scale, res),
+        rule=sweeps.rule_sentence(adaptive.rule) if adaptive is not None else "",
+        tuning_changes=sweeps.tuning_changes(tuned) if tuned is not None else [], tuning_warnings=edge,
+        changes=sweeps.change_verdicts(tables.changes, res), given=sweeps.given_sentence(res, tables.given),
+        error_model=notes.error_model(res, tables.effects), tuning_checks=tuple(_tuning_checks(res, tables)),
+        arms=tuple(verdicts.arm(r, res, margin) for r in tables.arms.to_dict("records")),
+        scorecard=tuple(sweeps.scorecard_lines(tables.scorecard, res.unit)), untuned=sweeps.untuned_note(res),
+        header=tuple(overview.header(res)), best=tuple(overview.best_and_baseline(res, tables.cells)),
+        call_counts=tuple(overview.call_counts(tables)), failures=overview.failures(res, tables.failures),
+        divergence=notes.divergence_caveat(tables.divergence),
+        allocation=sweeps.allocation(res) if res.arms else "",
+        precision_reached=sweeps.precision_reached(adaptive) if adaptive is not None else "",
+        tuned_design=sweeps.tuned_design(tuned, res) if tuned is not None else "",
+        tuned_extra=sweeps.tuned_extra(tuned) if tuned is not None else "",
+        sensitivity_cap=sweeps.sensitivity_cap(tuned, res.unit) if tuned is not None else "",
+        lr_noise=sweeps.lr_noise(tuned.curves, res.unit) if tuned is not None else "")
 
 
 def _tuning_checks(res: Results, tables: ReportTables) -> list[str]:

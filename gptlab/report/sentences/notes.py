@@ -2,8 +2,8 @@
 
 Owns the sentences that are about the whole analysis rather than one effect: `design_notes`
 (notes and warnings on the model, its error, the design's gaps and the precision reached, from the
-effects' fit), runs trained by mixed code, the schedule confounded with `train.max_iters`, and the
-ceiling sensitivity analysis.
+effects' fit), runs trained by mixed code, the schedule confounded with `train.max_iters`, the
+ceiling sensitivity analysis, and how high a divergence rate a cell without a diverged run can still have.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pandas as pd
 
 from gptlab.report.fmt import fmt_loss, fmt_p
 from gptlab.report.load import Results
-from gptlab.report.scale import unpaired_scale
+from gptlab.report.tables.scale import unpaired_scale
 from gptlab.report.sentences.verdicts import absent
 from gptlab.stats.effects import Analysis
 from gptlab.stats.models import FORMULAS, HETERO_P
@@ -93,7 +93,7 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     return notes, warns
 
 
-MISSING_BLOCKS = {  # why a report's CIs count the seeds alone (`blocks.BlockLosses.missing`)
+MISSING_BLOCKS = {  # why a report's CIs count the seeds alone (`load.block_losses.BlockLosses.missing`)
     "no test split": "the runs have no test split, so no per-block test losses in `test_blocks.csv`",
     "no blocks": "{without} of {runs} ok runs have no `test_blocks.csv`: results from before the test blocks were kept",
     "unlike blocks": "the runs' `test_blocks.csv` files do not cut the test text into the same blocks",
@@ -184,3 +184,11 @@ def sensitivity(res: Results, table: pd.DataFrame) -> list[str]:
         return [head + "no call changes."]
     return [head + "; ".join(f"{r['effect']} {r['call'] or 'not estimable'} -> {r['call_at_ceiling']} "
                              f"({fmt_loss(r['estimate_at_ceiling'])})" for r in changed.to_dict("records")) + "."]
+
+
+def divergence_caveat(table: pd.DataFrame) -> str:
+    """How high a divergence rate a cell without a diverged run can still have (`tables.divergence`; "" when every
+    cell had one)."""
+    clean = table[table["n_diverged"] == 0]
+    return (f"A cell where none of {int(clean['n_ok'].min())} runs diverged can still have a divergence rate up "
+            f"to {clean['rate_ci_high'].max():.3f}." if len(clean) else "")

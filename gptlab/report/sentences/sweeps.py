@@ -4,8 +4,10 @@ Owns whether a call holds, changes or reverses with a scale factor (`scale_verdi
 stopping rule in one sentence (`rule_sentence`), and a tuned sweep's sentences: where a study at one
 fixed setting would have answered otherwise (`tuning_changes`), whether each call survives the
 picks' loss left on the table (`tuning_checks`) and the picks on the edge of the tuned space
-(`tuning_warnings`); an arms sweep's scorecard lines (`scorecard_lines`), and the fixed nuisance
-settings of a sweep that tuned nothing (`untuned_note`).
+(`tuning_warnings`), what was tuned on how many runs (`tuned_design`, `tuned_extra`), the sensitivity's
+cap and the lr curves' noise; how many effects reached an adaptive sweep's target (`precision_reached`);
+an arms sweep's scorecard lines (`scorecard_lines`) and seeds per arm (`allocation`), and the fixed
+nuisance settings of a sweep that tuned nothing (`untuned_note`).
 """
 from __future__ import annotations
 
@@ -16,8 +18,11 @@ import pandas as pd
 
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
-from gptlab.report.tuning import TuningView
+from gptlab.report.tables.rounds import AdaptiveView
+from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.run.config import TrainConfig, get_dotted
+from gptlab.stats.arms import ARM
+from gptlab.stats.picks import pairs_text
 from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.transfer import CHANGES, HOLDS, INCONCLUSIVE, REVERSES, UNPAIRED
@@ -199,3 +204,66 @@ def scorecard_lines(scorecard: pd.DataFrame, unit: str) -> list[str]:
         out.append(f"{r['arm']}{at}: {claim}; {tuned} {unit}{untuned}, {r['call'] or 'no call'} -> "
                    f"**{r['verdict']}**{why}.")
     return out
+
+
+def precision_reached(view: AdaptiveView) -> str:
+    """How many called effects of an adaptive sweep reached the target half-width ("" before any has an outcome)."""
+    outcomes = view.outcomes
+    if not len(outcomes):
+        return ""
+    reached = int((outcomes["outcome"] == "reached the target").sum())
+    return (f"{reached} of {len(outcomes)} called effects reached the target half-width of "
+            f"{view.rule.precision:g} at {int(outcomes['seeds'].max())} seeds per cell "
+            f"(max {view.rule.max}).")
+
+
+def allocation(res: Results) -> str:
+    """': here the baseline nanogpt has 9 seeds, each of the 10 other arms 3' (counted in the runs; "" for a grid)."""
+    if ARM not in res.runs:
+        return ""
+    seeds = res.runs.groupby(ARM)["seed"].nunique()
+    base = res.baseline.get(ARM)
+    others = sorted(set(seeds.drop(base, errors="ignore")))
+    if base not in seeds or not others:
+        return ""
+    arms = f"{others[0]}" if len(others) == 1 else f"{others[0]} to {others[-1]}"
+    return f": here the baseline {base} has {seeds[base]} seeds, each of the {len(seeds) - 1} other arms {arms}"
+
+
+def tuned_design(view: TuningView, res: Results) -> str:
+    """What a tuned sweep tuned, on how many selection runs, and what its effects are on."""
+    keys = ", ".join(f"`{k}`" for k in view.keys)
+    sel = res.selection
+    return (f"Every cell's {keys} was tuned on its own selection runs: {len(view.settings)} settings x {view.seeds} "
+            f"seed(s) per cell (seeds 1,000,000 and up; {len(sel)} runs, {float(sel['wall_s'].sum()):.0f} s of compute, "
+            "not counted in the header). Each cell's pick is the setting with the lowest mean best val loss (a setting "
+            "with a diverged run only when every setting has one). The estimation runs (seeds "
+            f"{', '.join(map(str, res.seeds))}) then trained at each cell's pick; they alone make every effect, interaction "
+            f"and call above, on the {res.outcome_label}: the effects at the tuned optima. The selection runs never "
+            "enter them.")
+
+
+def tuned_extra(view: TuningView) -> str:
+    """The settings outside the tuned space the selection runs have ("" when none)."""
+    if not view.extra:
+        return ""
+    return (f"The selection runs also have {len(view.extra)} setting(s) outside the space, at which some cells trained "
+            f"(as a tuning method such as refine adds them): {', '.join(pairs_text(s) for s in view.extra[:12])}"
+            f"{', ...' if len(view.extra) > 12 else ''}. `tables/tuning.csv`, the pick and the figure include them; the "
+            "fixed-setting effects and the LR sensitivity use only the settings every cell trained at.")
+
+
+def sensitivity_cap(view: TuningView, unit: str) -> str:
+    """The loss the LR sensitivity caps every loss at: the selection runs' unigram loss, or why it is unknown."""
+    return f"{fmt_loss(view.ceiling)} {unit}" if math.isfinite(view.ceiling) else "unknown (dataset not found)"
+
+
+def lr_noise(curves: pd.DataFrame, unit: str) -> str:
+    """The noise the lr curves' CIs are computed with (`tables/lr_curves.csv`), or why they have none."""
+    if not len(curves):
+        return ""
+    sd, df = float(curves["noise_sd"].iloc[0]), int(curves["noise_df"].iloc[0])
+    return (f"the pooled SD of one selection run, {sd:.4f} {unit} ({df} df: seeds repeated at one lr, the "
+            "estimation runs at each pick among them, and the fits' spare points), with t quantiles; by simulation "
+            "they cover 95% to 99% (docs/STATISTICS.md)" if df > 0 else
+            "no noise estimate (no cell has two runs at one lr and no fit has a spare point): no CIs")

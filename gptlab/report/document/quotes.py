@@ -98,8 +98,8 @@ def parse(text: str, res: Results, where: str) -> Reference:
         raise ReportError(f"{where}: {text}: unknown form '{form}'; valid: {', '.join(FORMS)}")
     effect, _, at = selector.partition("@")
     keys = _key_map(res)
-    return Reference(text, table.strip(), _terms(effect, keys, r"\s+x\s+|,", f"{where}: {text}"),
-                     _terms(at, keys, r",", f"{where}: {text}"), form)
+    return Reference(text=text, table=table.strip(), effect=_terms(effect, keys, r"\s+x\s+|,", f"{where}: {text}"),
+                     at=_terms(at, keys, r",", f"{where}: {text}"), form=form)
 
 
 def _cell_terms(label: object, keys: Mapping[str, str]) -> Terms:

@@ -1,7 +1,8 @@
 """What the report reads from each run's own folder: metrics.csv and summary.json.
 
-metrics.csv gives the curves; summary.json the step a run diverged at, its bits-per-character factor and its
-environment. `load` reads the sweep's own files (sweep.yaml, summary.csv) and calls these.
+metrics.csv gives the curves (the report's validation points, and every row for the notebook API);
+summary.json the step a run diverged at, its bits-per-character factor and its environment. The load step's
+`load_results` reads the sweep's own files (sweep.yaml, summary.csv) and calls these.
 """
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from gptlab.report.load.results import Results
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
+CURVE_COLS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens", "elapsed_s"]  # metrics.csv's
+CURVE_LOSSES = ("train_loss", "val_loss")  # converted with the runs' losses when a sweep mixes tokenizers
 CHAR_BPC_FACTOR = 1 / math.log(2)  # a char tokenizer's nats/token -> bits/char (runs from before tokenizers)
 
 
@@ -58,6 +62,30 @@ def read_curves(results_dir: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
         frames.append(m.assign(run_id=run.run_id, cell=run.cell, seed=run.seed, ok=run.ok))
     cols = ["step", "val_loss", "run_id", "cell", "seed", "ok"]
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+
+
+def read_all_curves(res: Results) -> pd.DataFrame:
+    """Every run's metrics.csv, labelled with its run, cell, factor levels, seed and status, losses in `res.unit`.
+
+    A run without a metrics.csv (it failed before its first row) has no rows; an unreadable one is
+    left out with a warning, as the report does.
+    """
+    labels = ["run_id", "cell", *res.factors, "seed", "status"]
+    frames = []
+    for run in res.runs.to_dict("records"):
+        metrics = read_metrics(res.results_dir.run(run["run_id"]) / RunDir.METRICS)
+        if metrics is None:
+            continue
+        metrics = metrics.reindex(columns=CURVE_COLS).apply(pd.to_numeric, errors="coerce")
+        for col in CURVE_LOSSES:  # the runs' unit: only a sweep mixing tokenizers has a scale other than 1
+            metrics[col] = metrics[col] * run.get("loss_scale", 1.0)
+        frames.append(metrics.assign(**{k: run[k] for k in labels})[labels + CURVE_COLS])
+    if not frames:
+        return pd.DataFrame(columns=labels + CURVE_COLS)
+    curves = pd.concat(frames, ignore_index=True)
+    curves["seed"] = curves["seed"].astype("Int64")
+    curves["step"] = curves["step"].astype("Int64")
+    return curves
 
 
 def read_run_json(results_dir: ResultsDir, runs: pd.DataFrame) -> dict[str, list[str]]:

@@ -89,4 +89,4 @@ def read_test_blocks(results_dir: ResultsDir, runs: pd.DataFrame, outcome: str, 
     off = (total - loss.reindex(total.index)).abs() > REL_TOL * loss.reindex(total.index).abs().clip(lower=1.0)
     if off.any():
         return BlockLosses(missing="not their loss", runs=len(used), culprit=str(off[off].index[0]))
-    return BlockLosses(losses, weights.div(weights.sum(axis=1), axis=0), "", len(used))
+    return BlockLosses(losses=losses, weights=weights.div(weights.sum(axis=1), axis=0), missing="", runs=len(used))

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from gptlab.report.load import Results
-from gptlab.report.tuning import TuningView
+from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.run.config import TrainConfig
 from gptlab.stats.arms import ARM
 from gptlab.stats.scorecard import NOT_TESTED, verdict

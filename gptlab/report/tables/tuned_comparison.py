@@ -34,12 +34,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gptlab.report.analyses import design_for
+from gptlab.report.tables.analyses import design_for
 from gptlab.report.fmt import round_frame
-from gptlab.report.ceiling import unigram_ceiling
 from gptlab.report.load import Results
 from gptlab.stats.levels import grid_level, level_key, same_level
-from gptlab.report.runfiles import CHAR_BPC_FACTOR
 from gptlab.stats.effects import analyse
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
 from gptlab.stats.picks import (Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows,
@@ -170,14 +168,12 @@ def tuning_view(res: Results, margin: float) -> TuningView | None:
     settings, extra, ordered = _all_settings(space, list(sel["setting"]))
     cells = [tuple((f, c[f]) for f in res.factors) for c in res.cells.to_dict("records")]
     label = {cell: ", ".join(res.label(f, lv) for f, lv in cell) for cell in cells}
-    trials = [Trial(tuple((f, r[f]) for f in res.factors), r["setting"], r["status"], float(r[SELECTION_LOSS]))
-              for r in sel.to_dict("records")]
+    trials = [Trial(cell=tuple((f, r[f]) for f in res.factors), setting=r["setting"], status=r["status"],
+                    loss=float(r[SELECTION_LOSS])) for r in sel.to_dict("records")]
     rows = _pick_rows(trials, cells, space, ordered, settings, _trained_picks(res, space, cells))
     table = pd.DataFrame([{**r.to_row(), "cell": label[r.cell]} for r in rows],
                          columns=tuning_columns(res.factors, list(space)))
-    ceiling, _ = unigram_ceiling(res.results_dir, sel, per_token=res.unit == "nats/token", split="val") if len(sel) \
-        else (math.nan, "")
-    ceiling *= CHAR_BPC_FACTOR if res.unit == "bits/char" else 1.0
+    ceiling = res.selection_ceiling if len(sel) else math.nan  # read by the load step
     fixed, sensitivity, sensitivity_effects = pd.DataFrame(columns=FIXED_COLS), pd.DataFrame(), \
         pd.DataFrame(columns=EFFECT_COLS)
     with_runs = Counter(r.setting for r in rows if r.runs)
@@ -188,8 +184,9 @@ def tuning_view(res: Results, margin: float) -> TuningView | None:
         sensitivity, sensitivity_effects = _sensitivity(res, at_common, cells, label, common, ceiling, n_seeds, margin)
     curves = _curves(res, sel, rows, label, space, ceiling) if list(space) == [LR_KEY] and len(sel) else \
         pd.DataFrame(columns=["cell", *res.factors, *LR_CURVE_COLS])
-    return TuningView(list(space), settings, n_seeds, len(sel), round_frame(table), pd.DataFrame(columns=EFFECT_COLS),
-                      fixed, sensitivity, sensitivity_effects, ceiling, extra, curves)
+    return TuningView(keys=list(space), settings=settings, seeds=n_seeds, n_selection=len(sel), table=round_frame(table),
+                      effects=pd.DataFrame(columns=EFFECT_COLS), fixed=fixed, sensitivity=sensitivity,
+                      sensitivity_effects=sensitivity_effects, ceiling=ceiling, extra=extra, curves=curves)
 
 
 def with_effects(view: TuningView, res: Results, main: pd.DataFrame, interactions: pd.DataFrame) -> TuningView:

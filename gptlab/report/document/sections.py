@@ -10,21 +10,18 @@ Every number comes from `tables.ReportTables`, every sentence about the results 
 from __future__ import annotations
 
 import math
-from typing import Callable
-
 import pandas as pd
 
-from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
-from gptlab.report.render import Block, Bullets, Heading, Para, Table
-from gptlab.report.rounds import AdaptiveView
+from gptlab.report.document.blocks import Block, Bullets, Heading, Para, Table, image
+from gptlab.report.figures import Figures
+from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.sentences import Sentences
+from gptlab.report.sentences.overview import too_long
 from gptlab.report.tables import ReportTables
-from gptlab.report.tuning import TuningView
-from gptlab.stats.picks import pairs_text
+from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.stats.transfer import PAIRED, UNPAIRED
 
-Fig = Callable[[str, str], list[Block]]  # (figure file name, alt text) -> its image block, or none
 EFFECT_COLS = ["estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call", "text_share"]  # text_share: with blocks
 MAIN_MD_COLS = ["factor", "level", "baseline"] + EFFECT_COLS + ["mde80", "seeds_needed", "n_ok", "n_ok_baseline",
                                                                 "n_diverged", "n_failed"]
@@ -42,9 +39,8 @@ def table_blocks(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list
     """A table in the report, or a pointer to its CSV when it is long."""
     if len(df) <= MAX_MD_ROWS:
         return [Table(df[[c for c in cols if c in df.columns]])]
-    called = int(df["call"].isin(["better", "worse"]).sum()) if "call" in df else 0
-    return [Para(f"{len(df)} {what} ({called} called better or worse): too many to list here; "
-                 f"see `tables/{csv}`.")]
+    return [Para(too_long(df, what, csv))]
+
 
 
 ARMS_MD_COLS = ["arm", "scale_level", "pick"] + EFFECT_COLS + ["tuning", "n_ok", "n_ok_baseline", "n_diverged",
@@ -79,7 +75,7 @@ def scorecard_section(res: Results, tables: ReportTables, words: Sentences) -> l
     return blocks
 
 
-def arms_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:
+def arms_section(res: Results, tables: ReportTables, words: Sentences, figs: Figures) -> list[Block]:
     """An arms sweep's comparisons: each arm against the baseline, with the forest plot."""
     arms = tables.arms
     blocks: list[Block] = [Heading("Design and model"), Bullets(words.notes + words.schedule
@@ -88,33 +84,22 @@ def arms_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig)
         f"Each arm minus the baseline arm in {res.outcome_label} ({res.unit}; positive = worse), one Holm family "
         + ("per scale level" if res.scale else "over every arm") + ". A design of arms has no main effects or "
         "interactions: each arm changes its own settings from the baseline's. The baseline enters every comparison, "
-        f"so it trains about sqrt(k) times an arm's seeds for k arms (Dunnett's square-root rule){_allocation(res)}, "
+        f"so it trains about sqrt(k) times an arm's seeds for k arms (Dunnett's square-root rule){words.allocation}, "
         "and the model has no seed block (the baseline's extra seeds have no partner). `pick`: each arm's tuned "
         "setting. Table: `tables/arms.csv`.")]
     blocks += table_blocks(arms, ARMS_MD_COLS, "arms.csv", "arms")
     blocks += [Bullets(list(words.arms))] if words.arms else []
-    blocks += fig("forest.png", "Every arm against the baseline with its 95% CI; equivalence band shaded")
+    blocks += image(figs.forest, "Every arm against the baseline with its 95% CI; equivalence band shaded")
     return blocks
 
 
-def _allocation(res: Results) -> str:
-    """': here the baseline nanogpt has 9 seeds, each of the 10 other arms 3' (counted in the runs)."""
-    seeds = res.runs.groupby("arm")["seed"].nunique()
-    base = res.baseline.get("arm")
-    others = sorted(set(seeds.drop(base, errors="ignore")))
-    if base not in seeds or not others:
-        return ""
-    arms = f"{others[0]}" if len(others) == 1 else f"{others[0]} to {others[-1]}"
-    return f": here the baseline {base} has {seeds[base]} seeds, each of the {len(seeds) - 1} other arms {arms}"
-
-
-def effects_sections(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:
+def effects_sections(res: Results, tables: ReportTables, words: Sentences, figs: Figures) -> list[Block]:
     """Main effects, interactions, higher-order terms, simple effects / cells against the baseline."""
     if len(tables.arms.columns):
-        return arms_section(res, tables, words, fig)
+        return arms_section(res, tables, words, figs)
     blocks: list[Block] = [Heading("Design and model"), Bullets(words.notes + words.schedule
                                                                 + [f"Warning: {w}" for w in words.warnings])]
-    blocks += fig("forest.png", "Every effect with its 95% CI; equivalence band shaded")
+    blocks += image(figs.forest, "Every effect with its 95% CI; equivalence band shaded")
     blocks += [Heading("Main effects")]
     if len(tables.main):
         what = ("averaged over every combination of the other factors (equal weights)" if tables.factorial else
@@ -125,7 +110,7 @@ def effects_sections(res: Results, tables: ReportTables, words: Sentences, fig: 
         blocks += [Bullets(words.main)]
     else:
         blocks.append(Para("No main effects to estimate."))
-    blocks += fig("level_effects.png", "Best val loss per level of each factor")
+    blocks += image(figs.level_effects, "Best val loss per level of each factor")
     blocks += [Heading("Interactions")]
     if len(tables.interactions):
         blocks += [Para(f"Two-way interaction contrast ({res.unit}): how much worse (positive) or better (negative) "
@@ -137,7 +122,7 @@ def effects_sections(res: Results, tables: ReportTables, words: Sentences, fig: 
         blocks += [Bullets(words.interactions)] if len(tables.interactions) <= MAX_MD_ROWS else []
     else:
         blocks.append(Para("No pair of factors with two or more levels: no interactions."))
-    blocks += fig("interactions.png", "Interaction plots: marginal means with 95% CIs")
+    blocks += image(figs.interactions, "Interaction plots: marginal means with 95% CIs")
     if len(tables.higher):
         blocks += [Heading("Higher-order interactions"),
                    Para("k-th order differences of k factors' changes (averaged over the other factors). "
@@ -159,24 +144,22 @@ def effects_sections(res: Results, tables: ReportTables, words: Sentences, fig: 
                         "Table: `tables/simple_effects.csv`.")]
         blocks += table_blocks(tables.simple, ["factor", "level", "baseline", "at"] + EFFECT_COLS, "simple_effects.csv",
                          "simple effects")
-        blocks += fig("simple_effects.png", "Simple effects with 95% CIs")
+        blocks += image(figs.simple_effects, "Simple effects with 95% CIs")
     return blocks
 
 
-def training_sections(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:
+def training_sections(res: Results, tables: ReportTables, words: Sentences, figs: Figures) -> list[Block]:
     """Effects along training, divergence and its sensitivity analysis."""
     blocks: list[Block] = [Heading("Effects over training")]
     if len(tables.by_step):
         what = "main effects" if tables.factorial else "each cell against the baseline cell"
         blocks += [Para(f"The same model on the val loss at every evaluated step: {what}, with 95% CIs "
                         f"(each step its own Holm family). {SNAPSHOT} Table: `tables/effects_by_step.csv`.")]
-        blocks += fig("effects_by_step.png", "Effects along training with 95% CIs (snapshots mid-schedule)")
+        blocks += image(figs.effects_by_step, "Effects along training with 95% CIs (snapshots mid-schedule)")
         blocks += [Bullets(words.trajectory or ["No effect changes sign or loses its call along training."])]
     else:
         blocks.append(Para("No validation curves with an error estimate: nothing to show along training."))
-    clean = tables.divergence[tables.divergence["n_diverged"] == 0]
-    caveat = (f" A cell where none of {int(clean['n_ok'].min())} runs diverged can still have a divergence rate up "
-              f"to {clean['rate_ci_high'].max():.3f}." if len(clean) else "")
+    caveat = f" {words.divergence}" if words.divergence else ""
     blocks += [Heading("Divergence"),
                Para("Divergence rate per cell among runs that did not crash, with its Clopper-Pearson 95% CI."
                     + caveat + " Table: `tables/divergence.csv`.")]
@@ -189,7 +172,7 @@ def training_sections(res: Results, tables: ReportTables, words: Sentences, fig:
     return blocks
 
 
-def adaptive_section(view: AdaptiveView | None, words: Sentences, fig: Fig) -> list[Block]:
+def adaptive_section(view: AdaptiveView | None, words: Sentences, figs: Figures) -> list[Block]:
     """Adaptive sweeps: the stopping rule, each round, and whether each called effect reached the target."""
     if view is None:
         return []
@@ -201,15 +184,12 @@ def adaptive_section(view: AdaptiveView | None, words: Sentences, fig: Fig) -> l
     blocks += table_blocks(view.rounds, list(view.rounds.columns), "rounds.csv", "rounds")
     outcomes = view.outcomes
     if len(outcomes):
-        reached = int((outcomes["outcome"] == "reached the target").sum())
-        blocks.append(Para(f"{reached} of {len(outcomes)} called effects reached the target half-width of "
-                           f"{view.rule.precision:g} at {int(outcomes['seeds'].max())} seeds per cell "
-                           f"(max {view.rule.max}). Table: `tables/precision.csv`."))
+        blocks.append(Para(f"{words.precision_reached} Table: `tables/precision.csv`."))
         blocks += table_blocks(outcomes, list(outcomes.columns), "precision.csv", "effects")
-    return blocks + fig("precision.png", "Half-width of each called effect against seeds per cell")
+    return blocks + image(figs.precision, "Half-width of each called effect against seeds per cell")
 
 
-def scale_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig) -> list[Block]:
+def scale_section(res: Results, tables: ReportTables, words: Sentences, figs: Figures) -> list[Block]:
     """Sweeps with `scale:`: every scientific effect at each level of each scale factor, and whether its call holds."""
     if not res.scale:
         return []
@@ -226,7 +206,7 @@ def scale_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig
         return blocks + [Para("No scale level has successful runs of every scientific cell.")]
     blocks.append(Bullets(sentences))
     blocks += table_blocks(table, list(table.columns), "effects_by_scale.csv", "rows")
-    blocks += fig("effects_by_scale.png", "Effects at each level of each scale factor")
+    blocks += image(figs.effects_by_scale, "Effects at each level of each scale factor")
     changes = tables.changes
     if not len(changes):
         return blocks
@@ -255,7 +235,7 @@ def scale_section(res: Results, tables: ReportTables, words: Sentences, fig: Fig
     return blocks + table_blocks(changes, list(changes.columns), "effect_changes.csv", "rows")
 
 
-def tuning_section(view: TuningView | None, res: Results, words: Sentences, fig: Fig,
+def tuning_section(view: TuningView | None, res: Results, words: Sentences, figs: Figures,
                    given: pd.DataFrame | None = None) -> list[Block]:
     """The "Tuned comparison" section's blocks, or "Settings given per cell" for given picks (none for a sweep that
     tuned nothing)."""
@@ -263,28 +243,14 @@ def tuning_section(view: TuningView | None, res: Results, words: Sentences, fig:
         return [Heading("Settings given per cell"), Para(words.given), Table(given)]
     if view is None:
         return []
-    keys = ", ".join(f"`{k}`" for k in view.keys)
-    sel = res.selection
-    blocks: list[Block] = [Heading("Tuned comparison"), Para(
-        f"Every cell's {keys} was tuned on its own selection runs: {len(view.settings)} settings x {view.seeds} "
-        f"seed(s) per cell (seeds 1,000,000 and up; {len(sel)} runs, {float(sel['wall_s'].sum()):.0f} s of compute, "
-        "not counted in the header). Each cell's pick is the setting with the lowest mean best val loss (a setting "
-        "with a diverged run only when every setting has one). The estimation runs (seeds "
-        f"{', '.join(map(str, res.seeds))}) then trained at each cell's pick; they alone make every effect, interaction "
-        f"and call above, on the {res.outcome_label}: the effects at the tuned optima. The selection runs never "
-        "enter them. Table: `tables/tuning.csv`.")]
-    if view.extra:
-        blocks.append(Para(
-            f"The selection runs also have {len(view.extra)} setting(s) outside the space, at which some cells trained "
-            f"(as a tuning method such as refine adds them): {', '.join(pairs_text(s) for s in view.extra[:12])}"
-            f"{', ...' if len(view.extra) > 12 else ''}. `tables/tuning.csv`, the pick and the figure include them; the "
-            "fixed-setting effects and the LR sensitivity use only the settings every cell trained at."))
+    blocks: list[Block] = [Heading("Tuned comparison"), Para(f"{words.tuned_design} Table: `tables/tuning.csv`.")]
+    blocks += [Para(words.tuned_extra)] if words.tuned_extra else []
     if words.tuning_warnings:
         blocks.append(Bullets([f"Warning: {w}" for w in words.tuning_warnings]))
     picked = view.table[view.table["picked"].astype(bool)]
     blocks += _md(picked[["cell", "setting", "runs", "n_diverged", "mean_loss", "sd_loss", "at_edge"]],
                   "tuning.csv", "picks")
-    blocks += fig("isolation.png", "Selection loss against the tuned setting, one curve per cell, picks circled")
+    blocks += image(figs.isolation, "Selection loss against the tuned setting, one curve per cell, picks circled")
     blocks += [Heading("Fixed setting against tuned", 3), Para(
         "What a study run at one setting for every cell would have found: the same main effects and two-way "
         f"interactions ({res.outcome_label}, {res.unit}), from the selection runs at that setting alone, each setting its "
@@ -293,29 +259,23 @@ def tuning_section(view: TuningView | None, res: Results, words: Sentences, fig:
     blocks += _md(_side_by_side(view), "fixed_setting_effects.csv", "effects")
     blocks.append(Bullets(words.tuning_changes or ["No effect's answer at a single setting differs from the tuned one."]))
     space = "learning rates" if view.keys == ["train.lr"] else "settings of the tuned space"
-    cap = f"{fmt_loss(view.ceiling)} {res.unit}" if math.isfinite(view.ceiling) else "unknown (dataset not found)"
     blocks += [Heading("LR sensitivity", 3), Para(
         f"Wortsman et al. (2023): the mean over the tuned {space} of the loss minus the cell's lowest loss, every "
-        f"loss capped at the unigram loss of the validation split ({cap}) and a diverged run counted at it; per "
+        f"loss capped at the unigram loss of the validation split ({words.sensitivity_cap}) and a diverged run counted at it; per "
         "selection seed, then averaged. Lower = more tolerant. Tables: `tables/lr_sensitivity.csv`, "
         "`tables/lr_sensitivity_effects.csv` (the factors' effects on it" + (
             "; one selection seed: estimates only, no calls)." if view.seeds < 2 else ")."))]
     blocks += _md(view.sensitivity.drop(columns=list(res.factors), errors="ignore"), "lr_sensitivity.csv", "cells")
     if len(view.sensitivity_effects):
         blocks += _md(view.sensitivity_effects, "lr_sensitivity_effects.csv", "effects")
-    return blocks + _curves_blocks(view, res)
+    return blocks + _curves_blocks(view, res, words)
 
 
-def _curves_blocks(view: TuningView, res: Results) -> list[Block]:
+def _curves_blocks(view: TuningView, res: Results, words: Sentences) -> list[Block]:
     """The loss-against-lr fits near each cell's optimum (`tables/lr_curves.csv`), with what they are."""
     curves = view.curves
     if not len(curves):
         return []
-    sd, df = float(curves["noise_sd"].iloc[0]), int(curves["noise_df"].iloc[0])
-    noise = (f"the pooled SD of one selection run, {sd:.4f} {res.unit} ({df} df: seeds repeated at one lr, the "
-             "estimation runs at each pick among them, and the fits' spare points), with t quantiles; by simulation "
-             "they cover 95% to 99% (docs/STATISTICS.md)" if df > 0 else
-             "no noise estimate (no cell has two runs at one lr and no fit has a spare point): no CIs")
     return [Heading("Loss against lr near each optimum", 3), Para(
         "Per cell, a curve fitted to the mean selection loss (capped at the unigram loss; diverged runs left out) at "
         "the cell's lowest lr and every lr within one step of the space from it: m + c d^2 exp(a d), d = "
@@ -324,7 +284,7 @@ def _curves_blocks(view: TuningView, res: Results) -> list[Block]:
         "is the fitted optimum with its 95% CI (0 or inf: unbounded); `curvature` is c, the loss added one octave "
         f"from it ({res.unit} per octave^2); `min_loss` the fitted minimum; `loss_left` the loss the pick leaves on "
         "the table, the fitted curve at the pick minus its minimum, with its 95% CI. The CIs are profile-likelihood "
-        f"intervals with {noise}. Flags say where to read with care (`edge`: the lowest point at the end of the lrs "
+        f"intervals with {words.lr_noise}. Flags say where to read with care (`edge`: the lowest point at the end of the lrs "
         "tried; `ci_unbounded`; `optimum_outside_window`: an extrapolation). Table: `tables/lr_curves.csv`.")] + \
         _md(curves[["cell", "pick_lr", "optimum_lr", "optimum_lr_low", "optimum_lr_high", "curvature", "min_loss",
                     "loss_left", "loss_left_ci_low", "loss_left_ci_high", "flags"]], "lr_curves.csv", "cells")
@@ -347,4 +307,4 @@ def _md(df: pd.DataFrame, csv: str, what: str) -> list[Block]:
     """A tuning table, or a pointer to its CSV when it is long."""
     if len(df) <= MAX_MD_ROWS:
         return [Table(df)]
-    return [Para(f"{len(df)} {what}: too many to list here; see `tables/{csv}`.")]
+    return [Para(too_long(df, what, csv, calls=False))]

@@ -1,29 +1,29 @@
-"""The report's content: which sections, tables, figures and sentences, in what order.
+"""The report's document step: which sections, tables, figures and sentences, in what order.
 
 Owns the report's blocks from start to end: the header, the summary, the discussion, the cells, the
 sections of `sections`, throughput, failed runs, samples and the method. Every number in it comes
-from the rounded tables of `tables.ReportTables` (or from sums of summary.csv columns in the
-header), so report.md agrees with tables/*.csv; every sentence about the results comes from
-`sentences`. `build` takes the bundles and returns the blocks that `render` writes.
+from the rounded tables of `tables.ReportTables`, so report.md agrees with tables/*.csv; every
+sentence about the results (the header's lines and counts too) comes from `sentences`, and every
+figure from `figures.Figures`: the document only arranges them, with captions that describe the
+method. `build` takes the bundles and returns the blocks that `render` writes.
 """
 from __future__ import annotations
 
-import math
-from typing import Mapping
+from typing import Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 import yaml
 
-from gptlab.report import quotes
-from gptlab.report.fmt import fmt_loss
+from gptlab.report.document import quotes
+from gptlab.report.document.blocks import Block, Bullets, Code, Heading, Markdown, Para, Table, image
+from gptlab.report.document.sections import (MAX_MD_ROWS, SNAPSHOT, adaptive_section, effects_sections,
+                                             scale_section, scorecard_section, table_blocks, training_sections,
+                                             tuning_section)
+from gptlab.report.figures import Figures
 from gptlab.report.load import Results
-from gptlab.report.render import Block, Bullets, Code, Heading, Image, Markdown, Para, Table
-from gptlab.report.sections import (MAX_MD_ROWS, SNAPSHOT, adaptive_section, effects_sections, scale_section,
-                                    scorecard_section, table_blocks, training_sections, tuning_section)
+from gptlab.report.load.samples import Sample
 from gptlab.report.sentences import Sentences
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
-from gptlab.run.config import DataConfig
 from gptlab.stats.calls import ALPHA
 from gptlab.stats.models import FORMULAS
 
@@ -60,43 +60,13 @@ def _error_line(text: str, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def header(res: Results) -> list[Block]:
-    spec, runs = res.spec, res.runs
-    counts = runs["status"].value_counts()
-    status = ", ".join(f"{n} {s}" for s, n in counts.items())
-    total = float(runs["wall_s"].sum())
-    rel = f"{res.results_dir.path.resolve().parent.name}/{res.results_dir.path.resolve().name}"
-    items = [f"**Reproduce the sweep**: `{spec.get('command') or f'python -m gptlab.sweep ablations/{res.name}.yaml'}`",
-             f"**Regenerate this report**: `python -m gptlab.report {rel}`"]
-    for f in res.factors:
-        lv = ", ".join(f"**{lvl}** (baseline)" if lvl == res.baseline[f] else lvl for lvl in res.levels[f])
-        items.append(f"**Factor** `{f}`: {lv}")
-    seeds = spec.get("seeds") if isinstance(spec.get("seeds"), list) else res.seeds
-    adaptive = f" (adaptive: {yaml.safe_dump(spec['seeds'], default_flow_style=True).strip()})" \
-        if isinstance(spec.get("seeds"), dict) else ""
-    items.append(f"**Seeds**: {', '.join(map(str, seeds))}{adaptive}")
-    for e in spec.get("exclude") or []:
-        items.append("**Excluded cell**: " + ", ".join(f"{k}={v}" for k, v in e.items()))
-    if spec.get("plugins"):
-        items.append(f"**Plugins**: {', '.join(map(str, spec['plugins']))}")
-    items.append(_text_item(res))
-    mixes = "trains on several texts" if res.corpora else "mixes tokenizers"
-    items.append(f"**Loss unit**: {res.unit}" + (f" (the sweep {mixes}: every loss is converted to bits per "
-                                                 "character, the validation split's summed NLL / characters / ln 2)"
-                                                 if res.unit == "bits/char" else ""))
-    if res.has_test_split:
-        items.append("**Outcome**: the test loss at the best validation step (`best_test_loss`; in bits/char "
-                     "`best_test_bpc`): validation chose each checkpoint, the test split chose nothing. Every "
-                     "effect and call is on it; `best_val_loss` columns, the levels table and the curves are "
-                     "validation losses")
-    items += [f"**Runs**: {len(runs)} ({status}) in {len(res.cells)} cells",
-              f"**Total compute**: {total:.1f} s ({total / 3600:.2f} h, sum of wall_s over all runs)"]
-    if res.environment:
-        items.append("**Environment**: " + "; ".join(f"{k} {', '.join(v)}" for k, v in res.environment.items()))
+def header(res: Results, words: Sentences) -> list[Block]:
+    """The title, the sweep's description, its lines (`words.header`) and its fixed settings."""
+    spec = res.spec
     blocks: list[Block] = [Heading(f"Ablation report: {res.name}", 1)]
     if spec.get("description"):
         blocks.append(Para(str(spec["description"]).strip()))
-    blocks += [Bullets(items), Para("Fixed settings (`base`):"),
+    blocks += [Bullets(list(words.header)), Para("Fixed settings (`base`):"),
                Code(yaml.safe_dump(spec.get("base") or {}, sort_keys=False, default_flow_style=False))]
     return blocks
 
@@ -125,27 +95,9 @@ def _pick(r: dict) -> dict:
     return {k: r[k] for k in ("estimate", "ci_low", "ci_high", "p_adjusted", "call")}
 
 
-def _count_calls(table: pd.DataFrame, what: str) -> str:
-    if not len(table):
-        return ""
-    kinds = np.where(table["estimate"].isna(), "not estimable", table["call"].fillna("").replace("", "no call"))
-    counts = pd.Series(kinds).value_counts()
-    return f"{what}: " + ", ".join(f"{n} {c}" for c, n in counts.items())
-
-
 def summary(res: Results, tables: ReportTables, words: Sentences) -> list[Block]:
     blocks: list[Block] = [Heading("Summary")]
-    items = []
-    cells = tables.cells
-    ranked = cells.dropna(subset=["best_val_loss"])
-    if len(ranked):
-        best = ranked.iloc[0]
-        items.append(f"Best cell: **{best['cell']}**, best val loss {fmt_loss(best['best_val_loss'])} {res.unit} "
-                     f"({fmt_loss(best['best_val_bpc'])} bits/char) over {best['n_seeds']} seed(s).")
-    base = cells[cells["baseline"]]
-    if len(base) and not math.isnan(base.iloc[0]["best_val_loss"]):
-        b = base.iloc[0]
-        items.append(f"Baseline: {b['cell']}, {fmt_loss(b['best_val_loss'])} {res.unit} (rank {b['rank']}).")
+    items = list(words.best)
     items += [words.untuned] if words.untuned else []  # before any effect: what every effect below is about
     if items:
         blocks.append(Bullets(items))
@@ -154,11 +106,9 @@ def summary(res: Results, tables: ReportTables, words: Sentences) -> list[Block]
         blocks += [Para(f"Calls (equivalence margin +/-{tables.margin:g} {res.unit}; `better`/`worse`: Holm-adjusted "
                         f"p < {ALPHA}; `equivalent`: 90% CI inside the margin). Every main effect, and every other "
                         "effect called better or worse:"), Table(table)]
-    counts = [c for c in (_count_calls(tables.interactions, "Two-way interactions"),
-                          _count_calls(tables.higher, "Higher-order contrasts"),
-                          _count_calls(tables.simple, "Simple effects")) if c and not len(tables.arms.columns)]
-    bullets = list(words.arms) if words.arms else words.called + [f"Along training: {t}" for t in words.trajectory] + ([SNAPSHOT] if words.trajectory else [])
-    bullets += counts
+    bullets = list(words.arms) if words.arms else \
+        words.called + [f"Along training: {t}" for t in words.trajectory] + ([SNAPSHOT] if words.trajectory else [])
+    bullets += words.call_counts
     bullets += [f"Tuning check: {t}" for t in words.tuning_checks]
     bullets += [f"Warning: {w}" for w in words.warnings]
     if bullets:
@@ -179,15 +129,12 @@ def discussion(res: Results, tables: Mapping[str, pd.DataFrame]) -> list[Block]:
                                                           f"{res.results_dir.discussion_md}"))]
 
 
-def build(res: Results, tables: ReportTables, words: Sentences, figures: Mapping[str, bytes],
-          samples: list[tuple[str, str, str]]) -> list[Block]:
-    """All blocks of the report, in order: its numbers (`tables`), its sentences (`words`), its figures
-    (file name -> PNG bytes) and its text samples ((cell, run_id, text) per cell)."""
-    def fig(name: str, alt: str) -> list[Block]:
-        return [Image(name, alt, figures[name])] if name in figures else []
-
-    blocks = header(res) + summary(res, tables, words) + scorecard_section(res, tables, words)
-    blocks += adaptive_section(tables.adaptive, words, fig)
+def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures,
+          samples: Sequence[Sample]) -> list[Block]:
+    """All blocks of the report, in order: its numbers (`tables`), its sentences (`words`), its figures (one
+    field each) and its text samples (one per cell)."""
+    blocks = header(res, words) + summary(res, tables, words) + scorecard_section(res, tables, words)
+    blocks += adaptive_section(tables.adaptive, words, figures)
     blocks += discussion(res, tables.files(words.verdicts))
     cells = tables.cells
     blocks += [Heading("Cells"),
@@ -195,22 +142,21 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Mapping
                     f"({res.unit}; `_ci95` = half-width of the 95% CI; bpc = bits/char). "
                     "`baseline` marks the baseline cell. Table: `tables/cells.csv`.")]
     blocks += table_blocks(cells, CELL_MD_COLS + [c for c in TEST_MD_COLS if c in cells], "cells.csv", "cells")
-    blocks += fig("val_curves.png", "Validation loss curves")
-    blocks += scale_section(res, tables, words, fig)
-    blocks += effects_sections(res, tables, words, fig) + tuning_section(tables.tuned, res, words, fig, tables.given)
-    blocks += training_sections(res, tables, words, fig)
-    blocks += [Heading("Throughput")] + (fig("throughput.png", "Tokens per second per cell")
+    blocks += image(figures.val_curves, "Validation loss curves")
+    blocks += scale_section(res, tables, words, figures)
+    blocks += effects_sections(res, tables, words, figures)
+    blocks += tuning_section(tables.tuned, res, words, figures, tables.given)
+    blocks += training_sections(res, tables, words, figures)
+    blocks += [Heading("Throughput")] + (image(figures.throughput, "Tokens per second per cell")
                                           or [Para("No throughput measurements.")])
     blocks += [Heading("Failed and diverged runs")]
     failures = tables.failures
     if len(failures):
         shown = failures.assign(error=failures["error"].map(_error_line))
-        blocks += [Para(f"{len(failures)} of {len(res.runs)} runs did not finish ok; they are left out of the "
-                        "effects above (see Divergence for the sensitivity analysis). `best_val_loss` is the best "
-                        "value reached before diverging. Table: `tables/failures.csv`.")]
+        blocks += [Para(words.failures + " Table: `tables/failures.csv`.")]
         blocks += table_blocks(shown, list(shown.columns), "failures.csv", "runs")
     else:
-        blocks.append(Para(f"None: all {len(res.runs)} runs finished ok."))
+        blocks.append(Para(words.failures))
     blocks += [Heading("Samples"),
                Para("200 new characters from the best checkpoint of the best seed of each cell, "
                     "prompt a newline, sampling seed 0.")]
@@ -220,17 +166,3 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Mapping
     blocks += [Heading("Method"), Para(METHOD.format(formula=formula, alpha=ALPHA))]
     blocks += [Para(words.error_model)] if words.error_model else []
     return blocks
-
-
-def _text_item(res: Results) -> str:
-    """The text(s) the runs trained and were scored on, and how each is split (`data.split_points`)."""
-    data = (res.spec.get("base") or {}).get("data") or {}
-    val = float(data.get("val_fraction", DataConfig.val_fraction))
-    test = float(data.get("test_fraction", DataConfig.test_fraction))
-    split = (f"the first {1 - val:.0%} trains, the next {val - test:.0%} validates, the last {test:.0%} tests"
-             if test > 0 else f"the first {1 - val:.0%} trains, the last {val:.0%} validates")
-    if res.corpora:
-        key = res.corpora[0]
-        return f"**Texts** (`{key}`): {', '.join(res.levels[key])}; each split by characters alike: {split}"
-    name = data.get("path") or data.get("dataset") or DataConfig.dataset
-    return f"**Text**: {name}, split by characters: {split}"

@@ -1,25 +1,23 @@
-"""The rounds of an adaptive sweep, read from its results: what the sweep decides on and the report shows.
+"""The rounds of an adaptive sweep: the half-widths the sweep decides on and the report shows.
 
 `widest_at(res, n)` is the rule's input: the widest 95% half-width among the called effects
 (`stats.adaptive_seeds.called_rows`) of the runs with seeds 0..n-1, with the first round's error (`stein`).
-The sweep calls it after round 1 to choose the seed count, and after round 2 to record it; the
-report calls `half_width_curve` for its figure and `read_rounds` for its table. rounds.csv is
-written by the sweep (`gptlab.sweep.adaptive_seeds`) and only read here.
+The sweep computes the same from summary.csv's rows (`sweep.adaptive_seeds.widest_in_summary`; tests check
+that the two agree); the report calls `half_width_curve` for its figure and shows rounds.csv (`Results.rounds`) as its table. rounds.csv
+is written by the sweep (`gptlab.sweep.adaptive_seeds`) and read by the load step.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
-from gptlab.report.analyses import analyse_runs
+from gptlab.report.tables.analyses import analyse_runs
 from gptlab.report.fmt import round_frame
-from gptlab.report.load import Results, read_text
-from gptlab.run.resultsdir import ResultsDir
+from gptlab.report.load import Results
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN
-from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule, Widest, called_rows
+from gptlab.stats.adaptive_seeds import SeedRule, Widest, called_rows
 
 
 def _called(res: Results, rule: SeedRule, n_seeds: int) -> pd.DataFrame:
@@ -70,16 +68,6 @@ def effect_outcomes(res: Results, curve: pd.DataFrame) -> pd.DataFrame:
     return last.reset_index(drop=True)
 
 
-def read_rounds(results_dir: ResultsDir | Path) -> pd.DataFrame:
-    """results/NAME/rounds.csv, or an empty frame when the sweep has none."""
-    path = ResultsDir(results_dir).rounds_csv
-    if not path.is_file():
-        return pd.DataFrame(columns=ROUND_COLS)
-    read_text(path)  # a binary file is one line of error, not a parser traceback
-    frame = pd.read_csv(path)
-    return frame if set(ROUND_COLS) <= set(frame.columns) else pd.DataFrame(columns=ROUND_COLS)
-
-
 @dataclass(frozen=True)
 class AdaptiveView:
     """What the report shows of an adaptive sweep."""
@@ -96,4 +84,5 @@ def adaptive_view(res: Results) -> AdaptiveView | None:
     if rule is None:
         return None
     curve = half_width_curve(res)
-    return AdaptiveView(rule, round_frame(read_rounds(res.results_dir)), round_frame(effect_outcomes(res, curve)), curve)
+    return AdaptiveView(rule=rule, rounds=round_frame(res.rounds), outcomes=round_frame(effect_outcomes(res, curve)),
+                        curve=curve)

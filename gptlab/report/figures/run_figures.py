@@ -1,10 +1,9 @@
-"""The report's figures: which ones a report gets (`report_figures`), and the figures of its runs.
+"""The figures of a sweep's runs: validation curves, best val loss per level, throughput, and the forest's rows.
 
-The figures of runs are validation curves, best val loss per level, and throughput per cell; the
-adaptive sweep's half-widths and the effects by scale are here too. Effect figures live in
-`effect_figures`, the tuned sweep's in `tuning_figure`, what every figure shares in `figstyle`.
-Every figure is drawn from the report's tables (`tables.ReportTables`) and its runs, after the
-sentences and before the document.
+The adaptive sweep's half-widths and the effects by scale are here too. Effect figures live in
+`effect_figures`, the tuned sweep's in `tuning_figure`, what every figure shares in `figstyle`;
+which figures a report gets is the step's own (`gptlab.report.figures`). Every figure is drawn from
+the report's tables (`tables.ReportTables`) and its runs, after the sentences and before the document.
 
 Validation curves: one line per cell with a min-max band over seeds for at most 8 cells, else one
 panel per factor with the marginal mean per level and its 95% CI, y zoomed to the second half of
@@ -12,21 +11,19 @@ training. Every `X(...) -> bytes | None` returns PNG bytes (None when there is n
 """
 from __future__ import annotations
 
-from gptlab.report import figstyle  # noqa: F401  first: it selects Agg before seaborn loads pyplot
+from gptlab.report.figures import figstyle  # noqa: F401  first: it selects Agg before seaborn loads pyplot
 
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from gptlab.report import effect_figures
-from gptlab.report.figstyle import (
+from gptlab.report.figures.figstyle import (
     LOSS_LABEL, BEST_LABEL, MAX_CELL_LINES, to_png, png_or_none, figsize, panel_grid, in_order, numeric_rows,
     legend_outside, wrapped_suptitle, level_text, factor_palette, cell_palette, level_palette)
 from gptlab.report.load import Results
 from gptlab.stats.arms import ARM
 from gptlab.report.tables import ReportTables
-from gptlab.report.tuning_figure import isolation_plot
 
 
 def val_curves(res: Results, level_curves: pd.DataFrame | None = None) -> bytes | None:
@@ -209,31 +206,3 @@ def forest_rows(tables: ReportTables, res: Results) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     out = pd.concat([p[cols] for p in parts], ignore_index=True)
     return out.dropna(subset=["ci_low"])
-
-
-def make_figures(res: Results, tables: ReportTables) -> dict[str, bytes]:
-    """The figures every sweep may get (curves, levels, effects, throughput): file name -> PNG bytes."""
-    margin = tables.margin
-    figs = {"val_curves.png": val_curves(res, tables.level_curves), "level_effects.png": level_effects(res, tables.levels),
-            "forest.png": effect_figures.forest(forest_rows(tables, res), margin),
-            **({} if len(tables.arms.columns) else {  # a design of arms has no interactions or simple effects
-                "interactions.png": effect_figures.interaction_plots(tables.pair_means, res),
-                "simple_effects.png": effect_figures.simple_effects(tables.simple, tables.main, res, margin)}),
-            "effects_by_step.png": effect_figures.effects_by_step(tables.by_step, res, margin),
-            "throughput.png": throughput(res)}
-    return {name: png for name, png in figs.items() if png is not None}
-
-
-def sweep_figures(res: Results, tables: ReportTables) -> dict[str, bytes]:
-    """The figures of the kinds of sweep only some are: adaptive seeds, scale factors, tuned settings."""
-    adaptive, tuned = tables.adaptive, tables.tuned
-    figs = {"precision.png": precision_curves(adaptive.curve) if adaptive is not None else None,
-            "effects_by_scale.png": effects_by_scale(tables.by_scale, res) if len(tables.by_scale) else None,
-            "isolation.png": isolation_plot(res, tuned.table, tuned.keys, tuned.ceiling, tuned.curves)
-            if tuned is not None and tuned.n_selection else None}
-    return {name: png for name, png in figs.items() if png is not None}
-
-
-def report_figures(res: Results, tables: ReportTables) -> dict[str, bytes]:
-    """Every figure of the report of `res`, in the report's order: file name -> PNG bytes."""
-    return {**make_figures(res, tables), **sweep_figures(res, tables)}

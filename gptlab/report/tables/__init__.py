@@ -1,4 +1,4 @@
-"""Every number of one report, computed once: `compute_tables(res, margin) -> ReportTables`.
+"""The report's tables step: every number of one report, computed once: `compute_tables(res, margin) -> ReportTables`.
 
 Owns which tables a report has and in what order (`reports/NAME/tables/NAME.csv`), so that the
 report (`write_report`) and the notebook API (`gptlab.load`) can never disagree about them, and
@@ -14,13 +14,13 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from gptlab.report import analyses
-from gptlab.report.arms import arms_table, scorecard_table
+from gptlab.report.tables import analyses
+from gptlab.report.tables.arms import arms_table, scorecard_table
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
-from gptlab.report.rounds import AdaptiveView, adaptive_view
-from gptlab.report.scale import effect_changes_by_scale, effects_by_scale
-from gptlab.report.tuning import TuningView, given_picks, loss_left_high, tuning_view, with_effects
+from gptlab.report.tables.rounds import AdaptiveView, adaptive_view
+from gptlab.report.tables.scale import effect_changes_by_scale, effects_by_scale
+from gptlab.report.tables.tuned_comparison import TuningView, given_picks, loss_left_high, tuning_view, with_effects
 from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis
 
 ALWAYS = ("main_effects", "interactions", "failures")  # tables the report writes even when they have no rows
@@ -142,8 +142,10 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
     arms = arms_table(res, main, by_scale, tuned) if res.arms else pd.DataFrame()
     changes = effect_changes_by_scale(res, margin, left)
     scorecard = scorecard_table(res, arms, tuned, changes) if res.arms else pd.DataFrame()
-    return ReportTables(margin, analyses.cell_table(res), analyses.level_table(res), analyses.failure_table(res),
-                        effects, main, by_step, level_curves, analyses.pair_means(res, a),
-                        analyses.divergence_table(res), analyses.sensitivity(res, a, margin), adaptive_view(res),
-                        by_scale, with_effects(tuned, res, main, interactions) if tuned else None, bool(res.scale),
-                        changes, given_picks(res), arms, scorecard)
+    return ReportTables(
+        margin=margin, cells=analyses.cell_table(res), levels=analyses.level_table(res),
+        failures=analyses.failure_table(res), effects=effects, main=main, by_step=by_step, level_curves=level_curves,
+        pair_means=analyses.pair_means(res, a), divergence=analyses.divergence_table(res),
+        sensitivity=analyses.sensitivity(res, a, margin), adaptive=adaptive_view(res), by_scale=by_scale,
+        tuned=with_effects(tuned, res, main, interactions) if tuned else None, has_scale=bool(res.scale),
+        changes=changes, given=given_picks(res), arms=arms, scorecard=scorecard)

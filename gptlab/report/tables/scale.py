@@ -26,7 +26,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from gptlab.report.analyses import analyse_runs
+from gptlab.report.tables.analyses import analyse_runs
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.run.corpora import CORPUS_KEYS

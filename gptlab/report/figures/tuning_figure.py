@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from gptlab.report.figstyle import BEST_LABEL, cell_palette, png_or_none
+from gptlab.report.figures.figstyle import BEST_LABEL, cell_palette, png_or_none
 from gptlab.report.load import Results
 
 EDGE_COLOUR = "black"  # a pick on the edge of the space: no cell is drawn in black (tab10 and tab20 have none)

@@ -1,7 +1,6 @@
-"""A tiny document model rendered to GitHub Markdown and to self-contained HTML.
+"""The report's render step: the document's blocks rendered to GitHub Markdown and self-contained HTML, and written.
 
-Owns: the block types (`Heading`, `Para`, `Bullets`, `Code`, `Table`, `Image`, `Markdown`),
-`to_markdown` (figures referenced as `figures/NAME.png`), `to_html` (the same content, figures
+Owns: `to_markdown` (figures referenced as `figures/NAME.png`), `to_html` (the same content, figures
 embedded as base64 data URIs, in a Jinja2 page whose wide tables scroll under sticky headers), and
 `write`, which writes a report's folder: every file through `gptlab.runio`'s atomic writes, and a
 manifest of them, so that the next generation removes what it no longer writes. Every piece of text is Markdown,
@@ -12,59 +11,18 @@ from __future__ import annotations
 import base64
 import html
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Union
+from typing import Mapping
 
 import pandas as pd
 from jinja2 import Environment
 from markdown_it import MarkdownIt
 
+from gptlab.report.document.blocks import Block, Bullets, Code, Heading, Image, Markdown, Para, Table
 from gptlab.report.fmt import fmt_value
 from gptlab.runio import atomic_write_bytes, atomic_write_text
 
 _MD = MarkdownIt("commonmark", {"html": False}).enable("table")  # html False: raw HTML is shown, not run
-
-
-@dataclass
-class Heading:
-    text: str
-    level: int = 2
-
-
-@dataclass
-class Para:
-    text: str
-
-
-@dataclass
-class Bullets:
-    items: list[str]
-
-
-@dataclass
-class Code:
-    text: str
-
-
-@dataclass
-class Table:
-    df: pd.DataFrame  # already rounded (fmt.round_frame); rendered with fmt.fmt_value
-
-
-@dataclass
-class Image:
-    name: str  # file name under figures/
-    alt: str
-    png: bytes
-
-
-@dataclass
-class Markdown:
-    text: str  # a whole Markdown document (e.g. a human-written discussion), kept as written
-
-
-Block = Union[Heading, Para, Bullets, Code, Table, Image, Markdown]
 
 
 def cell_texts(df: pd.DataFrame) -> list[list[str]]:
@@ -144,19 +102,23 @@ MANIFEST = ".manifest.json"  # the files the last generation of a report wrote, 
 
 
 def write(out: Path, title: str, blocks: list[Block], tables: Mapping[str, pd.DataFrame],
-          figures: Mapping[str, bytes]) -> None:
-    """Write a report's folder: tables/NAME.csv, figures/NAME, report.md and report.html (titled `title`).
+          figures: Mapping[str, bytes], texts: Mapping[str, str] | None = None) -> None:
+    """Write a report's folder: tables/NAME.csv, figures/NAME, report.md and report.html (titled `title`), and
+    `texts` (file name -> text: the samples' `samples.json`, when there is one) beside them.
 
     Every file is written atomically; files the previous generation wrote (its `.manifest.json`) that this
     one does not are removed, and nothing else in the folder is touched.
     """
+    texts = texts or {}
     for name, df in tables.items():
         atomic_write_text(out / "tables" / f"{name}.csv", df.to_csv(index=False))
     for name, png in figures.items():
         atomic_write_bytes(out / "figures" / name, png)
+    for name, text in texts.items():
+        atomic_write_text(out / name, text)
     atomic_write_text(out / "report.md", to_markdown(blocks))
     atomic_write_text(out / "report.html", to_html(blocks, title))
-    written = sorted([f"tables/{n}.csv" for n in tables] + [f"figures/{n}" for n in figures]
+    written = sorted([f"tables/{n}.csv" for n in tables] + [f"figures/{n}" for n in figures] + list(texts)
                      + ["report.md", "report.html"])
     try:
         previous = json.loads((out / MANIFEST).read_text(encoding="utf-8")).get("files", [])

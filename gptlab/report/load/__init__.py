@@ -1,16 +1,16 @@
-"""Reading a sweep's results directory into a `Results` object; no statistics here.
+"""The report's load step: a sweep's results directory read into one `Results` (`load_results`); no statistics here.
 
 Owns: validating the directory (a missing dir or summary.csv is a `ReportError`; a summary.csv that
 disagrees with the run folders is rebuilt from them first, by `gptlab.run.summary_csv`), typing factor
 levels back to sweep.yaml's grid (summary.csv holds them as text: "True", "100", "0.001"), level
 order, the baseline, cell labels, run environments, the validation curves of metrics.csv, and the
 outcome the effects are on (`best_val_loss`, or `best_test_loss` when every run has a test split).
+The load step is the only one of the report that reads files: its modules read each run's own files
+(`runfiles`, `block_losses`), the unigram ceiling's data (`ceiling`) and the text samples (`samples`).
 """
 from __future__ import annotations
 
-import math
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,112 +18,23 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from gptlab.report.blocks import BlockLosses, read_test_blocks
-from gptlab.report.ceiling import unigram_ceiling
-from gptlab.report.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_json
-from gptlab.run.corpora import CORPUS_KEYS
+from gptlab.report.load.block_losses import read_test_blocks
+from gptlab.report.load.ceiling import unigram_ceiling
+from gptlab.report.load.results import TEST_OUTCOME, VAL_OUTCOME, ReportError, Results, read_text
+from gptlab.report.load.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_json
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import rebuild_if_stale
-from gptlab.stats.arms import ARM, baseline_seed_count
-from gptlab.stats.design import design_cells, effect_label, factor_short
-from gptlab.errors import GptlabError
+from gptlab.stats.design import design_cells
 from gptlab.stats.levels import grid_level, level_key
-from gptlab.stats.adaptive_seeds import SeedRule
+from gptlab.stats.adaptive_seeds import ROUND_COLS
 
+__all__ = ["load_results", "Results", "ReportError", "read_text", "run_roles"]
 log = logging.getLogger(__name__)
 NUMERIC = ["seed", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
            "params_non_embedding", "tokens_per_sec", "wall_s", "best_val_bpc", "best_test_loss", "best_test_bpc"]
 LOSS_COLUMNS = ("best_val_loss", "final_val_loss", "final_train_loss")  # converted to bits/char when tokenizers mix
-VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
 REQUIRED = ["run_id", "seed", "status", "best_val_loss"]
 KNOWN = set(NUMERIC) | {"run_id", "status", "error", "stage", "role"}
-
-
-class ReportError(GptlabError):
-    """Missing or invalid results: the CLI prints the message as one line and exits 2."""
-
-
-@dataclass
-class Results:
-    """Everything the report needs, read from results/NAME/.
-
-    `runs` has one row per summary.csv row; factor columns hold level labels (str), plus `cell`
-    (label), `ok` (status == "ok") and `diverged_step`. `levels[f]` lists the labels of factor f in
-    grid order; `cells` lists every cell of the design (grid minus exclude) in grid order.
-    """
-    results_dir: ResultsDir  # results/NAME: its files' paths (`.path`, the folder)
-    name: str
-    spec: dict[str, Any]
-    factors: list[str]
-    levels: dict[str, list[str]]
-    baseline: dict[str, str]
-    runs: pd.DataFrame
-    cells: pd.DataFrame
-    curves: pd.DataFrame
-    environment: dict[str, list[str]] = field(default_factory=dict)
-    ceiling: float = math.nan  # unigram loss of the validation split (diverged runs' sensitivity value)
-    ceiling_note: str = ""  # where the ceiling came from, or why there is none
-    unit: str = "nats/char"  # of every loss in runs and curves: nats/char, nats/token, or bits/char (tokenizers mix)
-    outcome: str = VAL_OUTCOME  # the runs' column the effects are on: best_test_loss when every run has a test split
-    discussion: str | None = None  # results/NAME/discussion.md, written by a person (Markdown), if any
-    selection: pd.DataFrame = field(default_factory=pd.DataFrame)  # a tuned sweep's selection runs (`runs`: estimation)
-    other_roles: pd.DataFrame = field(default_factory=pd.DataFrame)  # runs of any other role: in no effect
-    test_blocks: BlockLosses = field(default_factory=BlockLosses)  # per-block test losses (the text's error), or why none
-
-    def short(self, factor: str) -> str:
-        """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""
-        return factor_short(self.factors, factor)
-
-    def label(self, factor: str, level: str) -> str:
-        """'norm=post'."""
-        return effect_label(self.factors, factor, level)
-
-    @property
-    def has_test_split(self) -> bool:
-        """Whether the effects are on the test split (`best_test_loss`) rather than on validation."""
-        return self.outcome == TEST_OUTCOME
-
-    @property
-    def outcome_label(self) -> str:
-        """The outcome in words, for sentences: 'best val loss' or 'test loss at the best val step'."""
-        return "test loss at the best val step" if self.has_test_split else "best val loss"
-
-    @property
-    def seeds(self) -> list[int]:
-        return sorted(int(s) for s in self.runs["seed"].dropna().unique())
-
-    @property
-    def scale(self) -> list[str]:
-        """Grid keys the sweep names as scale (`scale:`): effects are reported per level, never as effects."""
-        return [f for f in (self.spec.get("scale") or []) if f in self.factors]
-
-    @property
-    def corpora(self) -> list[str]:
-        """The factors that choose the text (`data.dataset`, `data.path`) with more than one level."""
-        return [k for k in CORPUS_KEYS if k in self.factors and len(self.levels[k]) > 1]
-
-    @property
-    def scientific(self) -> list[str]:
-        """The factors whose effects the report makes calls on (every factor that is not a scale)."""
-        return [f for f in self.factors if f not in self.scale]
-
-    @property
-    def seed_rule(self) -> SeedRule | None:
-        """The adaptive-seed rule of the sweep (`seeds: {min, max, precision}`), None for fixed seeds."""
-        raw = self.spec.get("seeds")
-        return SeedRule.from_mapping(raw, max_seeds=10**9, key="sweep.yaml: seeds") if isinstance(raw, dict) else None
-
-    @property
-    def arms(self) -> dict[str, dict[str, Any]]:
-        """An arms sweep's arms (sweep.yaml's `arms`: name -> settings); empty for a grid."""
-        arms = self.spec.get("arms")
-        return arms if isinstance(arms, dict) and ARM in self.factors else {}
-
-    def first_seeds(self, runs: pd.DataFrame, n_seeds: int) -> pd.Series:
-        """Which of `runs` have a seed among their cell's first n_seeds (an arms baseline's: its Dunnett share)."""
-        base = baseline_seed_count(n_seeds, len(self.arms) - 1) if self.arms else n_seeds
-        return runs["seed"].astype(int) < (runs[ARM].eq(self.baseline[ARM]) * (base - n_seeds) + n_seeds
-                                           if self.arms else n_seeds)
 
 
 def run_roles(runs: pd.DataFrame) -> pd.Series:
@@ -131,14 +42,6 @@ def run_roles(runs: pd.DataFrame) -> pd.Series:
     column = next((c for c in ("role", "stage") if c in runs), None)
     roles = runs[column].fillna("").astype(str).str.strip() if column else pd.Series("", index=runs.index)
     return roles.replace("", "estimation")
-
-
-def read_text(path: Path) -> str:
-    """A results file as UTF-8 text; a binary or mis-encoded file is a `ReportError` naming it."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ReportError(f"{path}: not UTF-8 text (byte {exc.start}); is it the file you meant?") from None
 
 
 def _read_spec(results_dir: ResultsDir) -> dict[str, Any]:
@@ -153,6 +56,16 @@ def _read_spec(results_dir: ResultsDir) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise ReportError(f"{path}: expected a mapping at top level")
     return spec
+
+
+def read_rounds(results_dir: ResultsDir | Path) -> pd.DataFrame:
+    """results/NAME/rounds.csv, or an empty frame when the sweep has none."""
+    path = ResultsDir(results_dir).rounds_csv
+    if not path.is_file():
+        return pd.DataFrame(columns=ROUND_COLS)
+    read_text(path)  # a binary file is one line of error, not a parser traceback
+    frame = pd.read_csv(path)
+    return frame if set(ROUND_COLS) <= set(frame.columns) else pd.DataFrame(columns=ROUND_COLS)
 
 
 def _read_summary(results_dir: ResultsDir) -> pd.DataFrame:
@@ -269,8 +182,9 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
         if lab is None:
             raise ReportError(f"sweep.yaml: baseline {f}={base_spec[f]} is not a level of the grid")
         baseline[f] = lab
-    res = Results(results_dir, str(spec.get("name") or results_dir.path.resolve().name), spec, factors,
-                  levels, baseline, runs, pd.DataFrame(), pd.DataFrame())
+    res = Results(results_dir=results_dir, name=str(spec.get("name") or results_dir.path.resolve().name), spec=spec,
+                  factors=factors, levels=levels, baseline=baseline, runs=runs, cells=pd.DataFrame(),
+                  curves=pd.DataFrame())
 
     def cell_label(cell: dict[str, str]) -> str:
         return ", ".join(res.label(f, cell[f]) for f in factors)
@@ -292,8 +206,14 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     res.curves = read_curves(results_dir, runs)
     res.ceiling, res.ceiling_note = unigram_ceiling(results_dir, runs, per_token=res.unit == "nats/token",
                                              split="test" if res.has_test_split else "val")
+    if len(res.selection):  # a tuned sweep's: caps the LR sensitivity's losses (validation chose the settings)
+        res.selection_ceiling, _ = unigram_ceiling(results_dir, res.selection, per_token=res.unit == "nats/token",
+                                                   split="val")
     if res.unit == "bits/char":
         res.ceiling *= CHAR_BPC_FACTOR  # a char unigram model, in bits/char
+        res.selection_ceiling *= CHAR_BPC_FACTOR
+    if isinstance(spec.get("seeds"), dict):  # an adaptive sweep: the rounds it has run so far
+        res.rounds = read_rounds(results_dir)
     if results_dir.discussion_md.is_file():
         res.discussion = read_text(results_dir.discussion_md)
     return res

@@ -1,0 +1,82 @@
+"""The report's figures step: every figure a report gets, one field each of a `Figures` bundle (`report_figures`).
+
+Owns which figures a report has and their file names (`Figures`: one field per figure, the file
+`figures/FIELD.png`, named in `Figures.of` alone). `run_figures` draws the figures of the runs,
+`effect_figures` those of the effects, `tuning_figure` the tuned sweep's isolation plot, and
+`figstyle` holds what they share. Every figure is drawn from the report's tables
+(`tables.ReportTables`) and its runs, after the sentences and before the document.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from gptlab.report.figures import effect_figures
+from gptlab.report.figures.run_figures import (effects_by_scale, forest_rows, level_effects, precision_curves,
+                                               throughput, val_curves)
+from gptlab.report.figures.tuning_figure import isolation_plot
+from gptlab.report.load import Results
+from gptlab.report.tables import ReportTables
+
+
+@dataclass(frozen=True)
+class Png:
+    """One figure of a report: its file name under figures/ and its PNG bytes."""
+
+    file: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Every figure a report may have, in the report's order; None where this report has none."""
+
+    val_curves: Png | None = None  # validation loss along training, per cell or per level
+    level_effects: Png | None = None  # best val loss per level of each factor
+    forest: Png | None = None  # every effect (an arms sweep: every arm) with its 95% CI
+    interactions: Png | None = None  # interaction plots (not for arms)
+    simple_effects: Png | None = None  # each level against its baseline at every combination of the others (not arms)
+    effects_by_step: Png | None = None  # effects along training
+    throughput: Png | None = None  # tokens per second per cell
+    precision: Png | None = None  # an adaptive sweep: each called effect's half-width against seeds
+    effects_by_scale: Png | None = None  # a sweep with `scale:`: effects at each scale level
+    isolation: Png | None = None  # a tuned sweep: the isolation plot
+
+    @classmethod
+    def of(cls, **pngs: bytes | None) -> Figures:
+        """The bundle of these PNGs, by field; the one place a figure's file name is made (`FIELD.png`)."""
+        return cls(**{name: Png(file=f"{name}.png", data=png) for name, png in pngs.items() if png is not None})
+
+    def adding(self, **pngs: bytes | None) -> Figures:
+        """This bundle with more figures (a None PNG adds nothing)."""
+        return dataclasses.replace(self, **Figures.of(**pngs).present())
+
+    def present(self) -> dict[str, Png]:
+        """The figures this report has, by field, in the report's order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+
+    def files(self) -> dict[str, bytes]:
+        """figures/NAME -> PNG bytes of every figure the report has, in the report's order."""
+        return {png.file: png.data for png in self.present().values()}
+
+
+def make_figures(res: Results, tables: ReportTables) -> Figures:
+    """The figures every sweep may get (curves, levels, effects, throughput)."""
+    margin, arms = tables.margin, bool(len(tables.arms.columns))  # a design of arms: no interactions, no simple effects
+    return Figures.of(
+        val_curves=val_curves(res, tables.level_curves), level_effects=level_effects(res, tables.levels),
+        forest=effect_figures.forest(forest_rows(tables, res), margin),
+        interactions=None if arms else effect_figures.interaction_plots(tables.pair_means, res),
+        simple_effects=None if arms else effect_figures.simple_effects(tables.simple, tables.main, res, margin),
+        effects_by_step=effect_figures.effects_by_step(tables.by_step, res, margin), throughput=throughput(res))
+
+
+def report_figures(res: Results, tables: ReportTables) -> Figures:
+    """Every figure of the report of `res`: `make_figures`' and those of the kinds of sweep only some are
+    (adaptive seeds, scale factors, tuned settings)."""
+    adaptive, tuned = tables.adaptive, tables.tuned
+    return make_figures(res, tables).adding(
+        precision=precision_curves(adaptive.curve) if adaptive is not None else None,
+        effects_by_scale=effects_by_scale(tables.by_scale, res) if len(tables.by_scale) else None,
+        isolation=isolation_plot(res, tuned.table, tuned.keys, tuned.ceiling, tuned.curves)
+        if tuned is not None and tuned.n_selection else None)

@@ -1,0 +1,121 @@
+"""`Results`: everything the report needs from results/NAME/, as the load step reads it; `ReportError`.
+
+Owns the bundle the later steps read (runs, cells, levels, curves, the ceiling, the unit, the outcome,
+the test blocks) and its derived views (short labels, scale and scientific factors, the seed rule,
+arms), and `read_text`, how any results file is read as text. No statistics here.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gptlab.errors import GptlabError
+from gptlab.report.load.block_losses import BlockLosses
+from gptlab.run.corpora import CORPUS_KEYS
+from gptlab.run.resultsdir import ResultsDir
+from gptlab.stats.arms import ARM, baseline_seed_count
+from gptlab.stats.design import effect_label, factor_short
+from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule
+
+VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
+
+
+class ReportError(GptlabError):
+    """Missing or invalid results: the CLI prints the message as one line and exits 2."""
+
+
+@dataclass
+class Results:
+    """Everything the report needs, read from results/NAME/.
+
+    `runs` has one row per summary.csv row; factor columns hold level labels (str), plus `cell`
+    (label), `ok` (status == "ok") and `diverged_step`. `levels[f]` lists the labels of factor f in
+    grid order; `cells` lists every cell of the design (grid minus exclude) in grid order.
+    """
+    results_dir: ResultsDir  # results/NAME: its files' paths (`.path`, the folder)
+    name: str
+    spec: dict[str, Any]
+    factors: list[str]
+    levels: dict[str, list[str]]
+    baseline: dict[str, str]
+    runs: pd.DataFrame
+    cells: pd.DataFrame
+    curves: pd.DataFrame
+    environment: dict[str, list[str]] = field(default_factory=dict)
+    ceiling: float = math.nan  # unigram loss of the validation split (diverged runs' sensitivity value)
+    ceiling_note: str = ""  # where the ceiling came from, or why there is none
+    unit: str = "nats/char"  # of every loss in runs and curves: nats/char, nats/token, or bits/char (tokenizers mix)
+    outcome: str = VAL_OUTCOME  # the runs' column the effects are on: best_test_loss when every run has a test split
+    discussion: str | None = None  # results/NAME/discussion.md, written by a person (Markdown), if any
+    selection: pd.DataFrame = field(default_factory=pd.DataFrame)  # a tuned sweep's selection runs (`runs`: estimation)
+    other_roles: pd.DataFrame = field(default_factory=pd.DataFrame)  # runs of any other role: in no effect
+    test_blocks: BlockLosses = field(default_factory=BlockLosses)  # per-block test losses (the text's error), or why none
+    selection_ceiling: float = math.nan  # a tuned sweep's cap: unigram loss of the selection runs' validation split
+    rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLS))  # rounds.csv (adaptive)
+
+    def short(self, factor: str) -> str:
+        """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""
+        return factor_short(self.factors, factor)
+
+    def label(self, factor: str, level: str) -> str:
+        """'norm=post' (`stats.design.effect_label`: rounds.csv names effects the same way)."""
+        return effect_label(self.factors, factor, level)
+
+    @property
+    def has_test_split(self) -> bool:
+        """Whether the effects are on the test split (`best_test_loss`) rather than on validation."""
+        return self.outcome == TEST_OUTCOME
+
+    @property
+    def outcome_label(self) -> str:
+        """The outcome in words, for sentences: 'best val loss' or 'test loss at the best val step'."""
+        return "test loss at the best val step" if self.has_test_split else "best val loss"
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted(int(s) for s in self.runs["seed"].dropna().unique())
+
+    @property
+    def scale(self) -> list[str]:
+        """Grid keys the sweep names as scale (`scale:`): effects are reported per level, never as effects."""
+        return [f for f in (self.spec.get("scale") or []) if f in self.factors]
+
+    @property
+    def corpora(self) -> list[str]:
+        """The factors that choose the text (`data.dataset`, `data.path`) with more than one level."""
+        return [k for k in CORPUS_KEYS if k in self.factors and len(self.levels[k]) > 1]
+
+    @property
+    def scientific(self) -> list[str]:
+        """The factors whose effects the report makes calls on (every factor that is not a scale)."""
+        return [f for f in self.factors if f not in self.scale]
+
+    @property
+    def seed_rule(self) -> SeedRule | None:
+        """The adaptive-seed rule of the sweep (`seeds: {min, max, precision}`), None for fixed seeds."""
+        raw = self.spec.get("seeds")
+        return SeedRule.from_mapping(raw, max_seeds=10**9, key="sweep.yaml: seeds") if isinstance(raw, dict) else None
+
+    @property
+    def arms(self) -> dict[str, dict[str, Any]]:
+        """An arms sweep's arms (sweep.yaml's `arms`: name -> settings); empty for a grid."""
+        arms = self.spec.get("arms")
+        return arms if isinstance(arms, dict) and ARM in self.factors else {}
+
+    def first_seeds(self, runs: pd.DataFrame, n_seeds: int) -> pd.Series:
+        """Which of `runs` have a seed among their cell's first n_seeds (an arms baseline's: its Dunnett share)."""
+        base = baseline_seed_count(n_seeds, len(self.arms) - 1) if self.arms else n_seeds
+        return runs["seed"].astype(int) < (runs[ARM].eq(self.baseline[ARM]) * (base - n_seeds) + n_seeds
+                                           if self.arms else n_seeds)
+
+
+def read_text(path: Path) -> str:
+    """A results file as UTF-8 text; a binary or mis-encoded file is a `ReportError` naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReportError(f"{path}: not UTF-8 text (byte {exc.start}); is it the file you meant?") from None

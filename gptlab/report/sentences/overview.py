@@ -1,0 +1,119 @@
+"""The report's sentences about the sweep as a whole: its header, best cell and baseline, counts of calls and of failed runs.
+
+Owns the header's lines (how to reproduce the sweep and the report, its factors, seeds, text, unit,
+outcome, runs, compute and environment), the summary's best cell and baseline, the counts of each
+call in the tables the summary does not list, the failed runs' count, and what a table too long for
+the page says instead of its rows (`too_long`).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from gptlab.report.fmt import fmt_loss
+from gptlab.report.load import Results
+from gptlab.report.tables import ReportTables
+from gptlab.run.config import DataConfig
+
+
+def header(res: Results) -> list[str]:
+    """The header's lines: the sweep's command, factors, seeds, text, loss unit, outcome, runs, compute, environment."""
+    spec, runs = res.spec, res.runs
+    counts = runs["status"].value_counts()
+    status = ", ".join(f"{n} {s}" for s, n in counts.items())
+    total = float(runs["wall_s"].sum())
+    rel = f"{res.results_dir.path.resolve().parent.name}/{res.results_dir.path.resolve().name}"
+    items = [f"**Reproduce the sweep**: `{spec.get('command') or f'python -m gptlab.sweep ablations/{res.name}.yaml'}`",
+             f"**Regenerate this report**: `python -m gptlab.report {rel}`"]
+    for f in res.factors:
+        lv = ", ".join(f"**{lvl}** (baseline)" if lvl == res.baseline[f] else lvl for lvl in res.levels[f])
+        items.append(f"**Factor** `{f}`: {lv}")
+    seeds = spec.get("seeds") if isinstance(spec.get("seeds"), list) else res.seeds
+    adaptive = f" (adaptive: {yaml.safe_dump(spec['seeds'], default_flow_style=True).strip()})" \
+        if isinstance(spec.get("seeds"), dict) else ""
+    items.append(f"**Seeds**: {', '.join(map(str, seeds))}{adaptive}")
+    for e in spec.get("exclude") or []:
+        items.append("**Excluded cell**: " + ", ".join(f"{k}={v}" for k, v in e.items()))
+    if spec.get("plugins"):
+        items.append(f"**Plugins**: {', '.join(map(str, spec['plugins']))}")
+    items.append(text_item(res))
+    mixes = "trains on several texts" if res.corpora else "mixes tokenizers"
+    items.append(f"**Loss unit**: {res.unit}" + (f" (the sweep {mixes}: every loss is converted to bits per "
+                                                 "character, the validation split's summed NLL / characters / ln 2)"
+                                                 if res.unit == "bits/char" else ""))
+    if res.has_test_split:
+        items.append("**Outcome**: the test loss at the best validation step (`best_test_loss`; in bits/char "
+                     "`best_test_bpc`): validation chose each checkpoint, the test split chose nothing. Every "
+                     "effect and call is on it; `best_val_loss` columns, the levels table and the curves are "
+                     "validation losses")
+    items += [f"**Runs**: {len(runs)} ({status}) in {len(res.cells)} cells",
+              f"**Total compute**: {total:.1f} s ({total / 3600:.2f} h, sum of wall_s over all runs)"]
+    if res.environment:
+        items.append("**Environment**: " + "; ".join(f"{k} {', '.join(v)}" for k, v in res.environment.items()))
+    return items
+
+
+def text_item(res: Results) -> str:
+    """The text(s) the runs trained and were scored on, and how each is split (`data.split_points`)."""
+    data = (res.spec.get("base") or {}).get("data") or {}
+    val = float(data.get("val_fraction", DataConfig.val_fraction))
+    test = float(data.get("test_fraction", DataConfig.test_fraction))
+    split = (f"the first {1 - val:.0%} trains, the next {val - test:.0%} validates, the last {test:.0%} tests"
+             if test > 0 else f"the first {1 - val:.0%} trains, the last {val:.0%} validates")
+    if res.corpora:
+        key = res.corpora[0]
+        return f"**Texts** (`{key}`): {', '.join(res.levels[key])}; each split by characters alike: {split}"
+    name = data.get("path") or data.get("dataset") or DataConfig.dataset
+    return f"**Text**: {name}, split by characters: {split}"
+
+
+def best_and_baseline(res: Results, cells: pd.DataFrame) -> list[str]:
+    """The summary's first lines: the best cell and the baseline cell, with their losses (from `tables.cells`)."""
+    items = []
+    ranked = cells.dropna(subset=["best_val_loss"])
+    if len(ranked):
+        best = ranked.iloc[0]
+        items.append(f"Best cell: **{best['cell']}**, best val loss {fmt_loss(best['best_val_loss'])} {res.unit} "
+                     f"({fmt_loss(best['best_val_bpc'])} bits/char) over {best['n_seeds']} seed(s).")
+    base = cells[cells["baseline"]]
+    if len(base) and not math.isnan(base.iloc[0]["best_val_loss"]):
+        b = base.iloc[0]
+        items.append(f"Baseline: {b['cell']}, {fmt_loss(b['best_val_loss'])} {res.unit} (rank {b['rank']}).")
+    return items
+
+
+def count_calls(table: pd.DataFrame, what: str) -> str:
+    """'Two-way interactions: 3 inconclusive, 1 better' ("" for a table without rows)."""
+    if not len(table):
+        return ""
+    kinds = np.where(table["estimate"].isna(), "not estimable", table["call"].fillna("").replace("", "no call"))
+    counts = pd.Series(kinds).value_counts()
+    return f"{what}: " + ", ".join(f"{n} {c}" for c, n in counts.items())
+
+
+def call_counts(tables: ReportTables) -> list[str]:
+    """The summary's counts of each call among the interactions, higher-order contrasts and simple effects (none
+    for an arms sweep)."""
+    return [c for c in (count_calls(tables.interactions, "Two-way interactions"),
+                        count_calls(tables.higher, "Higher-order contrasts"),
+                        count_calls(tables.simple, "Simple effects")) if c and not len(tables.arms.columns)]
+
+
+def failures(res: Results, table: pd.DataFrame) -> str:
+    """How many runs did not finish ok (`tables.failures`), and what became of them."""
+    if len(table):
+        return (f"{len(table)} of {len(res.runs)} runs did not finish ok; they are left out of the "
+                "effects above (see Divergence for the sensitivity analysis). `best_val_loss` is the best "
+                "value reached before diverging.")
+    return f"None: all {len(res.runs)} runs finished ok."
+
+
+def too_long(df: pd.DataFrame, what: str, csv: str, calls: bool = True) -> str:
+    """What a table too long for the page says instead of its rows: how many, (how many called,) where they are."""
+    if not calls:
+        return f"{len(df)} {what}: too many to list here; see `tables/{csv}`."
+    called = int(df["call"].isin(["better", "worse"]).sum()) if "call" in df else 0
+    return f"{len(df)} {what} ({called} called better or worse): too many to list here; see `tables/{csv}`."
