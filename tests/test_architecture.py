@@ -55,6 +55,16 @@ def is_module(name: str, package: Path = PACKAGE) -> bool:
     return folder.with_suffix(".py").is_file() or (folder / "__init__.py").is_file()
 
 
+def imported_from(node: ast.ImportFrom, path: Path, package: Path = PACKAGE) -> str:
+    """The dotted module a `from ... import` in `path` reads from, a relative one resolved against `path`'s package."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    here = dotted(path, package).split(".")
+    here = here if path.name == "__init__.py" else here[:-1]
+    return ".".join(here[:len(here) - node.level + 1] + ([base] if base else []))
+
+
 def gptlab_imports(path: Path, package: Path = PACKAGE) -> list[tuple[int, str]]:
     """Every gptlab module `path` imports, at any depth: lazy imports inside functions count, and so do those under
     `if TYPE_CHECKING:` (a checker that resolves them follows the circle too). `from A import b` is module A.b when b
@@ -66,11 +76,7 @@ def gptlab_imports(path: Path, package: Path = PACKAGE) -> list[tuple[int, str]]
 
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                here = dotted(path, package).split(".")
-                here = here if path.name == "__init__.py" else here[:-1]
-                base = ".".join(here[:len(here) - node.level + 1] + ([base] if base else []))
+            base = imported_from(node, path, package)
             if inside(base):
                 found += [(node.lineno, f"{base}.{a.name}" if is_module(f"{base}.{a.name}", package) else base)
                           for a in node.names]
@@ -347,11 +353,7 @@ def private_imports(path: Path, package: Path = PACKAGE) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                here = dotted(path, package).split(".")
-                here = here if path.name == "__init__.py" else here[:-1]
-                base = ".".join(here[:len(here) - node.level + 1] + ([base] if base else []))
+            base = imported_from(node, path, package)
             if base != root and not base.startswith(root + "."):
                 continue
             found += [f"line {node.lineno}: from {base} import {a.name}" for a in node.names
