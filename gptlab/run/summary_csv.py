@@ -13,6 +13,7 @@ import csv
 import hashlib
 import io
 import logging
+import math
 from typing import Any, Sequence
 
 from gptlab.errors import GptlabError
@@ -26,6 +27,7 @@ METRIC_FIELDS = ["status", "best_val_loss", "best_step", "final_val_loss", "fina
 # Only in the summary.csv of a sweep with a test split (data.test_fraction > 0 in any run), after the
 # others: a sweep without one keeps the exact columns it always had, so readers by position still work.
 TEST_FIELDS = ["best_test_loss", "best_test_bpc"]
+CHAR_BPC_FACTOR = 1 / math.log(2)  # a char run's nats/char -> bits/char (best_val_bpc / best_val_loss of a char run)
 
 
 def sweep_stamp(results_dir: ResultsDir) -> str:

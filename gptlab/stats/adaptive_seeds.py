@@ -140,7 +140,7 @@ def widest_called(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray
     margin changes no half-width. The sweep calls it on summary.csv's rows (`sweep.adaptive_seeds`); the
     report's rounds (`report.tables.rounds`) take the same `analyse` and `called_rows` from results/NAME/.
     """
-    from gptlab.stats.effects import analyse  # effects is the heavier module; precision is read by the spec too
+    from gptlab.stats.effects import analyse  # effects is the heavier module; this one is read by the spec too
 
     analysis = analyse(np.asarray(y, float), cells, np.asarray(seeds), design, label, DEFAULT_MARGIN,
                        endpoint=rule.precision_for == "interactions", error_mask=first_round, block_seeds=block_seeds)

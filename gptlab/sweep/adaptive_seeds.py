@@ -16,6 +16,7 @@ import numpy as np
 
 from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
+from gptlab.run.summary_csv import CHAR_BPC_FACTOR
 from gptlab.runio import write_csv
 from gptlab.stats.design import Design, design_cells, effect_label
 from gptlab.stats.levels import grid_level
@@ -24,7 +25,6 @@ from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
 
 WidestAt = Callable[[ResultsDir, int], Widest]  # (results_dir, seeds) -> the widest called half-width
-CHAR_BPC = 1 / math.log(2)  # a char model's nats/char -> bits/char (a row without best_val_bpc is a char run's)
 
 
 def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) -> Widest:
@@ -43,7 +43,7 @@ def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) ->
     measured = [r for r in rows if math.isfinite(number(r, "best_val_loss"))]
     test = bool(measured) and all(math.isfinite(number(r, "best_test_loss")) for r in measured)
     bpc = [number(r, "best_val_bpc") / number(r, "best_val_loss") if math.isfinite(number(r, "best_val_bpc"))
-           else CHAR_BPC for r in measured]
+           else CHAR_BPC_FACTOR for r in measured]  # no best_val_bpc: a char run's
     bits = any(len(spec.grid.get(k, ())) > 1 for k in CORPUS_KEYS) or not np.allclose(bpc, bpc[:1], rtol=1e-9)
     column = ("best_test_bpc" if bits else "best_test_loss") if test else "best_val_loss"
     factors = list(spec.grid)

@@ -16,7 +16,7 @@ from gptlab.run.config import SECTIONS, coerce, get_dotted, resolve_run_config, 
 from gptlab.sweep.given import check_given
 from gptlab.sweep.planners import TUNERS
 from gptlab.sweep.runs import MAX_RUNS, SweepSpec
-from gptlab.sweep.tuning import (ESTIMATION, SELECTION, SELECTION_SEED_OFFSET, TunedRun, TuneSpec, expand_cells,
+from gptlab.sweep.tuning import (ESTIMATION, SELECTION, SELECTION_SEED_OFFSET, TuneSpec, expand_cells,
                                  runs_at)
 
 MAX_TUNE_SEEDS = 100  # selection seeds per cell and setting

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -17,12 +16,12 @@ import pandas as pd
 from gptlab.report.load.results import Results
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
+from gptlab.run.summary_csv import CHAR_BPC_FACTOR  # a run.json without a factor: a char run's (from before tokenizers)
 
 log = logging.getLogger(__name__)
 
 CURVE_COLS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens", "elapsed_s"]  # metrics.csv's
 CURVE_LOSSES = ("train_loss", "val_loss")  # converted with the runs' losses when a sweep mixes tokenizers
-CHAR_BPC_FACTOR = 1 / math.log(2)  # a char tokenizer's nats/token -> bits/char (runs from before tokenizers)
 
 
 def read_metrics(path: Path, columns: list[str] | None = None) -> pd.DataFrame | None:
