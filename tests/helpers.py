@@ -15,6 +15,15 @@ SHARED_DATA = Path(os.environ.get("GPTLAB_DATA_DIR") or REPO.parent / "shared" /
 SHAKESPEARE = SHARED_DATA / "tinyshakespeare" / "input.txt"
 
 
+def shipped_studies(folder: str = "results") -> list[str]:
+    """The shipped reference studies, as .gitignore lists them (`!results/NAME/`): the one list of them.
+
+    A folder a user's own sweep makes in results/ (quick, or any other) is not shipped, and no test takes it for one."""
+    lines = (REPO / ".gitignore").read_text(encoding="utf-8").splitlines()
+    return sorted(line[len(folder) + 2:].strip("/") for line in lines
+                  if line.startswith(f"!{folder}/") and line.rstrip("/").count("/") == 1 and not line.endswith(".gitkeep"))
+
+
 def make_corpus(path: Path, n_chars: int = 20_000, seed: int = 0) -> Path:
     """A small text with learnable structure: words from a fixed list, in short lines."""
     rng = random.Random(seed)

@@ -42,7 +42,7 @@ README = REPO / "README.md"
 
 COVERED: dict[str, str] = {
     'pip install torch==2.13.0 && pip install -e ".[test]"': "pip",
-    'pip install torch==2.13.0 && pip install -e ".[test,distributed,tensorboard]" && python -m pytest -q': "ci",
+    'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest -q': "ci",
     "python -m gptlab.sweep ablations/quick.yaml --dry-run": "dry-run",
     "python -m gptlab.sweep ablations/quick.yaml": "dry-run",
     "python -m gptlab.report results/quick": "report",

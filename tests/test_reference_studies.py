@@ -34,12 +34,11 @@ import pytest
 
 from gptlab.report import write_report
 
-from helpers import REPO, skip_figures
+from helpers import REPO, shipped_studies, skip_figures
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
-STUDIES = sorted(p.name for p in (REPO / "results").iterdir() if (p / "summary.csv").exists()
-                 and (REPO / "reports" / p.name / "tables").is_dir())
+STUDIES = shipped_studies()  # .gitignore's list: a sweep a user runs in the checkout is not a shipped study
 # a typed number: two or more decimals, an optional sign or "+/-" (a half-width); not a percentage,
 # a count in millions or a version (2.13.0)
 NUMBER = re.compile(r"(?<![\w.])(?:\+/-|[-+])?\d+\.(\d{2,})(?![\d%]|M\b|\.\d)")
@@ -59,6 +58,10 @@ SENTENCE_END = re.compile(r"[.!?:;]\s|\n\s*\n|\n- ")
 
 def test_the_reference_studies_are_shipped():
     assert {"four_axes", "postln_warmup", "beyond", "transfer", "tuned"} <= set(STUDIES)
+    # .gitignore keeps each study's results and its report, and the checkout holds both
+    assert shipped_studies("reports") == STUDIES
+    for name in STUDIES:
+        assert (REPO / "results" / name / "summary.csv").is_file() and (REPO / "reports" / name / "tables").is_dir()
 
 
 @pytest.fixture(scope="module")

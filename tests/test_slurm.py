@@ -31,15 +31,28 @@ SLURM_TRAIN = {"max_iters": 300}  # 280 steps after the first checkpoint: time t
 LOSSES = ("status", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params", "error")
 
 
-@pytest.fixture(scope="module")
-def slurm():
-    """A SLURM that answers: the test fails (it does not skip) without one."""
+def slurm_answers() -> tuple[bool, str]:
+    """Whether a SLURM with a usable node answers here, and what it (or the shell) said."""
     missing = [c for c in ("sbatch", "squeue", "scancel", "scontrol", "sinfo") if shutil.which(c) is None]
     if missing:
-        pytest.fail(f"{', '.join(missing)} not on PATH: {SETUP}")
+        return False, f"{', '.join(missing)} not on PATH"
     answer = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=30)
-    if answer.returncode != 0 or not re.search(r"idle|mix|alloc", answer.stdout):
-        pytest.fail(f"SLURM does not answer with a usable node ({(answer.stderr or answer.stdout).strip()}): {SETUP}")
+    usable = answer.returncode == 0 and re.search(r"idle|mix|alloc", answer.stdout) is not None
+    return usable, (answer.stderr or answer.stdout).strip()
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """A SLURM that answers, started by the script CI uses (.ci/slurm_up.sh) when none does: the README's test
+    command needs nothing started beforehand. Where it cannot be started the test fails (it does not skip)."""
+    usable, said = slurm_answers()
+    if not usable:
+        started = subprocess.run(["bash", str(REPO / ".ci" / "slurm_up.sh")], capture_output=True, text=True,
+                                 timeout=900)
+        usable, said = slurm_answers()
+        if not usable:
+            pytest.fail(f"SLURM does not answer with a usable node ({said}) and .ci/slurm_up.sh could not start one "
+                        f"(exit {started.returncode}: {(started.stderr or started.stdout).strip()[-300:]}): {SETUP}")
     yield
     subprocess.run(["scancel", "-n", JOB_NAME], capture_output=True)  # only if a test failed midway
 

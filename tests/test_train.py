@@ -174,6 +174,8 @@ def test_cli_missing_dataset_offline_is_one_line(capsys, monkeypatch, tmp_path):
     assert train_main(["--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err.strip()
     assert "dataset 'tinyshakespeare' not found" in err and "\n" not in err
+    # the variable the README relies on is named, with the file to put under it
+    assert "tinyshakespeare/input.txt under $GPTLAB_DATA_DIR (unset)" in err and "data.path" in err
 
 
 def test_cli_corrupted_dataset_exits_non_zero_without_traceback(tmp_path):

@@ -102,6 +102,9 @@ def resolve_dataset(name: str, path: str | os.PathLike | None = None, download_m
         raise GptlabError(f"unknown data.dataset '{name}'{closest(str(name), DATASETS)}; valid: "
                           f"{', '.join(DATASETS.names())} (or set data.path to a text file)")
     source = DATASETS.get(name)
+    # Where to put the file, said in every "not found": the directory variable the README relies on, or data.path.
+    where = (f"put {name}/{source.filename} under $GPTLAB_DATA_DIR" + (f" ({os.environ['GPTLAB_DATA_DIR']})"
+             if os.environ.get("GPTLAB_DATA_DIR") else " (unset)") + " or set data.path")
     candidates = []
     if os.environ.get("GPTLAB_DATA_DIR"):
         candidates.append(Path(os.environ["GPTLAB_DATA_DIR"]) / name / source.filename)
@@ -112,16 +115,16 @@ def resolve_dataset(name: str, path: str | os.PathLike | None = None, download_m
             return _verify(candidate, source, name)
     if source.url is None:  # prepared by a command, not downloaded
         raise GptlabError(f"dataset '{name}' not found at {' or '.join(map(str, candidates))}; prepare it with "
-                          f"`{source.obtain.format(name=name)}` (or set data.path to a copy)")
+                          f"`{source.obtain.format(name=name)}`, or {where}")
     if not download_missing:
-        raise GptlabError(f"dataset '{name}' not found at {' or '.join(map(str, candidates))}")
+        raise GptlabError(f"dataset '{name}' not found at {' or '.join(map(str, candidates))}; {where}")
     log.info("downloading %s from %s to %s", name, source.url, cached)
     try:
         return download(source.url, cached, source.sha256)
     except OSError as err:  # URLError and socket timeouts are OSErrors
         raise GptlabError(
             f"dataset '{name}' not found and the download from {source.url} failed ({err}); "
-            f"put {source.filename} at {candidates[0]} or set data.path"
+            f"{where}"
         ) from None
 
 
