@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (args.run_dir is None) == (args.nanogpt_ckpt is None):
         parser.error("give a run directory or --nanogpt-ckpt PATH (one of the two)")
+    if args.eval and args.nanogpt_ckpt is None:
+        parser.error("--eval works with --nanogpt-ckpt; a run's validation loss is its summary.json's best_val_loss")
     try:
         if args.nanogpt_ckpt:
             model, tokenizer, val = load_nanogpt_checkpoint(args.nanogpt_ckpt, data_path=args.data)

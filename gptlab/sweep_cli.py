@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gptlab.errors import GptlabError
-from gptlab.model import REGISTRIES
 from gptlab.run.resultsdir import ResultsDir
 from gptlab import report
 from gptlab.sweep.dry_run import dry_run
@@ -65,12 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def list_registries(stream: TextIO) -> None:
     """Every registry a sweep's grid can name, by its dotted key, with one line per entry."""
-    from gptlab.run.corpora import DATASETS
-    from gptlab.run.tokenizers import TOKENIZERS
+    from gptlab.run.settings_help import registries_by_key
 
-    registries = {**{f"model.{axis}": registry for axis, registry in REGISTRIES.items()}, "data.dataset": DATASETS,
-                  "data.tokenizer": TOKENIZERS}
-    for key, registry in registries.items():
+    for key, registry in registries_by_key().items():
         print(f"{key}: {registry.description}", file=stream)
         for name in registry.names():
             print(f"  {name:<14} {registry.summary(name)}", file=stream)

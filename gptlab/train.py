@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from gptlab.errors import GptlabError
-from gptlab.run.config import field_help, resolve_run_config, set_dotted, valid_keys
+from gptlab.run.config import resolve_run_config, set_dotted, valid_keys
 from gptlab.run.device import configure_process
 from gptlab.run.rundir import FINISHED
 from gptlab.run.runner import train_run
+from gptlab.run.settings_help import flag_help
 from gptlab.run.trainer import fmt_loss
 from gptlab.runio import read_yaml
 
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="YAML file with model/train/data sections and seed")
     parser.add_argument("--out", help="run directory (default: results/train/<run hash>)")
     for key in valid_keys():
-        parser.add_argument(f"--{key}", dest=key, metavar="VALUE", help=field_help(key) if "." in key else "random seed")
+        parser.add_argument(f"--{key}", dest=key, metavar="VALUE", help=flag_help(key) if "." in key else "random seed (default: 0)")
     return parser
 
 

@@ -188,3 +188,24 @@ def test_cli_corrupted_dataset_exits_non_zero_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "is not the published file" in proc.stderr
+
+
+def test_train_help_names_each_registry_entry_and_every_default(capsys):
+    from gptlab.train import build_parser
+
+    text = " ".join(build_parser().format_help().split())
+    assert "one of: pre, post, sandwich, none; default: pre" in text
+    assert "one of: layernorm, rmsnorm" in text and "REGISTRIES[" not in text
+    assert "default: tinyshakespeare" in text and "default: 2000" in text  # data.dataset, train.max_iters
+
+
+def test_sample_points_from_a_sweep_folder_to_its_runs_and_refuses_eval_on_a_run(tmp_path, capsys):
+    from gptlab.sample import main as sample_main
+
+    (tmp_path / "runs" / "a-run_s0_123").mkdir(parents=True)
+    assert sample_main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "a sweep's results folder: give one of its runs, e.g." in err and "runs/a-run_s0_123" in err
+    with pytest.raises(SystemExit) as exit_:
+        sample_main([str(tmp_path / "runs" / "a-run_s0_123"), "--eval"])
+    assert exit_.value.code == 2 and "--eval works with --nanogpt-ckpt" in capsys.readouterr().err

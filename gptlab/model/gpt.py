@@ -36,11 +36,11 @@ class ModelConfig:
     n_embd: int = setting(128, "width of the residual stream")
     dropout: float = setting(0.0, "dropout on attention weights, residual branches and embeddings")
     bias: bool = setting(False, "biases in Linear and LayerNorm layers (GPT-2: true)")
-    norm: str = setting("pre", "norm placement, a name in REGISTRIES['norm']")
-    norm_type: str = setting("layernorm", "what each norm computes, a name in REGISTRIES['norm_type']")
-    activation: str = setting("gelu", "MLP non-linearity, a name in REGISTRIES['activation']")
-    position: str = setting("learned", "position encoding, a name in REGISTRIES['position']")
-    tying: str = setting("tied", "head/embedding weight sharing, a name in REGISTRIES['tying']")
+    norm: str = setting("pre", "norm placement")
+    norm_type: str = setting("layernorm", "what each norm computes")
+    activation: str = setting("gelu", "MLP non-linearity")
+    position: str = setting("learned", "position encoding")
+    tying: str = setting("tied", "head/embedding weight sharing")
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):

@@ -30,7 +30,13 @@ def load_checkpoint_model(run_dir: str | Path, which: str = "best") -> tuple[GPT
         raise GptlabError(f"which must be 'best' or 'last', got {which!r}")
     state = RunDir(run_dir).load_checkpoint(which)
     if state is None:
-        raise FileNotFoundError(f"no checkpoint at {RunDir(run_dir) / (RunDir.BEST if which == 'best' else RunDir.LAST)}")
+        runs = Path(run_dir) / "runs"
+        hint = ""
+        if runs.is_dir():  # a sweep's results folder: its checkpoints are in its runs' folders
+            first = next((p.name for p in sorted(runs.iterdir()) if p.is_dir()), "RUN_ID")
+            hint = f"; {run_dir} is a sweep's results folder: give one of its runs, e.g. {runs / first}"
+        raise FileNotFoundError(f"no checkpoint at {RunDir(run_dir) / (RunDir.BEST if which == 'best' else RunDir.LAST)}"
+                                f"{hint}")
     tokenizer = tokenizer_from_state(state["tokenizer"] if "tokenizer" in state else state["vocab"])
     cfg = resolve_run_config(state["config"]).bind_vocab(tokenizer.vocab_size)
     model = build_model(cfg.model)
