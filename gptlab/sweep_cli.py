@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", nargs="?", help="sweep YAML, e.g. ablations/quick.yaml")
     p.add_argument("--dry-run", action="store_true", help="print the runs and a time estimate, train nothing")
     p.add_argument("--jobs", type=int, metavar="N", help="runs trained at once (overrides executor.n_jobs)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a base key, e.g. train.max_iters=500")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a run setting of base (e.g. train.max_iters=500; "
+                   "python -m gptlab.train --help lists them) or the seeds (seeds=4)")
     p.add_argument("--results-dir", default="results", help="parent folder of results/NAME (default: results)")
     p.add_argument("--reports-dir", default="reports", help="parent folder of reports/NAME (default: reports)")
     p.add_argument("--rerun-failed", action="store_true", help="train failed runs again (from their last checkpoint)")

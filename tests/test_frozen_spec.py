@@ -36,6 +36,19 @@ def test_the_margin_override_goes_in_before_the_spec_is_frozen(tmp_path, corpus)
     assert spec.report.equivalence_margin == 0.03 and spec.to_dict()["report"] == {"equivalence_margin": 0.03}
 
 
+def test_set_seeds_replaces_the_seeds_and_a_wrong_key_says_what_set_takes(tmp_path, corpus):
+    from gptlab.errors import GptlabError
+
+    path = _write(tmp_path, corpus)
+    assert len(load_spec(path).runs) == 2
+    assert sorted({r.seed for r in load_spec(path, overrides={"seeds": 3}).runs}) == [0, 1, 2]
+    assert {r.seed for r in load_spec(path, overrides={"seeds": [5]}).runs} == {5}
+    with pytest.raises(GptlabError, match="--set: unknown key 'sedes'.*did you mean 'seeds'.*run setting of base"):
+        load_spec(path, overrides={"sedes": 3})
+    with pytest.raises(GptlabError, match="seeds"):
+        load_spec(path, overrides={"seeds": 0})
+
+
 def test_a_tuned_spec_gets_its_tune_and_test_split_without_editing_what_it_was_built_from(tmp_path, corpus):
     path = _write(tmp_path, corpus, tune={"space": {"train.lr": [1e-3, 2e-3]}, "seeds": 1})
     spec = load_spec(path)

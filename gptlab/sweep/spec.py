@@ -72,6 +72,9 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
 
 def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
                    executor_overrides: dict[str, Any], margin: Any) -> SweepSpec:
+    if "seeds" in overrides:  # `--set seeds=4` (or a list, or {min: .., max: ..}) replaces the top-level seeds
+        overrides = dict(overrides)
+        raw = {**raw, "seeds": overrides.pop("seeds")}
     for key in raw:
         if key in ("model", "train", "data"):
             raise GptlabError(f"unknown key '{key}': run settings go under base (base.{key})")
@@ -103,7 +106,8 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     keys = [k for k in valid_keys() if k != "seed"]
     for dotted, value in overrides.items():
         if dotted not in keys:
-            raise GptlabError(f"--set: unknown key {shown(dotted)}{closest(dotted, keys)}")
+            raise GptlabError(f"--set: unknown key {shown(dotted)}{closest(dotted, [*keys, 'seeds'])}; --set takes a run "
+                              "setting of base (python -m gptlab.train --help lists them) or seeds")
         set_dotted(base, dotted, value)
     _check_base(base)
 
