@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -131,6 +132,43 @@ def test_an_edited_corpus_or_plugin_makes_new_runs(tmp_path, corpus):
     plugin.write_text("X = 2\n")
     after_plugin = [r.run_id for r in load_spec(path).runs]
     assert len({tuple(ids), tuple(after_corpus), tuple(after_plugin)}) == 3
+
+
+def test_a_corpus_replaced_on_disk_is_read_again_not_taken_from_the_cache(tmp_path, corpus):
+    from gptlab.run.data import load_dataset
+
+    text = tmp_path / "swap.txt"
+    text.write_text(corpus.read_text(), encoding="utf-8")
+    first = load_dataset("x", str(text))
+    text.write_text("another text entirely, with new signs: @#~\n" * 500, encoding="utf-8")
+    second = load_dataset("x", str(text))
+    assert "@" in second.tokenizer.to_state()["chars"] and "@" not in first.tokenizer.to_state()["chars"]
+
+
+def test_a_corpus_changed_between_stages_stops_the_sweep_in_one_line_naming_it(tmp_path, corpus, monkeypatch, capsys):
+    import gptlab.sweep.execute as execute
+
+    text = tmp_path / "stages.txt"
+    text.write_text(corpus.read_text(), encoding="utf-8")
+    path = write_spec(tmp_path, text, train={"max_iters": 4, "eval_interval": 2, "lr": None}, grid={"model.norm": ["pre"]},
+                      seeds=1, tune={"space": {"train.lr": [1e-3, 2e-3]}, "seeds": 1}, **SAFE)
+    raw = yaml.safe_load(path.read_text())
+    raw["base"]["train"].pop("lr")
+    path.write_text(yaml.safe_dump(raw))
+    trained = execute.train
+
+    def train_then_swap(*args, **kwargs):  # the selection stage trains, then the text is replaced on disk
+        rows = trained(*args, **kwargs)
+        text.write_text(corpus.read_text() + "\nA line the selection never saw.", encoding="utf-8")
+        return rows
+
+    monkeypatch.setattr(execute, "train", train_then_swap)
+    args = ["--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")]
+    assert sweep_main([str(path), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"error: {text} changed since this sweep's first stage read it") and "another sweep" in err
+    runs = pd.read_csv(tmp_path / "results" / "safe" / "summary.csv")
+    assert set(runs["role"]) == {"selection"}  # no estimation run was planned on the new text
 
 
 def test_a_setting_added_later_is_hashed_only_when_it_leaves_its_default(monkeypatch):

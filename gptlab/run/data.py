@@ -188,8 +188,14 @@ def check_split_tokens(train: int, val: int, test: int | None, block_size: int, 
                               f"text, a smaller block_size or another {keys}")
 
 
+def file_version(path: Path) -> tuple[int, int]:
+    """(mtime_ns, size) of a corpus file: part of every cache key, so a file replaced on disk is read again."""
+    stat = path.stat()
+    return stat.st_mtime_ns, stat.st_size
+
+
 @lru_cache(maxsize=4)
-def _read(path: Path) -> str:
+def _read(path: Path, version: tuple[int, int]) -> str:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
@@ -203,9 +209,11 @@ def _read(path: Path) -> str:
 
 
 @lru_cache(maxsize=4)
-def _load(path: Path, val_fraction: float, tokenizer: str = "char", vocab_size: int | None = None,
-          test_fraction: float = 0.0) -> TextDataset:
-    text = _read(path)
+def _load(path: Path, version: tuple[int, int], val_fraction: float, tokenizer: str = "char",
+          vocab_size: int | None = None, test_fraction: float = 0.0) -> TextDataset:
+    # `version` keys the cache by the file's contents as well as its path: a worker that trained on a file
+    # replaced since (a corpus swapped between a sweep's stages) must not train the old text under new ids.
+    text = _read(path, version)
     # Split by characters: the same text for every tokenizer. The tokenizer sees the training text only.
     start_val, start_test = split_points(len(text), val_fraction, test_fraction)
     tok = TOKENIZERS.get(tokenizer).train(text, start_val, vocab_size)
@@ -220,7 +228,8 @@ def _load(path: Path, val_fraction: float, tokenizer: str = "char", vocab_size: 
 def load_dataset(name: str = "tinyshakespeare", path: str | None = None, val_fraction: float = 0.1,
                  tokenizer: str = "char", vocab_size: int | None = None, test_fraction: float = 0.0) -> TextDataset:
     """Resolve, read, split and tokenize a dataset (cached per process: sweeps reuse it across runs)."""
-    return _load(resolve_dataset(name, path).resolve(), val_fraction, tokenizer, vocab_size, test_fraction)
+    file = resolve_dataset(name, path).resolve()
+    return _load(file, file_version(file), val_fraction, tokenizer, vocab_size, test_fraction)
 
 
 def load_run_dataset(data: Any) -> TextDataset:
@@ -238,8 +247,8 @@ def unigram_val_loss(name: str = "tinyshakespeare", path: str | None = None, val
     The loss of a model that learned only how often each token occurs: the ceiling at which the
     report counts a diverged run. Tokens unseen in training get add-one smoothed counts.
     """
-    data = _load(resolve_dataset(name, path, download_missing).resolve(), val_fraction, tokenizer, vocab_size,
-                 test_fraction)
+    file = resolve_dataset(name, path, download_missing).resolve()
+    data = _load(file, file_version(file), val_fraction, tokenizer, vocab_size, test_fraction)
     held_out = data.test if split == "test" else data.val
     if held_out is None:
         raise GptlabError(f"no test split: data.test_fraction is {test_fraction}")

@@ -45,6 +45,31 @@ def run_sources(plugins: Sequence[str], data_path: str | None) -> dict[str, str]
     return {**plugin_sources(plugins), **corpus_source(data_path)}
 
 
+def sweep_sources(plugins: Sequence[str], data_paths: Sequence[str | None]) -> dict[str, str]:
+    """sha256 of every file a sweep's runs read besides named corpora: its plugins and each user corpus, by path."""
+    sources = plugin_sources(plugins)
+    for path in sorted({p for p in data_paths if p is not None}):
+        sources[str(path)] = corpus_source(path)["corpus"]
+    return sources
+
+
+def check_unchanged(before: Mapping[str, str], plugins: Sequence[str], data_paths: Sequence[str | None]) -> None:
+    """Refuse to go on with a sweep whose corpus or plugin files changed since its first stage read them.
+
+    A later stage (a tuned sweep's estimation, an adaptive round) decides from runs on the old files: picks
+    made on one text must not be estimated on another, even under ids that hash the new one."""
+    try:
+        now = sweep_sources(plugins, data_paths)
+    except GptlabError:  # a corpus now missing or unreadable: the same stop, with the same words
+        now = {}
+    changed = [name for name, digest in before.items() if now.get(name) != digest]
+    if changed:
+        which = changed[0].removeprefix("plugin:")
+        raise GptlabError(f"{which} changed since this sweep's first stage read it (its earlier stages trained and "
+                          "chose on the old file); put the old file back to finish this sweep, or run the new one "
+                          "as another sweep (another name:)")
+
+
 def check_run_identity(run_id: str, config: Mapping[str, Any], plugins: Sequence[str]) -> None:
     """Refuse to train `run_id` when the files it reads are no longer those its id was made from."""
     from gptlab.run.config import resolve_run_config

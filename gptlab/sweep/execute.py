@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 from gptlab.executors import BACKENDS, Resources, RunResult, Task
+from gptlab.run.identity import check_unchanged, sweep_sources
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import FINISHED, RunDir
 from gptlab.sweep.reuse import Reuse
@@ -108,6 +109,8 @@ def train_stages(spec: SweepSpec, planner: Planner, plan: Resources, options: Sw
                  backend: Any) -> tuple[Run, ...]:
     """Train the planner's stages until it is done or a stage does not finish; every run planned by then."""
     planned: tuple[Run, ...] = ()
+    data_paths = [(run.config.get("data") or {}).get("path") for run in spec.runs]
+    sources = sweep_sources(spec.plugins, data_paths)  # the files the next stages must still find unchanged
     stage = planner.next_stage(FinishedRuns(options.results_dir))
     while stage is not None:
         planned = stage.planned
@@ -116,6 +119,7 @@ def train_stages(spec: SweepSpec, planner: Planner, plan: Resources, options: Sw
             if stage.unfinished:
                 print(stage.unfinished, file=options.stream)
             break
+        check_unchanged(sources, spec.plugins, data_paths)
         stage = planner.next_stage(FinishedRuns(options.results_dir, tuple(rows)))
     return planned
 
