@@ -173,6 +173,8 @@ def error_parts(fit: CellFit, c: np.ndarray | None, text: TextError | None, coun
     ratios = np.ones(len(counts)) if ratios is None else np.asarray(ratios, float)
     text_var, text_df = text.variance_df(c) if text is not None else (0.0, math.inf)
     used = np.flatnonzero(np.abs(c) > 1e-12)
+    if not used.size:
+        return None
     n = max(1, int(counts[used][ratios[used] == ratios[used].min()].max()))  # an arm's (or cell's) seeds now
     if not fit.seed_block and fit.kind != "pooled":  # no seed block: the cell means are independent
         welch = fit.kind == "welch"
