@@ -15,7 +15,7 @@ from gptlab.stats.calibration import simulate_runs
 from gptlab.stats.calls import call, check_margin, holm
 from gptlab.stats.design import Design, estimability
 from gptlab.stats.effects import analyse
-from gptlab.stats.models import fit_cells, seeds_for_precision
+from gptlab.stats.models import fit_cells
 
 TWO = {"a": ("0", "1"), "b": ("0", "1")}
 
@@ -122,16 +122,18 @@ def test_unreplicated_two_factors_give_estimates_without_calls():
     assert not a.main["estimate"].isna().any()
 
 
-def test_seeds_for_precision_shrink_the_ci_to_the_margin():
+def test_seeds_needed_shrink_the_ci_to_the_margin():
+    """`seeds_needed` (stats.to_decide) is the fewest seeds n with t(0.975, (C-1)(n-1)) se sqrt(3/n) <= margin."""
     d = design(TWO)
     y, cells, seeds = simulate_runs(d.cells, [1.5] * 4, 3, np.random.default_rng(4), noise_sd=0.02)
     a = analyse(y, cells, seeds, d, label, 0.01)
-    row = a.main.iloc[0]
-    n = int(row["seeds_needed"])
+    n = int(a.main.iloc[0]["seeds_needed"])
     assert n > 3
-    t = next(iter([analyse(y, cells, seeds, d, label, 0.01).fit.test(d.interaction((("a", "1"),)))]))
-    assert seeds_for_precision(t, 3, 4, 0.01, "pure") == n
-    assert math.isnan(seeds_for_precision(t, 3, 4, 1e-9, "pure"))  # beyond 10,000 seeds
+    se = a.fit.test(d.interaction((("a", "1"),))).se
+
+    def hw(k: int) -> float:
+        return float(st.t.ppf(0.975, 3 * (k - 1))) * se * math.sqrt(3 / k)
+    assert hw(n) <= 0.01 < hw(n - 1)
 
 
 def _two_way_residuals(y: np.ndarray) -> np.ndarray:

@@ -20,9 +20,11 @@ import pandas as pd
 
 from gptlab.stats import calls
 from gptlab.stats.design import Design, Term, estimability
-from gptlab.stats.models import CellFit, Test, fit_cells, mde80, seeds_for_precision
+from gptlab.stats.arms import baseline_ratio
+from gptlab.stats.models import CellFit, Test, fit_cells, mde80
 from gptlab.stats.robustness import check as tuning_check
 from gptlab.stats.text_share import Blocks, TextError, text_error
+from gptlab.stats.to_decide import ErrorParts, error_parts, seeds_needed
 
 Label = Callable[[str, str], str]  # (factor, level) -> "norm=post"
 STATS = ["estimate", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value", "p_adjusted", "call"]
@@ -68,14 +70,18 @@ class Analysis:
     tests: dict[str, list[Test]] = field(default_factory=dict)  # each table's rows' tests (se, df), row for row
     contrasts: dict[str, list[np.ndarray | None]] = field(default_factory=dict)  # each row's weights over the cells
     loss_left: np.ndarray | None = None  # the per-cell bounds the calls were checked against (design.cells order)
+    parts: dict[str, list[ErrorParts | None]] = field(default_factory=dict)  # main and int rows: their error's
+    # parts (seeds, text), for what would decide them (`to_decide`)
 
 
 class _Rows:
     """Collects rows of several tables with their contrast vectors, for one Holm family."""
 
-    def __init__(self, fit: CellFit, margin: float, n_seeds: int, text: TextError | None = None,
-                 loss_left: np.ndarray | None = None) -> None:
-        self.fit, self.margin, self.n_seeds, self.text, self.loss_left = fit, margin, n_seeds, text, loss_left
+    def __init__(self, fit: CellFit, margin: float, counts: np.ndarray, ratios: np.ndarray | None = None,
+                 text: TextError | None = None, loss_left: np.ndarray | None = None) -> None:
+        self.fit, self.margin, self.text, self.loss_left = fit, margin, text, loss_left
+        self.counts, self.ratios = counts, ratios  # each cell's runs, and its runs per arm seed as seeds are added
+        self.parts: dict[str, list[ErrorParts | None]] = {}
         self.rows: dict[str, list[dict]] = {}
         self.tests: dict[str, list[Test]] = {}
         self.vectors: dict[str, list[np.ndarray | None]] = {}  # None: untested (no error), out of the Holm family
@@ -90,9 +96,10 @@ class _Rows:
             row["text_share"] = t.text_share
         if precision:
             row["mde80"] = mde80(t)
-            fixed = self.text.variance_df(c) if self.text is not None and c is not None else (0.0, math.inf)
-            row["seeds_needed"] = seeds_for_precision(seed, self.n_seeds, len(self.fit.means), self.margin,
-                                                      self.fit.kind, *fixed)  # seeds leave the text's part
+            parts = error_parts(self.fit, c, self.text, self.counts, self.ratios)  # seeds leave the text's part
+            need = seeds_needed(parts, self.margin) if parts is not None else None
+            row["seeds_needed"] = math.nan if need is None else float(need)
+            self.parts.setdefault(table, []).append(parts)
         self.rows.setdefault(table, []).append(row)
         self.vectors.setdefault(table, []).append(c if not math.isnan(t.p_value) else None)
         self.contrasts.setdefault(table, []).append(c)
@@ -162,8 +169,12 @@ def analyse(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, desi
     cell_idx = np.array([index[tuple(c)] for c in cells])
     fit = fit_cells(np.asarray(y, float), cell_idx, np.asarray(seeds), design, allow_welch, error_mask, block_seeds)
     text = text_error(blocks, cell_idx, np.asarray(seeds), design, fit) if blocks is not None else None
-    n_seeds = len(set(np.asarray(seeds).tolist()))
-    rows = _Rows(fit, margin, n_seeds, text, None if loss_left is None else np.asarray(loss_left, float))
+    counts = np.bincount(cell_idx, minlength=len(design.cells))
+    ratios = None  # an arms design adds seeds to the baseline at Dunnett's sqrt(k) per arm seed (`stats.arms`)
+    if not block_seeds and design.baseline_cell in design.cells:
+        ratios = np.ones(len(design.cells))
+        ratios[design.cells.index(design.baseline_cell)] = baseline_ratio(len(design.cells) - 1)
+    rows = _Rows(fit, margin, counts, ratios, text, None if loss_left is None else np.asarray(loss_left, float))
     if design.full_factorial:
         joint, missing = _factorial(design, label, rows, endpoint, fit)
     else:
@@ -172,7 +183,7 @@ def analyse(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, desi
     return Analysis(design, fit, margin, rows.frame("main", MAIN_COLS), rows.frame("int", INT_COLS),
                     rows.frame("higher", HIGHER_COLS), rows.frame("simple", SIMPLE_COLS),
                     rows.frame("cells", CELL_COLS), rows.frame("alias", ALIAS_COLS), joint, missing, n_tests, text,
-                    loss_left is not None, rows.tests, rows.contrasts, rows.loss_left)
+                    loss_left is not None, rows.tests, rows.contrasts, rows.loss_left, rows.parts)
 
 
 def _factorial(design: Design, label: Label, rows: _Rows, endpoint: bool, fit: CellFit):

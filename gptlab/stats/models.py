@@ -240,38 +240,3 @@ def mde80(t: Test) -> float:
     if math.isnan(t.se):
         return math.nan
     return float((t_quantile(1 - ALPHA / 2, t.df) + t_quantile(POWER, t.df)) * t.se)
-
-
-def seeds_for_precision(t: Test, n_seeds: int, n_cells: int, margin: float, kind: str, fixed: float = 0.0,
-                        fixed_df: float = math.inf) -> float:
-    """Seeds per cell for a 95% CI half-width <= margin, from this contrast's error (SE ~ 1/sqrt(seeds)).
-
-    `fixed`: a variance no number of seeds reduces (the text's, `text_share`, on `fixed_df` degrees of
-    freedom), added to the seeds' at every n, the df then Satterthwaite's.
-
-    Degrees of freedom at n seeds: the cell-means model's n_cells * (n - 1) - (n - 1); for Welch
-    they scale with n - 1. NaN when the contrast has no error estimate or needs more than 10,000 seeds.
-    """
-    if math.isnan(t.se) or n_seeds < 1:
-        return math.nan
-
-    def half_width(n: int) -> float:  # decreases with n: fewer-seed SE and df both favour more seeds
-        if kind == "stein":  # the first round's df, whatever n
-            df = t.df
-        else:
-            df = t.df * (n - 1) / max(n_seeds - 1, 1) if kind == "welch" else n_cells * (n - 1) - (n - 1)
-        if df <= 0:
-            return math.inf
-        if not fixed:
-            return t_quantile(1 - ALPHA / 2, df) * t.se * math.sqrt(n_seeds / n)
-        seed = t.se ** 2 * n_seeds / n
-        df = (seed + fixed) ** 2 / (seed ** 2 / df + fixed ** 2 / fixed_df)
-        return t_quantile(1 - ALPHA / 2, df) * math.sqrt(seed + fixed)
-
-    lo, hi = 2, 10_000
-    if half_width(hi) > margin:
-        return math.nan
-    while lo < hi:  # bisection: the smallest n whose half-width is within the margin
-        mid = (lo + hi) // 2
-        lo, hi = (mid + 1, hi) if half_width(mid) > margin else (lo, mid)
-    return float(lo)

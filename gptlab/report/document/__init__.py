@@ -113,7 +113,24 @@ def summary(res: Results, tables: ReportTables, words: Sentences) -> list[Block]
     bullets += [f"Warning: {w}" for w in words.warnings]
     if bullets:
         blocks.append(Bullets(bullets))
-    return blocks
+    return blocks + _to_decide(tables, res, words)
+
+
+DECIDE_MD_COLS = ["effect", "estimate", "ci95", "seeds", "seeds_needed", "text_ci95", "test_fraction_needed",
+                  "seeds_at_test_fraction"]
+
+
+def _to_decide(tables: ReportTables, res: Results, words: Sentences) -> list[Block]:
+    """After the calls: what would decide each inconclusive effect (its table, and its sentences or their count)."""
+    if not words.to_decide:
+        return []
+    per = "arm" if res.arms else "cell"
+    return [Para(f"What would decide the inconclusive effects: seeds per {per} for a 95% CI of +/-{tables.margin:g} "
+                 f"{res.unit} at this test split (`seeds_needed`; blank where no number of seeds reaches it), the "
+                 "half-width the text alone leaves (`text_ci95`), and where it is too wide, the test split that "
+                 "would reach it with its seeds (docs/STATISTICS.md). Table: `tables/to_decide.csv`."),
+            *table_blocks(tables.to_decide, DECIDE_MD_COLS, "to_decide.csv", "inconclusive effects"),
+            Para(words.to_decide_summary) if words.to_decide_summary else Bullets(list(words.to_decide))]
 
 
 def discussion(res: Results, tables: Mapping[str, pd.DataFrame]) -> list[Block]:

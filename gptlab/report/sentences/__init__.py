@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gptlab.report.load import Results
 from gptlab.stats.arms import ARM
-from gptlab.report.sentences import notes, overview, sweeps, verdicts
+from gptlab.report.sentences import notes, overview, sweeps, to_decide, verdicts
 from gptlab.report.tables import ReportTables
 
 
@@ -50,13 +50,16 @@ class Sentences:
     tuned_extra: str = ""  # a tuned sweep: the settings its selection runs have outside the space ("" if none)
     sensitivity_cap: str = ""  # a tuned sweep: the loss the LR sensitivity caps every loss at
     lr_noise: str = ""  # a tuned sweep's lr curves: the noise their CIs use, or why they have none
+    to_decide: tuple[str, ...] = ()  # per row of `tables.to_decide`: what would decide that inconclusive effect
+    to_decide_summary: str = ""  # the summary's one line on them when there are many ("" otherwise)
 
     @property
     def verdicts(self) -> dict[str, list[str]]:
         """The `verdict` column of each table that has one, by file name (`ReportTables.files`)."""
+        decide = {"to_decide": list(self.to_decide)} if self.to_decide else {}
         if self.arms:  # arms.csv replaces main effects and interactions; scorecard.csv has its own verdict column
-            return {"arms": list(self.arms)}
-        return {"main_effects": self.main, "interactions": self.interactions}
+            return {"arms": list(self.arms), **decide}
+        return {"main_effects": self.main, "interactions": self.interactions, **decide}
 
 
 def write(res: Results, tables: ReportTables) -> Sentences:
@@ -87,7 +90,9 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         tuned_design=sweeps.tuned_design(tuned, res) if tuned is not None else "",
         tuned_extra=sweeps.tuned_extra(tuned) if tuned is not None else "",
         sensitivity_cap=sweeps.sensitivity_cap(tuned, res.unit) if tuned is not None else "",
-        lr_noise=sweeps.lr_noise(tuned.curves, res.unit) if tuned is not None else "")
+        lr_noise=sweeps.lr_noise(tuned.curves, res.unit) if tuned is not None else "",
+        to_decide=tuple(to_decide.sentences(tables.to_decide, res, margin)),
+        to_decide_summary=to_decide.summary(tables.to_decide, res, margin))
 
 
 def _tuning_checks(res: Results, tables: ReportTables) -> list[str]:

@@ -18,6 +18,7 @@ from gptlab.report.tables.scale import unpaired_scale
 from gptlab.report.sentences.verdicts import absent
 from gptlab.stats.effects import Analysis
 from gptlab.stats.models import FORMULAS, HETERO_P
+from gptlab.stats.to_decide import MAX_SEEDS
 
 
 def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[str], list[str]]:
@@ -82,12 +83,14 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     if len(main):
         need = main["seeds_needed"].max()
         beyond = int(main["seeds_needed"].isna().sum()) if a.text is not None else 0  # the text's part alone too wide
+        per = "arm" if res.arms else "cell"  # an arms design adds the baseline's seeds at sqrt(k) per arm seed
+        seeds = f"{int(ok.groupby('cell').size().min())} seeds per arm" if res.arms else f"{ok['seed'].nunique()} seed(s)"
         notes.append(f"Precision: main-effect 95% CIs are +/-{fmt_loss(main['ci95'].max())} {res.unit} at "
-                     f"{ok['seed'].nunique()} seed(s); a half-width of the margin ({margin:g}) needs "
-                     + (f"no number of seeds (up to 10,000) for {beyond} of {len(main)} main effect(s) on this much "
-                        "test text: seeds do not shrink the text's part of a CI (`text_share`)." if beyond
-                        else f"{int(need)} seeds per cell (`seeds_needed`, from this error)." if not absent(need)
-                        else "more than 10,000 seeds per cell."))
+                     f"{seeds}; a half-width of the margin ({margin:g}) needs "
+                     + (f"no number of seeds (up to {MAX_SEEDS:,}) for {beyond} of {len(main)} main effect(s) on this "
+                        "much test text: seeds do not shrink the text's part of a CI (`text_share`)." if beyond
+                        else f"{int(need)} seeds per {per} (`seeds_needed`, from this error)." if not absent(need)
+                        else f"more than {MAX_SEEDS:,} seeds per {per}."))
     if ok["seed"].nunique() < 2:
         warns.append("Only one seed: seed-to-seed noise cannot be separated from the effects.")
     return notes, warns

@@ -20,6 +20,7 @@ from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.tables.rounds import AdaptiveView, adaptive_view
 from gptlab.report.tables.scale import effect_changes_by_scale, effects_by_scale
+from gptlab.report.tables.to_decide import to_decide_table
 from gptlab.report.tables.tuned_comparison import TuningView, given_picks, loss_left_high, tuning_view, with_effects
 from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis
 
@@ -55,6 +56,7 @@ class ReportTables:
     given: pd.DataFrame  # each cell's setting given by `tune.picks` (no rows unless the sweep gives picks)
     arms: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: each arm vs the baseline
     scorecard: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: claims and verdicts
+    to_decide: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # inconclusive effects: what would decide
 
     def _effects(self, name: str, empty: Sequence[str] = ()) -> pd.DataFrame:
         return getattr(self.effects, name) if self.effects is not None else pd.DataFrame(columns=list(empty))
@@ -107,7 +109,7 @@ class ReportTables:
         every = {"cells": self.cells, "levels": self.levels, **effects,
                  "cells_vs_baseline": self.cells_vs_baseline, "aliases": self.aliases,
                  "effects_by_step": self.by_step, "divergence": self.divergence, "sensitivity": self.sensitivity,
-                 "failures": self.failures,
+                 "failures": self.failures, **({"to_decide": self.to_decide} if len(self.to_decide) else {}),
                  **({"rounds": self.adaptive.rounds, "precision": self.adaptive.outcomes}
                     if self.adaptive is not None else {}),
                  **({"effects_by_scale": self.by_scale, "effect_changes": self.changes} if self.has_scale else {}),
@@ -142,10 +144,11 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
     arms = arms_table(res, main, by_scale, tuned) if res.arms else pd.DataFrame()
     changes = effect_changes_by_scale(res, margin, left)
     scorecard = scorecard_table(res, arms, tuned, changes) if res.arms else pd.DataFrame()
+    to_decide = to_decide_table(res, a, main, interactions, arms, margin)
     return ReportTables(
         margin=margin, cells=analyses.cell_table(res), levels=analyses.level_table(res),
         failures=analyses.failure_table(res), effects=effects, main=main, by_step=by_step, level_curves=level_curves,
         pair_means=analyses.pair_means(res, a), divergence=analyses.divergence_table(res),
         sensitivity=analyses.sensitivity(res, a, margin), adaptive=adaptive_view(res), by_scale=by_scale,
         tuned=with_effects(tuned, res, main, interactions) if tuned else None, has_scale=bool(res.scale),
-        changes=changes, given=given_picks(res), arms=arms, scorecard=scorecard)
+        changes=changes, given=given_picks(res), arms=arms, scorecard=scorecard, to_decide=to_decide)

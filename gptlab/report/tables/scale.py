@@ -55,7 +55,7 @@ def effects_by_scale(res: Results, margin: float,
     `loss_left` (a tuned sweep's per-cell bound, keys in `res.factors` order): each slice's calls are checked
     against its own cells' picks, and the rows gain the tuning columns."""
     rows = []
-    for s, level, part, analysis in _slices(res, margin, loss_left):
+    for s, level, part, analysis in slices(res, margin, loss_left):
         for r in analysis.main.to_dict("records"):
             rows.append({"factor": r["factor"], "level": r["level"], "baseline": r["baseline"],
                          "scale_factor": s, "scale_level": level, "estimate": r["estimate"],
@@ -70,7 +70,7 @@ def effects_by_scale(res: Results, margin: float,
 ARMS_EXTRA = ("ci95", "ci90_low", "ci90_high", "p_value", "text_share", "mde80")  # arms.csv's columns from a slice
 
 
-def _slices(res: Results, margin: float, loss_left: Mapping[tuple[str, ...], float] | None
+def slices(res: Results, margin: float, loss_left: Mapping[tuple[str, ...], float] | None
             ) -> Iterator[tuple[str, str, pd.DataFrame, Analysis]]:
     """(scale factor, level, the slice's ok runs, their analysis) for every slice with an estimable effect."""
     if not res.scale or not res.scientific:
@@ -146,7 +146,7 @@ def _unpaired_changes(res: Results, margin: float, loss_left: Mapping[tuple[str,
     """The unpaired changes (`stats.transfer`) of every unpaired scale factor, Holm within each factor."""
     by_slice: dict[str, dict[str, Analysis]] = {}
     seeds: dict[tuple[str, str], pd.DataFrame] = {}
-    for s, level, part, analysis in _slices(res, margin, loss_left):
+    for s, level, part, analysis in slices(res, margin, loss_left):
         if unpaired_scale(res, s):
             by_slice.setdefault(s, {})[level] = analysis
             seeds[(s, level)] = part

@@ -1,0 +1,110 @@
+"""What would decide each inconclusive effect: `tables/to_decide.csv`, seeds and test split for a CI of +/- the margin.
+
+One row per effect called `inconclusive` (after the tuning check) among the effects the report makes calls on:
+a grid's main effects and two-way interactions, an arms design's arms against the baseline (per scale level
+where the sweep has `scale:`). The numbers are `stats.to_decide`'s, from the parts of each effect's error its
+analysis kept (`Analysis.parts`): the seeds per arm (or cell) at today's test split that give a 95% CI of
++/- the margin (the baseline of an arms design at Dunnett's sqrt(k) per arm seed), the half-width the text
+alone leaves, and, where no number of seeds reaches the margin, the least test split and the recommended one
+(`data.test_fraction`) with the seeds it would then need.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+import pandas as pd
+
+from gptlab.report.fmt import round_frame
+from gptlab.report.load import Results
+from gptlab.report.tables.scale import slices
+from gptlab.run.config import DataConfig
+from gptlab.stats.arms import ARM, baseline_seed_count
+from gptlab.stats.effects import Analysis
+from gptlab.stats.to_decide import Decision, ErrorParts, decide
+
+TO_DECIDE_COLS = ["effect", "estimate", "ci_low", "ci_high", "ci95", "seeds", "seeds_needed", "baseline_seeds_needed",
+                  "text_ci95", "test_fraction", "test_fraction_min", "test_fraction_needed", "seeds_at_test_fraction",
+                  "baseline_seeds_at_test_fraction"]
+INCONCLUSIVE = "inconclusive"
+
+
+def test_fraction(res: Results) -> float:
+    """The test split the effects were scored on (`data.test_fraction`; NaN: none, or not one for every run)."""
+    if not res.has_test_split:
+        return math.nan
+    grid = res.spec.get("grid") or {}
+    if "data.test_fraction" in grid or "data.test_fraction" in res.factors:
+        return math.nan
+    data = (res.spec.get("base") or {}).get("data") or {}
+    fraction = float(data.get("test_fraction", DataConfig.test_fraction))
+    return fraction if fraction > 0 else math.nan
+
+
+def to_decide_table(res: Results, effects: Analysis | None, main: pd.DataFrame, interactions: pd.DataFrame,
+                    arms: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """One row per inconclusive effect (see the module docstring); no rows when every effect is called."""
+    fraction = test_fraction(res)
+    n_arms = len(res.levels.get(ARM, [])) - 1
+    rows = []
+    for label, r, parts in _inconclusive(res, effects, main, interactions, arms, margin):
+        d = decide(parts, margin, fraction)
+        rows.append({"effect": label, **{k: r[k] for k in ("estimate", "ci_low", "ci_high")},
+                     **_numbers(d, n_arms if res.arms else 0)})
+    return round_frame(pd.DataFrame(rows, columns=TO_DECIDE_COLS))
+
+
+def _numbers(d: Decision, n_arms: int) -> dict:
+    def seeds(n: int | None) -> float:
+        return math.nan if n is None else float(n)
+
+    def baseline(n: int | None) -> float:  # an arms design: the baseline's seeds at Dunnett's ratio
+        return math.nan if n is None or not n_arms else float(baseline_seed_count(n, n_arms))
+    return {"ci95": d.half_width, "seeds": d.seeds, "seeds_needed": seeds(d.seeds_needed),
+            "baseline_seeds_needed": baseline(d.seeds_needed), "text_ci95": d.text_half_width,
+            "test_fraction": d.test_fraction, "test_fraction_min": d.test_fraction_min,
+            "test_fraction_needed": d.test_fraction_needed, "seeds_at_test_fraction": seeds(d.seeds_at_fraction),
+            "baseline_seeds_at_test_fraction": baseline(d.seeds_at_fraction)}
+
+
+def _inconclusive(res: Results, effects: Analysis | None, main: pd.DataFrame, interactions: pd.DataFrame,
+                  arms: pd.DataFrame, margin: float) -> Iterator[tuple[str, dict, ErrorParts]]:
+    """(label, the effect's row, its error's parts) of every inconclusive effect that has parts."""
+    if res.arms:
+        by_level = _slice_parts(res, margin) if res.scale else {}
+        for r in arms.to_dict("records"):
+            if r["call"] != INCONCLUSIVE:
+                continue
+            at = r.get("scale_factor") if isinstance(r.get("scale_factor"), str) else ""
+            parts = by_level.get((at, str(r["scale_level"]), r[ARM])) if at else _parts_of(effects, ARM, r[ARM])
+            label = f"{res.label(ARM, r[ARM])} vs {res.label(ARM, r['baseline'])}"
+            if parts is not None:
+                yield label + (f" at {res.label(at, r['scale_level'])}" if at else ""), r, parts
+        return
+    for r in main.to_dict("records"):
+        parts = _parts_of(effects, r["factor"], r["level"])
+        if r["call"] == INCONCLUSIVE and parts is not None:
+            yield f"{res.label(r['factor'], r['level'])} vs {res.label(r['factor'], r['baseline'])}", r, parts
+    int_parts = effects.parts.get("int", []) if effects is not None else []
+    for r, parts in zip(interactions.to_dict("records"), int_parts):
+        if r["call"] == INCONCLUSIVE and parts is not None:
+            yield f"{res.label(r['factor_a'], r['level_a'])} x {res.label(r['factor_b'], r['level_b'])}", r, parts
+
+
+def _parts_of(a: Analysis | None, factor: str, level: str) -> ErrorParts | None:
+    """The parts of the main-effects row of `factor`=`level` in `a` (None when it has none)."""
+    if a is None:
+        return None
+    for i, r in enumerate(a.main[["factor", "level"]].itertuples(index=False)):
+        if (r.factor, str(r.level)) == (factor, str(level)):
+            return a.parts.get("main", [None] * (i + 1))[i]
+    return None
+
+
+def _slice_parts(res: Results, margin: float) -> dict[tuple[str, str, str], ErrorParts | None]:
+    """Each arm's parts in each scale slice, by (scale factor, level, arm): the slices' own analyses."""
+    out = {}
+    for s, level, _, a in slices(res, margin, None):
+        for lv in a.main["level"]:
+            out[s, str(level), str(lv)] = _parts_of(a, ARM, lv)
+    return out
