@@ -30,7 +30,7 @@ import argparse
 import math
 import time
 
-from gptlab.stats.arms_sim import WORLDS, calibrate
+from gptlab.stats.arms_scores import WORLDS, calibrate
 
 
 def _f(value: float, digits: int = 3) -> str:

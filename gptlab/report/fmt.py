@@ -22,7 +22,7 @@ _EXACT = {"p_value": "sig", "p_adjusted": "sig", "bartlett_p": "sig", "divergenc
           "diverged_step": "int", "round": "int", "seeds": "int", "runs_trained": "int", "half_width": LOSS_DECIMALS,
           "widest_half_width": LOSS_DECIMALS, "target": LOSS_DECIMALS, "lr_sensitivity": LOSS_DECIMALS,
           "effect_at_reference": LOSS_DECIMALS, "effect_at_level": LOSS_DECIMALS, "change": LOSS_DECIMALS,
-          "text_share": 2}
+          "text_share": 2, "df": 1}
 _LOSS_LIKE = ("loss", "bpc", "ci95", "ci90_low", "ci90_high", "ci_low", "ci_high", "estimate", "gap", "mde80",
               "resid_sd")
 
