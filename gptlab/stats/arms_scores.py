@@ -106,4 +106,6 @@ WORLDS = {  # name -> (world, its setups): benchmarks/arms_calibration.py's rows
     NOISY: (ArmsWorld(rho=0.0, noisy_arm=5), lambda w: (dunnett(w), pooled(w))),
     NOISY + " and run x block SD": (ArmsWorld(rho=0.0, noisy_arm=5, noisy_blocks=True),
                                     lambda w: (dunnett(w), pooled(w))),
+    NOISY + ", 5 seeds (16 baseline) as studies 8 and 9": (ArmsWorld(rho=0.0, seeds=5, noisy_arm=5),
+                                                            lambda w: (dunnett(w), pooled(w))),
 }
