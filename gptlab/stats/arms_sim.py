@@ -18,8 +18,9 @@ share `rho` the seed's, shared by every arm with that seed (seeds fix the batch 
 its share `block_rho` the seed's, shared likewise. The noisy arm's u (`noisy_arm`) is `noise_ratio` times
 as large, its e too with `noisy_blocks` (an arm that trains erratically: in study 9 NoPE's run SD was 0.031
 and 0.032 where the other arms' were 0.004-0.015, its run x block SD like theirs).
-Arms train seeds 0..n-1, the baseline 0..n0-1 (no partner beyond n). The truth of arm a is mu[a] - mu[0]: `PLANTED` on the first four arms, 0 on the rest. Every setup
-of a study sees the same draws; `equal_total` gives its extra seeds to arms drawn afresh per study.
+Arms train seeds 0..n-1, the baseline 0..n0-1 (no partner beyond n). The truth of arm a is mu[a] - mu[0]:
+`PLANTED` on the first four arms, 0 on the rest. Every setup of a study sees the same draws; `equal_total`
+gives its extra seeds to arms drawn afresh per study.
 """
 from __future__ import annotations
 
@@ -193,7 +194,7 @@ class Records:
     p_adjusted: np.ndarray  # Holm over the k comparisons
     call: np.ndarray  # str
     text_share: np.ndarray  # NaN without blocks
-    welch: np.ndarray  # (studies,) the seed model chose per-cell variances (Bartlett)
+    welch: np.ndarray  # (studies,) the seed model used per-cell variances (always with `own_variance`; else Bartlett)
 
 
 def _label(factor: str, level: str) -> str:
