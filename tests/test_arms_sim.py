@@ -8,14 +8,16 @@ planted effects called in the right direction, and that the checks fail for a CI
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
+from scipy import stats as st
 
-from gptlab.stats.arms_sim import (WORLDS, ArmsWorld, Setup, analyse_study, arms_design, calibrate, comparisons,
-                                   dunnett, equal, equal_total, planted_effects, run, seeds_only, simulate,
-                                   summarise)
+from gptlab.stats.arms_scores import WORLDS, calibrate, run, summarise
+from gptlab.stats.arms_sim import (ArmsWorld, Setup, analyse_study, arms_design, comparisons, dunnett, equal,
+                                   equal_total, planted_effects, pooled, seeds_only, simulate)
 from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.effects import analyse
 from gptlab.stats.text_share import Blocks
@@ -55,14 +57,16 @@ def _reports_table(data, setup, counts, design):
     seed = np.concatenate([np.arange(c) for c in counts])
     blocks = Blocks(data[cell, seed], np.ones((len(cell), data.shape[2])))
     return analyse(blocks.run_losses, [design.cells[c] for c in cell], seed, design, lambda f, lv: f"{f}={lv}",
-                   DEFAULT_MARGIN, blocks=blocks if setup.blocks else None, block_seeds=setup.paired)
+                   DEFAULT_MARGIN, blocks=blocks if setup.blocks else None, block_seeds=setup.paired,
+                   own_variance=setup.own_variance)
 
 
-@pytest.mark.parametrize("which", ["dunnett", "equal total", "paired", "seeds only", "welch"])
+@pytest.mark.parametrize("which", ["dunnett", "equal total", "paired", "seeds only", "pooled", "welch", "noisy"])
 def test_the_fast_comparisons_are_the_reports_main_table(which):
-    w = ArmsWorld(arms=4, inter_sd=0.01 if which != "welch" else 0.002).planted()
+    w = ArmsWorld(arms=4, inter_sd=0.01 if which != "welch" else 0.002, noisy_arm=2 if which == "noisy" else 0)
+    w = w.planted()
     s = {"dunnett": dunnett, "equal total": equal_total, "paired": lambda x: equal(x, paired=True),
-         "seeds only": seeds_only, "welch": dunnett}[which](w)
+         "seeds only": seeds_only, "pooled": pooled, "welch": pooled, "noisy": dunnett}[which](w)
     design = arms_design(4)
     for i in range(2):
         data = w.draw(np.random.default_rng(10 + i), 6)
@@ -73,6 +77,7 @@ def test_the_fast_comparisons_are_the_reports_main_table(which):
         short = analyse_study(data, s, counts, design, DEFAULT_MARGIN)
         fast, kind = comparisons(data, s, counts, design, DEFAULT_MARGIN)
         assert kind == full.fit.kind and (kind == "welch") == (which == "welch")
+        assert (kind == "own") == s.own_variance and s.own_variance == (which not in ("paired", "pooled", "welch"))
         assert full.n_tests == short.n_tests == 4 and full.fit.seed_block == s.paired
         cols = ["estimate", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value", "p_adjusted"]
         assert short.main[cols + ["call"]].equals(full.main[cols + ["call"]])
@@ -84,10 +89,13 @@ def test_the_fast_comparisons_are_the_reports_main_table(which):
 
 def test_coverage_is_near_95_and_the_estimates_vary_as_planted():
     w = ArmsWorld(arms=4).planted()
-    s = run(w, 200, (dunnett(w),), rng_seed=2)[dunnett(w).name]
+    rec = simulate(w, 200, (dunnett(w),), rng_seed=2)[dunnett(w).name]
+    s = summarise(w, rec)
     assert s.studies == 200 and 0.925 <= s.coverage <= 0.975, s  # 800 CIs: about 3 Monte-Carlo SEs either side
     assert s.error_sd == pytest.approx(s.true_sd, rel=0.12)
-    assert s.half_width == pytest.approx(2.05 * s.true_sd, rel=0.12)  # t at about 20 df
+    # each arm's own variance has 2 df: Satterthwaite's df (text included) near 7, t about 2.4, not 2.05 at 20 df
+    assert 4 < np.median(rec.df) < 12
+    assert s.half_width == pytest.approx(np.mean(st.t.ppf(0.975, rec.df)) * s.true_sd, rel=0.12)
     assert 0.15 < s.text_share < 0.5
 
 
@@ -110,10 +118,13 @@ def test_dunnett_is_narrower_than_equal_allocation_of_the_same_total():
     w = ArmsWorld(arms=10, seeds=5, inter_sd=0.003)  # 16 + 10 x 5 = 66 runs, or 6 in each of the 11 cells
     d, t = dunnett(w), equal_total(w)
     assert t.arm_seeds == (6,) * 10 and t.runs == d.runs
-    cal = run(w.null(), 30, (d, t), rng_seed=5)
-    ratio = cal[d.name].half_width / cal[t.name].half_width
+    one = [dataclasses.replace(x, name=x.name + ", pooled", own_variance=False) for x in (d, t)]
+    cal = run(w.null(), 30, (d, t, *one), rng_seed=5)
+    ratio = cal[one[0].name].half_width / cal[one[1].name].half_width
     expected = math.sqrt(w.contrast_variance(5, 16) / w.contrast_variance(6, 6))
     assert ratio < 0.95 and ratio == pytest.approx(expected, abs=0.04)  # same df (55): the SEs' ratio, about 0.9
+    # each arm's own variance: an arm's 4 df against 5 take back part of the gain, not all of it
+    assert expected < cal[d.name].half_width / cal[t.name].half_width < 0.98
 
 
 def test_equal_total_hands_its_extra_seeds_to_arms_drawn_per_study():
@@ -124,10 +135,10 @@ def test_equal_total_hands_its_extra_seeds_to_arms_drawn_per_study():
 
 
 def test_planted_effects_are_called_in_the_right_direction():
-    w = ArmsWorld(arms=4).planted((0.03, -0.03))
+    w = ArmsWorld(arms=4).planted((0.04, -0.04))  # about 4.5 true SEs (each arm's own variance: t near 2.4)
     rec = simulate(w, 40, (dunnett(w),), rng_seed=7)[dunnett(w).name]
     calls = rec.call
-    assert (calls[:, 0] == "worse").mean() >= 0.9 and (calls[:, 1] == "better").mean() >= 0.9
+    assert (calls[:, 0] == "worse").mean() >= 0.85 and (calls[:, 1] == "better").mean() >= 0.85
     assert np.isin(calls[:, 2:], ("better", "worse")).any(axis=1).sum() <= 5  # Holm keeps these near 5% of studies
     assert (calls[:, 0] != "better").all() and (calls[:, 1] != "worse").all()
 

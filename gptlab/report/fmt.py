@@ -24,7 +24,7 @@ _EXACT = {"p_value": "sig", "p_adjusted": "sig", "bartlett_p": "sig", "divergenc
           "effect_at_reference": LOSS_DECIMALS, "effect_at_level": LOSS_DECIMALS, "change": LOSS_DECIMALS,
           "text_share": 2, "baseline_seeds_needed": "int", "seeds_at_test_fraction": "int",
           "baseline_seeds_at_test_fraction": "int", "test_fraction": 3, "test_fraction_min": 3,
-          "test_fraction_needed": 2}
+          "test_fraction_needed": 2, "df": 1}
 _LOSS_LIKE = ("loss", "bpc", "ci95", "ci90_low", "ci90_high", "ci_low", "ci_high", "estimate", "gap", "mde80",
               "resid_sd")
 

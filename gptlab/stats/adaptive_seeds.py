@@ -133,15 +133,18 @@ class Widest:
 
 def widest_called(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, design: Any,
                   label: Callable[[str, str], str], rule: SeedRule, scale: tuple[str, ...] | list[str] = (),
-                  first_round: np.ndarray | None = None, block_seeds: bool = True) -> Widest:
+                  first_round: np.ndarray | None = None, block_seeds: bool = True,
+                  own_variance: bool = False) -> Widest:
     """The rule's input: the widest called 95% half-width of outcome `y` (one value per run) and its effect.
 
-    The error is the first round's alone (`first_round`, a mask of the runs), as the report's CIs are; the
+    The error is the first round's alone (`first_round`, a mask of the runs), as the report's CIs are (an arms
+    design, `own_variance`: each arm's own first-round variance, `stein own`); the
     margin changes no half-width. The sweep calls it on summary.csv's rows (`sweep.adaptive_seeds`); the
     report's rounds (`report.tables.rounds`) take the same `analyse` and `called_rows` from results/NAME/.
     """
     from gptlab.stats.effects import analyse  # effects is the heavier module; this one is read by the spec too
 
     analysis = analyse(np.asarray(y, float), cells, np.asarray(seeds), design, label, DEFAULT_MARGIN,
-                       endpoint=rule.precision_for == "interactions", error_mask=first_round, block_seeds=block_seeds)
+                       endpoint=rule.precision_for == "interactions", error_mask=first_round, block_seeds=block_seeds,
+                       own_variance=own_variance)
     return Widest.of(called_rows(analysis, rule, label, scale))

@@ -10,6 +10,11 @@ The baseline's extra seeds have no partner run in any arm, so the comparisons us
 model without the seed block (`models.fit_cells(block_seeds=False)`): each arm's mean from its own
 runs. Where runs with one seed are positively correlated across arms (same batch order), ignoring
 the pairing only widens the CIs; `stats.arms_sim` measures coverage and widths by simulation.
+
+Arms differ in noise (an arm that trains erratically), so each comparison uses the arm's own variance
+and the baseline's, s_a^2/n_a + s_0^2/n_0 on Welch-Satterthwaite df (`fit_cells(own_variance=True)`,
+kind `own`; with adaptive seeds each cell's first-round variance, `stein own`), never one pooled over
+all arms: a pooled variance gives a noisy arm a CI far too narrow and false calls (docs/STATISTICS.md).
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Simulated one-at-a-time (`arms:`) studies: the check of `stats.arms`' allocation and of its unblocked comparisons.
 
-Owns `ArmsWorld` (k arms, a baseline, their noise, planted effects), `Setup` (seeds per arm and baseline,
-seed block or not, text or not), the allocations (`dunnett`, `equal`, `equal_total`, `seeds_only`),
-`simulate` (in-memory studies analysed the report's way through `comparisons`, `effects.analyse`'s main
-table to 1e-9, faster), `summarise` (coverage, familywise false calls, half-width, power), `calibrate` and
-`WORLDS` (benchmarks/arms_calibration.py's rows; tests/test_arms_sim.py runs small versions).
+Owns `ArmsWorld` (k arms, a baseline, their noise, planted effects, one arm noisier than the rest or none),
+`Setup` (seeds per arm and baseline, seed block or not, text or not, each arm's own variance or one pooled),
+the allocations (`dunnett`, `equal`, `equal_total`, `seeds_only`, `pooled`) and `simulate` (in-memory studies
+analysed the report's way through `comparisons`, `effects.analyse`'s main table to 1e-9, faster). Their
+scores (coverage, false calls, widths, power) and the benchmark's worlds: `stats.arms_scores`.
 
 The planted model, for arm a (0: the baseline), seed s and block b of the test text (every term drawn
 afresh per study, so each study scores a new sample of text and the truth is the effect on all text):
@@ -15,9 +15,12 @@ afresh per study, so each study scores a new sample of text and the truth is the
 
 g: block difficulty (cancels); i: arm x block interaction (`inter_sd`, each arm its own); u: the run, its
 share `rho` the seed's, shared by every arm with that seed (seeds fix the batch order); e: run x block noise,
-its share `block_rho` the seed's, shared likewise. Arms train seeds 0..n-1, the baseline 0..n0-1 (no partner
-beyond n). The truth of arm a is mu[a] - mu[0]: `PLANTED` on the first four arms, 0 on the rest. Every setup
-of a study sees the same draws; `equal_total` gives its extra seeds to arms drawn afresh per study.
+its share `block_rho` the seed's, shared likewise. The noisy arm's u (`noisy_arm`) is `noise_ratio` times
+as large, its e too with `noisy_blocks` (an arm that trains erratically: in study 9 NoPE's run SD was 0.031
+and 0.032 where the other arms' were 0.004-0.015, its run x block SD like theirs).
+Arms train seeds 0..n-1, the baseline 0..n0-1 (no partner beyond n). The truth of arm a is mu[a] - mu[0]:
+`PLANTED` on the first four arms, 0 on the rest. Every setup of a study sees the same draws; `equal_total`
+gives its extra seeds to arms drawn afresh per study.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ from gptlab.stats.arms import ARM as FACTOR, baseline_seed_count
 from gptlab.stats.calls import ALPHA, DEFAULT_MARGIN
 from gptlab.stats.design import Design
 from gptlab.stats.effects import Analysis, analyse
-from gptlab.stats.models import fit_cells
+from gptlab.stats.models import PER_CELL, fit_cells
 from gptlab.stats.text_share import Blocks, text_error
 
 BASELINE = "baseline"
@@ -68,6 +71,16 @@ class ArmsWorld:
     n_blocks: int = 20
     block_sd: float = 0.1
     effects: tuple[float, ...] = ()  # each arm minus the baseline; () is the null world (every effect 0)
+    noisy_arm: int = 0  # the arm (1..k) whose run term u is `noise_ratio` times the others' SD; 0: none
+    noise_ratio: float = 5.0
+    noisy_blocks: bool = False  # its run x block noise e too
+
+    @property
+    def noise_scale(self) -> np.ndarray:
+        """Each cell's factor on its run term (the baseline first)."""
+        scale = np.ones(self.arms + 1)
+        scale[self.noisy_arm] = self.noise_ratio if self.noisy_arm else 1.0
+        return scale
 
     @property
     def truth(self) -> np.ndarray:
@@ -89,17 +102,19 @@ class ArmsWorld:
         e = self.err_sd * (math.sqrt(self.block_rho) * rng.standard_normal((1, S, B))
                            + math.sqrt(1 - self.block_rho) * rng.standard_normal((k1, S, B)))
         mu = np.concatenate([[0.0], self.truth])
-        return 1.5 + mu[:, None, None] + g + inter[:, None, :] + u[:, :, None] + e
+        f = self.noise_scale[:, None, None]
+        return 1.5 + mu[:, None, None] + g + inter[:, None, :] + f * u[:, :, None] + (f if self.noisy_blocks else 1) * e
 
-    def contrast_variance(self, n_arm: int, n_base: int) -> float:
-        """The true variance of one arm's estimate (its runs' mean minus the baseline's), text included.
+    def contrast_variance(self, n_arm: int, n_base: int, arm: int = 1) -> float:
+        """The true variance of arm `arm`'s estimate (its runs' mean minus the baseline's), text included.
 
         The arm's seeds 0 .. n_arm - 1 and the baseline's 0 .. n_base - 1 share min(n_arm, n_base) seeds,
-        whose shared parts (rho, block_rho) cancel."""
-        shared = min(n_arm, n_base) / (n_arm * n_base)
-        unpaired = 1 / n_arm + 1 / n_base
-        return (self.run_sd ** 2 * (unpaired - 2 * self.rho * shared)
-                + self.err_sd ** 2 / self.n_blocks * (unpaired - 2 * self.block_rho * shared)
+        whose shared parts (rho, block_rho) cancel where the two cells' noise is alike."""
+        f = float(self.noise_scale[arm])
+        fe = f if self.noisy_blocks else 1.0
+        both = min(n_arm, n_base) / (n_arm * n_base)
+        return (self.run_sd ** 2 * (f ** 2 / n_arm + 1 / n_base - 2 * self.rho * f * both)
+                + self.err_sd ** 2 / self.n_blocks * (fe ** 2 / n_arm + 1 / n_base - 2 * self.block_rho * fe * both)
                 + 2 * self.inter_sd ** 2 / self.n_blocks)
 
 
@@ -109,12 +124,15 @@ class Setup:
 
     `arm_seeds` are handed to the arms in an order drawn per study (only matters where they differ).
     `paired`: with the seed block (possible where every arm has the baseline's seeds); the arms design
-    itself has none. `blocks`: the CIs count the text (seed x block model); False: seeds only."""
+    itself has none. `blocks`: the CIs count the text (seed x block model); False: seeds only.
+    `own_variance`: each arm's own variance (the arms design's); False: one pooled variance (Welch only where
+    Bartlett finds the variances differ), a grid's model and the arms design's before each arm kept its own."""
     name: str
     baseline: int
     arm_seeds: tuple[int, ...]
     paired: bool = False
     blocks: bool = True
+    own_variance: bool = True
 
     @property
     def runs(self) -> int:
@@ -133,7 +151,8 @@ def dunnett(world: ArmsWorld) -> Setup:
 
 def equal(world: ArmsWorld, paired: bool = False) -> Setup:
     """n seeds everywhere, the baseline too; `paired`: analysed with the seed block (a factorial's model)."""
-    return Setup("equal n, seed block" if paired else "equal n", world.seeds, (world.seeds,) * world.arms, paired)
+    return Setup("equal n, seed block" if paired else "equal n", world.seeds, (world.seeds,) * world.arms, paired,
+                 own_variance=not paired)
 
 
 def equal_total(world: ArmsWorld) -> Setup:
@@ -148,6 +167,12 @@ def equal_total(world: ArmsWorld) -> Setup:
 def seeds_only(world: ArmsWorld) -> Setup:
     """Dunnett's allocation with the seed-only CI (the blocks ignored): what leaving the text out costs."""
     return dataclasses.replace(dunnett(world), name="Dunnett, seeds-only CI", blocks=False)
+
+
+def pooled(world: ArmsWorld) -> Setup:
+    """Dunnett's allocation with one pooled variance for every arm: the arms design's model before each arm kept its
+    own (`models`, `own`)."""
+    return dataclasses.replace(dunnett(world), name="Dunnett, pooled variance", own_variance=False)
 
 
 def setups(world: ArmsWorld) -> tuple[Setup, ...]:
@@ -169,7 +194,7 @@ class Records:
     p_adjusted: np.ndarray  # Holm over the k comparisons
     call: np.ndarray  # str
     text_share: np.ndarray  # NaN without blocks
-    welch: np.ndarray  # (studies,) the seed model chose per-cell variances (Bartlett)
+    welch: np.ndarray  # (studies,) the seed model used per-cell variances (always with `own_variance`; else Bartlett)
 
 
 def _label(factor: str, level: str) -> str:
@@ -190,7 +215,8 @@ def analyse_study(data: np.ndarray, setup: Setup, counts: np.ndarray, design: De
     contrasts, counted once in the Holm family), so the main table is the report's (a test checks)."""
     cell, seed, blocks = _runs(data, counts)
     return analyse(blocks.run_losses, [design.cells[c] for c in cell], seed, design, _label, margin, endpoint=False,
-                   blocks=blocks if setup.blocks else None, block_seeds=setup.paired)
+                   blocks=blocks if setup.blocks else None, block_seeds=setup.paired,
+                   own_variance=setup.own_variance)
 
 
 def comparisons(data: np.ndarray, setup: Setup, counts: np.ndarray, design: Design,
@@ -202,7 +228,7 @@ def comparisons(data: np.ndarray, setup: Setup, counts: np.ndarray, design: Desi
     (tests/test_arms_sim.py checks them against `effects.analyse` to 1e-9, Welch fits included): the
     minimum detectable effects and seeds needed that `analyse` also computes are most of its time."""
     cell, seed, blocks = _runs(data, counts)
-    fit = fit_cells(blocks.run_losses, cell, seed, design, True, None, setup.paired)
+    fit = fit_cells(blocks.run_losses, cell, seed, design, True, None, setup.paired, setup.own_variance)
     text = text_error(blocks, cell, seed, design, fit) if setup.blocks else None
     C = np.stack([design.interaction(t) for t in design.terms(1)])  # (arms, cells): each arm minus the baseline
     est = C @ fit.means
@@ -212,26 +238,11 @@ def comparisons(data: np.ndarray, setup: Setup, counts: np.ndarray, design: Desi
         empty = dict.fromkeys(("df", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value", "p_adjusted",
                                "text_share"), nan)
         return {"estimate": est, **empty, "call": np.full(n, "", dtype=object)}, fit.kind
-    if fit.kind == "welch":  # `CellFit.test`: per-cell variances, Welch-Satterthwaite df
-        a = np.stack([np.bincount(fit._cell_of_run, weights=w ** 2, minlength=len(fit.means)) for w in C @ fit._B])
-        parts = a * fit._cell_var
-        var = parts.sum(axis=1)
-        denom = np.where(parts > 0, parts ** 2 / fit._cell_df, 0.0).sum(axis=1)
-        df = np.divide(var ** 2, denom, out=np.full(n, fit.df), where=denom > 0)
-    else:
-        var, df = np.einsum("ij,jk,ik->i", C, fit.cov, C), np.full(n, fit.df)
+    var, df = fit.variance_df(C)  # `CellFit.test`'s formulas, every row at once
     ok = (var > 0) & (df > 0)
     share = np.zeros(n)
     if text is not None:  # `TextError.test`: the text's variance added, Satterthwaite df
-        q = np.einsum("ij,jk,ik->i", C, text.spread, C) * text.sum_w2
-        k = np.einsum("ij,jk,ik->i", C, text.seed_noise, C) * text.s2_err * text.sum_w2
-        extra = np.maximum(q - k, 0.0)
-        total = var + extra
-        with np.errstate(divide="ignore", invalid="ignore"):
-            df = np.where(extra == 0, df, total ** 2 / (var ** 2 / df + q ** 2 / (text.n_blocks - 1)
-                                                        + k ** 2 / text.df_err))
-            share = extra / total
-        var = total
+        var, df, share = text.add(C, var, df)
     se = np.sqrt(np.where(ok, var, np.nan))
     df = np.where(ok, df, np.nan)
     t95, t90 = st.t.ppf(1 - ALPHA / 2, df), st.t.ppf(1 - ALPHA, df)
@@ -266,83 +277,9 @@ def simulate(world: ArmsWorld, studies: int, chosen: Sequence[Setup] | None = No
             for c in cols:
                 rec[c].append(main[c])
             rec["seeds"].append(counts[1:])
-            rec["welch"].append(kind == "welch")
+            rec["welch"].append(kind in PER_CELL)
     floats = ("estimate", "df", "ci_low", "ci_high", "ci95", "p_adjusted")
     return {s.name: Records(s, world.truth, np.array(r["seeds"]), *(np.array(r[c], float) for c in floats),
                             np.array(r["call"], dtype=object), np.array(r["text_share"], float),
                             np.array(r["welch"], bool))
             for s in chosen for r in [out[s.name]]}
-
-
-@dataclass(frozen=True)
-class Summary:
-    """How one setup did on one world's studies."""
-    setup: Setup
-    studies: int
-    coverage: float  # share of the arms' 95% CIs (unadjusted) containing the arm's true effect
-    coverage_se: float  # its Monte-Carlo SE, from the studies' coverage shares (the arms share the baseline)
-    familywise: float  # share of studies with a false better/worse call (truth 0, or the other sign; Holm)
-    false_rate: float  # share of the truly-zero comparisons called better or worse
-    half_width: float  # mean 95% CI half-width
-    median_half_width: float
-    max_half_width: float
-    low_df: float  # share of the comparisons whose t has fewer than 2 degrees of freedom
-    error_sd: float  # root mean square of estimate minus truth
-    true_sd: float  # root mean of `ArmsWorld.contrast_variance` over the comparisons
-    text_share: float  # mean share of a comparison's variance due to the text (NaN: seeds only)
-    power: tuple[tuple[float, float], ...]  # (|effect|, share of those comparisons called in the right direction)
-    welch: float  # share of studies whose seed model used per-cell variances
-
-    def power_at(self, size: float) -> float:
-        return dict(self.power).get(size, math.nan)
-
-
-def summarise(world: ArmsWorld, rec: Records) -> Summary:
-    truth = rec.truth[None, :]
-    covered = (rec.ci_low <= truth) & (truth <= rec.ci_high)
-    directional = np.isin(rec.call, DIRECTIONAL)
-    right = np.where(truth > 0, rec.call == "worse", rec.call == "better")
-    false = directional & ((truth == 0) | ~right)
-    zero = np.broadcast_to(truth == 0, rec.call.shape)
-    per_study = covered.mean(axis=1)
-    var = np.vectorize(world.contrast_variance)(rec.arm_seeds, rec.setup.baseline)
-    sizes = sorted({abs(float(t)) for t in rec.truth if t != 0})
-    power = tuple((size, float(right[:, np.abs(rec.truth) == size].mean())) for size in sizes)
-    n = len(per_study)
-    se = float(per_study.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
-    return Summary(rec.setup, n, float(covered.mean()), se,
-                   float(false.any(axis=1).mean()), float(false[zero].mean()) if zero.any() else math.nan,
-                   float(rec.half_width.mean()), float(np.median(rec.half_width)), float(rec.half_width.max()),
-                   float((rec.df < 2).mean()), float(np.sqrt(((rec.estimate - truth) ** 2).mean())),
-                   float(np.sqrt(var.mean())), float(np.nanmean(rec.text_share)) if rec.setup.blocks else math.nan,
-                   power, float(rec.welch.mean()))
-
-
-def run(world: ArmsWorld, studies: int, chosen: Sequence[Setup] | None = None, rng_seed: int | Sequence[int] = 0,
-        margin: float = DEFAULT_MARGIN) -> dict[str, Summary]:
-    """`simulate` and `summarise`: one Summary per setup (by name)."""
-    return {name: summarise(world, rec) for name, rec in simulate(world, studies, chosen, rng_seed, margin).items()}
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """One setup on one world: its null version (every effect 0) and its planted one (`PLANTED`), on separate draws."""
-    null: Summary
-    planted: Summary
-
-
-def calibrate(world: ArmsWorld, studies: int, chosen: Sequence[Setup] | None = None, rng_seed: int = 0,
-              margin: float = DEFAULT_MARGIN) -> dict[str, Calibration]:
-    """`studies` null and `studies` planted studies of `world` (rng streams (rng_seed, 0) and (rng_seed, 1))."""
-    null = run(world.null(), studies, chosen, (rng_seed, 0), margin)
-    planted = run(world.planted(), studies, chosen, (rng_seed, 1), margin)
-    return {name: Calibration(null[name], planted[name]) for name in null}
-
-
-WORLDS = {  # name -> (world, its setups): benchmarks/arms_calibration.py's rows (each world null and planted)
-    "rho 0": (ArmsWorld(rho=0.0), lambda w: setups(w) + (seeds_only(w),)),
-    "rho 0.5": (ArmsWorld(rho=0.5), setups),
-    "rho 0.5, seed's text taste shared (block rho 0.5)": (ArmsWorld(rho=0.5, block_rho=0.5),
-                                                           lambda w: (dunnett(w), equal(w))),
-    "rho 0, arm x block SD 0.003": (ArmsWorld(rho=0.0, inter_sd=0.003), lambda w: (dunnett(w), equal(w))),
-}

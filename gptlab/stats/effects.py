@@ -21,7 +21,7 @@ import pandas as pd
 from gptlab.stats import calls
 from gptlab.stats.design import Design, Term, estimability
 from gptlab.stats.arms import baseline_ratio
-from gptlab.stats.models import CellFit, Test, fit_cells, mde80
+from gptlab.stats.models import OWN, CellFit, Test, fit_cells, mde80
 from gptlab.stats.robustness import check as tuning_check
 from gptlab.stats.text_share import Blocks, TextError, text_error
 from gptlab.stats.to_decide import ErrorParts, error_parts, seeds_needed
@@ -38,6 +38,9 @@ ALIAS_COLS = ["aliased", "estimable_as"] + STATS
 # how far the estimate can move against the call (nats); the design cell (index) whose pick moves it most, where the
 # call does not hold.
 TUNING_COLS = ["tuning", "call_at_picks", "tuning_shift", "tuning_cell"]
+# An arms design's (each cell its own variance, `models` kind own): each row's Welch-Satterthwaite df (text included)
+# and whose variance it used ("own", or "pooled for a single-run cell")
+OWN_COLS = ["df", "variance"]
 AVERAGED = "averaged over the other factors"
 AT_BASELINE = "simple effect at the baseline of the other factors"
 
@@ -94,6 +97,8 @@ class _Rows:
         self.tests.setdefault(table, []).append(t)
         if self.text is not None:
             row["text_share"] = t.text_share
+        if self.fit.kind in OWN:
+            row["df"], row["variance"] = t.df, self.fit.variance_note(c)
         if precision:
             row["mde80"] = mde80(t)
             parts = error_parts(self.fit, c, self.text, self.counts, self.ratios)  # seeds leave the text's part
@@ -105,8 +110,9 @@ class _Rows:
         self.contrasts.setdefault(table, []).append(c)
 
     def frame(self, table: str, cols: list[str]) -> pd.DataFrame:
-        extra = (["text_share"] if self.text is not None else []) + (TUNING_COLS if self.loss_left is not None else [])
-        if extra:  # the text's share of each CI's variance and the tuning check, after the call
+        extra = (["text_share"] if self.text is not None else []) + (OWN_COLS if self.fit.kind in OWN else []) \
+            + (TUNING_COLS if self.loss_left is not None else [])
+        if extra:  # the text's share of each CI's variance, its df and variance, and the tuning check, after the call
             cols = cols[:cols.index("call") + 1] + extra + cols[cols.index("call") + 1:]
         return pd.DataFrame(self.rows.get(table, []), columns=cols)
 
@@ -154,7 +160,7 @@ def _stats(t: Test) -> dict:
 def analyse(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, design: Design, label: Label,
             margin: float, endpoint: bool = True, allow_welch: bool = True,
             error_mask: np.ndarray | None = None, blocks: Blocks | None = None,
-            loss_left: np.ndarray | None = None, block_seeds: bool = True) -> Analysis:
+            loss_left: np.ndarray | None = None, block_seeds: bool = True, own_variance: bool = False) -> Analysis:
     """All effects of outcome `y` (one value per run, run i in cell `cells[i]`).
 
     `design.cells` must be the cells that have at least one value. With `endpoint` False only the
@@ -164,10 +170,12 @@ def analyse(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, desi
     `loss_left` (a tuned sweep: per design cell, the upper end of the 95% CI of the loss its pick leaves on the
     table, NaN where unknown): every call is checked against it (`stats.robustness`; columns TUNING_COLS).
     `block_seeds` False: no seed block in the model (an arms design, whose baseline has seeds no arm shares).
+    `own_variance` (an arms design): every cell's own variance, Welch-Satterthwaite df (`models`, kind `own`).
     """
     index = {c: i for i, c in enumerate(design.cells)}
     cell_idx = np.array([index[tuple(c)] for c in cells])
-    fit = fit_cells(np.asarray(y, float), cell_idx, np.asarray(seeds), design, allow_welch, error_mask, block_seeds)
+    fit = fit_cells(np.asarray(y, float), cell_idx, np.asarray(seeds), design, allow_welch, error_mask, block_seeds,
+                    own_variance)
     text = text_error(blocks, cell_idx, np.asarray(seeds), design, fit) if blocks is not None else None
     counts = np.bincount(cell_idx, minlength=len(design.cells))
     ratios = None  # an arms design adds seeds to the baseline at Dunnett's sqrt(k) per arm seed (`stats.arms`)

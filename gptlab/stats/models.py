@@ -22,6 +22,12 @@ Models (y = a run's loss; cell = its combination of factor levels; seed = its se
 - `stein`: an adaptive sweep (`stats.adaptive_seeds`): the cell means of every run, with the pure
   error of the first round's runs alone (its variance and its degrees of freedom), so that the
   number of seeds, chosen from that variance, leaves every CI exact (Stein's two-stage rule).
+- `own` (an arms sweep, `own_variance`): the cell-means model with every cell's own residual variance
+  whatever Bartlett says, a contrast's variance the sandwich sum over cells (for an arm minus the
+  baseline s_a^2/n_a + s_0^2/n_0) on Welch-Satterthwaite df. A cell with a single run has no variance
+  of its own: it borrows the pooled one (on the pooled df), and `CellFit.borrowed` flags it.
+- `stein own`: `stein` with `own_variance`: every cell's variance and df from its own first-round runs
+  (the Welch analogue of Stein's rule: round 2 never re-estimates a variance), the means from every run.
 - `none`: no error estimate at all (one run per cell and fewer than three factors): estimates
   are reported without CIs, p-values or calls.
 """
@@ -46,8 +52,15 @@ FORMULAS = {
     "welch": "y ~ 0 + C(cell) + C(seed), per-cell residual variances (Welch-Satterthwaite df)",
     "pooled": "y ~ (C(f1) + ... + C(fk))**2, interactions of 3+ factors pooled as error (assumed zero)",
     "stein": "y ~ 0 + C(cell) + C(seed), error variance and df from the first round's runs only (Stein two-stage)",
+    "own": "y ~ 0 + C(cell), each cell's own residual variance (a single-run cell: the pooled one), "
+           "Welch-Satterthwaite df",
+    "stein own": "y ~ 0 + C(cell), each cell's own variance and df from its first-round runs (Stein two-stage), "
+                 "Welch-Satterthwaite df",
     "none": "cell means only (no error estimate)",
 }
+PER_CELL = ("welch", "own", "stein own")  # kinds whose contrasts sum each cell's own variance (Welch-Satterthwaite)
+OWN = ("own", "stein own")  # an arms design's kinds: each cell its own variance, whatever Bartlett says
+FIXED_DF = ("stein", "stein own")  # kinds whose df are the first round's, whatever the seeds
 
 
 @lru_cache(maxsize=4096)
@@ -76,7 +89,7 @@ class Test:
 @dataclass
 class CellFit:
     """Fitted cell means (at the average seed) with the covariance the chosen error gives them."""
-    kind: str  # "pure", "welch", "pooled", "stein" or "none"
+    kind: str  # "pure", "welch", "own", "pooled", "stein", "stein own" or "none"
     means: np.ndarray  # (n_cells,) cell means, design.cells order
     cov: np.ndarray  # (n_cells, n_cells) covariance of `means` (NaN when kind == "none")
     df: float  # residual degrees of freedom of the model (0 when kind == "none")
@@ -88,10 +101,16 @@ class CellFit:
     _cell_of_run: np.ndarray | None = field(default=None, repr=False)
     _cell_var: np.ndarray | None = field(default=None, repr=False)
     _cell_df: np.ndarray | None = field(default=None, repr=False)
+    borrowed: np.ndarray | None = None  # `own`: the cells (bool, design.cells order) with the pooled variance
 
     @property
     def has_error(self) -> bool:
         return self.kind != "none"
+
+    @property
+    def cell_df(self) -> np.ndarray | None:
+        """Per-cell kinds (`PER_CELL`): each cell's variance df, design.cells order; None for the others."""
+        return None if self._cell_df is None else self._cell_df.copy()
 
     def test(self, c: np.ndarray | None) -> Test:
         """Estimate and inference for the contrast (or weighted mean) `c` of the cell means."""
@@ -100,15 +119,7 @@ class CellFit:
         est = float(c @ self.means)
         if not self.has_error:
             return Test(est)
-        if self.kind == "welch":
-            a = np.bincount(self._cell_of_run, weights=(c @ self._B) ** 2, minlength=len(self.means))
-            parts = a * self._cell_var
-            var = float(parts.sum())
-            used = parts > 0
-            denom = float(np.sum(parts[used] ** 2 / self._cell_df[used]))
-            df = var ** 2 / denom if denom > 0 else self.df
-        else:
-            var, df = float(c @ self.cov @ c), self.df
+        (var,), (df,) = self.variance_df(np.asarray(c, float)[None, :])
         if not var > 0 or not df > 0:
             return Test(est)
         se = math.sqrt(var)
@@ -116,12 +127,31 @@ class CellFit:
         p = float(2 * st.t.sf(abs(est) / se, df))
         return Test(est, se, df, est - t95 * se, est + t95 * se, est - t90 * se, est + t90 * se, p)
 
+    def variance_df(self, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The variance of every row of C (contrasts over the cells) and its degrees of freedom (arrays)."""
+        if self.kind in PER_CELL:  # sum over cells of a_i(c) s_i^2; df from Welch-Satterthwaite over the cells
+            w = C @ self._B
+            a = np.stack([np.bincount(self._cell_of_run, weights=row ** 2, minlength=len(self.means)) for row in w])
+            parts = a * self._cell_var
+            var = parts.sum(axis=1)
+            denom = np.where(parts > 0, parts ** 2 / self._cell_df, 0.0).sum(axis=1)
+            df = np.divide(var ** 2, denom, out=np.full(len(C), self.df), where=denom > 0)
+            return var, df
+        return np.einsum("ij,jk,ik->i", C, self.cov, C), np.full(len(C), self.df)
+
+    def variance_note(self, c: np.ndarray | None) -> str:
+        """Whose variance contrast c uses under `own`: "own", or "pooled for a single-run cell" where a cell it
+        weighs has one run (no variance of its own; "" for other kinds or no contrast)."""
+        if self.kind not in OWN or c is None:
+            return ""
+        return "pooled for a single-run cell" if bool((self.borrowed & (np.abs(c) > 0)).any()) else "own"
+
     def joint(self, C: np.ndarray) -> tuple[float, int, float, float]:
         """Wald F test that every row of C (contrasts) is zero: (F, numerator df, denominator df, p)."""
         if not self.has_error or C.size == 0:
             return math.nan, 0, math.nan, math.nan
         est = C @ self.means
-        if self.kind == "welch":
+        if self.kind in PER_CELL:
             resid_cov = (C @ self._B) * self._cell_var[self._cell_of_run]
             V = resid_cov @ (C @ self._B).T
         else:
@@ -140,14 +170,16 @@ def _ols(y: np.ndarray, X: np.ndarray):
 
 
 def fit_cells(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Design,
-              allow_welch: bool = True, error_mask: np.ndarray | None = None, block_seeds: bool = True) -> CellFit:
+              allow_welch: bool = True, error_mask: np.ndarray | None = None, block_seeds: bool = True,
+              own_variance: bool = False) -> CellFit:
     """Fit the model the data support (see the module docstring) to runs y in cells `cell_idx`.
 
     `error_mask` (an adaptive sweep's first-round runs) makes it `stein`: the error comes from those runs only.
     `block_seeds` False drops C(seed) (an arms design: the baseline's extra seeds have no partner to pair with).
+    `own_variance` (an arms design): every cell keeps its own variance (`own`, `stein own`), Bartlett or not.
     """
     if error_mask is not None:
-        return _stein(y, cell_idx, seed, design, np.asarray(error_mask, bool), block_seeds)
+        return _stein(y, cell_idx, seed, design, np.asarray(error_mask, bool), block_seeds, own_variance)
     n_cells = len(design.cells)
     counts = np.bincount(cell_idx, minlength=n_cells)
     D = np.zeros((len(y), n_cells))
@@ -176,22 +208,28 @@ def fit_cells(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Des
     groups = [resid[cell_idx == i] for i in range(n_cells) if counts[i] >= 2]
     if len(groups) >= 2 and all(np.ptp(g) > 0 for g in groups):
         out.bartlett_p = float(st.bartlett(*groups).pvalue)
-    if allow_welch and out.bartlett_p < HETERO_P and (counts >= 2).all():
+    if own_variance or (allow_welch and out.bartlett_p < HETERO_P and (counts >= 2).all()):
         scale = df / (len(y) - n_cells)  # the seed block's df, spread over the cells
-        cell_df = (counts - 1) * scale
-        cell_var = np.bincount(cell_idx, weights=resid ** 2, minlength=n_cells) / cell_df
+        borrowed = counts < 2  # no variance of its own: the pooled one, on the pooled df
+        cell_df = np.where(borrowed, df, (counts - 1) * scale)
+        cell_var = np.where(borrowed, sigma2, np.bincount(cell_idx, weights=resid ** 2, minlength=n_cells) / cell_df)
         B = rows @ XtX_inv @ X.T
         cov = (B * cell_var[cell_idx]) @ B.T
-        out = CellFit("welch", means, cov, float(df), math.sqrt(sigma2), seed_block, out.bartlett_p,
-                      B, cell_idx, cell_var, cell_df)
+        out = CellFit("own" if own_variance else "welch", means, cov, float(df), math.sqrt(sigma2), seed_block,
+                      out.bartlett_p, B, cell_idx, cell_var, cell_df, borrowed)
     return out
 
 
 def _stein(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Design, first: np.ndarray,
-           block_seeds: bool = True) -> CellFit:
-    """Means from every run; variance and df from the first round's pure error alone."""
-    every = fit_cells(y, cell_idx, seed, design, allow_welch=False, block_seeds=block_seeds)
-    round1 = fit_cells(y[first], cell_idx[first], seed[first], design, allow_welch=False, block_seeds=block_seeds)
+           block_seeds: bool = True, own_variance: bool = False) -> CellFit:
+    """Means from every run; variance and df from the first round's pure error alone (per cell: `stein own`)."""
+    every = fit_cells(y, cell_idx, seed, design, allow_welch=False, block_seeds=block_seeds, own_variance=own_variance)
+    round1 = fit_cells(y[first], cell_idx[first], seed[first], design, allow_welch=False, block_seeds=block_seeds,
+                       own_variance=own_variance)
+    if own_variance and every.kind == round1.kind == "own":  # each cell's round-1 variance over its N runs' mean
+        cov = (every._B * round1._cell_var[every._cell_of_run]) @ every._B.T
+        return CellFit("stein own", every.means, cov, round1.df, round1.resid_sd, every.seed_block, round1.bartlett_p,
+                       every._B, every._cell_of_run, round1._cell_var, round1._cell_df, round1.borrowed)
     if every.kind != "pure" or round1.kind != "pure":  # no replication: nothing to scale (never for min >= 2)
         return every
     scale = (round1.resid_sd / every.resid_sd) ** 2

@@ -13,7 +13,7 @@ contrast c is the seed model's (the run losses are the blocks' weighted means), 
 
     Var(c) = Var_seed(c) + c' Sigma_a c * sum_b w_b^2        (w: the blocks' weights, sum 1; 1/B if equal)
 
-Var_seed is the seed model's (pure, welch, stein or pooled, as `models.fit_cells` chose). Sigma_a comes
+Var_seed is the seed model's (pure, welch, own, stein or pooled, as `models.fit_cells` chose). Sigma_a comes
 from the per-block cell means m_b = M y[:, b] (M: the seed model's linear map from runs to cell means):
 their covariance over blocks Q has expectation Sigma_a + M M' s2_e (plus terms equal in every cell,
 which cancel in contrasts), and s2_e is the mean square of the seed model's residuals' interaction
@@ -21,6 +21,10 @@ with the blocks, on (N - p)(B - 1) df. So c' Sigma_a c = c'Qc - c'MM'c s2_e, flo
 degrees of freedom are Satterthwaite's over the three estimates. With two cells and paired seeds this
 is the crossed seed x block ANOVA of D[s, b] (the contrast for seed s on block b):
 Var = (MS_seed + MS_block - MS_err) / (S B). `text_share` is the text term's share of Var(c).
+Where every cell keeps its own variance (`own`, `stein own`: an arms sweep) the run x block noise is
+each cell's own too: c'MM'c s2_e becomes the sum over cells i of c'M_i M_i'c s2_e,i (M_i: M's columns
+of cell i's runs; s2_e,i on (n_i - 1)(B - 1) df, a single-run cell the pooled one), each a term of
+the Satterthwaite df, so a noisy arm's run x block noise is not taken from the other arms' Q.
 Chosen over a paired seed x block bootstrap, which under-covers with 3 seeds (docs/STATISTICS.md).
 """
 from __future__ import annotations
@@ -75,10 +79,33 @@ class TextError:
     df_err: float  # its degrees of freedom, (N - p)(B - 1)
     n_blocks: int
     sum_w2: float  # sum of the squared block weights (1/B for equal blocks)
+    # per-cell run x block noise (`own` seed models; None: the pooled s2_err): M_i M_i' per cell, s2_e,i, df
+    cell_noise: np.ndarray | None = None  # (cells, cells, cells)
+    cell_s2: np.ndarray | None = None
+    cell_df: np.ndarray | None = None
+
+    def noise(self, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """What run x block noise puts in c'Qc for every row c of C, per noise term (rows x terms, times sum w^2),
+        and each term's df: one pooled term, or one per cell."""
+        if self.cell_noise is None:
+            k = np.einsum("mi,ij,mj->m", C, self.seed_noise, C)[:, None] * self.s2_err
+            return k * self.sum_w2, np.array([self.df_err])
+        return np.einsum("mi,gij,mj->mg", C, self.cell_noise, C) * self.cell_s2 * self.sum_w2, self.cell_df
+
+    def add(self, C: np.ndarray, var: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The seed model's variances and df of the rows of C with the text's added: (variance, Satterthwaite df,
+        text share), arrays; a row whose text variance is 0 keeps its df."""
+        q = np.einsum("mi,ij,mj->m", C, self.spread, C) * self.sum_w2
+        k, k_df = self.noise(C)
+        text = np.maximum(q - k.sum(axis=1), 0.0)
+        total = var + text
+        with np.errstate(divide="ignore", invalid="ignore"):
+            denom = var ** 2 / df + q ** 2 / (self.n_blocks - 1) + (k ** 2 / k_df).sum(axis=1)
+            return total, np.where(text == 0, df, total ** 2 / denom), text / total
 
     def parts(self, c: np.ndarray) -> tuple[float, float]:
         """(c'Qc, c'MM'c s2_e), each times sum w^2: the text variance of c is their difference, floored at 0."""
-        return (float(c @ self.spread @ c) * self.sum_w2, float(c @ self.seed_noise @ c) * self.s2_err * self.sum_w2)
+        return float(c @ self.spread @ c) * self.sum_w2, float(self.noise(np.asarray(c, float)[None, :])[0].sum())
 
     def variance(self, c: np.ndarray) -> float:
         """c' Sigma_a c sum w^2: what the text adds to the variance of contrast c."""
@@ -87,10 +114,11 @@ class TextError:
 
     def variance_df(self, c: np.ndarray) -> tuple[float, float]:
         """The text's variance of contrast c and its Satterthwaite degrees of freedom (0 and inf when none)."""
-        q, k = self.parts(c)
-        if q <= k:
+        q = float(c @ self.spread @ c) * self.sum_w2
+        k, k_df = self.noise(np.asarray(c, float)[None, :])
+        if q <= k.sum():
             return 0.0, math.inf
-        return q - k, (q - k) ** 2 / (q ** 2 / (self.n_blocks - 1) + k ** 2 / self.df_err)
+        return q - k.sum(), (q - k.sum()) ** 2 / (q ** 2 / (self.n_blocks - 1) + float((k ** 2 / k_df).sum()))
 
     @property
     def sd_err(self) -> float:
@@ -102,20 +130,17 @@ class TextError:
         fields = dataclasses.asdict(seed)
         if c is None or not seed.se > 0 or not seed.df > 0:
             return TextTest(**fields)
-        a = seed.se ** 2
-        q, k = self.parts(c)
-        text = max(q - k, 0.0)
-        var = a + text
-        df = seed.df if text == 0 else var ** 2 / (a ** 2 / seed.df + q ** 2 / (self.n_blocks - 1)
-                                                   + k ** 2 / self.df_err)
-        return _test(seed.estimate, math.sqrt(var), df, text / var)
+        (var,), (df,), (share,) = self.add(np.asarray(c, float)[None, :], np.array([seed.se ** 2]), np.array([seed.df]))
+        return _test(seed.estimate, math.sqrt(var), float(df), float(share))
 
     def joint(self, fit: CellFit, C: np.ndarray) -> tuple[float, int, float, float]:
         """Wald F test that every row of C is zero, the text's covariance added (its PSD part); Satterthwaite
         denominator df from the traces of the three terms. (F, numerator df, denominator df, p)."""
         if not fit.has_error or C.size == 0:
             return math.nan, 0, math.nan, math.nan
-        vals, vecs = np.linalg.eigh(self.spread - self.seed_noise * self.s2_err)
+        noise = self.seed_noise * self.s2_err if self.cell_noise is None else \
+            np.einsum("gij,g->ij", self.cell_noise, self.cell_s2)
+        vals, vecs = np.linalg.eigh(self.spread - noise)
         text = (vecs * np.clip(vals, 0, None)) @ vecs.T * self.sum_w2
         seed_v, text_v = C @ fit.cov @ C.T, C @ text @ C.T
         V = seed_v + text_v
@@ -126,10 +151,18 @@ class TextError:
         F = float(est @ np.linalg.pinv(V, hermitian=True) @ est) / rank
         a, t = float(np.trace(seed_v)), float(np.trace(text_v))
         q = float(np.trace(C @ self.spread @ C.T)) * self.sum_w2
-        k = float(np.trace(C @ self.seed_noise @ C.T)) * self.s2_err * self.sum_w2
+        k = np.array([float(np.trace(C @ g @ C.T)) for g in self._noise_mats()]) * self.sum_w2
+        k_df = np.array([self.df_err]) if self.cell_noise is None else self.cell_df
         df2 = fit.df if t <= 0 else \
-            (a + t) ** 2 / (a ** 2 / fit.df + q ** 2 / (self.n_blocks - 1) + k ** 2 / self.df_err)
+            (a + t) ** 2 / (a ** 2 / fit.df + q ** 2 / (self.n_blocks - 1) + float((k ** 2 / k_df).sum()))
         return F, rank, df2, float(st.f.sf(F, rank, df2))
+
+
+    def _noise_mats(self) -> list[np.ndarray]:
+        """Each noise term's covariance (cells x cells): MM' s2_e, or M_i M_i' s2_e,i per cell."""
+        if self.cell_noise is None:
+            return [self.seed_noise * self.s2_err]
+        return [g * s2 for g, s2 in zip(self.cell_noise, self.cell_s2)]
 
 
 def _test(est: float, se: float, df: float, share: float) -> TextTest:
@@ -175,5 +208,15 @@ def text_error(blocks: Blocks, cell_idx: np.ndarray, seed: np.ndarray, design: D
         return None
     w = blocks.weights.mean(axis=0)
     w = w / w.sum()
-    return TextError(np.atleast_2d(np.cov(M @ Y, ddof=1)), M @ M.T, float((resid ** 2).sum() / df_err),
-                     float(df_err), n_blocks, float(w @ w))
+    s2_err = float((resid ** 2).sum() / df_err)
+    own = {}
+    if fit.kind in ("own", "stein own"):  # each cell's own run x block noise, as its own seed variance
+        cell_idx = np.asarray(cell_idx)
+        n_cells = len(design.cells)
+        counts = np.bincount(cell_idx, minlength=n_cells)
+        cell_df = np.where(counts < 2, df_err, (counts - 1) * df_err / (n_runs - n_cells))  # a seed block's share
+        ss = np.bincount(cell_idx, weights=(resid ** 2).sum(axis=1), minlength=n_cells)
+        own = {"cell_noise": np.stack([M[:, cell_idx == i] @ M[:, cell_idx == i].T for i in range(n_cells)]),
+               "cell_s2": np.where(counts < 2, s2_err, ss / np.maximum(cell_df, 1e-300)), "cell_df": cell_df}
+    return TextError(np.atleast_2d(np.cov(M @ Y, ddof=1)), M @ M.T, s2_err, float(df_err), n_blocks, float(w @ w),
+                     **own)

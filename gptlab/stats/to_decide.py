@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gptlab.stats.calls import ALPHA
-from gptlab.stats.models import CellFit, t_quantile
+from gptlab.stats.models import FIXED_DF, OWN, CellFit, t_quantile
 from gptlab.stats.text_share import TextError
 
 TEXT_BUDGET = 0.5  # the recommended split gives the text this share of the margin's variance (see the docstring)
@@ -161,7 +161,8 @@ def error_parts(fit: CellFit, c: np.ndarray | None, text: TextError | None, coun
 
     `counts`: each cell's runs; `ratios`: each cell's runs per seed of an arm as the design adds them (an arms
     design: the baseline's sqrt(k)); None: every cell alike. Without a seed block each cell of c is its own
-    part (its variance, the diagonal of `fit.cov`; under `welch` its own df, counts - 1); with one, the
+    part (its variance, the diagonal of `fit.cov`; under `welch` its own df, counts - 1; under an arms design's
+    `own` its own df, grown by the runs added, and under `stein own` round 1's, fixed); with one, the
     contrast's seed variance is one part on the model's df, as `models.fit_cells` counts them.
     """
     if c is None or not fit.has_error:
@@ -176,6 +177,12 @@ def error_parts(fit: CellFit, c: np.ndarray | None, text: TextError | None, coun
     if not used.size:
         return None
     n = max(1, int(counts[used][ratios[used] == ratios[used].min()].max()))  # an arm's (or cell's) seeds now
+    if fit.kind in OWN:  # each cell its own variance on its own df: grown by its runs, or Stein's round 1's (fixed)
+        dfs, borrowed = fit.cell_df, fit.borrowed
+        parts = tuple(SeedPart(float(c[i] ** 2 * fit.cov[i, i]), int(counts[i]), float(ratios[i]), float(dfs[i]),
+                               0.0 if fit.kind in FIXED_DF or borrowed[i] else float(dfs[i]) / max(int(counts[i]) - 1, 1))
+                      for i in used)
+        return ErrorParts(parts, n, text_var=text_var, text_df=text_df)
     if not fit.seed_block and fit.kind != "pooled":  # no seed block: the cell means are independent
         welch = fit.kind == "welch"
         parts = tuple(SeedPart(float(c[i] ** 2 * fit.cov[i, i]), int(counts[i]), float(ratios[i]),

@@ -67,7 +67,8 @@ def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) ->
     design = Design(tuple(factors), levels, {f: str(spec.baseline[f]) for f in factors},
                     tuple(c for c in (tuple(map(str, c)) for c in design_cells(spec.grid, spec.exclude)) if c in present))
     return widest_called(np.array(y), cells, np.array(seeds), design, partial(effect_label, factors), spec.seed_rule,
-                         [f for f in spec.scale if f in factors], np.array(first), block_seeds=spec.arms is None)
+                         [f for f in spec.scale if f in factors], np.array(first), block_seeds=spec.arms is None,
+                         own_variance=spec.arms is not None)
 
 
 def _float(text: Any) -> float:

@@ -17,7 +17,7 @@ from gptlab.report.load import Results
 from gptlab.report.tables.scale import unpaired_scale
 from gptlab.report.sentences.verdicts import absent
 from gptlab.stats.effects import Analysis
-from gptlab.stats.models import FORMULAS, HETERO_P
+from gptlab.stats.models import FORMULAS, HETERO_P, OWN
 from gptlab.stats.to_decide import MAX_SEEDS
 
 
@@ -34,7 +34,8 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     fit, d = a.fit, a.design
     notes.append(f"Model: `{FORMULAS[fit.kind]}`" + (f", {fit.df:g} residual degrees of freedom, residual SD "
                                                       f"{fmt_loss(fit.resid_sd)} {res.unit}" if fit.has_error else "")
-                 + (f"; seed blocking {'on' if fit.seed_block else 'off'}" if fit.kind in ("pure", "welch") else "")
+                 + (f"; seed blocking {'on' if fit.seed_block else 'off'}" if fit.kind in ("pure", "welch", "own")
+                    else "")
                  + f"; {a.n_tests} distinct tests in the Holm family.")
     if fit.kind == "pure" and fit.bartlett_p < HETERO_P:
         warns.append(f"Cell variances differ (Bartlett p {fmt_p(fit.bartlett_p)}), but a cell has a single ok run, so "
@@ -45,6 +46,9 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     if fit.kind == "welch":
         warns.append(f"Cell variances differ (Bartlett p {fmt_p(fit.bartlett_p)}): every CI uses per-cell variances "
                      "with Welch-Satterthwaite degrees of freedom.")
+    if fit.kind in OWN:
+        notes.append("Each arm's CI and test use its own variance and the baseline's (Welch-Satterthwaite df, "
+                     "column `df`), never one pooled over arms that differ in noise.")
     if fit.kind == "pooled":
         warns.append(f"No pure error (one ok run per cell): CIs, p-values and calls ASSUME that every interaction "
                      f"of three or more factors is zero; their {fit.df:g} degrees of freedom are pooled as error "
@@ -60,7 +64,7 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     if len(unusable):
         warns.append(f"{len(unusable)} ok run(s) without a finite {res.outcome} left out of every analysis: "
                      + ", ".join(map(str, unusable["run_id"][:5])) + (", ..." if len(unusable) > 5 else "") + ".")
-    if fit.kind in ("pure", "welch"):
+    if fit.kind in ("pure", "welch", *OWN):
         single = [c for c, n in ok.groupby("cell").size().items() if n == 1]
         if single:
             warns.append(f"{len(single)} cell(s) with a single ok run ({'; '.join(single[:5])}"

@@ -137,7 +137,8 @@ def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoi
     left = None if loss_left is None else np.array([loss_left.get(tuple(c), np.nan) for c in design.cells])
     a = analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design, res.label,
                 margin, endpoint, error_mask=first_round, blocks=text, loss_left=left,
-                block_seeds=not res.arms)  # arms: the baseline's extra seeds have no partner (`stats.arms`)
+                block_seeds=not res.arms,  # arms: the baseline's extra seeds have no partner,
+                own_variance=bool(res.arms))  # and each arm keeps its own variance (`stats.arms`)
     if left is None:
         return a
     names = [", ".join(res.label(f, lv) for f, lv in zip(design.factors, c)) for c in design.cells]

@@ -67,7 +67,8 @@ def effects_by_scale(res: Results, margin: float,
     return round_frame(pd.DataFrame(rows, columns=SCALE_COLS[:after_call] + extra + SCALE_COLS[after_call:]))
 
 
-ARMS_EXTRA = ("ci95", "ci90_low", "ci90_high", "p_value", "text_share", "mde80")  # arms.csv's columns from a slice
+# arms.csv's columns from a slice
+ARMS_EXTRA = ("ci95", "ci90_low", "ci90_high", "p_value", "text_share", "df", "variance", "mde80")
 
 
 def slices(res: Results, margin: float, loss_left: Mapping[tuple[str, ...], float] | None

@@ -254,7 +254,7 @@ def _effects(res: Results, runs: pd.DataFrame, y: str, margin: float, calls: boo
         return pd.DataFrame(columns=EFFECT_COLS)
     cells = list(map(tuple, runs[res.factors].to_numpy().tolist()))
     a = analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design_for(res, runs), res.label, margin,
-                block_seeds=not res.arms)
+                block_seeds=not res.arms, own_variance=bool(res.arms))
     out = [{"effect": f"{res.label(r['factor'], r['level'])} vs {r['baseline']}", **r} for r in a.main.to_dict("records")]
     out += [{"effect": f"{res.label(r['factor_a'], r['level_a'])} x {res.label(r['factor_b'], r['level_b'])}", **r}
             for r in a.interactions.to_dict("records")]
