@@ -19,13 +19,15 @@ from typing import Any, ClassVar, Mapping
 
 from gptlab.errors import GptlabError, shown
 from gptlab.runio import write_csv
-from gptlab.stats.refine import Lattice, RefineRule, decide_all, geometric_ratio
+from gptlab.stats.cliff import SAYS_NOTHING, trained
+from gptlab.stats.refine import BEATEN, CellDecision, Lattice, RefineRule, decide_all, geometric_ratio
 from gptlab.sweep.planners import TUNERS, Case, FinishedRuns, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
 from gptlab.sweep.tuning import SELECTION, SELECTION_SEED_OFFSET, Pairs, TuneSpec, TuneThenEstimate, runs_at
 
 MAX_RUNS_PER_CELL = 100  # the largest tune.max_runs_per_cell
-REFINE_COLS = ["round", "cell", "runs", "pick", "p_best", "expected_regret", "noise_sd", "noise_df", "decision", "adds"]
+REFINE_COLS = ["round", "cell", "runs", "pick", "p_best", "expected_regret", "noise_sd", "noise_df", "decision", "adds",
+               "cliff_lr"]
 
 
 def _lattice(spec: SweepSpec) -> Lattice:
@@ -119,15 +121,16 @@ class Refine(TuneThenEstimate):
                          "finished")
         obs: dict[Pairs, dict[int, list[float]]] = {cell: {} for cell in self.cells}
         for t in self.trials(finished):
-            if t.status in ("ok", "diverged"):
-                obs[t.cell].setdefault(self._k(t.setting[0][1]), []).append(t.loss if t.status == "ok" else math.inf)
+            if t.status != SAYS_NOTHING:  # a run that did not train (diverged, collapsed) is an infinite loss
+                obs[t.cell].setdefault(self._k(t.setting[0][1]), []).append(t.loss if trained(t.status) else math.inf)
         decisions, sigma, df = decide_all([obs[c] for c in self.cells], self.lattice, self.rule)
         new: list[Run] = []
         for cell, d in zip(self.cells, decisions):
             self.log.append({"round": self.round - 1, "cell": self._label(cell), "runs": d.runs,
                              "pick": self.lattice.value(d.pick) if d.pick is not None else None, "p_best": d.p_best,
                              "expected_regret": d.expected_regret, "noise_sd": sigma, "noise_df": df,
-                             "decision": d.reason, "adds": " ".join(f"{self.lattice.value(k):g}" for k in d.add)})
+                             "decision": self._decision(d), "adds": " ".join(f"{self.lattice.value(k):g}" for k in d.add),
+                             "cliff_lr": self.lattice.value(d.cliff) if d.cliff is not None else None})
             for k in d.add:
                 seed = SELECTION_SEED_OFFSET + len(obs[cell].get(k, []))
                 new += runs_at(self.spec, [((self.key, self.lattice.value(k)),)], [seed], SELECTION, [cell])
@@ -140,6 +143,13 @@ class Refine(TuneThenEstimate):
                          "decided once every run of this one has finished")
         self._pick(finished, {cell: d.pick for cell, d in zip(self.cells, decisions)}, decisions)
         return None
+
+    def _decision(self, d: CellDecision) -> str:
+        """refine.csv's decision: the reason, and where the fit's minimum was overruled by a lower tried mean."""
+        if d.beaten is None or d.pick is None:
+            return d.reason
+        return (f"{d.reason}; lowest mean taken: the fit's minimum {self.lattice.value(d.beaten):g} was above "
+                f"{self.lattice.value(d.pick):g} by more than {BEATEN:g} SEs")
 
     def _label(self, cell: Pairs) -> str:
         from gptlab.stats.picks import pairs_text, short_names
