@@ -1,6 +1,6 @@
 """Calibration of the refining tuner: refine against the grid at one and two seeds, on planted asymmetric lr curves.
 
-    python benchmarks/refine_calibration.py [--studies 1000] [--seed 0] [--quick | --variants]
+    python benchmarks/refine_calibration.py [--studies 1000] [--seed 0] [--quick | --variants | --cliff]
 
 For each world of `gptlab.stats.refine_sim.WORLDS` (which states the model: the `tuned` study's 2x2,
 activation x tying; per cell a loss curve steeper below its optimum, optima log-uniform over 1.5e-3 ..
@@ -14,6 +14,11 @@ activation main effect, the selection runs per cell (mean, 90th percentile, mult
 the share of picks below and above the lattice's best lr. Then the issue's goals for refine, met or
 not. Deterministic for a given --seed.
 
+`--cliff` (issue 39): world (a) and `CLIFF_WORLDS` (a stability cliff 0.5-1.5 or 0-0.5 octaves above each
+optimum) under refine as shipped, refine at tolerance 0.001, copies of it without the cliff rule, without
+closing curves or without overruling a beaten fit, and the grid: regret against the curve's minimum and
+against the best tried lr where no run can fail, runs, how often a failed run's lr entered the final fit,
+how often an lr where no run can fail was called beyond the cliff, and picks where a run may fail.
 `--quick`: the four main worlds only, with the three main tuners. `--variants`: worlds (a) and (a)
 with 5 estimation seeds (the same studies as the main table's rows) under copies of refine's decisions,
 each with one thing changed (noise SD known or drawn from its df, window, no quadratic, a cubic, outer
@@ -31,7 +36,7 @@ import numpy as np
 
 from gptlab.stats import refine
 from gptlab.stats.refine import CellDecision, Lattice, RefineRule
-from gptlab.stats.refine_sim import TUNERS, WORLDS, Summary, Tuner, World, run
+from gptlab.stats.refine_sim import CLIFF_WORLDS, TUNERS, WORLDS, Summary, Tuner, World, run
 
 STRICT = Tuner("refine, confidence 0.95, tolerance 0.0005", rule=RefineRule(confidence=0.95, tolerance=0.0005))
 EXTRA_TUNERS = (Tuner("refine, confidence 0.9", rule=RefineRule(confidence=0.9, tolerance=0.001)),
@@ -190,6 +195,42 @@ def variants(quick: bool) -> list[tuple[str, World, tuple[Tuner, ...]]]:
          TUNERS + EXTRA_TUNERS[1:])]
 
 
+CLIFF_TUNERS = (
+    TUNERS[0],
+    Tuner("refine (stats/refine.py, tolerance 0.002)", rule=RefineRule()),
+    Tuner("refine, tolerance 0.001", rule=RefineRule(tolerance=0.001)),
+    Tuner("copy, without the cliff rule (every run that trained enters)", rule=RefineRule(),
+          decide_all=decide_variant(cliff=False)),
+    Tuner("copy, without closing curves", rule=RefineRule(), decide_all=decide_variant(close=False)),
+    Tuner("copy, without overruling a beaten fit", rule=RefineRule(), decide_all=decide_variant(beaten=False)),
+)
+
+
+def cliff_row(world: str, s: Summary) -> str:
+    reasons = ", ".join(f"{k} {v:.2f}" for k, v in s.reasons.items()) or "-"
+    return (f"| {world} | {s.tuner} | {s.regret_median:.4f} | {s.regret_p90:.4f} | {s.regret_tried_median:.4f} | "
+            f"{s.regret_tried_p90:.4f} | {s.runs_mean:.2f} | {s.runs_p90:.0f} | {s.cliff_in_fit:.3f} | "
+            f"{s.wrongly_cut:.3f} | {s.unstable:.3f} | {s.coverage:.3f} | {s.false_per_study:.3f} | {reasons} |")
+
+
+def cliff_table(studies: int, seed: int) -> None:
+    """`--cliff`: world (a) and the worlds with a stability cliff, under refine, its copies without each of issue
+    39's rules, and the grid."""
+    print("| world | tuner | regret median | regret p90 | vs best tried: median | p90 | runs/cell | runs p90 | "
+          "failed run's lr in the fit | good lr cut | picks where a run may fail | coverage | false calls: studies | "
+          "stopped by |")
+    print("|" + "---|" * 14)
+    worlds = {"a: best losses equal, optima per cell": WORLDS["a: best losses equal, optima per cell"], **CLIFF_WORLDS}
+    verdicts = []
+    for i, (name, world) in enumerate(worlds.items()):
+        for s in run(world, studies, CLIFF_TUNERS, rng_seed=seed * 100 + 50 + i):
+            print(cliff_row(name, s), flush=True)
+            if s.tuner.startswith("refine (stats"):
+                verdicts.append(f"- {name}: {goals(s, True)}; failed runs in fits {s.cliff_in_fit:.3f}, "
+                                f"good lrs cut {s.wrongly_cut:.3f}")
+    print("\nGoals for refine:\n" + "\n".join(verdicts))
+
+
 def row(world: str, s: Summary) -> str:
     reasons = ", ".join(f"{k} {v:.2f}" for k, v in s.reasons.items()) or "-"
     return (f"| {world} | {s.tuner} | {s.regret_median:.4f} | {s.regret_p90:.4f} | {s.coverage:.3f} | "
@@ -211,6 +252,8 @@ def main() -> None:
     p.add_argument("--studies", type=int, default=1000, help="simulated studies per world")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="the four main worlds and the three main tuners only")
+    p.add_argument("--cliff", action="store_true", help="instead: world (a) and the worlds with a stability cliff "
+                   "under refine and copies without each of its cliff, closing and overruling rules")
     p.add_argument("--variants", action="store_true",
                    help="instead: worlds (a) and (a) with 5 estimation seeds under copies of refine's decisions "
                         "with one thing changed each")
@@ -218,6 +261,10 @@ def main() -> None:
     if args.studies < 1:
         p.error(f"--studies must be >= 1, got {args.studies}")
     start = time.perf_counter()
+    if args.cliff:
+        cliff_table(args.studies, args.seed)
+        print(f"\n{time.perf_counter() - start:.0f} s")
+        return
     print("| world | tuner | regret median | regret p90 | coverage (true minima) | coverage (at the picks) | "
           "MC SE (coverage) | false calls: studies | false calls: zero effects | power (activation) | runs/cell | "
           "runs p90 | x today | picks below / above the lattice's best | refine stopped by |")

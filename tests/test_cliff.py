@@ -17,7 +17,7 @@ from gptlab.stats.lr_curves import fit_curves
 from gptlab.stats.picks import Trial, pick_rows, picks
 from gptlab.stats.refine import (BEATEN, Lattice, RefineRule, cliff, decide, judge, open_sides, pooled_sigma,
                                  residual_ss)
-from gptlab.stats.refine_sim import LATTICE, WORLDS, Curve, Noise, Tuner, World, cliff_scores, simulate, summarise
+from gptlab.stats.refine_sim import CLIFF_WORLDS, LATTICE, Curve, Noise, Tuner, World, cliff_scores, simulate, summarise
 
 SWIGLU = {5e-4: 1.827607565650009, 1e-3: 1.7625156023573787, 2e-3: 1.7179991360552378, 4e-3: 1.701333782697635,
           5.65685e-3: 1.7041314834780505, 8e-3: 1.6850406037474117, 1.13137e-2: 2.4315047316511964,
@@ -203,8 +203,58 @@ def test_cliff_scores_count_failed_runs_in_a_fit_and_good_lrs_cut():
 
 
 def test_refine_keeps_cliff_runs_out_of_its_fits_in_a_small_simulation():
-    world = WORLDS["c': a cliff 0-0.5 octaves above each optimum, failures certain 0.5 beyond"]
+    world = CLIFF_WORLDS["c': a cliff 0-0.5 octaves above each optimum, failures certain 0.5 beyond"]
     out = simulate(world, 6, (Tuner("refine", rule=RefineRule(tolerance=0.001)),), rng_seed=3)
     s = summarise("refine", out["refine"])
     assert s.cliff_in_fit == 0 and s.wrongly_cut == 0 and s.runs_mean <= RefineRule().max_runs_per_cell
     assert s.regret_tried_median <= s.regret_median + 1e-12 and LATTICE.octaves == 0.5
+
+
+# -- the report ------------------------------------------------------------------------------------------------
+
+
+def test_the_report_shows_swiglu_s_cliff_apart_and_keeps_it_out_of_the_pick_and_the_curve(tmp_path, corpus):
+    import yaml
+
+    from gptlab.report.figures.tuning_figure import isolation_figure
+    from gptlab.report.load import load_results
+    from gptlab.report.sentences.sweeps import tuning_warnings
+    from gptlab.report.tables import compute_tables
+    from gptlab.run.resultsdir import SUMMARY_CSV
+    from gptlab.run.rundir import RunDir
+
+    results = tmp_path / "results" / "cliff"
+    rows = [{"run_id": f"swiglu-{lr:.6g}", "seed": 1000000, "model.activation": "swiglu", "train.lr": lr,
+             "stage": "selection", "status": "ok", "best_val_loss": y, "best_test_loss": y, "wall_s": 1.0}
+            for lr, y in SWIGLU.items()]
+    rows += [{"run_id": f"swiglu_s{s}", "seed": s, "model.activation": "swiglu", "train.lr": 8e-3, "stage": "estimation",
+              "status": "ok", "best_val_loss": 1.685 + e, "best_test_loss": 1.685 + e, "wall_s": 1.0}
+             for s, e in enumerate([0.004, -0.003, 0.0])]
+    results.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(results / SUMMARY_CSV, index=False)
+    sweep = {"name": "cliff", "grid": {"model.activation": ["swiglu"]}, "seeds": [0, 1, 2],
+             "tune": {"space": {"train.lr": [5e-4, 1e-3, 2e-3, 4e-3, 8e-3]}, "seeds": 1, "method": "refine"}}
+    (results / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    folder = RunDir(results / "runs" / rows[0]["run_id"]).path
+    folder.mkdir(parents=True)
+    config = {"data": {"dataset": "tiny", "path": str(corpus), "val_fraction": 0.1, "test_fraction": 0.05}}
+    (folder / RunDir.CONFIG).write_text(yaml.safe_dump(config))
+    res = load_results(results)
+    view = compute_tables(res, 0.01).tuned
+    table = view.table
+    assert table.loc[table["beyond_cliff"].astype(bool), "train.lr"].tolist() == pytest.approx([1.13137e-2, 1.6e-2])
+    assert table.loc[table["picked"].astype(bool), "train.lr"].tolist() == [8e-3]
+    assert view.curves.iloc[0]["window_lr_high"] == pytest.approx(8e-3)
+    assert "beyond_cliff" in view.curves.iloc[0]["flags"]
+    (warning,) = [w for w in tuning_warnings(view) if "stability cliff" in w]
+    assert "lr=0.0113137, lr=0.016" in warning
+    ax = isolation_figure(res, table, view.keys, view.ceiling, view.curves).axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "beyond the stability cliff (out of picks, fits and noise)" in labels
+    joined = [line for line in ax.get_lines() if len(line.get_xdata()) == len(SWIGLU) - 2]
+    assert joined and max(joined[0].get_xdata()) == pytest.approx(8e-3)  # the curve stops at the cliff
+
+
+def test_a_side_with_an_lr_where_nothing_trained_is_closed():
+    finite = {4: (1.70, 1), 5: (1.701, 1), 6: (1.702, 1)}
+    assert open_sides(finite, 4, 0.01, 0, 12, [2, 4, 5, 6]) == (8,)  # 2 collapsed (too small to learn): closed

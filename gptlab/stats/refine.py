@@ -6,8 +6,11 @@ what trains.
 
 The lrs a cell may try form a lattice in log2(lr): the coarse levels of `tune.space` (a geometric
 grid, ratio r) are the even half-steps k = 0, 2, ..., 2(n-1) (lr = lr_0 r^(k/2)); the odd ones are
-their geometric midpoints; at most `extend` coarse steps beyond either end. After the coarse grid
-(one seed per level), each round takes, for every cell, the first of these that applies:
+their geometric midpoints; at most `extend` coarse steps beyond either end. Every step below sees a
+cell's runs on the trained side of its stability cliff only (`stats.cliff`: a run that did not train,
+or a jump far above the lowest mean, and every higher lr; `trained_side`): those runs never enter a
+fit, a pick or the noise, and nothing at or beyond the cliff is tried. After the coarse grid (one seed
+per level), each round takes, for every cell, the first of these that applies:
 
 1. edge: the lowest mean sits at the highest (lowest) lr tried -> try one coarse step beyond it.
 2. refine: a half-step neighbour of the lowest mean is untried -> try it (the neighbours at half
@@ -15,17 +18,25 @@ their geometric midpoints; at most `extend` coarse steps beyond either end. Afte
 3. the pick: a weighted quadratic in k through the points within one coarse step of the lowest
    mean (weights: ok runs per lr; Wortsman et al. 2023 read the whole loss-vs-lr curve, not one
    point) smooths the means; the pick is the tried lr with the lowest fitted loss (the lowest
-   mean where the fit is not convex). A parametric bootstrap of the points under the pooled
-   selection noise gives the pick's probability of being the best tried lr (`p_best`) and the
-   loss it is expected to leave on the table against the best of them (`expected_regret`).
-   The cell is done when p_best >= confidence, or the expected regret is below `tolerance` (two
-   lrs whose true losses differ by less than that are never told apart, and need not be), or its
-   budget is spent; otherwise one more seed trains at the pick and at its closest rival.
+   mean where the fit is not convex). A pick that a tried point beats by more than `BEATEN` (2)
+   SEs of the difference at the pooled noise is not made: the lowest mean is the pick and its
+   bootstrap reads the means unsmoothed (`beaten` records the fit's minimum it overruled).
+4. close: once the noise is known, a side of the pick with no tried point above the pick's mean by
+   more than `BEATEN` SEs of the difference is open -> try one coarse step beyond that side's
+   farthest point (a half-step where the coarse one is out of bounds or tried; nothing where both
+   are, or past the cliff: the cliff closes a side). Every cell, the baseline included.
+5. trust: a parametric bootstrap of the points under the pooled selection noise gives the pick's
+   probability of being the best tried lr (`p_best`) and the loss it is expected to leave on the
+   table against the best of them (`expected_regret`). The cell is done when p_best >= confidence,
+   or the expected regret is below `tolerance` (two lrs whose true losses differ by less than
+   that are never told apart, and need not be), or its budget is spent; otherwise one more seed
+   trains at the pick and at its closest rival.
 
-Diverged runs count as an infinite loss (never a pick, never in a fit). The pooled noise SD
-comes from replicate seeds at one lr and from the fits' residuals, pooled over cells with their
-degrees of freedom; with none yet, no pick is trusted (more seeds are the only way to learn it).
-Every random draw comes from a generator seeded by the data's shape, so a rerun decides the same.
+Runs that did not train (diverged, collapsed) count as an infinite loss (never a pick, never in a
+fit). The pooled noise SD comes from replicate seeds at one lr and from the fits' residuals, on the
+trained side of each cell's cliff, pooled over cells with their degrees of freedom; with none yet,
+no pick is trusted and no curve is closed (more seeds are the only way to learn it). Every random
+draw comes from a generator seeded by the data's shape, so a rerun decides the same.
 """
 from __future__ import annotations
 
@@ -232,13 +243,15 @@ def _rival(obs: Observations, pick: int, octaves: float = HALF_STEP) -> int | No
 def open_sides(finite: Mapping[int, tuple[float, int]], pick: int, sigma: float, low: int, high: int,
                tried: Sequence[int]) -> tuple[int, ...]:
     """Where the curve around the pick is still open: per side with no trained point above the pick's mean by more
-    than `BEATEN` SEs of the difference, one coarse step beyond its farthest trained point (a half-step where that
-    is out of [low, high] or tried), if any; `finite`: half-step -> (mean, runs) on the trained side."""
+    than `BEATEN` SEs of the difference (and no tried lr where nothing trained, or beyond the cliff: those close it),
+    one coarse step beyond its farthest trained point (a half-step where that is out of [low, high] or tried), if
+    any; `finite`: half-step -> (mean, runs) on the trained side, `tried`: every half-step tried."""
     m0, n0 = finite[pick]
     add = []
     for s in (-1, 1):
         side = [k for k in finite if (k - pick) * s > 0]
-        if any(finite[k][0] - m0 > BEATEN * sigma * math.sqrt(1 / finite[k][1] + 1 / n0) for k in side):
+        if any(finite[k][0] - m0 > BEATEN * sigma * math.sqrt(1 / finite[k][1] + 1 / n0) for k in side) or \
+                any((k - pick) * s > 0 and k not in finite for k in tried):
             continue
         far = max(side, key=lambda k: k * s, default=pick)
         add += [t for t in (far + 2 * s, far + s) if low <= t <= high and t not in tried][:1]

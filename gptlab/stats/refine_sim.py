@@ -345,6 +345,8 @@ WORLDS: dict[str, World] = {
     "a': best losses equal, one optimum per study": World(shared_optima=True),
     "b: relu better by 0.01, optima per cell": World(effect=-0.01),
     "b': relu better by 0.01, one optimum per study": World(effect=-0.01, shared_optima=True),
+}
+CLIFF_WORLDS: dict[str, World] = {  # world (a) with a stability cliff (issue 39)
     "c: a stability cliff 0.5-1.5 octaves above each optimum": World(cliff=(0.5, 1.5)),
     "c': a cliff 0-0.5 octaves above each optimum, failures certain 0.5 beyond": World(cliff=(0.0, 0.5), cliff_width=0.5),
 }

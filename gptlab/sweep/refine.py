@@ -3,10 +3,14 @@
 Round 1 is the grid method's selection (every cell at every level of `tune.space`, one seed, the
 same run ids). Each later round asks `gptlab.stats.refine.decide_all`, from the selection runs on
 disk, what every cell tries next: one coarse step beyond an edge pick, the half-step neighbours of
-its lowest mean, or one more seed at its pick and its closest rival, until each pick's probability
-of being the best lr tried is at least `tune.confidence`, or its expected loss left on the table is
-below `tune.tolerance`, or the cell has used `tune.max_runs_per_cell` runs. The estimation seeds
-then train at each refined pick. `results/NAME/refine.csv` records every round's decisions.
+its lowest mean, one coarse step beyond a side of its pick that is not yet clearly above it (closing
+the curve), or one more seed at its pick and its closest rival, until each pick's probability of
+being the best lr tried is at least `tune.confidence`, or its expected loss left on the table is
+below `tune.tolerance`, or the cell has used `tune.max_runs_per_cell` runs. Runs that did not train
+and lrs beyond a cell's stability cliff (`stats.cliff`) stay out of its fit, its pick and the noise.
+The estimation seeds then train at each refined pick. `results/NAME/refine.csv` records every round's
+decisions (`decision` says where a tried point overruled the fit's minimum; `cliff_lr` is the cell's
+lowest lr beyond its cliff).
 
 Only one numeric key can be refined (the learning rate, typically), over a geometric grid of at
 least three levels: the lattice of lrs it may add is that grid's half-steps (`stats.refine.Lattice`).
@@ -106,7 +110,8 @@ class Refine(TuneThenEstimate):
     def describe(self) -> str:
         return (f"tuned sweep (refine): round 1 trains {len(self.cells)} cells x {len(self.lattice.levels)} levels of "
                 f"{self.key} x 1 seed (seeds {SELECTION_SEED_OFFSET:,}+); later rounds extend edge picks (up to "
-                f"{self.lattice.extend} steps), try half-steps around each optimum and add seeds, until each pick is the "
+                f"{self.lattice.extend} steps), try half-steps around each optimum, close each curve (never past a "
+                f"stability cliff) and add seeds, until each pick is the "
                 f"best tried with probability >= {self.rule.confidence:g} (or leaves < {self.rule.tolerance:g} nats), at "
                 f"most {self.rule.max_runs_per_cell} runs per cell; then {self._estimation_seeds()} at each pick")
 
