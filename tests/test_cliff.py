@@ -258,3 +258,16 @@ def test_the_report_shows_swiglu_s_cliff_apart_and_keeps_it_out_of_the_pick_and_
 def test_a_side_with_an_lr_where_nothing_trained_is_closed():
     finite = {4: (1.70, 1), 5: (1.701, 1), 6: (1.702, 1)}
     assert open_sides(finite, 4, 0.01, 0, 12, [2, 4, 5, 6]) == (8,)  # 2 collapsed (too small to learn): closed
+
+
+def test_refine_csv_says_where_a_tried_point_overruled_the_fit_and_where_the_cliff_is():
+    from types import SimpleNamespace
+
+    from gptlab.stats.refine import CellDecision
+    from gptlab.sweep.refine import REFINE_COLS, Refine
+
+    planner = SimpleNamespace(lattice=LATTICE_8)
+    text = Refine._decision(planner, CellDecision(pick=8, beaten=6, reason="replicate"))
+    assert text == "replicate; lowest mean taken: the fit's minimum 0.004 was above 0.008 by more than 2 SEs"
+    assert Refine._decision(planner, CellDecision(pick=8, reason="confident")) == "confident"
+    assert REFINE_COLS[-1] == "cliff_lr"

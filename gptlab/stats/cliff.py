@@ -7,9 +7,11 @@ the loss, whether the run trained):
 - A run trained when its status is `ok` (`TRAINED`); `failed` runs (a crash: they say nothing about
   the lr) are left out before this rule; every other status (`diverged`, `collapsed`: the run never
   beat the unigram loss) is a run that did not train.
-- The reference is the lowest mean loss of the trained runs (per lr). An lr above it is beyond the cliff when a run there did not train, or when one of its
-  trained runs lies above that lowest mean by more than `RISE` x the lowest mean x max(d, 1)^2,
-  d the distance in octaves. Every higher lr is beyond too (the edge of stability is crossed once).
+- The reference is the lowest mean loss of the trained runs (per lr). An lr above it is beyond the
+  cliff when a run there did not train, or when one of its trained runs lies above that lowest mean
+  by more than `RISE` x the lowest mean x max(d, 1)^2, d the distance in octaves. Every higher lr
+  is beyond too (the edge of stability is crossed once). Below the lowest mean nothing is a cliff
+  (a run too slow to learn at a tiny lr is a failure there, not an edge of stability).
 - When the lowest mean's own lr had a run that did not train, that lr is the cliff: the reference
   moves to the lowest mean below it, and so on.
 
@@ -19,8 +21,8 @@ octave^2, docs/STATISTICS.md), NoPE's curve in study 8 0.006-0.06 within an octa
 (at most 3%), and a bend of +0.3 per octave adds at most 35% at one octave, 80% at two. 10% per
 octave^2 (floored at one octave, so that noise at a half-step is never a cliff) is three times the
 steepest of them; SwiGLU's cliff in study 8 (1.6850 at 8e-3, 2.4315 at 1.13e-2: +44% in half an
-octave) is four times the threshold. The simulated false calls on smooth curves and the cliffs missed
-are in docs/STATISTICS.md ("Refining tuner: calibration by simulation").
+octave) is four times the threshold. What the rule buys and costs in simulated studies with and
+without cliffs is in docs/STATISTICS.md ("Stability cliffs, picks on points that trained, closed curves").
 """
 from __future__ import annotations
 
