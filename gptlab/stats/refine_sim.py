@@ -133,8 +133,7 @@ class Noise:
         low, high = LATTICE.bounds
         shape = (len(CELLS), high - low + 1, replicates)
         sel = rng.normal(0.0, world.run_sd, shape)
-        seed_sd = world.run_sd * math.sqrt(world.seed_share)
-        est_sd = world.run_sd * math.sqrt(1 - world.seed_share)
+        seed_sd, est_sd = (world.run_sd * math.sqrt(share) for share in (world.seed_share, 1 - world.seed_share))
         out = cls(sel, rng.normal(0.0, seed_sd, world.seeds), rng.normal(0.0, est_sd, (len(CELLS), world.seeds)))
         if world.cliff is None:
             return out
@@ -346,7 +345,6 @@ WORLDS: dict[str, World] = {
     "b: relu better by 0.01, optima per cell": World(effect=-0.01),
     "b': relu better by 0.01, one optimum per study": World(effect=-0.01, shared_optima=True),
 }
-CLIFF_WORLDS: dict[str, World] = {  # world (a) with a stability cliff (issue 39)
-    "c: a stability cliff 0.5-1.5 octaves above each optimum": World(cliff=(0.5, 1.5)),
-    "c': a cliff 0-0.5 octaves above each optimum, failures certain 0.5 beyond": World(cliff=(0.0, 0.5), cliff_width=0.5),
-}
+CLIFF_WORLDS: dict[str, World] = {"c: a stability cliff 0.5-1.5 octaves above each optimum": World(cliff=(0.5, 1.5)),
+                                   "c': a cliff 0-0.5 octaves above each optimum, failures certain 0.5 beyond":
+                                   World(cliff=(0.0, 0.5), cliff_width=0.5)}  # world (a) with a stability cliff
