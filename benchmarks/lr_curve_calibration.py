@@ -9,7 +9,9 @@ and prints one Markdown row per scenario: the share of cells with a convex fit, 
 planted optimum by the optimum's CI (all convex fits; and among those with a bounded CI, with their
 share and median width in octaves), and the coverage of the true loss left on the table by the
 pick (all; and among those with a finite upper end, with their median width), with the Monte-Carlo
-SE of a coverage. Deterministic for a given --seed.
+SE of a coverage; then the share of cells with an lr where no run can fail called beyond the stability
+cliff (`stats.cliff`), and with a failed run's lr in the fit (the two cliff scenarios plant failures).
+Deterministic for a given --seed.
 
 `--prior 0` fits plain parabolas (no bend prior): what the prior buys on bent curves.
 
@@ -35,8 +37,9 @@ def main() -> None:
         parser.error(f"--sims must be >= 1, got {args.sims}")
     start = time.perf_counter()
     print("| scenario | cells | convex | optimum covered | MC SE | bounded | covered if bounded | median width "
-          "(octaves) | loss left covered | bounded | covered if bounded | median width (nats) | pooled df |")
-    print("|" + "---|" * 13)
+          "(octaves) | loss left covered | bounded | covered if bounded | median width (nats) | pooled df | good lr cut | "
+          "failed run in the fit |")
+    print("|" + "---|" * 15)
     for i, (name, scenario) in enumerate(SCENARIOS.items()):
         if args.only not in name:
             continue
@@ -45,7 +48,7 @@ def main() -> None:
         print(f"| {name} | {c.cells} | {c.convex:.3f} | {c.optimum_coverage:.3f} | {c.se(c.optimum_coverage, n):.3f} | "
               f"{c.bounded:.3f} | {c.optimum_coverage_bounded:.3f} | {c.optimum_width:.2f} | "
               f"{c.loss_left_coverage:.3f} | {c.loss_left_bounded:.3f} | {c.loss_left_coverage_bounded:.3f} | "
-              f"{c.loss_left_width:.4f} | {c.noise_df:.1f} |", flush=True)
+              f"{c.loss_left_width:.4f} | {c.noise_df:.1f} | {c.cut:.3f} | {c.failed_in_fit:.3f} |", flush=True)
     print(f"({args.sims} sweeps of 4 cells per scenario, seed {args.seed}, bend prior SD {args.prior:g}; "
           f"{time.perf_counter() - start:.0f} s)")
 

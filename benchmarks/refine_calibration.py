@@ -1,6 +1,6 @@
 """Calibration of the refining tuner: refine against the grid at one and two seeds, on planted asymmetric lr curves.
 
-    python benchmarks/refine_calibration.py [--studies 1000] [--seed 0] [--quick | --variants]
+    python benchmarks/refine_calibration.py [--studies 1000] [--seed 0] [--quick | --variants | --cliff]
 
 For each world of `gptlab.stats.refine_sim.WORLDS` (which states the model: the `tuned` study's 2x2,
 activation x tying; per cell a loss curve steeper below its optimum, optima log-uniform over 1.5e-3 ..
@@ -14,6 +14,11 @@ activation main effect, the selection runs per cell (mean, 90th percentile, mult
 the share of picks below and above the lattice's best lr. Then the issue's goals for refine, met or
 not. Deterministic for a given --seed.
 
+`--cliff` (issue 39): world (a) and `CLIFF_WORLDS` (a stability cliff 0.5-1.5 or 0-0.5 octaves above each
+optimum) under refine as shipped, refine at tolerance 0.001, copies of it without the cliff rule, without
+closing curves or without overruling a beaten fit, and the grid: regret against the curve's minimum and
+against the best tried lr where no run can fail, runs, how often a failed run's lr entered the final fit,
+how often an lr where no run can fail was called beyond the cliff, and picks where a run may fail.
 `--quick`: the four main worlds only, with the three main tuners. `--variants`: worlds (a) and (a)
 with 5 estimation seeds (the same studies as the main table's rows) under copies of refine's decisions,
 each with one thing changed (noise SD known or drawn from its df, window, no quadratic, a cubic, outer
@@ -31,7 +36,7 @@ import numpy as np
 
 from gptlab.stats import refine
 from gptlab.stats.refine import CellDecision, Lattice, RefineRule
-from gptlab.stats.refine_sim import TUNERS, WORLDS, Summary, Tuner, World, run
+from gptlab.stats.refine_sim import CLIFF_WORLDS, TUNERS, WORLDS, Summary, Tuner, World, run
 
 STRICT = Tuner("refine, confidence 0.95, tolerance 0.0005", rule=RefineRule(confidence=0.95, tolerance=0.0005))
 EXTRA_TUNERS = (Tuner("refine, confidence 0.9", rule=RefineRule(confidence=0.9, tolerance=0.001)),
@@ -47,13 +52,15 @@ def _design(x: np.ndarray, degree: int) -> np.ndarray:
 
 
 def judge_variant(obs, sigma: float, seed: int = 0, *, window: int = refine.WINDOW, smooth: bool = True,
-                  df: int | None = None, degree: int = 2, outer: float = 1.0) -> CellDecision:
+                  df: int | None = None, degree: int = 2, outer: float = 1.0, cliff: bool = True,
+                  beaten: bool = True) -> CellDecision:
     """`refine.judge` with another window, without the quadratic, with the noise SD drawn from its df, a cubic
-    (`degree` 3, with 4 points or more), or the window's outer points down-weighted by `outer`."""
-    means, runs = refine._means(obs), sum(len(v) for v in obs.values())
-    finite = {k: v for k, v in means.items() if math.isfinite(v[0])}
+    (`degree` 3, with 4 points or more), the window's outer points down-weighted by `outer`, without the cliff rule
+    (`cliff`: every run that trained enters) or without overruling a fit's minimum that a tried point beats."""
+    runs, edge = sum(len(v) for v in obs.values()), refine.cliff(obs) if cliff else None
+    finite = {k: v for k, v in refine._means(refine.trained_side(obs) if cliff else obs).items() if math.isfinite(v[0])}
     if not finite:
-        return CellDecision(reason="no ok run", runs=runs)
+        return CellDecision(reason="no ok run", runs=runs, cliff=edge)
     best = min(sorted(finite), key=lambda k: finite[k][0])
     ks = sorted(k for k, (m, n) in finite.items() if abs(k - best) <= window and n > 0)
     y, n = np.array([finite[k][0] for k in ks]), np.array([finite[k][1] for k in ks], float)
@@ -64,9 +71,13 @@ def judge_variant(obs, sigma: float, seed: int = 0, *, window: int = refine.WIND
     coef = np.linalg.lstsq(X * np.sqrt(w)[:, None], y * np.sqrt(w), rcond=None)[0] if smooth and len(ks) >= 3 else None
     convex = coef is not None and coef[-3] > 0  # the quadratic term (at the lowest mean, for a cubic)
     centre = X @ coef if convex else y
-    pick = ks[int(np.argmin(centre))]
-    if not math.isfinite(sigma) or sigma <= 0:
-        return CellDecision(pick=pick, runs=runs)
+    pick, lost = ks[int(np.argmin(centre))], None
+    known = math.isfinite(sigma) and sigma > 0
+    i, j = ks.index(pick), ks.index(best)
+    if beaten and known and y[i] - y[j] > refine.BEATEN * sigma * math.sqrt(1 / n[i] + 1 / n[j]):
+        pick, lost, convex, centre = best, pick, False, y
+    if not known:
+        return CellDecision(pick=pick, runs=runs, cliff=edge, window=tuple(ks), beaten=lost)
     rng = np.random.default_rng([seed, len(ks), int(n.sum())])
     scale = sigma if df is None else sigma * np.sqrt(df / rng.chisquare(df, (refine.BOOTSTRAP_DRAWS, 1)))
     draws = centre + rng.standard_normal((refine.BOOTSTRAP_DRAWS, len(ks))) * scale / np.sqrt(n)
@@ -75,46 +86,71 @@ def judge_variant(obs, sigma: float, seed: int = 0, *, window: int = refine.WIND
         draws = (X @ np.linalg.lstsq(X * sw[:, None], (draws * sw).T, rcond=None)[0]).T
     i = ks.index(pick)
     return CellDecision(pick=pick, p_best=float(np.mean(np.argmin(draws, axis=1) == i)),
-                        expected_regret=float(np.mean(draws[:, i] - draws.min(axis=1))), runs=runs)
+                        expected_regret=float(np.mean(draws[:, i] - draws.min(axis=1))), runs=runs, cliff=edge,
+                        window=tuple(ks), beaten=lost)
+
+
+def _pooled_with_every_run(cells) -> tuple[float, int]:
+    """The pooled noise as it was before the cliff rule: every run that trained, whatever its lr."""
+    ss = df = 0
+    for obs in cells:
+        for losses in obs.values():
+            ok = np.array([v for v in losses if math.isfinite(v)])
+            ss, df = ss + float(((ok - ok.mean()) ** 2).sum()) if len(ok) > 1 else ss, df + max(len(ok) - 1, 0)
+        finite = {k: v for k, v in refine._means(obs).items() if math.isfinite(v[0])}
+        if finite:
+            ks = refine._window(finite, min(sorted(finite), key=lambda k: finite[k][0]))
+            if len(ks) > 3:
+                y, w = np.array([finite[k][0] for k in ks]), np.array([finite[k][1] for k in ks], float)
+                ss += float((w * (y - np.polyval(refine._fit(ks, y, w), np.asarray(ks, float))) ** 2).sum())
+                df += len(ks) - 3
+    return (math.sqrt(ss / df), df) if df > 0 else (math.nan, 0)
 
 
 def decide_variant(*, one_sided: bool = False, known_sigma: float | None = None, t_sigma: bool = False,
                    window: int = refine.WINDOW, smooth: bool = True, degree: int = 2, outer: float = 1.0,
-                   ends: bool = False):
+                   ends: bool = False, cliff: bool = True, close: bool = True, beaten: bool = True):
     """A `decide_all` like `refine.decide_all`, with the one change named."""
 
     def decide(obs, lattice: Lattice, rule: RefineRule, sigma: float, df: int, seed: int) -> CellDecision:
         means, runs = refine._means(obs), sum(len(v) for v in obs.values())
-        finite = {k: v for k, v in means.items() if math.isfinite(v[0])}
+        edge = refine.cliff(obs, lattice.octaves) if cliff else None
+        side = refine.trained_side(obs, lattice.octaves) if cliff else obs
+        finite = {k: v for k, v in refine._means(side).items() if math.isfinite(v[0])}
         (low, high), room = lattice.bounds, rule.max_runs_per_cell - runs
+        high = high if edge is None else min(high, edge - 1)
         if finite and room > 0:
             best, tried = min(sorted(finite), key=lambda k: finite[k][0]), sorted(means)
-            for edge, step in ((tried[-1], 2), (tried[0], -2)):
-                if best == edge and low <= best + step <= high:
-                    return CellDecision(add=(best + step,), pick=best, reason="edge", runs=runs)
+            for end, step in ((tried[-1], 2), (tried[0], -2)):
+                if best == end and low <= best + step <= high:
+                    return CellDecision(add=(best + step,), pick=best, reason="edge", runs=runs, cliff=edge)
             missing = [k for k in (best - 1, best + 1) if low <= k <= high and k not in means]
             if one_sided:  # only while neither half-step is tried: the one towards the lower tried neighbour
                 side = {s: min((means[best + s * j][0] for j in (1, 2) if best + s * j in means), default=math.inf)
                         for s in (-1, 1)}
                 missing = [] if len(missing) < 2 else [best - 1] if side[-1] < side[1] else [best + 1]
             if missing:
-                return CellDecision(add=tuple(missing[:room]), pick=best, reason="refine", runs=runs)
+                return CellDecision(add=tuple(missing[:room]), pick=best, reason="refine", runs=runs, cliff=edge)
         v = judge_variant(obs, sigma, seed, window=window, smooth=smooth, df=df if t_sigma and df > 0 else None,
-                          degree=degree, outer=outer)
+                          degree=degree, outer=outer, cliff=cliff, beaten=beaten)
         if v.pick is None:
             return v
+        if close and room > 0 and math.isfinite(sigma) and sigma > 0:
+            add = refine.open_sides(finite, v.pick, sigma, low, high, sorted(means))
+            if add:
+                return dataclasses.replace(v, add=add[:room], reason="close")
         if v.p_best >= rule.confidence or v.expected_regret <= rule.tolerance:
             return dataclasses.replace(v, reason="confident" if v.p_best >= rule.confidence else "tolerance")
-        rival = refine._rival(obs, v.pick)
+        rival = min((k for k in finite if k != v.pick), key=lambda k: (finite[k][0], k), default=None)
         add = tuple(k for k in (v.pick, rival) if k is not None)
         if ends:  # the window's two ends instead: they fix the fitted slope, so the fitted vertex, the most
-            tried = sorted(k for k, (m, n) in means.items() if math.isfinite(m) and abs(k - v.pick) <= window)
+            tried = sorted(k for k, (m, n) in finite.items() if abs(k - v.pick) <= window)
             add = (tried[0], tried[-1]) if len(tried) >= 3 else add
         add = add[:max(room, 0)]
         return dataclasses.replace(v, add=add, reason="replicate" if add else "budget")
 
     def decide_all(cells, lattice: Lattice, rule: RefineRule):
-        sigma, df = refine.pooled_sigma(cells)
+        sigma, df = refine.pooled_sigma(cells, lattice.octaves) if cliff else _pooled_with_every_run(cells)
         sigma = known_sigma if known_sigma is not None else sigma
         return [decide(obs, lattice, rule, sigma, df, i) for i, obs in enumerate(cells)], sigma, df
 
@@ -159,6 +195,42 @@ def variants(quick: bool) -> list[tuple[str, World, tuple[Tuner, ...]]]:
          TUNERS + EXTRA_TUNERS[1:])]
 
 
+CLIFF_TUNERS = (
+    TUNERS[0],
+    Tuner("refine (stats/refine.py, tolerance 0.002)", rule=RefineRule()),
+    Tuner("refine, tolerance 0.001", rule=RefineRule(tolerance=0.001)),
+    Tuner("copy, without the cliff rule (every run that trained enters)", rule=RefineRule(),
+          decide_all=decide_variant(cliff=False)),
+    Tuner("copy, without closing curves", rule=RefineRule(), decide_all=decide_variant(close=False)),
+    Tuner("copy, without overruling a beaten fit", rule=RefineRule(), decide_all=decide_variant(beaten=False)),
+)
+
+
+def cliff_row(world: str, s: Summary) -> str:
+    reasons = ", ".join(f"{k} {v:.2f}" for k, v in s.reasons.items()) or "-"
+    return (f"| {world} | {s.tuner} | {s.regret_median:.4f} | {s.regret_p90:.4f} | {s.regret_tried_median:.4f} | "
+            f"{s.regret_tried_p90:.4f} | {s.runs_mean:.2f} | {s.runs_p90:.0f} | {s.cliff_in_fit:.3f} | "
+            f"{s.wrongly_cut:.3f} | {s.unstable:.3f} | {s.coverage:.3f} | {s.false_per_study:.3f} | {reasons} |")
+
+
+def cliff_table(studies: int, seed: int) -> None:
+    """`--cliff`: world (a) and the worlds with a stability cliff, under refine, its copies without each of issue
+    39's rules, and the grid."""
+    print("| world | tuner | regret median | regret p90 | vs best tried: median | p90 | runs/cell | runs p90 | "
+          "failed run's lr in the fit | good lr cut | picks where a run may fail | coverage | false calls: studies | "
+          "stopped by |")
+    print("|" + "---|" * 14)
+    worlds = {"a: best losses equal, optima per cell": WORLDS["a: best losses equal, optima per cell"], **CLIFF_WORLDS}
+    verdicts = []
+    for i, (name, world) in enumerate(worlds.items()):
+        for s in run(world, studies, CLIFF_TUNERS, rng_seed=seed * 100 + 50 + i):
+            print(cliff_row(name, s), flush=True)
+            if s.tuner.startswith("refine (stats"):
+                verdicts.append(f"- {name}: {goals(s, True)}; failed runs in fits {s.cliff_in_fit:.3f}, "
+                                f"good lrs cut {s.wrongly_cut:.3f}")
+    print("\nGoals for refine:\n" + "\n".join(verdicts))
+
+
 def row(world: str, s: Summary) -> str:
     reasons = ", ".join(f"{k} {v:.2f}" for k, v in s.reasons.items()) or "-"
     return (f"| {world} | {s.tuner} | {s.regret_median:.4f} | {s.regret_p90:.4f} | {s.coverage:.3f} | "
@@ -180,6 +252,8 @@ def main() -> None:
     p.add_argument("--studies", type=int, default=1000, help="simulated studies per world")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="the four main worlds and the three main tuners only")
+    p.add_argument("--cliff", action="store_true", help="instead: world (a) and the worlds with a stability cliff "
+                   "under refine and copies without each of its cliff, closing and overruling rules")
     p.add_argument("--variants", action="store_true",
                    help="instead: worlds (a) and (a) with 5 estimation seeds under copies of refine's decisions "
                         "with one thing changed each")
@@ -187,6 +261,10 @@ def main() -> None:
     if args.studies < 1:
         p.error(f"--studies must be >= 1, got {args.studies}")
     start = time.perf_counter()
+    if args.cliff:
+        cliff_table(args.studies, args.seed)
+        print(f"\n{time.perf_counter() - start:.0f} s")
+        return
     print("| world | tuner | regret median | regret p90 | coverage (true minima) | coverage (at the picks) | "
           "MC SE (coverage) | false calls: studies | false calls: zero effects | power (activation) | runs/cell | "
           "runs p90 | x today | picks below / above the lattice's best | refine stopped by |")

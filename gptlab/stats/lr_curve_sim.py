@@ -12,7 +12,11 @@ round: the geometric midpoints on both sides of each cell's pick, and one grid s
 the edge, at the same seeds. The pick is then `stats.picks`' rule over every lr, and
 `estimation_seeds` fresh seeds at it are the replicates that inform the noise, as a tuned sweep's
 estimation runs do. The truths come from the planted curves alone: the optimum, and the loss left =
-the curve at the pick minus its minimum. Deterministic for a given RNG seed.
+the curve at the pick minus its minimum. With `cliff`, a stability cliff: from that many octaves above
+each optimum (uniform over the range) a run fails with a probability rising linearly to 1 over
+`cliff_width` octaves, landing stuck 0.3-0.9 above the best loss (status ok) or, half of them, at the
+unigram loss (status collapsed); the pick is then `stats.picks`' (its cliff rule). Deterministic for a
+given RNG seed.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from gptlab.stats.cliff import beyond, cliff_edge
 from gptlab.stats.lr_curves import ASYMMETRY, NOT_CONVEX, UNBOUNDED, fit_curves
 
 GRID = (5e-4, 1e-3, 2e-3, 4e-3, 8e-3)  # the `tuned` study's space
@@ -46,6 +51,8 @@ class CurveScenario:
     estimation_seeds: int = 3  # replicates at each cell's pick
     inset: float = 0.5  # octaves between the grid's ends and the range of planted optima
     grid: tuple[float, ...] = GRID  # the lrs of the first round, ascending, factor-spaced
+    cliff: tuple[float, float] | None = None  # octaves above each optimum where runs start to fail (uniform range)
+    cliff_width: float = 1.0  # octaves over which a run's failure probability rises from 0 to 1
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,8 @@ class Coverage:
     loss_left_width: float  # median width of the finite ones (nats)
     true_loss_left: float  # mean true loss left by the picks (nats)
     noise_df: float  # mean pooled df per sweep
+    cut: float = math.nan  # share of cells with an lr where no run can fail called beyond the cliff
+    failed_in_fit: float = math.nan  # share of cells whose fit took a failed run's lr
 
     def se(self, p: float, n: float) -> float:
         """Monte-Carlo SE of a share p of n."""
@@ -77,7 +86,9 @@ def _truth(x: np.ndarray, opt: float, best: float, c: float, a: float) -> np.nda
 
 
 def _pick(frame: pd.DataFrame) -> float:
-    means = frame.groupby("x")["loss"].mean()
+    """The lowest mean of the runs that trained, on the trained side of the cliff (`stats.cliff`)."""
+    edge = cliff_edge(zip(frame["x"], frame["loss"], frame["status"] == "ok"))
+    means = frame[(frame["status"] == "ok") & ~beyond(frame["x"].to_numpy(float), edge)].groupby("x")["loss"].mean()
     return float(means.idxmin())
 
 
@@ -90,12 +101,21 @@ def simulate_sweep(sc: CurveScenario, rng: np.random.Generator, prior: float = A
     planted = [(rng.uniform(grid[0] + sc.inset, grid[-1] - sc.inset), rng.uniform(1.7, 1.8),
                 rng.uniform(*sc.curvature), sc.asymmetry + sc.asymmetry_sd * rng.standard_normal())
                for _ in range(sc.cells)]
-    rows, reps, truths = [], [], {}
+    cliffs = rng.uniform(*sc.cliff, sc.cells) if sc.cliff else np.full(sc.cells, np.inf)
+    rows, reps, truths, safe = [], [], {}, {}
     for cell, (opt, best, c, a) in enumerate(planted):
+        fails = lambda x: min(max((x - opt - cliffs[cell]) / sc.cliff_width, 0.0), 1.0)  # noqa: E731
+
+        def run(x: float, s: int) -> dict:
+            row = {"cell": cell, "x": x, "seed": s, "loss": float(_truth(x, opt, best, c, a) + offsets[s]
+                                                                  + rng.normal(0, sc.noise_sd)), "status": "ok"}
+            if sc.cliff and rng.uniform() < fails(x):  # drawn only with a cliff: the other scenarios keep theirs
+                stuck = rng.uniform() < 0.5
+                row.update(loss=best + rng.uniform(0.3, 0.9) if stuck else 3.33, status="ok" if stuck else "collapsed")
+            return row
+
         def sample(xs: np.ndarray, seeds: range) -> list[dict]:
-            return [{"cell": cell, "x": x, "seed": s, "loss": float(_truth(x, opt, best, c, a)
-                                                                     + offsets[s] + rng.normal(0, sc.noise_sd))}
-                    for x in xs for s in seeds]
+            return [run(x, s) for x in xs for s in seeds]
         mine = sample(grid, range(sc.seeds))
         if sc.midpoints:
             pick = _pick(pd.DataFrame(mine))
@@ -107,8 +127,12 @@ def simulate_sweep(sc: CurveScenario, rng: np.random.Generator, prior: float = A
         reps += sample(np.array([pick]), range(sc.seeds, sc.seeds + sc.estimation_seeds))
         rows += mine
         truths[cell] = (opt, float(_truth(pick, opt, best, c, a) - best))
-    runs = pd.DataFrame(rows).assign(lr=lambda f: 2.0 ** f["x"], status="ok")
-    replicates = pd.DataFrame(reps).assign(lr=lambda f: 2.0 ** f["x"], status="ok")
+        frame = pd.DataFrame(mine)
+        edge = cliff_edge(zip(frame["x"], frame["loss"], frame["status"] == "ok"))
+        safe[cell] = (any(beyond(x, edge) and fails(x) == 0 for x in frame["x"]),
+                      {x for x, y in zip(frame["x"], frame["loss"]) if y > _truth(x, opt, best, c, a) + 0.25})
+    runs = pd.DataFrame(rows).assign(lr=lambda f: 2.0 ** f["x"])
+    replicates = pd.DataFrame(reps).assign(lr=lambda f: 2.0 ** f["x"])
     curves = fit_curves(runs[["cell", "lr", "loss", "status"]], step=step,
                         replicates=replicates[["cell", "lr", "loss", "status"]], asymmetry=prior)
     out = []
@@ -125,7 +149,9 @@ def simulate_sweep(sc: CurveScenario, rng: np.random.Generator, prior: float = A
                     else math.nan,
                     "left_width": fit.loss_left_ci_high - fit.loss_left_ci_low
                     if math.isfinite(fit.loss_left_ci_high) else math.nan,
-                    "true_left": left, "df": curves.noise.df})
+                    "true_left": left, "df": curves.noise.df, "cut": safe[fit.cell][0],
+                    "failed_in_fit": any(fit.window_lr_low * (1 - 1e-9) <= 2.0 ** x <= fit.window_lr_high * (1 + 1e-9)
+                                         for x in safe[fit.cell][1]) if fit.n_points else False})
     return out
 
 
@@ -142,7 +168,7 @@ def calibrate_curves(sc: CurveScenario, sims: int, seed: int = 0, prior: float =
                     mean(left["left_covers"]), mean(left["left_bounded"]),
                     mean(left.loc[left["left_bounded"].astype(bool), "left_covers"]),
                     float(left["left_width"].median()) if left["left_width"].notna().any() else math.nan,
-                    mean(df["true_left"]), float(df["df"].mean()))
+                    mean(df["true_left"]), float(df["df"].mean()), mean(df["cut"]), mean(df["failed_in_fit"]))
 
 
 for _bend in (0.0, BENT):
@@ -153,3 +179,6 @@ for _bend in (0.0, BENT):
 SCENARIOS["bent beyond the prior, a = 0.5, 1 seed"] = CurveScenario(asymmetry=0.5)
 SCENARIOS["bent, seed offsets (run SD 0.0065, seed SD 0.005), 1 seed"] = CurveScenario(
     asymmetry_sd=BENT, noise_sd=0.0065, seed_sd=0.005)
+for _near, _width, _text in (((0.5, 1.5), 1.0, "0.5-1.5"), ((0.0, 0.5), 0.5, "0-0.5")):
+    SCENARIOS[f"bent, a stability cliff {_text} octaves above the optimum, 1 seed + midpoints"] = CurveScenario(
+        midpoints=True, asymmetry_sd=BENT, cliff=_near, cliff_width=_width)

@@ -2,12 +2,12 @@
 
 The fit, per cell, from its selection runs (lr, loss, status; `fit_curves`):
 
-- x = log2(lr). Diverged and failed runs are left out; an ok run's loss is capped at `ceiling` (the
-  validation unigram loss, as the report's LR sensitivity caps it). Each lr with ok runs is one
-  point: the mean of its runs, weighted by their number.
+- x = log2(lr). Runs that did not train (not ok), and lrs beyond the cell's cliff (`stats.cliff`), are left
+  out of fits and noise; an ok run's loss is capped at `ceiling` (the validation unigram loss, as the report's
+  LR sensitivity caps it). Each lr with ok runs is one point: the mean of its runs, weighted by their number.
 - The window: the lowest mean and every point within one coarse grid `step` (octaves) of it on
   each side, `step` being the spacing of `tune.space` (default: the widest gap between the cell's
-  sampled lrs). On a factor-2 grid that is the lowest point and its two neighbours, the fewest a
+  sampled lrs; give or take `stats.cliff.TOLERANCE`: lrs have 6 digits). On a factor-2 grid that is the lowest point and its two neighbours, the fewest a
   parabola needs and the closest to the minimum (a loss curve is a parabola only near it: a wider
   window trades noise for shape bias), plus refine's half-step midpoints. With fewer than 3
   distinct lrs (the lowest at an edge, a diverged neighbour), the nearest other points join, one
@@ -40,7 +40,7 @@ quantiles on its df: every value whose best fit constrained to it is within t^2 
   shape) is within the bound. Its upper end is inf when the optimum's CI is unbounded.
 
 Flags: `edge` (the lowest mean is the cell's smallest or largest ok lr: the window is one-sided),
-`diverged_nearby` (a run within one step of the lowest point diverged and is left out),
+`diverged_nearby` (a run within one step of the lowest point did not train), `beyond_cliff` (lrs left out),
 `too_few_points` (fewer than 3 ok lrs: no fit), `not_convex` (the parabola's c <= 0: no optimum),
 `optimum_outside_window` (the optimum beyond the window's lrs: an extrapolation), `ci_unbounded`,
 `pick_outside_window` (no loss left reported), `no_noise_estimate`. Numbers only: no files, no sentences.
@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
+from gptlab.stats.cliff import SAYS_NOTHING, TOLERANCE, TRAINED, beyond, cliff_edge
 from gptlab.stats.picks import Trial, pick_rows, picks as picked_rows
 
 LEVEL = 0.95
@@ -64,9 +65,9 @@ Z_STEP, A_POINTS = 0.01, 41  # the scan: x* every 0.01 octave, a at 41 values ov
 LR_CURVE_COLS = ["pick_lr", "optimum_lr", "optimum_lr_low", "optimum_lr_high", "curvature", "bend", "min_loss",
                  "loss_left", "loss_left_ci_low", "loss_left_ci_high", "n_points", "n_runs", "window_lr_low", "window_lr_high",
                  "noise_sd", "noise_df", "flags"]
-EDGE, DIVERGED, FEW, NOT_CONVEX, OUTSIDE, UNBOUNDED, PICK_OUTSIDE, NO_NOISE = (
+EDGE, DIVERGED, FEW, NOT_CONVEX, OUTSIDE, UNBOUNDED, PICK_OUTSIDE, NO_NOISE, CLIFF = (
     "edge", "diverged_nearby", "too_few_points", "not_convex", "optimum_outside_window", "ci_unbounded",
-    "pick_outside_window", "no_noise_estimate")
+    "pick_outside_window", "no_noise_estimate", "beyond_cliff")
 
 
 @dataclass(frozen=True)
@@ -159,26 +160,27 @@ def default_picks(runs: pd.DataFrame) -> dict[Hashable, float]:
 
 
 def _window(cell: Hashable, mine: pd.DataFrame, pick: float, step: float | None) -> tuple[_Window | None, float, int]:
-    """The cell's window (None with fewer than 3 ok lrs), and its replicate sum of squares and df."""
-    groups = mine[mine["status"] == "ok"].groupby("x")["capped"]
+    """The cell's window (None with fewer than 3 ok lrs), its replicate sum of squares and df: this side of its cliff."""
+    cut = beyond(mine["x"].to_numpy(float), cliff_edge(zip(mine["x"], mine["capped"], mine["status"] == TRAINED)))
+    groups = mine[(mine["status"] == TRAINED) & ~cut].groupby("x")["capped"]
     means, counts = groups.mean(), groups.count()
     ss, df = float((groups.var(ddof=0) * counts).sum()), int((counts - 1).sum())
     if len(means) < 3:
         return None, ss, df
     if step is None:
-        sampled = np.sort(mine.loc[mine["status"].isin(["ok", "diverged"]), "x"].unique())
+        sampled = np.sort(mine.loc[mine["status"] != SAYS_NOTHING, "x"].unique())
         step = float(np.max(np.diff(sampled)))
     centre = float(means.idxmin())
     xs = means.index.to_numpy(float)
     dist = np.abs(xs - centre)
-    inside = dist <= step * (1 + 1e-9)
+    inside = dist <= step + TOLERANCE
     for i in np.argsort(dist, kind="stable"):  # nearest first, the smaller lr first on a tie
         if inside.sum() >= 3:
             break
         inside[i] = True
-    flags = [EDGE] if centre in (xs.min(), xs.max()) else []
-    if ((mine["status"] == "diverged") & (np.abs(mine["x"] - centre) <= step * (1 + 1e-9))).any():
-        flags.append(DIVERGED)
+    near = np.abs(mine["x"] - centre) <= step + TOLERANCE
+    flags = [EDGE] * (centre in (xs.min(), xs.max())) + [CLIFF] * bool(cut.any()) + \
+        [DIVERGED] * bool((~mine["status"].isin([TRAINED, SAYS_NOTHING]) & near).any())
     return (_Window(cell, pick, xs[inside] - centre, means.to_numpy(float)[inside], counts.to_numpy(float)[inside],
                     centre, step, tuple(flags)), ss, df)
 

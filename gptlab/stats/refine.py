@@ -6,8 +6,11 @@ what trains.
 
 The lrs a cell may try form a lattice in log2(lr): the coarse levels of `tune.space` (a geometric
 grid, ratio r) are the even half-steps k = 0, 2, ..., 2(n-1) (lr = lr_0 r^(k/2)); the odd ones are
-their geometric midpoints; at most `extend` coarse steps beyond either end. After the coarse grid
-(one seed per level), each round takes, for every cell, the first of these that applies:
+their geometric midpoints; at most `extend` coarse steps beyond either end. Every step below sees a
+cell's runs on the trained side of its stability cliff only (`stats.cliff`: a run that did not train,
+or a jump far above the lowest mean, and every higher lr; `trained_side`): those runs never enter a
+fit, a pick or the noise, and nothing at or beyond the cliff is tried. After the coarse grid (one seed
+per level), each round takes, for every cell, the first of these that applies:
 
 1. edge: the lowest mean sits at the highest (lowest) lr tried -> try one coarse step beyond it.
 2. refine: a half-step neighbour of the lowest mean is untried -> try it (the neighbours at half
@@ -15,30 +18,42 @@ their geometric midpoints; at most `extend` coarse steps beyond either end. Afte
 3. the pick: a weighted quadratic in k through the points within one coarse step of the lowest
    mean (weights: ok runs per lr; Wortsman et al. 2023 read the whole loss-vs-lr curve, not one
    point) smooths the means; the pick is the tried lr with the lowest fitted loss (the lowest
-   mean where the fit is not convex). A parametric bootstrap of the points under the pooled
-   selection noise gives the pick's probability of being the best tried lr (`p_best`) and the
-   loss it is expected to leave on the table against the best of them (`expected_regret`).
-   The cell is done when p_best >= confidence, or the expected regret is below `tolerance` (two
-   lrs whose true losses differ by less than that are never told apart, and need not be), or its
-   budget is spent; otherwise one more seed trains at the pick and at its closest rival.
+   mean where the fit is not convex). A pick that a tried point beats by more than `BEATEN` (2)
+   SEs of the difference at the pooled noise is not made: the lowest mean is the pick and its
+   bootstrap reads the means unsmoothed (`beaten` records the fit's minimum it overruled).
+4. close: once the noise is known, a side of the pick with no tried point above the pick's mean by
+   more than `BEATEN` SEs of the difference is open -> try one coarse step beyond that side's
+   farthest point (a half-step where the coarse one is out of bounds or tried; nothing where both
+   are, or past the cliff: the cliff closes a side). Every cell, the baseline included.
+5. trust: a parametric bootstrap of the points under the pooled selection noise gives the pick's
+   probability of being the best tried lr (`p_best`) and the loss it is expected to leave on the
+   table against the best of them (`expected_regret`). The cell is done when p_best >= confidence,
+   or the expected regret is below `tolerance` (two lrs whose true losses differ by less than
+   that are never told apart, and need not be), or its budget is spent; otherwise one more seed
+   trains at the pick and at its closest rival.
 
-Diverged runs count as an infinite loss (never a pick, never in a fit). The pooled noise SD
-comes from replicate seeds at one lr and from the fits' residuals, pooled over cells with their
-degrees of freedom; with none yet, no pick is trusted (more seeds are the only way to learn it).
-Every random draw comes from a generator seeded by the data's shape, so a rerun decides the same.
+Runs that did not train (diverged, collapsed) count as an infinite loss (never a pick, never in a
+fit). The pooled noise SD comes from replicate seeds at one lr and from the fits' residuals, on the
+trained side of each cell's cliff, pooled over cells with their degrees of freedom; with none yet,
+no pick is trusted and no curve is closed (more seeds are the only way to learn it). Every random
+draw comes from a generator seeded by the data's shape, so a rerun decides the same.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from gptlab.stats.cliff import beyond, cliff_edge
+
 BOOTSTRAP_DRAWS = 2000  # parametric bootstrap draws behind p_best and the expected regret
 WINDOW = 2  # half-steps either side of the lowest mean that the local quadratic sees (one coarse step)
+BEATEN = 2.0  # a tried point whose mean is below the fit's pick by more than this many SEs of the difference wins
+HALF_STEP = 0.5  # octaves per half-step on a factor-2 grid (where no lattice says otherwise)
 
-Observations = Mapping[int, Sequence[float]]  # half-step k -> losses of its selection runs (inf: diverged)
+Observations = Mapping[int, Sequence[float]]  # half-step k -> losses of its selection runs (inf: did not train)
 
 
 @dataclass(frozen=True)
@@ -52,6 +67,11 @@ class Lattice:
     @property
     def ratio(self) -> float:
         return self.levels[1] / self.levels[0]
+
+    @property
+    def octaves(self) -> float:
+        """The width of one half-step in octaves (log2 lr)."""
+        return math.log2(self.ratio) / 2
 
     @property
     def bounds(self) -> tuple[int, int]:
@@ -92,8 +112,11 @@ class CellDecision:
     pick: int | None = None  # the half-step of the current pick (None: no ok run)
     p_best: float = math.nan  # probability that the pick is the best lr tried (NaN before a fit)
     expected_regret: float = math.nan  # expected loss the pick leaves against the best lr tried (nats)
-    reason: str = ""  # edge | refine | replicate | confident | tolerance | budget | no ok run
+    reason: str = ""  # edge | refine | close | replicate | confident | tolerance | budget | no ok run
     runs: int = 0  # selection runs of the cell so far
+    cliff: int | None = None  # the lowest half-step beyond the stability cliff (`stats.cliff`; None: none seen)
+    window: tuple[int, ...] = ()  # the half-steps of the local fit behind the pick
+    beaten: int | None = None  # the fit's minimum, where a tried point beat it by more than the noise explains
 
 
 @dataclass(frozen=True)
@@ -107,8 +130,20 @@ class RefineRule:
     tolerance: float = 0.002
 
 
+def cliff(obs: Observations, octaves: float = HALF_STEP) -> int | None:
+    """The lowest tried half-step beyond the cell's stability cliff (`stats.cliff`), None when none is."""
+    edge = cliff_edge((k * octaves, y, math.isfinite(y)) for k, ys in obs.items() for y in ys)
+    return min((k for k in obs if beyond(k * octaves, edge)), default=None)
+
+
+def trained_side(obs: Observations, octaves: float = HALF_STEP) -> dict[int, Sequence[float]]:
+    """The cell's runs on the trained side of its cliff: what fits, picks and the noise may see."""
+    edge = cliff(obs, octaves)
+    return {k: v for k, v in obs.items() if edge is None or k < edge}
+
+
 def _means(obs: Observations) -> dict[int, tuple[float, int]]:
-    """Per tried half-step: (mean loss of its ok runs, their count); inf and 0 when every run diverged."""
+    """Per tried half-step: (mean loss of its ok runs, their count); inf and 0 when no run trained."""
     out = {}
     for k, losses in obs.items():
         ok = [x for x in losses if math.isfinite(x)]
@@ -131,9 +166,11 @@ def _fit(ks: Sequence[int], y: np.ndarray, w: np.ndarray) -> np.ndarray | None:
     return coef
 
 
-def residual_ss(obs: Observations) -> tuple[float, int]:
+def residual_ss(obs: Observations, octaves: float = HALF_STEP) -> tuple[float, int]:
     """This cell's contribution to the pooled noise: (sum of squares, degrees of freedom) from replicate
-    seeds at one lr and from the residuals of its local quadratic (weighted by runs)."""
+    seeds at one lr and from the residuals of its local quadratic (weighted by runs), on the trained side of
+    its cliff only."""
+    obs = trained_side(obs, octaves)
     means = _means(obs)
     ss, df = 0.0, 0
     for k, losses in obs.items():
@@ -152,29 +189,36 @@ def residual_ss(obs: Observations) -> tuple[float, int]:
     return ss, df
 
 
-def pooled_sigma(cells: Sequence[Observations]) -> tuple[float, int]:
+def pooled_sigma(cells: Sequence[Observations], octaves: float = HALF_STEP) -> tuple[float, int]:
     """The pooled selection noise SD over cells and its degrees of freedom (NaN, 0 with none)."""
-    parts = [residual_ss(obs) for obs in cells]
+    parts = [residual_ss(obs, octaves) for obs in cells]
     ss, df = sum(p[0] for p in parts), sum(p[1] for p in parts)
     return (math.sqrt(ss / df), df) if df > 0 else (math.nan, 0)
 
 
-def judge(obs: Observations, sigma: float, seed: int = 0) -> CellDecision:
-    """The pick of one cell from its runs, with p_best and the expected regret under noise SD `sigma`."""
-    means = _means(obs)
+def judge(obs: Observations, sigma: float, seed: int = 0, octaves: float = HALF_STEP) -> CellDecision:
+    """The pick of one cell from its runs on the trained side of its cliff, with p_best and the expected regret
+    under noise SD `sigma` (`octaves`: the width of a half-step)."""
     runs = sum(len(v) for v in obs.values())
-    finite = {k: v for k, v in means.items() if math.isfinite(v[0])}
+    edge = cliff(obs, octaves)
+    finite = {k: v for k, v in _means(trained_side(obs, octaves)).items() if math.isfinite(v[0])}
     if not finite:
-        return CellDecision(reason="no ok run", runs=runs)
+        return CellDecision(reason="no ok run", runs=runs, cliff=edge)
     best = min(sorted(finite), key=lambda k: finite[k][0])
     ks = _window(finite, best)
     y, n = np.array([finite[k][0] for k in ks]), np.array([finite[k][1] for k in ks], float)
     coef = _fit(ks, y, n)
     convex = coef is not None and coef[0] > 0
     centre = np.polyval(coef, np.asarray(ks, float)) if convex else y
-    pick = ks[int(np.argmin(centre))]
-    if not math.isfinite(sigma) or sigma <= 0:
-        return CellDecision(pick=pick, runs=runs)
+    pick, beaten = ks[int(np.argmin(centre))], None
+    known = math.isfinite(sigma) and sigma > 0
+    i, j = ks.index(pick), ks.index(best)
+    if known and y[i] - y[j] > BEATEN * sigma * math.sqrt(1 / n[i] + 1 / n[j]):
+        # The fit's minimum is beaten by a tried point beyond what the noise explains: the quadratic is wrong
+        # here (a bent curve, a point near a cliff); the pick is the lowest mean and the bootstrap uses the means.
+        pick, beaten, convex, centre = best, pick, False, y
+    if not known:
+        return CellDecision(pick=pick, runs=runs, cliff=edge, window=tuple(ks), beaten=beaten)
     rng = np.random.default_rng([seed, len(ks), int(n.sum())])
     draws = centre + rng.standard_normal((BOOTSTRAP_DRAWS, len(ks))) * sigma / np.sqrt(n)
     if convex:  # refit each draw: the smoothed losses a rerun of these runs would give
@@ -186,47 +230,69 @@ def judge(obs: Observations, sigma: float, seed: int = 0) -> CellDecision:
     i = ks.index(pick)
     p_best = float(np.mean(np.argmin(draws, axis=1) == i))
     regret = float(np.mean(draws[:, i] - draws.min(axis=1)))
-    return CellDecision(pick=pick, p_best=p_best, expected_regret=regret, runs=runs)
+    return CellDecision(pick=pick, p_best=p_best, expected_regret=regret, runs=runs, cliff=edge, window=tuple(ks),
+                        beaten=beaten)
 
 
-def _rival(obs: Observations, pick: int) -> int | None:
-    """The tried half-step closest to the pick in mean loss (the one more seeds should tell apart from it)."""
-    finite = {k: v for k, v in _means(obs).items() if math.isfinite(v[0]) and k != pick}
+def _rival(obs: Observations, pick: int, octaves: float = HALF_STEP) -> int | None:
+    """The tried half-step (trained side) closest to the pick in mean loss (the one more seeds should tell apart)."""
+    finite = {k: v for k, v in _means(trained_side(obs, octaves)).items() if math.isfinite(v[0]) and k != pick}
     return min(sorted(finite), key=lambda k: finite[k][0]) if finite else None
+
+
+def open_sides(finite: Mapping[int, tuple[float, int]], pick: int, sigma: float, low: int, high: int,
+               tried: Sequence[int]) -> tuple[int, ...]:
+    """Where the curve around the pick is still open: per side with no trained point above the pick's mean by more
+    than `BEATEN` SEs of the difference (and no tried lr where nothing trained, or beyond the cliff: those close it),
+    one coarse step beyond its farthest trained point (a half-step where that is out of [low, high] or tried), if
+    any; `finite`: half-step -> (mean, runs) on the trained side, `tried`: every half-step tried."""
+    m0, n0 = finite[pick]
+    add = []
+    for s in (-1, 1):
+        side = [k for k in finite if (k - pick) * s > 0]
+        if any(finite[k][0] - m0 > BEATEN * sigma * math.sqrt(1 / finite[k][1] + 1 / n0) for k in side) or \
+                any((k - pick) * s > 0 and k not in finite for k in tried):
+            continue
+        far = max(side, key=lambda k: k * s, default=pick)
+        add += [t for t in (far + 2 * s, far + s) if low <= t <= high and t not in tried][:1]
+    return tuple(add)
 
 
 def decide(obs: Observations, lattice: Lattice, rule: RefineRule, sigma: float, seed: int = 0) -> CellDecision:
     """The next runs of one cell (see the module's steps), given the pooled noise SD `sigma`."""
     means = _means(obs)
     runs = sum(len(v) for v in obs.values())
-    finite = {k: v for k, v in means.items() if math.isfinite(v[0])}
+    edge = cliff(obs, lattice.octaves)
+    finite = {k: v for k, v in _means(trained_side(obs, lattice.octaves)).items() if math.isfinite(v[0])}
     low, high = lattice.bounds
+    high = high if edge is None else min(high, edge - 1)  # nothing is tried beyond the cliff
     room = rule.max_runs_per_cell - runs
     if finite and room > 0:
         best = min(sorted(finite), key=lambda k: finite[k][0])
         tried = sorted(means)
-        for side, edge, step in ((1, tried[-1], 2), (-1, tried[0], -2)):
-            if best == edge and low <= best + step <= high:
-                return CellDecision(add=(best + step,), pick=best, reason="edge", runs=runs)
+        for side, end, step in ((1, tried[-1], 2), (-1, tried[0], -2)):
+            if best == end and low <= best + step <= high:
+                return CellDecision(add=(best + step,), pick=best, reason="edge", runs=runs, cliff=edge)
         missing = [k for k in (best - 1, best + 1) if low <= k <= high and k not in means]
         if missing:
-            return CellDecision(add=tuple(missing[:room]), pick=best, reason="refine", runs=runs)
-    verdict = judge(obs, sigma, seed)
+            return CellDecision(add=tuple(missing[:room]), pick=best, reason="refine", runs=runs, cliff=edge)
+    verdict = judge(obs, sigma, seed, lattice.octaves)
     if verdict.pick is None:
         return verdict
+    if room > 0 and math.isfinite(sigma) and sigma > 0:
+        add = open_sides(finite, verdict.pick, sigma, low, high, sorted(means))
+        if add:
+            return replace(verdict, add=add[:room], reason="close")
     if verdict.p_best >= rule.confidence:
-        return CellDecision(pick=verdict.pick, p_best=verdict.p_best, expected_regret=verdict.expected_regret,
-                            reason="confident", runs=runs)
+        return replace(verdict, reason="confident")
     if verdict.expected_regret <= rule.tolerance:
-        return CellDecision(pick=verdict.pick, p_best=verdict.p_best, expected_regret=verdict.expected_regret,
-                            reason="tolerance", runs=runs)
-    rival = _rival(obs, verdict.pick)
+        return replace(verdict, reason="tolerance")
+    rival = _rival(obs, verdict.pick, lattice.octaves)
     add = tuple(k for k in (verdict.pick, rival) if k is not None)[:max(room, 0)]
-    return CellDecision(add=add, pick=verdict.pick, p_best=verdict.p_best, expected_regret=verdict.expected_regret,
-                        reason="replicate" if add else "budget", runs=runs)
+    return replace(verdict, add=add, reason="replicate" if add else "budget")
 
 
 def decide_all(cells: Sequence[Observations], lattice: Lattice, rule: RefineRule) -> tuple[list[CellDecision], float, int]:
     """Every cell's next runs under the noise pooled over all cells; (decisions, sigma, its df)."""
-    sigma, df = pooled_sigma(cells)
+    sigma, df = pooled_sigma(cells, lattice.octaves)
     return [decide(obs, lattice, rule, sigma, seed=i) for i, obs in enumerate(cells)], sigma, df

@@ -3,10 +3,14 @@
 Round 1 is the grid method's selection (every cell at every level of `tune.space`, one seed, the
 same run ids). Each later round asks `gptlab.stats.refine.decide_all`, from the selection runs on
 disk, what every cell tries next: one coarse step beyond an edge pick, the half-step neighbours of
-its lowest mean, or one more seed at its pick and its closest rival, until each pick's probability
-of being the best lr tried is at least `tune.confidence`, or its expected loss left on the table is
-below `tune.tolerance`, or the cell has used `tune.max_runs_per_cell` runs. The estimation seeds
-then train at each refined pick. `results/NAME/refine.csv` records every round's decisions.
+its lowest mean, one coarse step beyond a side of its pick that is not yet clearly above it (closing
+the curve), or one more seed at its pick and its closest rival, until each pick's probability of
+being the best lr tried is at least `tune.confidence`, or its expected loss left on the table is
+below `tune.tolerance`, or the cell has used `tune.max_runs_per_cell` runs. Runs that did not train
+and lrs beyond a cell's stability cliff (`stats.cliff`) stay out of its fit, its pick and the noise.
+The estimation seeds then train at each refined pick. `results/NAME/refine.csv` records every round's
+decisions (`decision` says where a tried point overruled the fit's minimum; `cliff_lr` is the cell's
+lowest lr beyond its cliff).
 
 Only one numeric key can be refined (the learning rate, typically), over a geometric grid of at
 least three levels: the lattice of lrs it may add is that grid's half-steps (`stats.refine.Lattice`).
@@ -19,13 +23,15 @@ from typing import Any, ClassVar, Mapping
 
 from gptlab.errors import GptlabError, shown
 from gptlab.runio import write_csv
-from gptlab.stats.refine import Lattice, RefineRule, decide_all, geometric_ratio
+from gptlab.stats.cliff import SAYS_NOTHING, trained
+from gptlab.stats.refine import BEATEN, CellDecision, Lattice, RefineRule, decide_all, geometric_ratio
 from gptlab.sweep.planners import TUNERS, Case, FinishedRuns, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
 from gptlab.sweep.tuning import SELECTION, SELECTION_SEED_OFFSET, Pairs, TuneSpec, TuneThenEstimate, runs_at
 
 MAX_RUNS_PER_CELL = 100  # the largest tune.max_runs_per_cell
-REFINE_COLS = ["round", "cell", "runs", "pick", "p_best", "expected_regret", "noise_sd", "noise_df", "decision", "adds"]
+REFINE_COLS = ["round", "cell", "runs", "pick", "p_best", "expected_regret", "noise_sd", "noise_df", "decision", "adds",
+               "cliff_lr"]
 
 
 def _lattice(spec: SweepSpec) -> Lattice:
@@ -104,7 +110,8 @@ class Refine(TuneThenEstimate):
     def describe(self) -> str:
         return (f"tuned sweep (refine): round 1 trains {len(self.cells)} cells x {len(self.lattice.levels)} levels of "
                 f"{self.key} x 1 seed (seeds {SELECTION_SEED_OFFSET:,}+); later rounds extend edge picks (up to "
-                f"{self.lattice.extend} steps), try half-steps around each optimum and add seeds, until each pick is the "
+                f"{self.lattice.extend} steps), try half-steps around each optimum, close each curve (never past a "
+                f"stability cliff) and add seeds, until each pick is the "
                 f"best tried with probability >= {self.rule.confidence:g} (or leaves < {self.rule.tolerance:g} nats), at "
                 f"most {self.rule.max_runs_per_cell} runs per cell; then {self._estimation_seeds()} at each pick")
 
@@ -119,15 +126,16 @@ class Refine(TuneThenEstimate):
                          "finished")
         obs: dict[Pairs, dict[int, list[float]]] = {cell: {} for cell in self.cells}
         for t in self.trials(finished):
-            if t.status in ("ok", "diverged"):
-                obs[t.cell].setdefault(self._k(t.setting[0][1]), []).append(t.loss if t.status == "ok" else math.inf)
+            if t.status != SAYS_NOTHING:  # a run that did not train (diverged, collapsed) is an infinite loss
+                obs[t.cell].setdefault(self._k(t.setting[0][1]), []).append(t.loss if trained(t.status) else math.inf)
         decisions, sigma, df = decide_all([obs[c] for c in self.cells], self.lattice, self.rule)
         new: list[Run] = []
         for cell, d in zip(self.cells, decisions):
             self.log.append({"round": self.round - 1, "cell": self._label(cell), "runs": d.runs,
                              "pick": self.lattice.value(d.pick) if d.pick is not None else None, "p_best": d.p_best,
                              "expected_regret": d.expected_regret, "noise_sd": sigma, "noise_df": df,
-                             "decision": d.reason, "adds": " ".join(f"{self.lattice.value(k):g}" for k in d.add)})
+                             "decision": self._decision(d), "adds": " ".join(f"{self.lattice.value(k):g}" for k in d.add),
+                             "cliff_lr": self.lattice.value(d.cliff) if d.cliff is not None else None})
             for k in d.add:
                 seed = SELECTION_SEED_OFFSET + len(obs[cell].get(k, []))
                 new += runs_at(self.spec, [((self.key, self.lattice.value(k)),)], [seed], SELECTION, [cell])
@@ -140,6 +148,13 @@ class Refine(TuneThenEstimate):
                          "decided once every run of this one has finished")
         self._pick(finished, {cell: d.pick for cell, d in zip(self.cells, decisions)}, decisions)
         return None
+
+    def _decision(self, d: CellDecision) -> str:
+        """refine.csv's decision: the reason, and where the fit's minimum was overruled by a lower tried mean."""
+        if d.beaten is None or d.pick is None:
+            return d.reason
+        return (f"{d.reason}; lowest mean taken: the fit's minimum {self.lattice.value(d.beaten):g} was above "
+                f"{self.lattice.value(d.pick):g} by more than {BEATEN:g} SEs")
 
     def _label(self, cell: Pairs) -> str:
         from gptlab.stats.picks import pairs_text, short_names

@@ -56,8 +56,12 @@ def isolation_figure(res: Results, table: pd.DataFrame, keys: list[str], ceiling
         x = np.array([x_of[s] for s in rows["setting"]])
         y = rows["mean_loss"].to_numpy(float)
         sd = rows["sd_loss"].to_numpy(float)
-        ax.errorbar(x, y, yerr=np.where(np.isfinite(sd), sd, 0.0) if np.isfinite(sd).any() else None,
+        cut = rows["beyond_cliff"].fillna(False).astype(bool).to_numpy() if "beyond_cliff" in rows else \
+            np.zeros(len(rows), bool)  # beyond the stability cliff: shown apart, never joined to the curve
+        ax.errorbar(x[~cut], y[~cut], yerr=np.where(np.isfinite(sd), sd, 0.0)[~cut] if np.isfinite(sd).any() else None,
                     color=colour, marker="o", markersize=4, capsize=3, label=cell)
+        if (cut & np.isfinite(y)).any():
+            ax.scatter(x[cut], y[cut], marker="v", s=45, facecolors="none", edgecolors=colour, zorder=3)
         lost = (~np.isfinite(y)) & rows["n_diverged"].gt(0).to_numpy()
         if lost.any() and math.isfinite(ceiling):
             ax.scatter(x[lost], np.full(lost.sum(), ceiling), marker="x", color=colour, s=50)
@@ -91,6 +95,9 @@ def isolation_figure(res: Results, table: pd.DataFrame, keys: list[str], ceiling
                        markersize=9, label="pick"),
                 Line2D([], [], linestyle="none", marker="s", markerfacecolor="none", markeredgecolor=EDGE_COLOUR,
                        markeredgewidth=2, markersize=9, label="pick on the edge")]
+    if "beyond_cliff" in table and table["beyond_cliff"].fillna(False).astype(bool).any():
+        handles.append(Line2D([], [], linestyle="none", marker="v", markerfacecolor="none", markeredgecolor="grey",
+                              markersize=7, label="beyond the stability cliff (out of picks, fits and noise)"))
     if fitted:
         handles += [Line2D([], [], color="grey", linestyle="--", label="fitted curve"),
                     Line2D([], [], color="grey", marker="D", markeredgecolor=EDGE_COLOUR, label="fitted optimum, 95% CI")]

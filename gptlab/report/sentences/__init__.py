@@ -31,7 +31,7 @@ class Sentences:
     scale: list[str]  # per scientific effect and scale factor: the call holds, changes or reverses
     rule: str  # an adaptive sweep's stopping rule ("" for fixed seeds)
     tuning_changes: list[str]  # where a study at one fixed setting would have answered otherwise
-    tuning_warnings: list[str]  # picks on the edge of the tuned space
+    tuning_warnings: list[str]  # picks on the edge of the tuned space, settings beyond a stability cliff
     changes: list[str]  # per row of `tables.changes`: how an effect changes from the first scale level to another
     given: str  # who chose the settings of a sweep with given picks ("" otherwise)
     error_model: str = ""  # the method's sentence on which error the CIs count: seeds, or seeds and text blocks

@@ -116,9 +116,19 @@ def tuning_checks(tables: Mapping[str, pd.DataFrame], label: Callable[[dict], st
 
 
 def tuning_warnings(view: TuningView) -> list[str]:
-    """A warning per cell whose pick lies on the edge of the tuned space (`tuning.csv`'s `at_edge`)."""
-    return [f"the pick of {r['cell']} ({r['setting']}) lies on the edge of the tuned space: its best setting may lie "
-            "beyond it, so widen tune.space and rerun" for r in view.table.to_dict("records") if r["at_edge"]]
+    """A warning per cell whose pick lies on the edge of the tuned space (`tuning.csv`'s `at_edge`), and per cell
+    with settings beyond its stability cliff (`beyond_cliff`)."""
+    rows = view.table.to_dict("records")
+    out = [f"the pick of {r['cell']} ({r['setting']}) lies on the edge of the tuned space: its best setting may lie "
+           "beyond it, so widen tune.space and rerun" for r in rows if r["at_edge"]]
+    cut: dict[str, list[str]] = {}
+    for r in rows:
+        if r.get("beyond_cliff") in (True,):  # a numpy bool compares equal
+            cut.setdefault(r["cell"], []).append(str(r["setting"]))
+    return out + [f"{cell}: {', '.join(settings)} lie beyond a stability cliff (a run there did not train, or its "
+                  "loss jumped far above the cell's best, as no smooth loss-vs-lr curve does): kept in "
+                  "`tables/tuning.csv` (`beyond_cliff`), left out of the pick, the lr curve and the noise"
+                  for cell, settings in cut.items()]
 
 
 def change_verdicts(table: pd.DataFrame, res: Results) -> list[str]:

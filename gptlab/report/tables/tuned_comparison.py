@@ -39,6 +39,7 @@ from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.stats.levels import grid_level, level_key, same_level
 from gptlab.stats.effects import analyse
+from gptlab.stats.cliff import SAYS_NOTHING
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
 from gptlab.stats.picks import (Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows,
                                 tuning_columns)
@@ -122,7 +123,7 @@ def _pick_rows(trials: list[Trial], cells: list[Pairs], space: dict[str, list[An
     rows = []
     for cell in cells:
         mine = [t for t in trials if t.cell == cell]
-        sampled = [dict(t.setting) for t in mine if t.status in ("ok", "diverged")]
+        sampled = [dict(t.setting) for t in mine if t.status != SAYS_NOTHING]
         own = {k: _merged(levels, [s[k] for s in sampled]) for k, levels in space.items()}
         found = [r for r in pick_rows(mine, [cell], ordered, own) if r.runs or r.setting in settings]
         pick = next((s for s in ordered if _same(s, trained.get(cell))), None)

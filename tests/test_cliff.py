@@ -1,0 +1,273 @@
+"""The stability cliff (`stats.cliff`) and what it changes: picks on points that trained, closed curves, half-steps.
+
+Real numbers from study 8 (results/scorecard/tuning.csv, nats/char): SwiGLU learned at every lr but blew up
+beyond 8e-3; post-LN collapsed to the unigram loss at 4e-3; NoPE's curve is smooth and rises on both sides.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gptlab.stats import cliff as cliff_rule
+from gptlab.stats.cliff import RISE, beyond, cliff_edge
+from gptlab.stats.lr_curves import fit_curves
+from gptlab.stats.picks import Trial, pick_rows, picks
+from gptlab.stats.refine import (BEATEN, Lattice, RefineRule, cliff, decide, judge, open_sides, pooled_sigma,
+                                 residual_ss)
+from gptlab.stats.refine_sim import CLIFF_WORLDS, LATTICE, Curve, Noise, Tuner, World, cliff_scores, simulate, summarise
+
+SWIGLU = {5e-4: 1.827607565650009, 1e-3: 1.7625156023573787, 2e-3: 1.7179991360552378, 4e-3: 1.701333782697635,
+          5.65685e-3: 1.7041314834780505, 8e-3: 1.6850406037474117, 1.13137e-2: 2.4315047316511964,
+          1.6e-2: 2.4911794958142157}
+POST_LN = {5e-4: 2.070857437599742, 1e-3: 1.909603928226005, 1.41421e-3: 1.833757264222206, 2e-3: 1.7669978154182486,
+           2.82843e-3: 1.7278185466518812, 4e-3: 3.332662868624589, 8e-3: 2.1418031038823546}
+NOPE = {1e-3: 2.038, 1.41421e-3: 2.021, 2e-3: 2.000, 2.82843e-3: 2.006, 4e-3: 2.063}  # the issue's numbers
+LATTICE_8 = Lattice((5e-4, 1e-3, 2e-3, 4e-3, 8e-3))
+
+
+def runs_of(curve: dict[float, float], status: dict[float, str] | None = None) -> list[tuple[float, float, bool]]:
+    return [(math.log2(lr), y, (status or {}).get(lr, "ok") == "ok") for lr, y in curve.items()]
+
+
+def half_steps(curve: dict[float, float]) -> dict[int, list[float]]:
+    return {round(2 * math.log2(lr / 5e-4)): [y] for lr, y in curve.items()}
+
+
+# -- the rule --------------------------------------------------------------------------------------------------
+
+
+def test_swiglu_s_cliff_starts_above_its_best_lr():
+    edge = cliff_edge(runs_of(SWIGLU))
+    assert edge == pytest.approx(math.log2(1.13137e-2))
+    assert [lr for lr in SWIGLU if beyond(math.log2(lr), edge)] == [1.13137e-2, 1.6e-2]  # 8e-3 kept
+
+
+def test_smooth_real_curves_have_no_cliff():
+    assert math.isinf(cliff_edge(runs_of(NOPE)))  # rises 0.063 within an octave of 2.000
+    austen = dict(zip((5e-4, 1e-3, 2e-3, 4e-3, 8e-3), (2.284, 2.259, 2.255, 2.289, 2.390)))  # bits/char
+    assert math.isinf(cliff_edge(runs_of(austen)))
+    # the steepest curve the docs know (0.05 nats per octave^2), bent +0.3 per octave, 3 octaves out
+    steep = {2e-3 * 2 ** d: 1.7 + 0.05 * d * d * math.exp(0.3 * d) for d in np.arange(-2, 3.01, 0.5)}
+    assert math.isinf(cliff_edge(runs_of(steep)))
+
+
+def test_the_threshold_scales_with_the_loss_level_and_the_distance():
+    base = {1e-3: 1.8, 2e-3: 1.7}
+    just_below = 1.7 * (1 + RISE) - 1e-6  # within one octave, the floor: 10% of the loss level
+    assert math.isinf(cliff_edge(runs_of({**base, 4e-3: just_below})))
+    assert cliff_edge(runs_of({**base, 2.82843e-3: 1.7 * (1 + RISE) + 1e-3})) == pytest.approx(math.log2(2.82843e-3))
+    two_octaves = 1.7 * (1 + RISE * 4)  # 4x the rise at two octaves
+    assert math.isinf(cliff_edge(runs_of({**base, 8e-3: two_octaves - 1e-3})))
+    assert math.isfinite(cliff_edge(runs_of({**base, 8e-3: two_octaves + 1e-3})))
+    bits = {lr: y / math.log(2) for lr, y in SWIGLU.items()}  # unit-free: the same cliff in bits
+    assert cliff_edge(runs_of(bits)) == cliff_edge(runs_of(SWIGLU))
+
+
+def test_a_run_that_did_not_train_is_the_far_side_of_a_cliff_only_above_the_best():
+    curve = {5e-4: 1.9, 1e-3: 1.8, 2e-3: 1.7, 4e-3: 1.75, 8e-3: 1.8}
+    assert cliff_edge(runs_of(curve, {4e-3: "collapsed"})) == pytest.approx(math.log2(4e-3))  # 8e-3 beyond too
+    assert math.isinf(cliff_edge(runs_of(curve, {5e-4: "diverged"})))  # below the best: no cliff
+    # a run failed at the lowest mean's lr: the cliff starts there, the reference moves down
+    mixed = runs_of(curve) + [(math.log2(2e-3), math.inf, False)]
+    assert cliff_edge(mixed) == pytest.approx(math.log2(2e-3))
+    assert cliff_rule.trained("ok") and not cliff_rule.trained("collapsed") and not cliff_rule.trained("diverged")
+
+
+def test_post_ln_s_collapse_and_everything_above_it_are_beyond():
+    assert cliff_edge(runs_of(POST_LN)) == pytest.approx(math.log2(4e-3))
+    assert cliff_edge(runs_of(POST_LN, {4e-3: "collapsed"})) == pytest.approx(math.log2(4e-3))
+
+
+# -- the grid pick and tuning.csv ------------------------------------------------------------------------------
+
+
+def test_the_grid_pick_flags_runs_beyond_the_cliff_and_never_picks_them():
+    cell, key = (("arm", "swiglu"),), "train.lr"
+    trials = [Trial(cell, ((key, lr),), "ok", y) for lr, y in SWIGLU.items()]
+    rows = pick_rows(trials, [cell], [((key, lr),) for lr in SWIGLU], {key: list(SWIGLU)})
+    assert [dict(r.setting)[key] for r in rows if r.beyond_cliff] == [1.13137e-2, 1.6e-2]
+    assert dict(picks(rows)[cell].setting)[key] == 8e-3
+    assert rows[-1].to_row()["beyond_cliff"] is True
+    # a collapsed run is a run that did not train: its lr ranks behind every lr whose runs all trained
+    trials = [Trial(cell, ((key, 1e-3),), "ok", 1.8), Trial(cell, ((key, 2e-3),), "collapsed", math.nan),
+              Trial(cell, ((key, 2e-3),), "ok", 1.6), Trial(cell, ((key, 4e-3),), "ok", 1.75)]
+    rows = pick_rows(trials, [cell], [((key, lr),) for lr in (1e-3, 2e-3, 4e-3)], {key: [1e-3, 2e-3, 4e-3]})
+    assert dict(picks(rows)[cell].setting)[key] == 1e-3 and [r.beyond_cliff for r in rows] == [False, True, True]
+
+
+# -- the lr curves' window -------------------------------------------------------------------------------------
+
+
+def _frame(curves: dict[str, dict[float, float]], status: dict | None = None) -> pd.DataFrame:
+    return pd.DataFrame([{"cell": c, "lr": lr, "loss": y, "status": (status or {}).get((c, lr), "ok")}
+                         for c, curve in curves.items() for lr, y in curve.items()])
+
+
+def test_a_rounded_half_step_stays_in_the_window():
+    # 1.41421e-3 is 1.000005 octaves from 2.82843e-3: one coarse step, as the lattice means it
+    smooth = {lr: 1.7 + 0.03 * math.log2(lr / 2.82843e-3) ** 2 for lr in (1.41421e-3, 2e-3, 2.82843e-3, 4e-3, 5.65685e-3)}
+    fit = fit_curves(_frame({"a": smooth}), step=1.0).fits[0]
+    assert fit.n_points == 5 and (fit.window_lr_low, fit.window_lr_high) == pytest.approx((1.41421e-3, 5.65685e-3))
+
+
+def test_lr_curves_leave_the_cliff_out_of_the_fit_and_the_noise():
+    curves = fit_curves(_frame({"swiglu": SWIGLU, "post_ln": POST_LN}), step=1.0)
+    fits = {f.cell: f for f in curves.fits}
+    assert fits["swiglu"].window_lr_high == pytest.approx(8e-3) and "beyond_cliff" in fits["swiglu"].flags
+    post = fits["post_ln"]
+    assert (post.window_lr_low, post.window_lr_high) == pytest.approx((1.41421e-3, 2.82843e-3)) and post.n_points == 3
+    assert "beyond_cliff" in post.flags and post.pick_lr == 2.82843e-3
+    # SwiGLU's window: 4e-3 .. 8e-3, 3 points, no residual df; post-LN's 3 points: no noise from either
+    assert curves.noise.df == 0
+
+
+# -- refine: picks on points that trained ----------------------------------------------------------------------
+
+
+def test_refine_leaves_swiglu_s_cliff_out_of_its_fit_its_noise_and_its_next_runs():
+    obs = half_steps(SWIGLU)
+    assert cliff(obs, LATTICE_8.octaves) == 9
+    d = judge(obs, 0.0133, octaves=LATTICE_8.octaves)
+    assert d.pick == 8 and d.window == (6, 7, 8) and d.cliff == 9
+    assert residual_ss(obs) == (0.0, 0)  # before: most of study 8's pooled noise
+    nxt = decide(obs, LATTICE_8, RefineRule(), 0.0133)
+    assert nxt.reason == "replicate" and set(nxt.add) <= {6, 7, 8} and 8 in nxt.add  # nothing at or past 9
+    assert pooled_sigma([obs, {k: [v[0], v[0] + 0.01] for k, v in obs.items()}])[0] == pytest.approx(
+        math.sqrt(6 * 0.005 ** 2 * 2 / 6))  # replicates below the cliff only: 6 lrs, 6 df
+
+
+def test_a_fit_s_minimum_beaten_by_a_tried_point_beyond_the_noise_is_not_the_pick():
+    obs = {2: [1.9], 4: [1.70], 5: [1.65], 6: [1.66], 7: [1.60], 8: [1.75]}  # the quadratic's minimum: 6
+    beaten = judge(obs, 0.005)
+    assert (beaten.pick, beaten.beaten) == (7, 6)  # 1.66 vs 1.60: 8.5 SEs of the difference at noise 0.005
+    within = judge(obs, 0.1)  # 0.06 is 0.4 SEs at noise 0.1: the fit stands
+    assert (within.pick, within.beaten) == (6, None)
+    assert 0.06 > BEATEN * 0.005 * math.sqrt(2) and 0.06 < BEATEN * 0.1 * math.sqrt(2)
+
+
+# -- refine: closing every curve -------------------------------------------------------------------------------
+
+
+FLAT_ABOVE = {0: [1.9], 2: [1.8], 3: [1.75], 4: [1.70], 5: [1.7005], 6: [1.701], 8: [1.702]}
+
+
+def test_a_side_within_noise_of_the_pick_is_extended_one_coarse_step_beyond_its_farthest_point():
+    d = decide(FLAT_ABOVE, LATTICE_8, RefineRule(), 0.01)
+    assert (d.reason, d.add) == ("close", (10,))  # the low side rises 0.1 (clearly); the high side is flat
+    assert decide(FLAT_ABOVE, LATTICE_8, RefineRule(), math.nan).reason == "replicate"  # no noise: seeds first
+    assert decide(FLAT_ABOVE, LATTICE_8, RefineRule(), 1e-5).reason != "close"  # at tiny noise 1.7005 > 1.70 clearly
+    flat_to_the_bound = {**FLAT_ABOVE, 10: [1.703], 12: [1.7035]}
+    assert decide(flat_to_the_bound, LATTICE_8, RefineRule(max_runs_per_cell=20), 0.01).reason != "close"
+    spent = RefineRule(confidence=0.99, max_runs_per_cell=7, tolerance=0.0)
+    assert decide(FLAT_ABOVE, LATTICE_8, spent, 0.01).reason == "budget"  # the budget ends the closing too
+
+
+def test_open_sides_step_half_a_step_where_a_coarse_one_is_out_of_bounds_and_never_past_a_cliff():
+    finite = {4: (1.70, 1), 5: (1.701, 1), 6: (1.702, 1)}
+    assert open_sides(finite, 4, 0.01, 0, 7, [4, 5, 6]) == (2, 7)  # high: 8 is out of bounds, 7 is not
+    assert open_sides(finite, 4, 0.01, 0, 6, [4, 5, 6]) == (2,)  # a cliff at 7: the high side is closed by it
+    assert open_sides(finite, 4, 0.0001, 0, 12, [4, 5, 6]) == (2,)  # high side clearly above at tiny noise
+    assert open_sides({3: (1.8, 1), **finite}, 4, 0.0001, 0, 12, [3, 4, 5, 6]) == ()  # and now the low side
+
+
+# -- the simulation's cliff ------------------------------------------------------------------------------------
+
+
+def test_simulated_runs_fail_beyond_the_cliff_with_a_rising_probability():
+    c = Curve(1.73, 2e-3, 0.02, cliff=0.5, cliff_width=1.0)
+    assert c.failure(2e-3) == 0 and c.failure(2e-3 * 2 ** 1.0) == pytest.approx(0.5) and c.failure(2e-2) == 1
+    world = World(cliff=(0.5, 1.5))
+    rng = np.random.default_rng(0)
+    curves, noise = world.draw(rng), Noise.draw(world, rng, 4)
+    assert all(0.5 <= cv.cliff <= 1.5 for cv in curves)
+    far = [noise.run(curves[0], 0, 12, r) for r in range(4)]  # 3.2e-2: every run fails there
+    assert all(not math.isfinite(y) or 0.3 <= y - 1.73 <= 0.9 for y in far)
+    assert [noise.run(cv, 0, 0, 0) for cv in World().draw(np.random.default_rng(5))] == \
+        [noise.run(cv, 0, 0, 0) for cv in World().draw(np.random.default_rng(5))]
+
+
+def test_cliff_scores_count_failed_runs_in_a_fit_and_good_lrs_cut():
+    cv = Curve(1.73, 2e-3, 0.02, cliff=0.0, cliff_width=0.5)
+    world = World(cliff=(0.0, 0.0), cliff_width=0.5)
+    noise = Noise.draw(world, np.random.default_rng(1), 2)
+    k_best = 4  # 2e-3
+    obs = [{k: [noise.run(cv, 0, k, 0)] for k in (0, 2, 4, 5, 6)}]
+    failed_at_6 = noise.failed(cv, 0, 6, 0)  # one octave above: always fails
+    tried, in_fit, cut, unstable = cliff_scores([cv], noise, obs, [k_best], [(2, 4, 6)])
+    assert failed_at_6 and in_fit == (True,) and tried == (0.0,) and unstable == (False,)
+    assert cliff_scores([cv], noise, obs, [k_best], [(2, 4)])[1] == (False,)
+    assert cut == (False,)  # the cut starts at a failed lr, never at 0 .. 4
+
+
+def test_refine_keeps_cliff_runs_out_of_its_fits_in_a_small_simulation():
+    world = CLIFF_WORLDS["c': a cliff 0-0.5 octaves above each optimum, failures certain 0.5 beyond"]
+    out = simulate(world, 6, (Tuner("refine", rule=RefineRule(tolerance=0.001)),), rng_seed=3)
+    s = summarise("refine", out["refine"])
+    assert s.cliff_in_fit == 0 and s.wrongly_cut == 0 and s.runs_mean <= RefineRule().max_runs_per_cell
+    assert s.regret_tried_median <= s.regret_median + 1e-12 and LATTICE.octaves == 0.5
+
+
+# -- the report ------------------------------------------------------------------------------------------------
+
+
+def test_the_report_shows_swiglu_s_cliff_apart_and_keeps_it_out_of_the_pick_and_the_curve(tmp_path, corpus):
+    import yaml
+
+    from gptlab.report.figures.tuning_figure import isolation_figure
+    from gptlab.report.load import load_results
+    from gptlab.report.sentences.sweeps import tuning_warnings
+    from gptlab.report.tables import compute_tables
+    from gptlab.run.resultsdir import SUMMARY_CSV
+    from gptlab.run.rundir import RunDir
+
+    results = tmp_path / "results" / "cliff"
+    rows = [{"run_id": f"swiglu-{lr:.6g}", "seed": 1000000, "model.activation": "swiglu", "train.lr": lr,
+             "stage": "selection", "status": "ok", "best_val_loss": y, "best_test_loss": y, "wall_s": 1.0}
+            for lr, y in SWIGLU.items()]
+    rows += [{"run_id": f"swiglu_s{s}", "seed": s, "model.activation": "swiglu", "train.lr": 8e-3, "stage": "estimation",
+              "status": "ok", "best_val_loss": 1.685 + e, "best_test_loss": 1.685 + e, "wall_s": 1.0}
+             for s, e in enumerate([0.004, -0.003, 0.0])]
+    results.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(results / SUMMARY_CSV, index=False)
+    sweep = {"name": "cliff", "grid": {"model.activation": ["swiglu"]}, "seeds": [0, 1, 2],
+             "tune": {"space": {"train.lr": [5e-4, 1e-3, 2e-3, 4e-3, 8e-3]}, "seeds": 1, "method": "refine"}}
+    (results / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    folder = RunDir(results / "runs" / rows[0]["run_id"]).path
+    folder.mkdir(parents=True)
+    config = {"data": {"dataset": "tiny", "path": str(corpus), "val_fraction": 0.1, "test_fraction": 0.05}}
+    (folder / RunDir.CONFIG).write_text(yaml.safe_dump(config))
+    res = load_results(results)
+    view = compute_tables(res, 0.01).tuned
+    table = view.table
+    assert table.loc[table["beyond_cliff"].astype(bool), "train.lr"].tolist() == pytest.approx([1.13137e-2, 1.6e-2])
+    assert table.loc[table["picked"].astype(bool), "train.lr"].tolist() == [8e-3]
+    assert view.curves.iloc[0]["window_lr_high"] == pytest.approx(8e-3)
+    assert "beyond_cliff" in view.curves.iloc[0]["flags"]
+    (warning,) = [w for w in tuning_warnings(view) if "stability cliff" in w]
+    assert "lr=0.0113137, lr=0.016" in warning
+    ax = isolation_figure(res, table, view.keys, view.ceiling, view.curves).axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "beyond the stability cliff (out of picks, fits and noise)" in labels
+    joined = [line for line in ax.get_lines() if len(line.get_xdata()) == len(SWIGLU) - 2]
+    assert joined and max(joined[0].get_xdata()) == pytest.approx(8e-3)  # the curve stops at the cliff
+
+
+def test_a_side_with_an_lr_where_nothing_trained_is_closed():
+    finite = {4: (1.70, 1), 5: (1.701, 1), 6: (1.702, 1)}
+    assert open_sides(finite, 4, 0.01, 0, 12, [2, 4, 5, 6]) == (8,)  # 2 collapsed (too small to learn): closed
+
+
+def test_refine_csv_says_where_a_tried_point_overruled_the_fit_and_where_the_cliff_is():
+    from types import SimpleNamespace
+
+    from gptlab.stats.refine import CellDecision
+    from gptlab.sweep.refine import REFINE_COLS, Refine
+
+    planner = SimpleNamespace(lattice=LATTICE_8)
+    text = Refine._decision(planner, CellDecision(pick=8, beaten=6, reason="replicate"))
+    assert text == "replicate; lowest mean taken: the fit's minimum 0.004 was above 0.008 by more than 2 SEs"
+    assert Refine._decision(planner, CellDecision(pick=8, reason="confident")) == "confident"
+    assert REFINE_COLS[-1] == "cliff_lr"
