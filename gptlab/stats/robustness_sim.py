@@ -198,7 +198,8 @@ class Summary:
     depends: dict[str, float]  # per call at the picks (better, worse, equivalent): the share turned into DEPENDS
     main_right_picks: float  # studies whose relu main effect has a true call at the picks
     main_right: float  # ... after the check
-    main_certified: float  # studies whose relu main effect is certified better or worse, right (the power)
+    main_called_picks: float  # studies whose relu main effect is called better or worse, right, at the picks
+    main_certified: float  # ... after the check (the power to certify)
     main_certified_sum: float  # ... by the rule it replaced
     unbounded: float  # cells whose L^hi is inf (every call using them against it is DEPENDS)
     unchecked: float  # cells with no L^hi (NaN: no fit; the calls using them pass unchecked)
@@ -239,7 +240,7 @@ def summarise(setup: Setup, records: Sequence[StudyRecord], margin: float = DEFA
                    per_study("calls", ("equivalent",)), float(np.mean(true_p)), float(np.mean(true_c)),
                    float(np.mean(true_s)), float(np.mean(lost)) if lost else math.nan, depends,
                    float(np.mean([any(m) for m in main[0::2]])), float(np.mean([any(m) for m in main[1::2]])),
-                   certified("calls"), certified("calls_sum"),
+                   certified("at_picks"), certified("calls"), certified("calls_sum"),
                    float(np.mean(np.isinf(high))), float(np.mean(np.isnan(high))),
                    float(np.mean(high[finite] >= left[finite] - 1e-9)) if finite.any() else math.nan,
                    float(np.median(high[finite])) if finite.any() else math.nan, float(left.mean()))
