@@ -91,6 +91,42 @@ def test_the_noise_pools_replicates_and_residuals_with_their_degrees_of_freedom(
     # a: 1 df at 1e-3 (two runs), 2 from the estimation runs; b: its window 2e-3..5.66e-3 has 4 lrs, 1 residual df
     assert (curves.noise.df_replicates, curves.noise.df_residual, curves.noise.df) == (3, 1, 4)
     assert curves.noise.sd == pytest.approx(math.sqrt((0.0002 + 0.0002 + 0.0) / 4))  # b lies on a parabola
+    a, b = curves.fits  # each cell's CIs use its own noise: a's 3 df, b's 1 (its residual, 0: on a parabola)
+    assert (a.noise_df, b.noise_df) == (3, 1) and a.noise_sd == pytest.approx(math.sqrt(0.0004 / 3))
+    assert b.noise_sd == pytest.approx(0.0, abs=1e-9) and "pooled_noise" not in a.flags + b.flags
+    frame = curves.frame()
+    assert frame["noise_df"].tolist() == [3, 1]
+
+
+def test_a_cell_without_df_of_its_own_takes_the_pool_and_says_so():
+    runs = _runs({"a": {1e-3: [1.80], 2e-3: [1.75], 4e-3: [1.78]}, "b": {1e-3: [1.80], 2e-3: [1.75], 4e-3: [1.78]}})
+    curves = fit_curves(runs, step=1.0, replicates=_replicates("a", 2e-3, [1.75, 1.76, 1.77]))
+    a, b = curves.fits
+    assert (a.noise_df, b.noise_df) == (2, 2) and "pooled_noise" in b.flags and "pooled_noise" not in a.flags
+    assert b.noise_sd == pytest.approx(a.noise_sd) == pytest.approx(0.01)
+
+
+def test_an_optimum_between_two_lrs_clearly_above_it_is_confined_and_its_loss_left_finite():
+    # flat within the noise around 4e-3 (the curve alone cannot bound it), but 1e-3 and 1.6e-2 are far above
+    wide = {1e-3: [1.80], 2e-3: [1.702], 4e-3: [1.700], 8e-3: [1.703], 1.6e-2: [1.80]}
+    reps = _replicates("w", 4e-3, [1.700, 1.702, 1.704, 1.701])
+    fit = fit_curves(_runs({"w": wide}), step=1.0, replicates=reps).fits[0]
+    assert "confined" in fit.flags and "ci_unbounded" not in fit.flags
+    assert (fit.optimum_lr_low, fit.optimum_lr_high) == pytest.approx((1e-3, 1.6e-2), rel=0.01)
+    assert 0 < fit.loss_left_ci_high < 0.05
+    # without the far points the same window is open: an unbounded loss left
+    near = {k: v for k, v in wide.items() if 2e-3 <= k <= 8e-3}
+    open_fit = fit_curves(_runs({"w": near}), step=1.0, replicates=reps).fits[0]
+    assert "ci_unbounded" in open_fit.flags and math.isinf(open_fit.loss_left_ci_high)
+
+
+def test_nope_s_curve_rising_on_both_sides_gets_a_finite_loss_left():
+    # results/scorecard's NoPE (nats) on its half-step lattice; replicates at its pick with SD about 0.013
+    nope = {1e-3: [2.038], 2 ** -9.5: [2.021], 2e-3: [2.000], 2 ** -8.5: [2.006], 4e-3: [2.063]}
+    reps = _replicates("n", 2e-3, [2.000, 2.015, 1.990, 2.008, 1.985])
+    fit = fit_curves(_runs({"n": nope}), step=1.0, replicates=reps).fits[0]
+    assert fit.optimum_lr_low > 1e-3 and fit.optimum_lr_high < 4e-3
+    assert 0 <= fit.loss_left <= fit.loss_left_ci_high < 0.05  # far from the 0.25 that would reach the baseline
 
 
 def test_no_degrees_of_freedom_give_point_estimates_and_no_cis():
@@ -183,7 +219,7 @@ def test_the_report_writes_lr_curves_and_keeps_settings_outside_the_space(tmp_pa
     assert list(curves.columns) == ["cell", "model.activation", *LR_CURVE_COLS]
     assert curves["cell"].tolist() == ["activation=gelu", "activation=relu"]
     row = curves.iloc[0]
-    assert row["pick_lr"] == pytest.approx(2.83e-3) and row["n_points"] == 4 and row["noise_df"] == 5
+    assert row["pick_lr"] == pytest.approx(2.83e-3) and row["n_points"] == 4 and row["noise_df"] == 3  # its own: 1 + 2
     assert row["optimum_lr_low"] <= OPTIMA["gelu"] <= row["optimum_lr_high"]
     assert 0 <= row["loss_left_ci_low"] <= row["loss_left"] <= row["loss_left_ci_high"]
     assert curves.iloc[1]["window_lr_high"] == pytest.approx(EXTENSION)

@@ -8,6 +8,7 @@ import pytest
 
 from gptlab.stats.design import Design
 from gptlab.stats.effects import TUNING_COLS, analyse
+from gptlab.stats.calls import ALPHA
 from gptlab.stats.robustness import DEPENDS, check
 
 W = np.array([-0.5, -0.5, 0.5, 0.5])  # a main effect over a 2x2: the last two cells against the first two
@@ -69,3 +70,41 @@ def test_analyse_checks_every_call_and_names_the_cell_responsible():
     assert tie["tuning"] in ("", "depends on the picks")  # an inconclusive or equivalent tying call: checked or not
     robust = analyse(y, cells, seeds, design, label, 0.01, loss_left=np.full(4, 0.001))
     assert robust.main[robust.main["factor"] == "act"].iloc[0]["tuning"] == "robust"
+
+
+def test_the_joint_test_adds_each_cell_s_uncertainty_in_quadrature_not_its_upper_end():
+    from scipy import stats
+
+    # the first two cells (beaten by a `better` call) may have left 0.002 +/- (CI up to 0.012) each
+    rows = np.array([[0.002, 0.012, math.inf]] * 2 + [[0.0, 0.0, math.inf]] * 2)
+    joint = _check("better", estimate=-0.02, se=0.004, left=rows)
+    summed = _check("better", estimate=-0.02, se=0.004, left=rows[:, 1])  # the rule it replaced: 0.012 added
+    assert (joint.call, summed.call) == ("better", DEPENDS)
+    sd = (0.012 - 0.002) / stats.norm.ppf(0.975)
+    t = (0.02 - 0.002) / math.sqrt(0.004 ** 2 + 2 * (0.5 * sd) ** 2)  # moved by the estimated shift, SEs combined
+    p = 2 * stats.t.sf(0.02 / 0.004, 8)
+    df = (0.004 ** 2 + 2 * (0.5 * sd) ** 2) ** 2 / (0.004 ** 4 / 8)  # the cells' df are infinite
+    assert joint.p == pytest.approx(min(1.0, 2 * stats.t.sf(t, df) * 3))  # the effect's own Holm factor (3)
+    assert joint.shift == pytest.approx(0.002 + stats.norm.ppf(0.95) * math.sqrt(2 * (0.5 * sd) ** 2))
+    assert 0 < p < joint.p < ALPHA
+
+
+def test_few_noise_df_widen_the_test_and_an_open_optimum_still_decides_nothing():
+    rows = np.array([[0.002, 0.012, 2.0]] * 2 + [[0.0, 0.0, 2.0]] * 2)
+    many = _check("better", estimate=-0.02, left=np.column_stack([rows[:, :2], [50.0] * 4]))
+    few = _check("better", estimate=-0.02, left=rows)
+    # the same CI on 2 df is a smaller SE (its width, t_0.975(2) = 4.3 SEs, already paid for the df), on fewer df
+    assert few.call == many.call == "better" and few.p < many.p and few.shift < many.shift
+    open_row = rows.copy()
+    open_row[1, 1] = math.inf
+    assert _check("better", estimate=-0.5, left=open_row).call == DEPENDS
+    assert _check("worse", estimate=0.5, left=open_row).call == "worse"  # the open cell only helps a worse call
+
+
+def test_an_equivalence_is_checked_on_each_side_with_the_combined_se():
+    rows = np.array([[0.001, 0.004, math.inf]] * 4)
+    assert _check("equivalent", estimate=0.0, ci90=(-0.004, 0.004), se=0.0024, left=rows).robust is True
+    wide = rows.copy()
+    wide[3] = [0.006, 0.02, math.inf]  # the last cell pushes the lower side out of the margin
+    out = _check("equivalent", estimate=0.0, ci90=(-0.004, 0.004), se=0.0024, left=wide)
+    assert (out.call, out.cell) == (DEPENDS, 3)

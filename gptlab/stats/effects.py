@@ -35,9 +35,9 @@ SIMPLE_COLS = ["factor", "level", "baseline", "at"] + STATS
 CELL_COLS = ["cell", "changes"] + STATS
 ALIAS_COLS = ["aliased", "estimable_as"] + STATS
 # A tuned sweep's check of each call: robust | depends on the picks | "" (nothing to check); the call before the check;
-# how far the estimate can move against the call (nats); the design cell (index) whose pick moves it most, where the
-# call does not hold.
-TUNING_COLS = ["tuning", "call_at_picks", "tuning_shift", "tuning_cell"]
+# how far the loss left may move the estimate against the call (nats, one-sided 95% upper bound); the design cell
+# (index) whose pick moves it most, where the call does not hold; the Holm-adjusted p of the test at the optima.
+TUNING_COLS = ["tuning", "call_at_picks", "tuning_shift", "tuning_cell", "tuning_p"]
 # An arms design's (each cell its own variance, `models` kind own): each row's Welch-Satterthwaite df (text included)
 # and whose variance it used ("own", or "pooled for a single-run cell")
 OWN_COLS = ["df", "variance"]
@@ -72,7 +72,7 @@ class Analysis:
     tuned: bool = False  # the calls were checked against each cell's loss left on the table (`tuning`, `tuning_cell`)
     tests: dict[str, list[Test]] = field(default_factory=dict)  # each table's rows' tests (se, df), row for row
     contrasts: dict[str, list[np.ndarray | None]] = field(default_factory=dict)  # each row's weights over the cells
-    loss_left: np.ndarray | None = None  # the per-cell bounds the calls were checked against (design.cells order)
+    loss_left: np.ndarray | None = None  # the per-cell losses left the calls were checked against (design.cells order)
     parts: dict[str, list[ErrorParts | None]] = field(default_factory=dict)  # main and int rows: their error's
     # parts (seeds, text), for what would decide them (`to_decide`)
 
@@ -150,6 +150,7 @@ class _Rows:
                 row["call_at_picks"], row["call"], row["tuning_shift"] = row["call"], check.call, check.shift
                 row["tuning"] = "" if check.robust is None else "robust" if check.robust else "depends on the picks"
                 row["tuning_cell"] = check.cell if check.cell is not None and check.robust is False else math.nan
+                row["tuning_p"] = check.p
 
 
 def _stats(t: Test) -> dict:
@@ -167,8 +168,9 @@ def analyse(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, desi
     main effects (full factorial) or cells against the baseline (other designs) are computed.
     `error_mask` (an adaptive sweep's first-round runs): the error comes from those alone (`models`).
     `blocks` (each run's losses per block of its test text): every CI counts the text too (`text_share`).
-    `loss_left` (a tuned sweep: per design cell, the upper end of the 95% CI of the loss its pick leaves on the
-    table, NaN where unknown): every call is checked against it (`stats.robustness`; columns TUNING_COLS).
+    `loss_left` (a tuned sweep: per design cell, the loss its pick leaves on the table as (estimate, upper end of
+    its 95% CI) rows, or the upper ends alone; NaN where unknown): every call is checked against it
+    (`stats.robustness`; columns TUNING_COLS).
     `block_seeds` False: no seed block in the model (an arms design, whose baseline has seeds no arm shares).
     `own_variance` (an arms design): every cell's own variance, Welch-Satterthwaite df (`models`, kind `own`).
     """

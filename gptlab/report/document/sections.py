@@ -285,7 +285,9 @@ def _curves_blocks(view: TuningView, res: Results, words: Sentences) -> list[Blo
         f"from it ({res.unit} per octave^2); `min_loss` the fitted minimum; `loss_left` the loss the pick leaves on "
         "the table, the fitted curve at the pick minus its minimum, with its 95% CI. The CIs are profile-likelihood "
         f"intervals with {words.lr_noise}. Flags say where to read with care (`edge`: the lowest point at the end of the lrs "
-        "tried; `ci_unbounded`; `optimum_outside_window`: an extrapolation). Table: `tables/lr_curves.csv`.")] + \
+        "tried; `ci_unbounded`; `optimum_outside_window`: an extrapolation; `confined`: a side's CI ends at a tried lr "
+        "clearly above the lowest point, between which and the other side's the optimum lies). Table: "
+        "`tables/lr_curves.csv`.")] + \
         _md(curves[["cell", "pick_lr", "optimum_lr", "optimum_lr_low", "optimum_lr_high", "curvature", "min_loss",
                     "loss_left", "loss_left_ci_low", "loss_left_ci_high", "flags"]], "lr_curves.csv", "cells")
 

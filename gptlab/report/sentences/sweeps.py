@@ -272,8 +272,12 @@ def lr_noise(curves: pd.DataFrame, unit: str) -> str:
     """The noise the lr curves' CIs are computed with (`tables/lr_curves.csv`), or why they have none."""
     if not len(curves):
         return ""
-    sd, df = float(curves["noise_sd"].iloc[0]), int(curves["noise_df"].iloc[0])
-    return (f"the pooled SD of one selection run, {sd:.4f} {unit} ({df} df: seeds repeated at one lr, the "
-            "estimation runs at each pick among them, and the fits' spare points), with t quantiles; by simulation "
-            "they cover 95% to 99% (docs/STATISTICS.md)" if df > 0 else
+    df = curves["noise_df"].astype(float)
+    sd, df = curves["noise_sd"].astype(float)[df > 0], df[df > 0]  # cells with a noise estimate
+    pooled = int(curves["flags"].fillna("").astype(str).str.contains("pooled_noise").sum())
+    return (f"each cell's own SD of one selection run ({sd.min():.4f} to {sd.max():.4f} {unit}, {int(df.min())} to "
+            f"{int(df.max())} df: seeds repeated at one lr, the estimation runs at its pick among them, and its fit's "
+            "spare points" + (f"; {pooled} cell(s) without df of their own use the pool over the cells, flag "
+                              "`pooled_noise`" if pooled else "") + "), with t quantiles (docs/STATISTICS.md)"
+            if len(df) else
             "no noise estimate (no cell has two runs at one lr and no fit has a spare point): no CIs")

@@ -37,7 +37,7 @@ def _decided(r: dict, what: str, margin: float, unit: str = "nats/char") -> str:
         at_picks = _decided({**r, "call": r["call_at_picks"]}, what, margin, unit)
         return (f"depends on the picks: at the picks {r['call_at_picks']} {at_picks.removeprefix(r['call_at_picks'])}"
                 f", but the loss the pick of {r['tuning_cell']} may leave on the table (tables/lr_curves.csv) could move "
-                f"it by {_shift(r['tuning_shift'], unit)} against that call").replace("  ", " ")
+                f"it by {_shift(r['tuning_shift'], unit)} against that call{_tuning_p(r)}").replace("  ", " ")
     if r["call"] in ("better", "worse"):
         return (f"by {fmt_loss(abs(r['estimate']))} {unit} ({_ci(r)}; Holm-adjusted p "
                 f"{fmt_p(r['p_adjusted'])})")
@@ -45,6 +45,13 @@ def _decided(r: dict, what: str, margin: float, unit: str = "nats/char") -> str:
         return (f"equivalent within +/-{margin:g} {unit} (estimate {fmt_loss(r['estimate'])}, {_ci(r, 90)})")
     return (f"inconclusive (estimate {fmt_loss(r['estimate'])}, {_ci(r)}): neither {what} nor equivalence "
             f"within +/-{margin:g} is shown")
+
+
+def _tuning_p(r: dict) -> str:
+    """The test at the optima's p (`stats.robustness`), where it was tested."""
+    p = r.get("tuning_p")
+    return f" (the effect at the optima, its uncertainty included: Holm-adjusted p {fmt_p(p)})" \
+        if p is not None and not math.isnan(p) and p < 1 else ""
 
 
 def _shift(x: float, unit: str) -> str:

@@ -34,7 +34,7 @@ from gptlab.stats.effects import Analysis, analyse
 LN2 = math.log(2.0)
 
 
-def mean_ci(values: pd.Series) -> tuple[float, float]:
+def mean_ci(values: pd.Series) -> tuple[float, ...]:
     """Mean and half-width of its 95% t confidence interval (NaN with fewer than 2 values)."""
     v = pd.Series(values, dtype=float).dropna()
     if v.empty:
@@ -118,13 +118,14 @@ def design_for(res: Results, runs: pd.DataFrame) -> Design:
 
 
 def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoint: bool = True,
-                 blocks: bool = False, loss_left: Mapping[tuple[str, ...], float] | None = None) -> Analysis | None:
+                 blocks: bool = False, loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None = None
+                 ) -> Analysis | None:
     """Effects of column `y` over `runs` (rows with a finite value); None when no run has one.
 
     `blocks`: the CIs count the test text's blocks too when the results have them (`y` is then the test
     loss, or a value that replaces it, such as the ceiling of a diverged run, counted in every block).
-    `loss_left`: a tuned sweep's per-cell upper bound of the loss its pick leaves on the table (`tables.tuned_comparison`):
-    every call is checked against it (`stats.robustness`).
+    `loss_left`: a tuned sweep's per-cell loss its pick leaves on the table, (estimate, upper end of its 95% CI)
+    (`tables.tuned_comparison`): every call is checked against it (`stats.robustness`).
     """
     runs = runs[np.isfinite(runs[y].astype(float))]
     if runs.empty or not res.factors:
@@ -134,7 +135,8 @@ def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoi
     first_round = res.first_seeds(runs, rule.min).to_numpy() if rule else None
     text = res.test_blocks.for_runs(runs["run_id"], runs[y]) if blocks else None
     design = design_for(res, runs)
-    left = None if loss_left is None else np.array([loss_left.get(tuple(c), np.nan) for c in design.cells])
+    left = None if loss_left is None else np.array([loss_left.get(tuple(c), (np.nan,) * 3) for c in design.cells],
+                                                   float).reshape(len(design.cells), 3)
     a = analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design, res.label,
                 margin, endpoint, error_mask=first_round, blocks=text, loss_left=left,
                 block_seeds=not res.arms,  # arms: the baseline's extra seeds have no partner,

@@ -25,8 +25,7 @@ from gptlab.stats.scorecard import NOT_TESTED, verdict
 
 ARMS_COLS = ["arm", "baseline", "estimate", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value",
              "p_adjusted", "call", "text_share", "df", "variance", "tuning", "call_at_picks", "tuning_shift",
-             "tuning_cell", "mde80",
-             "n_ok", "n_ok_baseline",
+             "tuning_cell", "tuning_p", "mde80", "n_ok", "n_ok_baseline",
              "n_diverged", "n_failed", "pick"]
 SCALE_COLS = ["scale_factor", "scale_level"]
 SCORECARD_COLS = ["arm", "source", "setting", "claim", "direction", "size", "about", "untuned_setting",

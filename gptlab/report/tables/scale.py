@@ -49,11 +49,11 @@ def scientific_view(res: Results) -> Results:
 
 
 def effects_by_scale(res: Results, margin: float,
-                     loss_left: Mapping[tuple[str, ...], float] | None = None) -> pd.DataFrame:
+                     loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None = None) -> pd.DataFrame:
     """One row per scientific factor level x scale factor x scale level (see the module docstring).
 
-    `loss_left` (a tuned sweep's per-cell bound, keys in `res.factors` order): each slice's calls are checked
-    against its own cells' picks, and the rows gain the tuning columns."""
+    `loss_left` (a tuned sweep's per-cell loss left, (estimate, upper end, df), keys in `res.factors` order): each
+    slice's calls are checked against its own cells' picks, and the rows gain the tuning columns."""
     rows = []
     for s, level, part, analysis in slices(res, margin, loss_left):
         for r in analysis.main.to_dict("records"):
@@ -71,7 +71,7 @@ def effects_by_scale(res: Results, margin: float,
 ARMS_EXTRA = ("ci95", "ci90_low", "ci90_high", "p_value", "text_share", "df", "variance", "mde80")
 
 
-def slices(res: Results, margin: float, loss_left: Mapping[tuple[str, ...], float] | None
+def slices(res: Results, margin: float, loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None
             ) -> Iterator[tuple[str, str, pd.DataFrame, Analysis]]:
     """(scale factor, level, the slice's ok runs, their analysis) for every slice with an estimable effect."""
     if not res.scale or not res.scientific:
@@ -89,9 +89,9 @@ def slices(res: Results, margin: float, loss_left: Mapping[tuple[str, ...], floa
                 yield s, level, part, analysis
 
 
-def _slice_loss_left(res: Results, loss_left: Mapping[tuple[str, ...], float] | None, s: str,
-                     level: str) -> dict[tuple[str, ...], float] | None:
-    """The bounds of one slice's cells (S at `level`, every other scale factor at its baseline), keyed by the
+def _slice_loss_left(res: Results, loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None, s: str,
+                     level: str) -> dict[tuple[str, ...], tuple[float, ...]] | None:
+    """The losses left of one slice's cells (S at `level`, every other scale factor at its baseline), keyed by the
     scientific factors' levels."""
     if loss_left is None:
         return None
@@ -116,7 +116,7 @@ def unpaired_scale(res: Results, s: str) -> bool:
 
 
 def effect_changes_by_scale(res: Results, margin: float,
-                            loss_left: Mapping[tuple[str, ...], float] | None = None) -> pd.DataFrame:
+                            loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None = None) -> pd.DataFrame:
     """Per scientific effect and scale factor S: its change from S's first level to each other level, paired by
     seed or unpaired (`unpaired_scale`; the `pairing` column says which), with Holm across each S's rows and a
     call (see the module docstring)."""
@@ -143,7 +143,8 @@ def effect_changes_by_scale(res: Results, margin: float,
 TRANSFER_COLS = ["pairing", "df", *TUNING_COLS[:2]]  # effect_changes.csv's columns beside CHANGE_COLS when unpaired
 
 
-def _unpaired_changes(res: Results, margin: float, loss_left: Mapping[tuple[str, ...], float] | None) -> pd.DataFrame:
+def _unpaired_changes(res: Results, margin: float,
+                      loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None) -> pd.DataFrame:
     """The unpaired changes (`stats.transfer`) of every unpaired scale factor, Holm within each factor."""
     by_slice: dict[str, dict[str, Analysis]] = {}
     seeds: dict[tuple[str, str], pd.DataFrame] = {}

@@ -195,15 +195,17 @@ def with_effects(view: TuningView, res: Results, main: pd.DataFrame, interaction
     return dataclasses.replace(view, effects=_tuned_effects(res, main, interactions))
 
 
-def loss_left_high(res: Results, view: TuningView | None) -> dict[tuple[str, ...], float] | None:
-    """Per cell (its levels, factor order), the upper end of the 95% CI of the loss its pick leaves on the table
-    (inf when unbounded, NaN without a fit); None without lr curves (nothing to check the calls against)."""
+def loss_left_high(res: Results, view: TuningView | None) -> dict[tuple[str, ...], tuple[float, ...]] | None:
+    """Per cell (its levels, factor order), the loss its pick leaves on the table: (estimate, upper end of its 95%
+    CI (inf when unbounded), df of its noise), NaN without a fit; None without lr curves (nothing to check the
+    calls against)."""
     if view is None or view.curves.empty:
         return None
     out = {}
     for row in view.curves.to_dict("records"):
-        high = row.get("loss_left_ci_high")
-        out[tuple(str(row[f]) for f in res.factors)] = float(high) if high is not None and high == high else math.nan
+        values = (row.get(k) for k in ("loss_left", "loss_left_ci_high", "noise_df"))
+        out[tuple(str(row[f]) for f in res.factors)] = tuple(float(x) if x is not None and x == x else math.nan
+                                                            for x in values)
     return out
 
 
