@@ -106,7 +106,7 @@ def test_cell_numbers_equal_recomputation_from_summary(report):
 def test_effect_tables_in_markdown_equal_csv(report):
     _, out, md, _ = report
     for heading, name in (("Main effects", "main_effects"), ("Interactions", "interactions"),
-                          ("Failed and diverged runs", "failures")):
+                          ("Failed, diverged and collapsed runs", "failures")):
         table = md_table(md, heading)
         csv = pd.read_csv(out / "tables" / f"{name}.csv", keep_default_na=False, dtype=str)
         assert len(table) == len(csv) > 0, name
@@ -126,7 +126,7 @@ def test_effect_tables_in_markdown_equal_csv(report):
 def test_failed_and_diverged_runs_are_listed(report):
     results, out, md, summary = report
     bad = summary[summary["status"] != "ok"]
-    table = md_table(md, "Failed and diverged runs").set_index("run_id")
+    table = md_table(md, "Failed, diverged and collapsed runs").set_index("run_id")
     csv = pd.read_csv(out / "tables" / "failures.csv").set_index("run_id")
     assert set(table.index) == set(csv.index) == set(bad["run_id"])
     failed = bad[bad["status"] == "failed"].iloc[0]

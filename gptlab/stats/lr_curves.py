@@ -56,6 +56,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from gptlab.stats.picks import Trial, pick_rows, picks as picked_rows
+from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
 
 LEVEL = 0.95
 ASYMMETRY = 0.25  # prior SD of the bend a (per octave)
@@ -166,7 +167,7 @@ def _window(cell: Hashable, mine: pd.DataFrame, pick: float, step: float | None)
     if len(means) < 3:
         return None, ss, df
     if step is None:
-        sampled = np.sort(mine.loc[mine["status"].isin(["ok", "diverged"]), "x"].unique())
+        sampled = np.sort(mine.loc[mine["status"].isin(FINISHED), "x"].unique())
         step = float(np.max(np.diff(sampled)))
     centre = float(means.idxmin())
     xs = means.index.to_numpy(float)
@@ -177,7 +178,7 @@ def _window(cell: Hashable, mine: pd.DataFrame, pick: float, step: float | None)
             break
         inside[i] = True
     flags = [EDGE] if centre in (xs.min(), xs.max()) else []
-    if ((mine["status"] == "diverged") & (np.abs(mine["x"] - centre) <= step * (1 + 1e-9))).any():
+    if ((mine["status"].isin(FAILED_TO_TRAIN)) & (np.abs(mine["x"] - centre) <= step * (1 + 1e-9))).any():
         flags.append(DIVERGED)
     return (_Window(cell, pick, xs[inside] - centre, means.to_numpy(float)[inside], counts.to_numpy(float)[inside],
                     centre, step, tuple(flags)), ss, df)

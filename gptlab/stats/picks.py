@@ -7,7 +7,7 @@ pandas), so the sweep's planner (`gptlab.sweep.tuning`) and the report (`gptlab.
 decide with the same code from the same summaries.
 
 The rule: a cell's pick is its setting with the lowest mean selection loss over the runs that
-finished ok. A diverged selection run counts as an infinite loss: a setting with one is picked
+finished ok. A selection run that diverged or collapsed (did not learn) counts as an infinite loss: a setting with one is picked
 only when every setting of the cell has one (then the fewest diverged runs, then the lowest mean
 of the ok runs). Ties go to the setting listed first. A pick is `at_edge` when, for some tuned key
 with numeric levels, its value is the smallest or largest level of that key (the best setting may
@@ -20,6 +20,8 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
+from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
+
 Pairs = tuple[tuple[str, Any], ...]  # (dotted key, value) pairs, in grid or tune.space order
 # tuning.csv (results/NAME/ and the report's tables/): one row per cell and setting, in grid x space order.
 TUNING_COLS = ["cell", "setting", "runs", "n_ok", "n_diverged", "mean_loss", "sd_loss", "picked", "at_edge"]
@@ -31,7 +33,7 @@ class Trial:
 
     cell: Pairs  # the grid cell, (factor, level) pairs
     setting: Pairs  # the tuned setting, (key, value) pairs in tune.space order
-    status: str  # ok | diverged | failed (a failed run is a run that says nothing; it is skipped)
+    status: str  # ok | diverged | collapsed | failed (a failed run is a run that says nothing; it is skipped)
     loss: float  # best_val_loss (the selection loss); ignored unless status is ok
 
 
@@ -80,7 +82,7 @@ class SettingRow:
     setting: Pairs  # the tuned setting
     runs: int  # selection runs that finished (ok or diverged)
     n_ok: int  # of them, finished ok
-    n_diverged: int  # of them, diverged
+    n_diverged: int  # of them, failed to train (diverged or collapsed: statuses.FAILED_TO_TRAIN)
     mean_loss: float  # mean selection loss of the ok runs (NaN without one)
     sd_loss: float  # their sample SD (NaN with fewer than two)
     picked: bool  # the cell's pick
@@ -113,7 +115,7 @@ def pick_rows(trials: Iterable[Trial], cells: Sequence[Pairs], settings: Sequenc
     """Every cell x setting (in the given orders) with its trials summarised and each cell's pick marked."""
     by_key: dict[tuple[Pairs, Pairs], list[Trial]] = {}
     for trial in trials:
-        if trial.status in ("ok", "diverged"):
+        if trial.status in FINISHED:
             by_key.setdefault((trial.cell, trial.setting), []).append(trial)
     rows: list[SettingRow] = []
     for cell in cells:
@@ -121,7 +123,7 @@ def pick_rows(trials: Iterable[Trial], cells: Sequence[Pairs], settings: Sequenc
         for setting in settings:
             found = by_key.get((cell, setting), [])
             losses = [t.loss for t in found if t.status == "ok" and math.isfinite(t.loss)]
-            mine.append(SettingRow(cell, setting, len(found), len(losses), sum(t.status == "diverged" for t in found),
+            mine.append(SettingRow(cell, setting, len(found), len(losses), sum(t.status in FAILED_TO_TRAIN for t in found),
                                    statistics.fmean(losses) if losses else math.nan,
                                    statistics.stdev(losses) if len(losses) > 1 else math.nan, False, False))
         best = min(range(len(mine)), key=lambda i: mine[i].rank()) if mine else None  # min keeps the first of ties

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Mapping
 
 from gptlab.errors import GptlabError, shown
 from gptlab.runio import write_csv
+from gptlab.statuses import FINISHED
 from gptlab.stats.refine import Lattice, RefineRule, decide_all, geometric_ratio
 from gptlab.sweep.planners import TUNERS, Case, FinishedRuns, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
@@ -119,7 +120,7 @@ class Refine(TuneThenEstimate):
                          "finished")
         obs: dict[Pairs, dict[int, list[float]]] = {cell: {} for cell in self.cells}
         for t in self.trials(finished):
-            if t.status in ("ok", "diverged"):
+            if t.status in FINISHED:  # a run that diverged or collapsed: an infinite loss
                 obs[t.cell].setdefault(self._k(t.setting[0][1]), []).append(t.loss if t.status == "ok" else math.inf)
         decisions, sigma, df = decide_all([obs[c] for c in self.cells], self.lattice, self.rule)
         new: list[Run] = []

@@ -50,6 +50,7 @@ class Sentences:
     tuned_extra: str = ""  # a tuned sweep: the settings its selection runs have outside the space ("" if none)
     sensitivity_cap: str = ""  # a tuned sweep: the loss the LR sensitivity caps every loss at
     lr_noise: str = ""  # a tuned sweep's lr curves: the noise their CIs use, or why they have none
+    stability: tuple[str, ...] = ()  # where runs did not train (diverged or collapsed), and runs reclassified on read
 
     @property
     def verdicts(self) -> dict[str, list[str]]:
@@ -87,7 +88,8 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         tuned_design=sweeps.tuned_design(tuned, res) if tuned is not None else "",
         tuned_extra=sweeps.tuned_extra(tuned) if tuned is not None else "",
         sensitivity_cap=sweeps.sensitivity_cap(tuned, res.unit) if tuned is not None else "",
-        lr_noise=sweeps.lr_noise(tuned.curves, res.unit) if tuned is not None else "")
+        lr_noise=sweeps.lr_noise(tuned.curves, res.unit) if tuned is not None else "",
+        stability=tuple(notes.stability(res, tables.stability)))
 
 
 def _tuning_checks(res: Results, tables: ReportTables) -> list[str]:

@@ -20,6 +20,7 @@ from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.tables.rounds import AdaptiveView, adaptive_view
 from gptlab.report.tables.scale import effect_changes_by_scale, effects_by_scale
+from gptlab.report.tables.stability import stability_table
 from gptlab.report.tables.tuned_comparison import TuningView, given_picks, loss_left_high, tuning_view, with_effects
 from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis
 
@@ -45,8 +46,8 @@ class ReportTables:
     by_step: pd.DataFrame  # effects at every evaluated step
     level_curves: pd.DataFrame  # marginal mean val loss per level per step
     pair_means: pd.DataFrame  # marginal means of every pair of levels (full factorials)
-    divergence: pd.DataFrame  # divergence rate per cell
-    sensitivity: pd.DataFrame  # effects again with diverged runs at the ceiling loss
+    divergence: pd.DataFrame  # rate per cell of runs that failed to train (diverged or collapsed)
+    sensitivity: pd.DataFrame  # effects again with runs that failed to train at the ceiling loss
     adaptive: AdaptiveView | None  # rounds of an adaptive sweep, else None
     by_scale: pd.DataFrame  # effects at each level of each scale factor (no rows without `scale:`)
     tuned: TuningView | None  # a tuned sweep's picks, fixed-setting effects and LR sensitivity, else None
@@ -55,6 +56,7 @@ class ReportTables:
     given: pd.DataFrame  # each cell's setting given by `tune.picks` (no rows unless the sweep gives picks)
     arms: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: each arm vs the baseline
     scorecard: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: claims and verdicts
+    stability: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # runs trained/collapsed/... per setting
 
     def _effects(self, name: str, empty: Sequence[str] = ()) -> pd.DataFrame:
         return getattr(self.effects, name) if self.effects is not None else pd.DataFrame(columns=list(empty))
@@ -107,7 +109,7 @@ class ReportTables:
         every = {"cells": self.cells, "levels": self.levels, **effects,
                  "cells_vs_baseline": self.cells_vs_baseline, "aliases": self.aliases,
                  "effects_by_step": self.by_step, "divergence": self.divergence, "sensitivity": self.sensitivity,
-                 "failures": self.failures,
+                 "failures": self.failures, "stability": self.stability,
                  **({"rounds": self.adaptive.rounds, "precision": self.adaptive.outcomes}
                     if self.adaptive is not None else {}),
                  **({"effects_by_scale": self.by_scale, "effect_changes": self.changes} if self.has_scale else {}),
@@ -148,4 +150,4 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
         pair_means=analyses.pair_means(res, a), divergence=analyses.divergence_table(res),
         sensitivity=analyses.sensitivity(res, a, margin), adaptive=adaptive_view(res), by_scale=by_scale,
         tuned=with_effects(tuned, res, main, interactions) if tuned else None, has_scale=bool(res.scale),
-        changes=changes, given=given_picks(res), arms=arms, scorecard=scorecard)
+        changes=changes, given=given_picks(res), arms=arms, scorecard=scorecard, stability=stability_table(res))

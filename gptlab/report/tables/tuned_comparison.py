@@ -40,6 +40,7 @@ from gptlab.report.load import Results
 from gptlab.stats.levels import grid_level, level_key, same_level
 from gptlab.stats.effects import analyse
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
+from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
 from gptlab.stats.picks import (Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows,
                                 tuning_columns)
 
@@ -122,7 +123,7 @@ def _pick_rows(trials: list[Trial], cells: list[Pairs], space: dict[str, list[An
     rows = []
     for cell in cells:
         mine = [t for t in trials if t.cell == cell]
-        sampled = [dict(t.setting) for t in mine if t.status in ("ok", "diverged")]
+        sampled = [dict(t.setting) for t in mine if t.status in FINISHED]
         own = {k: _merged(levels, [s[k] for s in sampled]) for k, levels in space.items()}
         found = [r for r in pick_rows(mine, [cell], ordered, own) if r.runs or r.setting in settings]
         pick = next((s for s in ordered if _same(s, trained.get(cell))), None)
@@ -294,7 +295,7 @@ def _sensitivity(res: Results, sel: pd.DataFrame, cells: list[Pairs], label: dic
                  ceiling: float, n_seeds: int, margin: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """LR sensitivity per cell and selection seed (Wortsman et al. 2023), its mean per cell, and the effects on it."""
     capped = np.where(sel["ok"], np.minimum(sel[SELECTION_LOSS].astype(float), ceiling), np.nan)
-    sel = sel.assign(capped=np.where(sel["status"] == "diverged", ceiling, capped))
+    sel = sel.assign(capped=np.where(sel["status"].isin(FAILED_TO_TRAIN), ceiling, capped))
     per_seed, rows = [], []
     for cell in cells:
         mine = sel[sel["cell"] == label[cell]]
@@ -311,7 +312,7 @@ def _sensitivity(res: Results, sel: pd.DataFrame, cells: list[Pairs], label: dic
         rows.append({"cell": label[cell], **dict(cell), "lr_sensitivity": float(np.mean(finite)) if finite else math.nan,
                      "min_loss": float(curve.min()) if curve.notna().any() else math.nan,
                      "best_setting": pairs_text(best) if best else "", "n_seeds": len(values),
-                     "n_diverged": int((mine["status"] == "diverged").sum())})
+                     "n_diverged": int(mine["status"].isin(FAILED_TO_TRAIN).sum())})
     table = round_frame(pd.DataFrame(rows))
     effects = _effects(res, pd.DataFrame(per_seed, columns=[*res.factors, "seed", "lr_sensitivity"]), "lr_sensitivity",
                        margin, calls=n_seeds >= 2)
