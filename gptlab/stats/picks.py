@@ -7,7 +7,7 @@ pandas), so the sweep's planner (`gptlab.sweep.tuning`) and the report (`gptlab.
 decide with the same code from the same summaries.
 
 The rule: a cell's pick is its setting with the lowest mean selection loss over the runs that
-finished ok. A selection run that diverged or collapsed (did not learn) counts as an infinite loss: a setting with one is picked
+finished ok. A diverged or collapsed selection run counts as an infinite loss: a setting with one is picked
 only when every setting of the cell has one (then the fewest diverged runs, then the lowest mean
 of the ok runs). Ties go to the setting listed first. A pick is `at_edge` when, for some tuned key
 with numeric levels, its value is the smallest or largest level of that key (the best setting may
@@ -123,7 +123,8 @@ def pick_rows(trials: Iterable[Trial], cells: Sequence[Pairs], settings: Sequenc
         for setting in settings:
             found = by_key.get((cell, setting), [])
             losses = [t.loss for t in found if t.status == "ok" and math.isfinite(t.loss)]
-            mine.append(SettingRow(cell, setting, len(found), len(losses), sum(t.status in FAILED_TO_TRAIN for t in found),
+            failed = sum(t.status in FAILED_TO_TRAIN for t in found)  # diverged or collapsed: a failure, not a loss
+            mine.append(SettingRow(cell, setting, len(found), len(losses), failed,
                                    statistics.fmean(losses) if losses else math.nan,
                                    statistics.stdev(losses) if len(losses) > 1 else math.nan, False, False))
         best = min(range(len(mine)), key=lambda i: mine[i].rank()) if mine else None  # min keeps the first of ties

@@ -180,8 +180,8 @@ def sensitivity(res: Results, table: pd.DataFrame) -> list[str]:
         return [f"No sensitivity analysis: the ceiling loss needs the dataset, which was not found ({res.ceiling_note})."]
     ceiling, unit, split = res.ceiling, res.unit, "test" if res.has_test_split else "validation"
     changed = table[table["call"].fillna("") != table["call_at_ceiling"].fillna("")]
-    head = (f"Counting the {n_diverged} run(s) that diverged or did not learn at the ceiling loss {fmt_loss(ceiling)} {unit} (unigram "
-            f"loss of the {split} split) instead of leaving them out: ")
+    head = (f"Counting the {n_diverged} run(s) that diverged or did not learn at the ceiling loss {fmt_loss(ceiling)} "
+            f"{unit} (unigram loss of the {split} split) instead of leaving them out: ")
     if changed.empty:
         return [head + "no call changes."]
     return [head + "; ".join(f"{r['effect']} {r['call'] or 'not estimable'} -> {r['call_at_ceiling']} "
