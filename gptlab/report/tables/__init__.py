@@ -115,7 +115,7 @@ class ReportTables:
                  **({"effects_by_scale": self.by_scale, "effect_changes": self.changes} if self.has_scale else {}),
                  **({"given_picks": self.given} if len(self.given) else {}),
                  **(self.tuned.tables if self.tuned is not None else {})}
-        every |= {name: every[name].assign(verdict=list(text)) for name, text in verdicts.items()}
+        every |= {name: every[name].assign(verdict=list(text)) for name, text in verdicts.items() if name in every}
         always = ALWAYS if not len(self.arms.columns) else ("arms", "scorecard", "failures")
         return {name: df for name, df in every.items() if len(df.columns) and (len(df) or name in always)}
 
