@@ -4,7 +4,7 @@ It stands above both rooms it joins: the sweep (`gptlab.sweep`, which knows noth
 report (`gptlab.report`, handed to `execute` as the step that ends a sweep).
 
 The console shows the runs in flight (step, loss, ETA) and one line per finished run; each run
-logs to its own directory. Exit status: 0 when every run finished (ok or diverged), 1 when some
+logs to its own directory. Exit status: 0 when every run finished (ok, diverged or collapsed), 1 when some
 run failed, 2 on invalid input, 130 when interrupted (rerun the same command to resume).
 
 Interrupted means stopped by Ctrl-C (SIGINT), `kill` (SIGTERM) or a closed terminal (SIGHUP): all

@@ -13,11 +13,11 @@ from typing import Any
 from gptlab.errors import GptlabError
 from gptlab.run.config import resolve_run_config, set_dotted, valid_keys
 from gptlab.run.device import configure_process
-from gptlab.run.rundir import FINISHED
 from gptlab.run.runner import train_run
 from gptlab.run.settings_help import flag_help
 from gptlab.run.trainer import fmt_loss
 from gptlab.runio import read_yaml
+from gptlab.statuses import FINISHED
 
 
 # -- command line --------------------------------------------------------------------------------

@@ -89,11 +89,14 @@ class Boom(Activation):
 '''
 
 
-def tuned_arms_spec(name: str, config: dict, scale: dict) -> dict:
-    """A tuned arms sweep (nanogpt against relu and post_ln, ReLU's claim recorded) over a scale factor: the raw YAML."""
+def tuned_arms_spec(name: str, config: dict, scale: dict, lrs: tuple[float, ...] = (1e-2, 2e-2)) -> dict:
+    """A tuned arms sweep (nanogpt against relu and post_ln, ReLU's claim recorded) over a scale factor: the raw YAML.
+
+    Its default lrs are high enough for the small tiny model to learn in 16 steps (lower ones leave it at the
+    unigram loss: `collapsed`, in no effect)."""
     return {"name": name, "base": {k: config[k] for k in ("model", "train", "data")},
             "arms": {"nanogpt": {}, "relu": {"model.activation": "relu"}, "post_ln": {"model.norm": "post"}},
-            "scale": scale, "seeds": 2, "tune": {"space": {"train.lr": [1e-3, 4e-3]}},
+            "scale": scale, "seeds": 2, "tune": {"space": {"train.lr": list(lrs)}},
             "claims": {"relu": {"source": "Hendrycks & Gimpel 2016", "claim": "GELU wins", "direction": "worse"}},
             "executor": {"backend": "loky", "n_jobs": 2}}
 

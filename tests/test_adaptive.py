@@ -174,7 +174,7 @@ def test_an_adaptive_spec_plans_seeds_up_to_max_and_records_the_rule(tmp_path, c
 # -- sweeps -------------------------------------------------------------------------------------
 
 def _spec(folder: Path, corpus: Path, seeds, grid=None, name: str = "ad") -> Path:
-    config = tiny_config(corpus, max_iters=20, eval_interval=10, log_interval=10)
+    config = tiny_config(corpus, max_iters=20, eval_interval=10, log_interval=10, lr=2e-2, min_lr=1e-3)  # learns
     config["model"].update(n_layer=1, n_embd=16, block_size=16)
     spec = {"name": name, "base": {k: config[k] for k in ("model", "train", "data")},
             "grid": grid or {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"]},

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gptlab"
-BASICS = {"errors", "registry", "fields", "runio", "plugins"}
+BASICS = {"errors", "registry", "fields", "runio", "plugins", "statuses"}
 # Which rooms each room may import from (docs/ARCHITECTURE.md, "Rooms").
 ALLOWED = {
     "basics": {"basics"},

@@ -237,11 +237,11 @@ def test_a_tuned_arms_sweep_with_a_scale_factor_trains_and_reports_a_scorecard(t
     from gptlab.sweep_cli import main as sweep_main
 
     skip_figures(monkeypatch)
-    config = tiny_config(corpus, eval_interval=8)
-    config["model"].update(n_layer=1, n_embd=16, block_size=16)
+    config = tiny_config(corpus, eval_interval=32)
     for key in ("lr", "max_iters"):
         config["train"].pop(key)
-    raw = tuned_arms_spec("card", config, {"train.max_iters": [8, 16]})
+    # The untuned lr (1e-3) among the lrs, and steps enough for it to learn (fewer leave runs collapsed: no effect)
+    raw = tuned_arms_spec("card", config, {"train.max_iters": [96, 128]}, lrs=(1e-3, 1e-2))
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
     args = [str(tmp_path / "sweep.yaml"), "--results-dir", str(tmp_path / "results"),
             "--reports-dir", str(tmp_path / "reports")]
@@ -253,8 +253,8 @@ def test_a_tuned_arms_sweep_with_a_scale_factor_trains_and_reports_a_scorecard(t
     assert estimation.groupby("arm").size().to_dict() == {"nanogpt": 6, "post_ln": 4, "relu": 4}
     tables = tmp_path / "reports" / "card" / "tables"
     arms = pd.read_csv(tables / "arms.csv")
-    assert sorted(zip(arms["arm"], arms["scale_level"])) == [("post_ln", 8), ("post_ln", 16), ("relu", 8),
-                                                             ("relu", 16)]
+    assert sorted(zip(arms["arm"], arms["scale_level"])) == [("post_ln", 96), ("post_ln", 128), ("relu", 96),
+                                                             ("relu", 128)]
     assert arms["estimate"].notna().all() and arms["pick"].str.startswith("lr=").all()
     card = pd.read_csv(tables / "scorecard.csv")
     assert len(card) == 4 and set(card["verdict"]) <= {"holds", "opposite", "no difference", "not shown",

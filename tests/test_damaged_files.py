@@ -202,7 +202,7 @@ def test_a_corpus_edited_after_planning_fails_its_runs_instead_of_training_under
 
     text = tmp_path / "text.txt"
     shutil.copy(corpus, text)
-    config = tiny_config(text, max_iters=4, eval_interval=2)
+    config = tiny_config(text, max_iters=10, eval_interval=5, lr=2e-2, min_lr=1e-3)  # learns: ok, not collapsed
     spec_path = tmp_path / "s.yaml"
     spec_path.write_text(yaml.safe_dump({"name": "s", "base": {k: config[k] for k in ("model", "train", "data")},
                                          "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0]}))
@@ -225,7 +225,7 @@ def two_runs(tmp_path_factory, corpus):
     from gptlab.sweep_cli import main as sweep_main
 
     tmp = tmp_path_factory.mktemp("two")
-    config = tiny_config(corpus, max_iters=10, eval_interval=5)
+    config = tiny_config(corpus, max_iters=10, eval_interval=5, lr=2e-2, min_lr=1e-3)  # learns: ok, not collapsed
     spec = tmp / "s.yaml"
     spec.write_text(yaml.safe_dump({"name": "s", "base": {k: config[k] for k in ("model", "train", "data")},
                                     "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0],

@@ -69,7 +69,7 @@ def test_sample_and_the_report_import_the_plugins_of_the_sweep_that_trained_the_
     empty.write_text('"""A plugin that registers nothing."""\n')
     entries = dict(ACTIVATIONS._entries)
     monkeypatch.setattr(ACTIVATIONS, "_entries", dict(entries))  # the sweep's import registers into a copy
-    config = tiny_config(corpus, max_iters=10, eval_interval=10, log_interval=10)
+    config = tiny_config(corpus, max_iters=10, eval_interval=10, log_interval=10, lr=2e-2, min_lr=1e-3)  # learns
     spec = {"name": "plug", "description": "a run with a plugin activation", "plugins": ["sampled_act.py"],
             "base": {k: config[k] for k in ("model", "train", "data")},
             "grid": {"model.activation": ["sampled_gelu"]}, "seeds": 1,

@@ -262,7 +262,12 @@ def test_the_report_command_on_a_trained_quick_sweep(data_dir, tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     with pytest.MonkeyPatch.context() as mp:
         skip_figures(mp)  # the sweep's own report: only the README's report command below draws figures
-        code, out = run_readme(capsys, "python -m gptlab.sweep quick.yaml", "--set", "train.max_iters=10",
+        # shortened: a smaller model at a higher lr, long enough to learn (10 steps of quick.yaml's model leave every
+        # run at the unigram loss: collapsed, and no effect to call)
+        code, out = run_readme(capsys, "python -m gptlab.sweep quick.yaml", "--set", "train.max_iters=100",
+                                "--set", "train.eval_interval=50", "--set", "train.warmup_iters=5", "--set",
+                                "train.lr=2e-2", "--set", "train.min_lr=1e-3", "--set", "model.n_layer=1",
+                                "--set", "model.n_embd=32", "--set", "model.block_size=32",
                                 "--set", "data.val_fraction=0.01")
     assert code == 0, out
     (tmp_path / "reports").rename(tmp_path / "reports_of_the_sweep")

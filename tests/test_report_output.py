@@ -53,7 +53,7 @@ def test_report_files_default_location_and_atomic_writes(report):
     results, out, md, _ = report
     assert out == default_reports_dir(results) == results.parent.parent / "reports" / "mixed"
     tables = ["cells", "levels", "main_effects", "interactions", "higher_order", "simple_effects", "effects_by_step",
-              "divergence", "sensitivity", "failures"]
+              "divergence", "sensitivity", "failures", "stability"]
     figures = ["val_curves", "level_effects", "forest", "interactions", "simple_effects", "effects_by_step",
                "throughput"]
     assert sorted(p.name for p in (out / "tables").iterdir()) == sorted(f"{t}.csv" for t in tables)
@@ -106,7 +106,7 @@ def test_cell_numbers_equal_recomputation_from_summary(report):
 def test_effect_tables_in_markdown_equal_csv(report):
     _, out, md, _ = report
     for heading, name in (("Main effects", "main_effects"), ("Interactions", "interactions"),
-                          ("Failed and diverged runs", "failures")):
+                          ("Failed, diverged and collapsed runs", "failures")):
         table = md_table(md, heading)
         csv = pd.read_csv(out / "tables" / f"{name}.csv", keep_default_na=False, dtype=str)
         assert len(table) == len(csv) > 0, name
@@ -126,7 +126,7 @@ def test_effect_tables_in_markdown_equal_csv(report):
 def test_failed_and_diverged_runs_are_listed(report):
     results, out, md, summary = report
     bad = summary[summary["status"] != "ok"]
-    table = md_table(md, "Failed and diverged runs").set_index("run_id")
+    table = md_table(md, "Failed, diverged and collapsed runs").set_index("run_id")
     csv = pd.read_csv(out / "tables" / "failures.csv").set_index("run_id")
     assert set(table.index) == set(csv.index) == set(bad["run_id"])
     failed = bad[bad["status"] == "failed"].iloc[0]
@@ -252,7 +252,7 @@ def test_cell_without_ok_runs_is_named_and_counted_at_the_ceiling(tmp_path, monk
     # at the ceiling (unigram loss 3.35) the design is whole again: averaged effects, the dead cell far worse
     assert sens.loc["norm=post", "estimate"] == main.loc["post", "estimate"]
     assert sens.loc["norm=post", "estimate_at_ceiling"] == pytest.approx((0.05 + 3.3473 - 1.5) / 2, abs=0.05)
-    assert "Counting the 3 diverged run(s) at the ceiling loss 3.3473" in md
+    assert "Counting the 3 run(s) that diverged or did not learn at the ceiling loss 3.3473" in md
 
 
 def test_margin_comes_from_the_sweep_yaml_unless_given(tmp_path):

@@ -25,6 +25,7 @@ from gptlab.run.runner import train_run
 from gptlab.run.sampling import load_checkpoint_model, sample_from_run
 from gptlab.run.tokenizers import TOKENIZERS, BPETokenizer, tokenizer_cache
 from gptlab.run.evaluation import evaluate
+from gptlab.statuses import FINISHED
 from gptlab.sweep_cli import main as sweep_main
 
 from fakes import write_spec
@@ -131,7 +132,7 @@ def bpe_run(tmp_path_factory, corpus) -> tuple[Path, dict]:
 
 def test_a_bpe_run_scores_summed_nll_over_the_characters_scored(bpe_run, corpus):
     run, summary = bpe_run
-    assert summary["status"] == "ok"
+    assert summary["status"] in FINISHED  # 20 steps of 300 tokens learn little (collapsed): scoring is what is tested
     model, tokenizer = load_checkpoint_model(run, "best")
     _, val_text = split(corpus.read_text())
     ids = torch.tensor(tokenizer.encode(val_text), dtype=torch.long)
@@ -335,7 +336,7 @@ def test_a_sweep_mixing_tokenizers_writes_bits_per_char_for_every_run(tokenizer_
     code, results, rows = tokenizer_sweep
     assert code == 0 and set(rows) == {"char", "bpe", "lowerchar"}
     for name, row in rows.items():
-        assert row["status"] == "ok", (name, row["error"])
+        assert row["status"] in FINISHED, (name, row["error"])  # finished (a BPE run of 20 steps may not learn)
         summary = json.loads((results / "runs" / row["run_id"] / "summary.json").read_text())
         assert float(row["best_val_bpc"]) == pytest.approx(summary["best_val_bpc"], rel=1e-9)
         assert summary["best_val_bpc"] == pytest.approx(summary["best_val_loss"] * summary["val_bpc_factor"], rel=1e-12)
@@ -411,7 +412,7 @@ def test_a_byte_level_run_trains_256_logits_and_scores_bits_per_character(tmp_pa
     config = tiny_config(corpus, max_iters=10, eval_interval=10, log_interval=10)
     config["data"].update(tokenizer="bpe", vocab_size=256, val_fraction=0.1)
     summary = train_run(config, tmp_path / "run")
-    assert summary["status"] == "ok"
+    assert summary["status"] in FINISHED  # 10 steps on bytes learn little (collapsed): scoring is what is tested
     assert summary["val_bpc_factor"] == pytest.approx(data.bits_per_char_factor, rel=1e-12)
     assert summary["best_val_bpc"] == pytest.approx(summary["best_val_loss"] * data.bits_per_char_factor, rel=1e-9)
     model, tokenizer = load_checkpoint_model(tmp_path / "run")

@@ -245,15 +245,21 @@ def unigram_val_loss(name: str = "tinyshakespeare", path: str | None = None, val
     the training split's token frequencies.
 
     The loss of a model that learned only how often each token occurs: the ceiling at which the
-    report counts a diverged run. Tokens unseen in training get add-one smoothed counts.
+    report counts a diverged run (`unigram_loss` of the named corpus's dataset).
     """
     file = resolve_dataset(name, path, download_missing).resolve()
     data = _load(file, file_version(file), val_fraction, tokenizer, vocab_size, test_fraction)
-    held_out = data.test if split == "test" else data.val
-    if held_out is None:
+    if split == "test" and data.test is None:
         raise GptlabError(f"no test split: data.test_fraction is {test_fraction}")
-    vocab = data.tokenizer.vocab_size
-    counts = torch.bincount(data.train, minlength=vocab).double() + 1.0
+    return unigram_loss(data, split)
+
+
+def unigram_loss(data: TextDataset, split: str = "val") -> float:
+    """The unigram loss (nats/token) of `data`'s validation (or test) split in its own tokens: the one formula
+    behind `unigram_val_loss`, the runner's `collapsed` rule (`gptlab.statuses`) and the report's ceiling.
+    Tokens unseen in training get add-one smoothed counts."""
+    held_out = data.test if split == "test" else data.val
+    counts = torch.bincount(data.train, minlength=data.tokenizer.vocab_size).double() + 1.0
     log_p = torch.log(counts / counts.sum())
     return float(-log_p[held_out].mean())
 

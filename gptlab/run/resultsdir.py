@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection
 
-from gptlab.run.rundir import FINISHED, RunDir
+from gptlab.run.rundir import RunDir
 from gptlab.runio import read_json, remove_temp_files
+from gptlab.statuses import FINISHED
 
 SWEEP_YAML = "sweep.yaml"  # the spec as resolved, written before any run
 SUMMARY_CSV = "summary.csv"  # one row per run, rebuilt from the runs' summary.json

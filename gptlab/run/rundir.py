@@ -1,9 +1,10 @@
 """The run-directory protocol: what lives in `results/NAME/runs/RUN_ID/` and how it is written.
 
-`RunDir` is the one owner of a run folder's file names, of which statuses count as finished, of
-the config check that keeps two configs out of one folder, of checkpoints, metric rows, the
-summary, the failure record, the in-flight marker and the live progress file. Every file goes
-through `gptlab.runio`'s atomic write. The files themselves are described in docs/CONTRACTS.md.
+`RunDir` is the one owner of a run folder's file names, of the config check that keeps two
+configs out of one folder, of checkpoints, metric rows, the summary (read under the `collapsed`
+rule: `gptlab.run.reclassify`), the failure record, the in-flight marker and the live progress
+file. Which statuses count as finished is `gptlab.statuses`'. Every file goes through
+`gptlab.runio`'s atomic write. The files themselves are described in docs/CONTRACTS.md.
 """
 from __future__ import annotations
 
@@ -20,9 +21,8 @@ from typing import Any, Iterator
 
 from gptlab.errors import GptlabError
 from gptlab.runio import atomic_write, atomic_write_text, read_json, read_yaml, write_csv, write_json, write_yaml
+from gptlab.statuses import FINISHED, STATUSES
 
-FINISHED = ("ok", "diverged")  # statuses of a run that is a result (a diverged run is one too)
-STATUSES = ("ok", "diverged", "failed")  # every status a summary.json can hold
 METRIC_COLUMNS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens", "elapsed_s"]
 TEST_BLOCK_COLUMNS = ["block", "chars", "tokens", "loss"]  # test_blocks.csv: loss in nats/token
 
@@ -66,16 +66,22 @@ class RunDir:
         """The run's summary.json, or None when there is none (or it cannot be read).
 
         A summary that names another run (its `run_id` is not this folder's name: files copied or moved by
-        hand) is not this run's result: it reads as a failed run saying so, never as the other run's numbers."""
+        hand) is not this run's result: it reads as a failed run saying so, never as the other run's numbers.
+        One recorded as ok before the `collapsed` rule is read under it (`gptlab.run.reclassify`)."""
         summary = _read_mapping(self / self.SUMMARY)
         if summary is not None and summary.get("run_id") not in (None, self.path.name):
             return {"run_id": self.path.name, "status": "failed",
                     "error": f"{self.path} holds the results of run {summary['run_id']!r}, not its own; delete the "
                              "folder (or put that run's files back in their own) and rerun"}
+        if summary is not None:  # one written before the `collapsed` rule reads under it (nothing is written)
+            from gptlab.run.reclassify import needs_rule, reclassified
+
+            if needs_rule(summary):
+                summary = reclassified(summary, self / self.CONFIG)
         return summary
 
     def state(self) -> str:
-        """ok | diverged | failed (finished with that status), partial (has a checkpoint), pending."""
+        """ok | diverged | collapsed | failed (finished with that status), partial (has a checkpoint), pending."""
         if (self / self.SUMMARY).exists():
             summary = self.summary()
             status = summary.get("status") if summary else None
@@ -83,7 +89,7 @@ class RunDir:
         return "partial" if (self / self.LAST).exists() else "pending"
 
     def finished_summary(self) -> dict[str, Any] | None:
-        """The summary of a finished run (ok or diverged), else None."""
+        """The summary of a finished run (ok, diverged or collapsed), else None."""
         summary = self.summary()
         return summary if summary and summary.get("status") in FINISHED else None
 

@@ -24,12 +24,13 @@ import gptlab
 from gptlab.errors import GptlabError
 from gptlab.run.branching import handoff_for
 from gptlab.run.config import RunConfig, resolve_run_config
-from gptlab.run.data import load_run_dataset
+from gptlab.run.data import load_run_dataset, unigram_loss
 from gptlab.run.device import resolve_device
 from gptlab.run.rundir import CorruptCheckpoint, RunDir
 from gptlab.run.tokenizers import Tokenizer
 from gptlab.run.trainer import Outcome, Trainer, TrainerCallback, fmt_loss
 from gptlab.runio import atomic_write_text, remove_temp_files
+from gptlab.statuses import COLLAPSED, classify, collapse_note
 
 log = logging.getLogger("gptlab.train")
 
@@ -68,7 +69,7 @@ def train_run(config: dict[str, Any] | RunConfig, run_dir: str | os.PathLike, *,
               callbacks: Sequence[TrainerCallback] = ()) -> dict[str, Any]:
     """Train (or resume, or return the finished result of) one run; returns its summary as a plain dict.
 
-    A run directory whose summary says ok/diverged is finished and returned as is; one holding a
+    A run directory whose summary says ok/diverged/collapsed is finished and returned as is; one holding a
     last checkpoint resumes from it. Exceptions propagate (the sweep records them). `callbacks`
     join the loop after the one writing the run directory (e.g. a worker's stop on a lost driver).
     """
@@ -111,7 +112,7 @@ def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None,
         if (origin := folder.branched_from()) is not None:  # its steps up to origin["step"] were its trunk's
             summary["branched_from"] = origin
         folder.write_summary(summary)
-        log.info("run %s finished: %s, best val %s at step %s, %.1f s", run_id, outcome.status,
+        log.info("run %s finished: %s, best val %s at step %s, %.1f s", run_id, summary["status"],
                  fmt_loss(summary["best_val_loss"]), summary["best_step"], trainer.elapsed_s)
     return summary
 
@@ -156,10 +157,14 @@ def run_summary(trainer: Trainer, outcome: Outcome) -> dict[str, Any]:
     tokens = trainer.step * cfg.train.batch_size * cfg.model.block_size
     diverged_step = outcome.diverged_step
     test_factor = trainer.dataset.test_bits_per_char_factor
+    best = trainer.best_val_loss if evals else None
+    unigram = unigram_loss(trainer.dataset)  # of the run's own validation split, in its own tokens
+    status = classify(outcome.status, best, unigram)  # a run that finished but did not learn is `collapsed`
+    error = f"non-finite training loss at step {diverged_step}" if diverged_step else None
     return {
         "run_id": trainer.run_id,
         "seed": cfg.seed,
-        "status": outcome.status,
+        "status": status,
         "best_val_loss": trainer.best_val_loss if evals else None,
         "best_val_bpc": trainer.best_val_loss * trainer.dataset.bits_per_char_factor if evals else None,
         "val_bpc_factor": trainer.dataset.bits_per_char_factor,  # val_loss (nats/token) x this = bits/char
@@ -178,8 +183,9 @@ def run_summary(trainer: Trainer, outcome: Outcome) -> dict[str, Any]:
         "peak_rss_mb": peak_rss_mb(),
         "peak_gpu_mb": round(torch.cuda.max_memory_allocated(trainer.device) / 2**20, 1)
         if trainer.device.type == "cuda" else None,  # the plan's memory on CUDA is the GPU's
-        "error": f"non-finite training loss at step {diverged_step}" if diverged_step else None,
+        "error": collapse_note(best, unigram) if status == COLLAPSED else error,
         "diverged_step": diverged_step,
+        "unigram_val_loss": unigram,  # nats/token: the loss a run must beat by statuses.COLLAPSE_MARGIN to be ok
         "environment": environment(trainer.device),
         "config": cfg.to_dict(),
     }

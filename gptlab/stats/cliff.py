@@ -29,8 +29,10 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-TRAINED = "ok"  # the one status of a run that trained
-SAYS_NOTHING = "failed"  # a crashed run: no evidence about its lr, left out before the rule
+from gptlab.statuses import FAILED, OK
+
+TRAINED = OK  # the one status of a run that trained (`gptlab.statuses` owns the names)
+SAYS_NOTHING = FAILED  # a crashed run: no evidence about its lr, left out before the rule
 RISE = 0.10  # a jump above the lowest mean beyond this share of it per octave^2 (floored at one octave) is a cliff
 TOLERANCE = 1e-4  # octaves: lrs written to 6 significant digits (1.41421e-3) are this close to the lattice's
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from gptlab.stats.cliff import SAYS_NOTHING, beyond, cliff_edge, trained
+from gptlab.statuses import FAILED_TO_TRAIN
 
 Pairs = tuple[tuple[str, Any], ...]  # (dotted key, value) pairs, in grid or tune.space order
 # tuning.csv (results/NAME/ and the report's tables/): one row per cell and setting, in grid x space order.
@@ -85,7 +86,7 @@ class SettingRow:
     setting: Pairs  # the tuned setting
     runs: int  # selection runs that finished (trained or not: every status but failed)
     n_ok: int  # of them, finished ok
-    n_diverged: int  # of them, diverged
+    n_diverged: int  # of them, failed to train (diverged or collapsed: statuses.FAILED_TO_TRAIN)
     mean_loss: float  # mean selection loss of the ok runs (NaN without one)
     sd_loss: float  # their sample SD (NaN with fewer than two)
     picked: bool  # the cell's pick
@@ -128,7 +129,7 @@ def pick_rows(trials: Iterable[Trial], cells: Sequence[Pairs], settings: Sequenc
         for setting in settings:
             found = by_key.get((cell, setting), [])
             losses = [t.loss for t in found if trained(t.status) and math.isfinite(t.loss)]
-            mine.append(SettingRow(cell, setting, len(found), len(losses), sum(t.status == "diverged" for t in found),
+            mine.append(SettingRow(cell, setting, len(found), len(losses), sum(t.status in FAILED_TO_TRAIN for t in found),
                                    statistics.fmean(losses) if losses else math.nan,
                                    statistics.stdev(losses) if len(losses) > 1 else math.nan, False, False))
         if None not in xs:

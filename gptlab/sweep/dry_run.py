@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.rundir import FINISHED
+from gptlab.statuses import FINISHED
 from gptlab.sweep.execute import planner_for, warn_other_runs
 from gptlab.sweep.progress import clock
 from gptlab.sweep.reuse import Reuse

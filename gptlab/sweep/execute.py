@@ -17,7 +17,8 @@ from typing import Any, Callable, Sequence, TextIO
 from gptlab.executors import BACKENDS, Resources, RunResult, Task
 from gptlab.run.identity import check_unchanged, sweep_sources
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.rundir import FINISHED, RunDir
+from gptlab.run.rundir import RunDir
+from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
 from gptlab.sweep.reuse import Reuse
 from gptlab.runio import write_yaml
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
@@ -174,7 +175,9 @@ def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions) -> in
     not_ok = [r for r in rows if r["status"] != "ok"]
     missing = len(planned) - len(rows)
     if not_ok:
-        print(f"\n{len(not_ok)} run(s) did not finish ok:", file=out)
+        lost = sum(r["status"] in FAILED_TO_TRAIN for r in not_ok)  # results (exit 0), kept out of every statistic
+        print(f"\n{len(not_ok)} run(s) did not finish ok" + (f" ({lost} did not train: diverged or collapsed; "
+              "results, left out of every pick and effect)" if lost else "") + ":", file=out)
         for row in not_ok:
             folder = results_dir.run(row["run_id"])
             log_file = folder / (RunDir.ERROR if row["status"] not in FINISHED else RunDir.LOG)

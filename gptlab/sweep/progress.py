@@ -8,6 +8,7 @@ so a long sweep shows it is alive from its first minute.
 """
 from __future__ import annotations
 
+import collections
 import math
 import statistics
 import threading
@@ -18,6 +19,7 @@ from typing import Any, Sequence, TextIO
 
 from gptlab.executors.base import RunResult
 from gptlab.run.resultsdir import ResultsDir
+from gptlab.statuses import COLLAPSED, DIVERGED, FAILED
 from gptlab.sweep.runs import Run, cell_label
 
 LIVE_EVERY_S = 10.0  # seconds between two looks at the runs in flight
@@ -67,6 +69,7 @@ class Progress:
         self.total, self.done = len(self.runs), len(self.runs) - len(todo)
         self.every_s = LIVE_EVERY_S if every_s is None else every_s
         self.seconds: list[float] = []  # wall seconds of the runs finished in this session
+        self.statuses: collections.Counter[str] = collections.Counter()  # of the runs finished in this session
         self.start = time.perf_counter()
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -92,10 +95,11 @@ class Progress:
 
     # -- events ------------------------------------------------------------------------------
     def finished(self, result: RunResult) -> None:
-        """One line for a run that ended (ok, diverged or failed), with the sweep's ETA."""
+        """One line for a run that ended (ok, collapsed, diverged or failed), with the sweep's ETA."""
         with self.lock:
             self.open.pop(result.run_id, None)
             self.done += 1
+            self.statuses[result.status] += 1
             if math.isfinite(result.seconds):
                 self.seconds.append(result.seconds)
             best = result.summary.get("best_val_loss")
@@ -104,7 +108,7 @@ class Progress:
             filled = round(20 * self.done / self.total)
             line = (f"{self.stage}[{self.done:>{len(str(self.total))}}/{self.total}] {self.labels.get(result.run_id, result.run_id)}: "
                     f"{result.status}, {loss}, {took}  |{'#' * filled}{'.' * (20 - filled)}| "
-                    f"elapsed {clock(self._elapsed())}, ETA {clock(self._eta(self._in_flight()))}")
+                    f"elapsed {clock(self._elapsed())}, ETA {clock(self._eta(self._in_flight()))}{self.tally()}")
             self._print(line)
             if self.live is not None:
                 self.live.update(self._table(self._in_flight()), refresh=True)
@@ -118,8 +122,8 @@ class Progress:
                     self.live.update(self._table(flying), refresh=True)
                 elif flying:
                     lines = [f.line() for f in flying]
-                    lines.append(f"  sweep: {self.stage}{self.done}/{self.total} runs finished, {len(flying)} in flight, "
-                                 f"elapsed {clock(self._elapsed())}, ETA {clock(self._eta(flying))}")
+                    lines.append(f"  sweep: {self.stage}{self.done}/{self.total} runs finished{self.tally()}, "
+                                 f"{len(flying)} in flight, elapsed {clock(self._elapsed())}, ETA {clock(self._eta(flying))}")
                     self._print("\n".join(lines))
 
     def _in_flight(self) -> list[InFlight]:
@@ -134,6 +138,12 @@ class Progress:
                                    loss if isinstance(loss, float) else None,
                                    float(record.get("train_s") or 0) + float(record.get("eval_s") or 0)))
         return flying
+
+    def tally(self) -> str:
+        """', 3 collapsed, 1 diverged' for the runs of this session that did not train (counted apart: they are
+        results, not errors), then the failed ones; '' while every run finished ok."""
+        parts = [f"{self.statuses[s]} {s}" for s in (COLLAPSED, DIVERGED, FAILED) if self.statuses[s]]
+        return "".join(f", {p}" for p in parts)
 
     def _elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -177,6 +187,6 @@ class Progress:
         for f in flying:
             table.add_row(f.label, f"{f.step}/{f.max_iters}", "-" if f.train_loss is None else f"{f.train_loss:.4f}",
                           clock(f.eta))
-        header = (f"{self.stage}{self.done}/{self.total} runs finished, {len(flying)} in flight, "
+        header = (f"{self.stage}{self.done}/{self.total} runs finished{self.tally()}, {len(flying)} in flight, "
                   f"elapsed {clock(self._elapsed())}, ETA {clock(self._eta(flying))}")
         return Group(Text(header, style="bold"), table)

@@ -17,8 +17,9 @@ from typing import Iterable, Sequence
 
 from gptlab.errors import GptlabError
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.rundir import FINISHED, RunDir
+from gptlab.run.rundir import RunDir
 from gptlab.runio import write_json
+from gptlab.statuses import FINISHED
 
 
 def identity(run_id: str) -> str:

@@ -26,6 +26,7 @@ from gptlab.report.sentences import Sentences
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.stats.calls import ALPHA
 from gptlab.stats.models import FORMULAS
+from gptlab.statuses import COLLAPSE_MARGIN
 
 CELL_MD_COLS = ["rank", "cell", "baseline", "best_val_loss", "best_val_loss_ci95", "best_val_bpc",
                 "best_val_bpc_ci95", "best_step", "final_val_loss", "gap", "params", "tokens_per_sec",
@@ -33,9 +34,11 @@ CELL_MD_COLS = ["rank", "cell", "baseline", "best_val_loss", "best_val_loss_ci95
 TEST_MD_COLS = ["best_test_loss", "best_test_loss_ci95", "best_test_bpc", "best_test_bpc_ci95"]  # with a test split
 
 METHOD = (
-    "Which runs count: runs with status `ok` enter cell means, effects and curves; diverged runs are reported "
-    "as a divergence rate per cell (Clopper-Pearson 95% CI) and, in a sensitivity analysis, counted at the "
-    "unigram loss of the validation split; failed runs (crashes) are only listed. "
+    "Which runs count: runs with status `ok` enter cell means, effects and curves; runs that failed to train "
+    "(`diverged`: a non-finite loss; `collapsed`: finished without beating the unigram loss of their validation "
+    f"split by {COLLAPSE_MARGIN:.0%}) enter no mean, pick, fit or effect: they are counted per setting (the stability table), "
+    "reported as a rate per cell (`n_diverged` counts both; Clopper-Pearson 95% CI) and, in a sensitivity "
+    "analysis, counted at the unigram loss of the validation split; failed runs (crashes) are only listed. "
     "Model: {formula}. Every effect is a linear contrast of the fitted cell means, so its standard error comes "
     "from the model's error: pure replication error when there are seeds to replicate, never from "
     "interactions pooled by an additive model (unless the design has no replicates, which the report then says). "
@@ -146,6 +149,24 @@ def discussion(res: Results, tables: Mapping[str, pd.DataFrame]) -> list[Block]:
                                                           f"{res.results_dir.discussion_md}"))]
 
 
+def stability_section(tables: ReportTables, words: Sentences) -> list[Block]:
+    """Where runs trained, collapsed, diverged or failed, per cell, role and tuned setting (after the findings)."""
+    if not len(tables.stability):
+        return []
+    blocks: list[Block] = [Heading("Stability"), Para(
+        "Per cell (or arm), role and tuned setting: runs that trained (`n_ok`), that finished without learning "
+        f"(`n_collapsed`: best val loss not {COLLAPSE_MARGIN:.0%} below the unigram loss of the validation split), "
+        "that diverged (a non-finite loss) and that failed (crashed). A run that did not train is a failure of its "
+        "setting: it enters no pick, fit, noise estimate or effect. Table: `tables/stability.csv`."),
+        Bullets(list(words.stability))]
+    failing = tables.stability[tables.stability[["n_collapsed", "n_diverged", "n_failed"]].sum(axis=1) > 0]
+    if not len(failing):
+        return blocks
+    return blocks + ([Table(failing)] if len(failing) <= MAX_MD_ROWS else
+                     [Para(f"{len(failing)} settings where runs did not train: too many to list here; see "
+                           "`tables/stability.csv`.")])
+
+
 def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures,
           samples: Sequence[Sample]) -> list[Block]:
     """All blocks of the report, in order: its numbers (`tables`), its sentences (`words`), its figures (one
@@ -153,6 +174,7 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures
     blocks = header(res, words) + summary(res, tables, words) + scorecard_section(res, tables, words)
     blocks += adaptive_section(tables.adaptive, words, figures)
     blocks += discussion(res, tables.files(words.verdicts))
+    blocks += stability_section(tables, words)
     cells = tables.cells
     blocks += [Heading("Cells"),
                Para("One row per combination of factor levels, ranked by mean best val loss over ok seeds "
@@ -166,7 +188,7 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures
     blocks += training_sections(res, tables, words, figures)
     blocks += [Heading("Throughput")] + (image(figures.throughput, "Tokens per second per cell")
                                           or [Para("No throughput measurements.")])
-    blocks += [Heading("Failed and diverged runs")]
+    blocks += [Heading("Failed, diverged and collapsed runs")]
     failures = tables.failures
     if len(failures):
         shown = failures.assign(error=failures["error"].map(_error_line))

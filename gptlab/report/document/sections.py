@@ -261,7 +261,8 @@ def tuning_section(view: TuningView | None, res: Results, words: Sentences, figs
     space = "learning rates" if view.keys == ["train.lr"] else "settings of the tuned space"
     blocks += [Heading("LR sensitivity", 3), Para(
         f"Wortsman et al. (2023): the mean over the tuned {space} of the loss minus the cell's lowest loss, every "
-        f"loss capped at the unigram loss of the validation split ({words.sensitivity_cap}) and a diverged run counted at it; per "
+        f"loss capped at the unigram loss of the validation split ({words.sensitivity_cap}) and a run that diverged "
+        "or collapsed counted at it; per "
         "selection seed, then averaged. Lower = more tolerant. Tables: `tables/lr_sensitivity.csv`, "
         "`tables/lr_sensitivity_effects.csv` (the factors' effects on it" + (
             "; one selection seed: estimates only, no calls)." if view.seeds < 2 else ")."))]
@@ -277,7 +278,8 @@ def _curves_blocks(view: TuningView, res: Results, words: Sentences) -> list[Blo
     if not len(curves):
         return []
     return [Heading("Loss against lr near each optimum", 3), Para(
-        "Per cell, a curve fitted to the mean selection loss (capped at the unigram loss; diverged runs left out) at "
+        "Per cell, a curve fitted to the mean selection loss (capped at the unigram loss; runs that diverged or "
+        "collapsed left out) at "
         "the cell's lowest lr and every lr within one step of the space from it: m + c d^2 exp(a d), d = "
         "log2(lr / optimum), a parabola bent by a, which has a N(0, 0.25^2) prior (real curves are bent so); with three "
         "points the fit is the parabola, and the prior widens the CIs by the bias a bent curve gives it. `optimum_lr` "

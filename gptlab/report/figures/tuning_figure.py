@@ -2,7 +2,7 @@
 
 One curve per cell: the mean selection loss (best val loss of the ok selection runs; bars: their SD
 when there are two or more) against the tuned setting, each cell's pick circled (a black square when
-it lies on the edge of the space: black is no cell's colour), and a setting whose runs all diverged
+it lies on the edge of the space: black is no cell's colour), and a setting whose runs all diverged or collapsed
 drawn as an x at the unigram loss. One numeric tuned key spread over a factor of 4 or more is drawn
 on a log2 axis (a learning rate). With `tables/lr_curves.csv`'s rows, each cell's fitted curve is drawn
 dashed over its window, and its fitted optimum as a diamond at the fitted minimum with a horizontal
@@ -87,7 +87,7 @@ def isolation_figure(res: Results, table: pd.DataFrame, keys: list[str], ceiling
     if math.isfinite(ceiling) and table["n_diverged"].gt(0).any():
         ax.axhline(ceiling, color="grey", linestyle=":", linewidth=1)
     ax.set(xlabel=", ".join(keys), ylabel=f"mean selection {BEST_LABEL}",
-           title="Isolation plot: picks circled (a black square: on the edge); x: every run diverged"
+           title="Isolation plot: picks circled (a black square: on the edge); x: every run diverged or did not learn"
            + ("\ndashed: the fit near each optimum; diamond and bar: fitted optimum and its 95% CI" if fitted else ""))
     ax.title.set_fontsize("medium")
     handles, _ = ax.get_legend_handles_labels()

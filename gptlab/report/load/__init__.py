@@ -189,13 +189,13 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     def cell_label(cell: dict[str, str]) -> str:
         return ", ".join(res.label(f, cell[f]) for f in factors)
 
+    res.environment = read_run_json(results_dir, runs)  # first: it reads each run's status under the collapsed rule
     runs["status"] = runs["status"].str.strip().str.lower()
     runs["ok"] = runs["status"] == "ok"
     runs["cell"] = [cell_label(dict(zip(factors, row))) for row in runs[factors].to_numpy().tolist()] \
         if factors else "all runs"
     res.cells = _cells(spec, factors, levels, runs, cell_label)
     res.cells["is_baseline"] = [all(r[f] == baseline[f] for f in factors) for _, r in res.cells.iterrows()]
-    res.environment = read_run_json(results_dir, runs)
     res.unit = _units(runs, corpora=len(res.corpora) + 1)
     role = run_roles(runs)  # a method's own roles (neither selection nor estimation) go to other_roles
     res.selection, res.runs, res.other_roles = (runs[m].reset_index(drop=True) for m in (

@@ -1,13 +1,13 @@
 """What the report reads from each run's own folder: metrics.csv and summary.json.
 
 metrics.csv gives the curves (the report's validation points, and every row for the notebook API);
-summary.json the step a run diverged at, its bits-per-character factor and its environment. The load step's
+summary.json (through `RunDir.summary()`, which applies the `collapsed` rule to old summaries) the step a run
+diverged at, its bits-per-character factor, its environment and whether it was reclassified. The load step's
 `load_results` reads the sweep's own files (sweep.yaml, summary.csv) and calls these.
 """
 from __future__ import annotations
 
 import io
-import json
 import logging
 from pathlib import Path
 
@@ -15,8 +15,10 @@ import pandas as pd
 
 from gptlab.report.load.results import Results
 from gptlab.run.resultsdir import ResultsDir
+from gptlab.run.reclassify import RECLASSIFIED
 from gptlab.run.rundir import RunDir
 from gptlab.run.summary_csv import CHAR_BPC_FACTOR  # a run.json without a factor: a char run's (from before tokenizers)
+from gptlab.statuses import OK
 
 log = logging.getLogger(__name__)
 
@@ -88,21 +90,25 @@ def read_all_curves(res: Results) -> pd.DataFrame:
 
 
 def read_run_json(results_dir: ResultsDir, runs: pd.DataFrame) -> dict[str, list[str]]:
-    """Set `diverged_step` on `runs` and return the environment values seen across runs."""
+    """Set `diverged_step`, `val_bpc_factor` and `reclassified` on `runs` and return the environment values seen.
+
+    Each summary.json is read through `RunDir.summary()`, so a run recorded as ok before the `collapsed` rule and
+    that did not learn (`gptlab.run.reclassify`) gets its status `collapsed` and its note here, whatever an older
+    summary.csv says; `reclassified` marks those runs (the report counts them)."""
     env: dict[str, list[str]] = {}
-    diverged, factors = [], []
-    for run_id in runs["run_id"]:
-        path = results_dir.run(run_id) / RunDir.SUMMARY
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # missing, unreadable, not UTF-8 or not JSON
-            data = {}
+    diverged, factors, reclassified = [], [], []
+    for i, run_id in zip(runs.index, runs["run_id"]):
+        data = results_dir.run(run_id).summary() or {}  # missing, unreadable or not JSON: nothing
         diverged.append(data.get("diverged_step"))
         factors.append(data.get("val_bpc_factor") or CHAR_BPC_FACTOR)
+        reclassified.append(bool(data.get(RECLASSIFIED)))
+        if data.get(RECLASSIFIED) and str(runs.at[i, "status"]).strip().lower() == OK:
+            runs.at[i, "status"], runs.at[i, "error"] = data["status"], data.get("error") or ""
         for key, value in (data.get("environment") or {}).items():
             env.setdefault(key, [])
             if str(value) not in env[key]:
                 env[key].append(str(value))
     runs["diverged_step"] = pd.to_numeric(pd.Series(diverged, index=runs.index, dtype=object), errors="coerce")
     runs["val_bpc_factor"] = pd.to_numeric(pd.Series(factors, index=runs.index, dtype=object), errors="coerce")
+    runs["reclassified"] = pd.Series(reclassified, index=runs.index, dtype=bool)
     return env

@@ -52,6 +52,7 @@ class Sentences:
     lr_noise: str = ""  # a tuned sweep's lr curves: the noise their CIs use, or why they have none
     to_decide: tuple[str, ...] = ()  # per row of `tables.to_decide`: what would decide that inconclusive effect
     to_decide_summary: str = ""  # the summary's one line on them when there are many ("" otherwise)
+    stability: tuple[str, ...] = ()  # where runs did not train (diverged or collapsed), and runs reclassified on read
 
     @property
     def verdicts(self) -> dict[str, list[str]]:
@@ -92,7 +93,8 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         sensitivity_cap=sweeps.sensitivity_cap(tuned, res.unit) if tuned is not None else "",
         lr_noise=sweeps.lr_noise(tuned.curves, res.unit) if tuned is not None else "",
         to_decide=tuple(to_decide.sentences(tables.to_decide, res, margin)),
-        to_decide_summary=to_decide.summary(tables.to_decide, res, margin))
+        to_decide_summary=to_decide.summary(tables.to_decide, res, margin),
+        stability=tuple(notes.stability(res, tables.stability)))
 
 
 def _tuning_checks(res: Results, tables: ReportTables) -> list[str]:

@@ -3,7 +3,8 @@
 Owns the sentences that are about the whole analysis rather than one effect: `design_notes`
 (notes and warnings on the model, its error, the design's gaps and the precision reached, from the
 effects' fit), runs trained by mixed code, the schedule confounded with `train.max_iters`, the
-ceiling sensitivity analysis, and how high a divergence rate a cell without a diverged run can still have.
+ceiling sensitivity analysis, how high a divergence rate a cell without a diverged run can still have, and
+where runs did not train (`stability`, from `tables/stability.csv`).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from gptlab.report.sentences.verdicts import absent
 from gptlab.stats.effects import Analysis
 from gptlab.stats.models import FORMULAS, HETERO_P, OWN
 from gptlab.stats.to_decide import MAX_SEEDS
+from gptlab.statuses import COLLAPSE_MARGIN, FAILED_TO_TRAIN
 
 
 def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[str], list[str]]:
@@ -26,8 +28,8 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     notes: list[str] = [f"Equivalence margin: +/-{margin:g} {res.unit} (`report.equivalence_margin` or `--margin`)."]
     if math.isfinite(res.ceiling):
         split = "test" if res.has_test_split else "validation"
-        notes.append(f"Unigram loss of the {split} split (the ceiling at which diverged runs are counted in the "
-                     f"sensitivity analysis): {fmt_loss(res.ceiling)} {res.unit}.")
+        notes.append(f"Unigram loss of the {split} split (the ceiling at which runs that diverged or did not learn "
+                     f"are counted in the sensitivity analysis): {fmt_loss(res.ceiling)} {res.unit}.")
     warns: list[str] = mixed_code(res)
     if a is None:
         return notes, warns + ["No successful runs or no factors: no effects to estimate."]
@@ -176,17 +178,17 @@ def schedule_note(res: Results) -> list[str]:
 
 
 def sensitivity(res: Results, table: pd.DataFrame) -> list[str]:
-    """What counting every diverged run at the ceiling loss changes (`analyses.sensitivity`'s `table`), or why
-    there is no such analysis; nothing when no run diverged."""
-    n_diverged = int((res.runs["status"] == "diverged").sum())
+    """What counting every run that failed to train (diverged or collapsed) at the ceiling loss changes
+    (`analyses.sensitivity`'s `table`), or why there is no such analysis; nothing when every run trained."""
+    n_diverged = int(res.runs["status"].isin(FAILED_TO_TRAIN).sum())
     if not n_diverged:
         return []
     if not math.isfinite(res.ceiling):
         return [f"No sensitivity analysis: the ceiling loss needs the dataset, which was not found ({res.ceiling_note})."]
     ceiling, unit, split = res.ceiling, res.unit, "test" if res.has_test_split else "validation"
     changed = table[table["call"].fillna("") != table["call_at_ceiling"].fillna("")]
-    head = (f"Counting the {n_diverged} diverged run(s) at the ceiling loss {fmt_loss(ceiling)} {unit} (unigram "
-            f"loss of the {split} split) instead of leaving them out: ")
+    head = (f"Counting the {n_diverged} run(s) that diverged or did not learn at the ceiling loss {fmt_loss(ceiling)} "
+            f"{unit} (unigram loss of the {split} split) instead of leaving them out: ")
     if changed.empty:
         return [head + "no call changes."]
     return [head + "; ".join(f"{r['effect']} {r['call'] or 'not estimable'} -> {r['call_at_ceiling']} "
@@ -197,5 +199,50 @@ def divergence_caveat(table: pd.DataFrame) -> str:
     """How high a divergence rate a cell without a diverged run can still have (`tables.divergence`; "" when every
     cell had one)."""
     clean = table[table["n_diverged"] == 0]
-    return (f"A cell where none of {int(clean['n_ok'].min())} runs diverged can still have a divergence rate up "
+    return (f"A cell where none of {int(clean['n_ok'].min())} runs diverged or collapsed can still have a divergence rate up "
             f"to {clean['rate_ci_high'].max():.3f}." if len(clean) else "")
+
+
+def stability(res: Results, table: pd.DataFrame) -> list[str]:
+    """What `tables.stability` says in words: where runs did not train (an estimation run that failed at a cell's
+    pick is that cell's failure rate there), which were recorded as ok before the `collapsed` rule, or that all
+    trained."""
+    if not len(table):
+        return []
+    keys = [c for c in table.columns if c not in ("cell", "role", "runs", "n_ok", "n_collapsed", "n_diverged",
+                                                  "n_failed", "n_reclassified")]
+    lines, selection = [], {}
+    for r in table.to_dict("records"):
+        lost = int(r["n_collapsed"]) + int(r["n_diverged"])
+        if not lost:
+            continue
+        at = " at " + ", ".join(f"{k.rsplit('.', 1)[-1]} {_value(r[k])}" for k in keys) if keys else ""
+        how = ", ".join(f"{int(r[c])} {w}" for c, w in (("n_collapsed", "collapsed"), ("n_diverged", "diverged"))
+                        if int(r[c]))
+        if r["role"] == "selection":
+            selection.setdefault(r["cell"], []).append(f"{at.removeprefix(' at ') or 'its setting'} ({lost} of "
+                                                       f"{int(r['runs'])}: {how})")
+        else:
+            lines.append(f"{r['cell']}: {lost} of {int(r['runs'])} {r['role']} runs{at} did not train ({how}); "
+                         "they are that cell's failure rate there, not averaged into its loss.")
+    lines += [f"{cell}: selection runs did not train at {'; '.join(where)}: a failure at that setting, never a "
+              "loss in its pick or fit." for cell, where in selection.items()]
+    if not lines:
+        lines.append(f"Every one of the {int(table['runs'].sum())} runs that finished trained: none diverged or "
+                     "collapsed.")
+    old = res_reclassified(res)
+    if len(old):
+        shown = ", ".join(old[:5]) + (f" and {len(old) - 5} more" if len(old) > 5 else "")
+        lines.append(f"{len(old)} run(s) recorded before the rule as ok are counted as collapsed (their best val loss "
+                     f"does not beat the unigram loss of their validation split by {COLLAPSE_MARGIN:.0%}): {shown}.")
+    return lines
+
+
+def res_reclassified(res: Results) -> list[str]:
+    """The run ids recorded as ok before the `collapsed` rule that read as collapsed now, every role."""
+    frames = [f for f in (res.selection, res.runs, res.other_roles) if len(f) and "reclassified" in f]
+    return [str(r) for f in frames for r in f.loc[f["reclassified"].astype(bool), "run_id"]]
+
+
+def _value(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)

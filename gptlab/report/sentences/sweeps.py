@@ -247,7 +247,7 @@ def tuned_design(view: TuningView, res: Results) -> str:
     return (f"Every cell's {keys} was tuned on its own selection runs: {len(view.settings)} settings x {view.seeds} "
             f"seed(s) per cell (seeds 1,000,000 and up; {len(sel)} runs, {float(sel['wall_s'].sum()):.0f} s of compute, "
             "not counted in the header). Each cell's pick is the setting with the lowest mean best val loss (a setting "
-            "with a diverged run only when every setting has one). The estimation runs (seeds "
+            "with a run that diverged or did not learn only when every setting has one). The estimation runs (seeds "
             f"{', '.join(map(str, res.seeds))}) then trained at each cell's pick; they alone make every effect, interaction "
             f"and call above, on the {res.outcome_label}: the effects at the tuned optima. The selection runs never "
             "enter them.")

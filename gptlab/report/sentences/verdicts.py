@@ -16,6 +16,7 @@ from gptlab.report.load import Results
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.stats.arms import ARM
 from gptlab.stats.robustness import DEPENDS
+from gptlab.statuses import COLLAPSED, DIVERGED, FAILED_TO_TRAIN
 
 MAX_SENTENCES = 15  # called effects given a sentence in the summary; the tables hold the rest
 
@@ -62,8 +63,8 @@ def _counts(r: dict, res: Results) -> str:
     out = ""
     for lvl in (r["level"], r["baseline"]):
         runs = res.runs[res.runs[r["factor"]] == lvl]
-        for s, n in (("diverged", (runs["status"] == "diverged").sum()),
-                     ("failed", (~runs["ok"] & (runs["status"] != "diverged")).sum())):
+        for s, n in (("diverged", (runs["status"] == DIVERGED).sum()), ("did not learn", (runs["status"] == COLLAPSED).sum()),
+                     ("failed", (~runs["ok"] & ~runs["status"].isin(FAILED_TO_TRAIN)).sum())):
             if n:
                 out += f"; {n} of {len(runs)} {res.label(r['factor'], lvl)} runs {s}"
     return out

@@ -21,6 +21,7 @@ from gptlab.report.load import Results
 from gptlab.report.tables.rounds import AdaptiveView, adaptive_view
 from gptlab.report.tables.scale import effect_changes_by_scale, effects_by_scale
 from gptlab.report.tables.to_decide import to_decide_table
+from gptlab.report.tables.stability import stability_table
 from gptlab.report.tables.tuned_comparison import TuningView, given_picks, loss_left_high, tuning_view, with_effects
 from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis
 
@@ -46,8 +47,8 @@ class ReportTables:
     by_step: pd.DataFrame  # effects at every evaluated step
     level_curves: pd.DataFrame  # marginal mean val loss per level per step
     pair_means: pd.DataFrame  # marginal means of every pair of levels (full factorials)
-    divergence: pd.DataFrame  # divergence rate per cell
-    sensitivity: pd.DataFrame  # effects again with diverged runs at the ceiling loss
+    divergence: pd.DataFrame  # rate per cell of runs that failed to train (diverged or collapsed)
+    sensitivity: pd.DataFrame  # effects again with runs that failed to train at the ceiling loss
     adaptive: AdaptiveView | None  # rounds of an adaptive sweep, else None
     by_scale: pd.DataFrame  # effects at each level of each scale factor (no rows without `scale:`)
     tuned: TuningView | None  # a tuned sweep's picks, fixed-setting effects and LR sensitivity, else None
@@ -57,6 +58,7 @@ class ReportTables:
     arms: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: each arm vs the baseline
     scorecard: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: claims and verdicts
     to_decide: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # inconclusive effects: what would decide
+    stability: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # runs trained/collapsed/... per setting
 
     def _effects(self, name: str, empty: Sequence[str] = ()) -> pd.DataFrame:
         return getattr(self.effects, name) if self.effects is not None else pd.DataFrame(columns=list(empty))
@@ -109,13 +111,14 @@ class ReportTables:
         every = {"cells": self.cells, "levels": self.levels, **effects,
                  "cells_vs_baseline": self.cells_vs_baseline, "aliases": self.aliases,
                  "effects_by_step": self.by_step, "divergence": self.divergence, "sensitivity": self.sensitivity,
-                 "failures": self.failures, **({"to_decide": self.to_decide} if len(self.to_decide) else {}),
+                 "failures": self.failures, "stability": self.stability,
+                 **({"to_decide": self.to_decide} if len(self.to_decide) else {}),
                  **({"rounds": self.adaptive.rounds, "precision": self.adaptive.outcomes}
                     if self.adaptive is not None else {}),
                  **({"effects_by_scale": self.by_scale, "effect_changes": self.changes} if self.has_scale else {}),
                  **({"given_picks": self.given} if len(self.given) else {}),
                  **(self.tuned.tables if self.tuned is not None else {})}
-        every |= {name: every[name].assign(verdict=list(text)) for name, text in verdicts.items()}
+        every |= {name: every[name].assign(verdict=list(text)) for name, text in verdicts.items() if name in every}
         always = ALWAYS if not len(self.arms.columns) else ("arms", "scorecard", "failures")
         return {name: df for name, df in every.items() if len(df.columns) and (len(df) or name in always)}
 
@@ -151,4 +154,5 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
         pair_means=analyses.pair_means(res, a), divergence=analyses.divergence_table(res),
         sensitivity=analyses.sensitivity(res, a, margin), adaptive=adaptive_view(res), by_scale=by_scale,
         tuned=with_effects(tuned, res, main, interactions) if tuned else None, has_scale=bool(res.scale),
-        changes=changes, given=given_picks(res), arms=arms, scorecard=scorecard, to_decide=to_decide)
+        changes=changes, given=given_picks(res), arms=arms, scorecard=scorecard, to_decide=to_decide,
+        stability=stability_table(res))

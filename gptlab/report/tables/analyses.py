@@ -5,11 +5,12 @@ report's one way into `gptlab.stats.effects`), effects at every evaluated step, 
 divergence and the ceiling sensitivity analysis, each rounded once with `fmt.round_frame`. Numbers
 only: the sentences about them are `sentences`', the bundle of one report is `tables`'.
 
-Which runs count: runs with status "ok" enter the cell means, effects and curves. Diverged runs
-are data too: their rate per cell (Clopper-Pearson 95% CI) is reported, and a sensitivity
-analysis repeats the effects with every diverged run counted at a ceiling loss (the unigram loss
-of the validation split, the loss of a model that learned only character frequencies). Failed
-runs (crashes: status "failed" or anything other than ok and diverged) say nothing about the
+Which runs count: runs with status "ok" enter the cell means, effects and curves. Runs that
+failed to train (`statuses.FAILED_TO_TRAIN`: diverged, or collapsed: finished without learning)
+are data too: counted together as `n_diverged`, their rate per cell (Clopper-Pearson 95% CI) is
+reported, and a sensitivity analysis repeats the effects with each of them counted at a ceiling
+loss (the unigram loss of the validation split, the loss of a model that learned only character
+frequencies). Failed runs (crashes: status "failed" or anything else) say nothing about the
 architecture and are only listed. A cell with no ok run leaves the design; the effects that
 needed it are then reported as not estimable.
 """
@@ -30,6 +31,7 @@ from gptlab.report.load import Results
 from gptlab.stats.calls import ALPHA
 from gptlab.stats.design import Design
 from gptlab.stats.effects import Analysis, analyse
+from gptlab.statuses import FAILED_TO_TRAIN
 
 LN2 = math.log(2.0)
 
@@ -48,8 +50,8 @@ def mean_ci(values: pd.Series) -> tuple[float, ...]:
 
 
 def status_counts(runs: pd.DataFrame) -> dict[str, int]:
-    """Diverged and failed (any other non-ok status) runs among `runs`."""
-    diverged = runs["status"] == "diverged"
+    """Runs that failed to train (`n_diverged`: diverged or collapsed) and failed (any other non-ok status)."""
+    diverged = runs["status"].isin(FAILED_TO_TRAIN)
     return {"n_diverged": int(diverged.sum()), "n_failed": int((~runs["ok"] & ~diverged).sum())}
 
 
@@ -241,8 +243,8 @@ SENSITIVITY_COLS = ["effect", "estimate", "call", "estimate_at_ceiling", "ci_low
 
 
 def sensitivity(res: Results, a: Analysis | None, margin: float) -> pd.DataFrame:
-    """Main effects (or cells against the baseline) again, with every diverged run at the ceiling loss."""
-    diverged = res.runs["status"] == "diverged"
+    """Main effects (or cells against the baseline) again, with every run that failed to train at the ceiling loss."""
+    diverged = res.runs["status"].isin(FAILED_TO_TRAIN)
     if not diverged.any() or not math.isfinite(res.ceiling):  # no ceiling without the dataset (sentences say so)
         return pd.DataFrame(columns=SENSITIVITY_COLS)
     runs = res.runs[res.runs["ok"] | diverged].copy()

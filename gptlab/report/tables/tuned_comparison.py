@@ -41,6 +41,7 @@ from gptlab.stats.levels import grid_level, level_key, same_level
 from gptlab.stats.effects import analyse
 from gptlab.stats.cliff import SAYS_NOTHING
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
+from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
 from gptlab.stats.picks import (Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows,
                                 tuning_columns)
 
@@ -297,7 +298,7 @@ def _sensitivity(res: Results, sel: pd.DataFrame, cells: list[Pairs], label: dic
                  ceiling: float, n_seeds: int, margin: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """LR sensitivity per cell and selection seed (Wortsman et al. 2023), its mean per cell, and the effects on it."""
     capped = np.where(sel["ok"], np.minimum(sel[SELECTION_LOSS].astype(float), ceiling), np.nan)
-    sel = sel.assign(capped=np.where(sel["status"] == "diverged", ceiling, capped))
+    sel = sel.assign(capped=np.where(sel["status"].isin(FAILED_TO_TRAIN), ceiling, capped))
     per_seed, rows = [], []
     for cell in cells:
         mine = sel[sel["cell"] == label[cell]]
@@ -314,7 +315,7 @@ def _sensitivity(res: Results, sel: pd.DataFrame, cells: list[Pairs], label: dic
         rows.append({"cell": label[cell], **dict(cell), "lr_sensitivity": float(np.mean(finite)) if finite else math.nan,
                      "min_loss": float(curve.min()) if curve.notna().any() else math.nan,
                      "best_setting": pairs_text(best) if best else "", "n_seeds": len(values),
-                     "n_diverged": int((mine["status"] == "diverged").sum())})
+                     "n_diverged": int(mine["status"].isin(FAILED_TO_TRAIN).sum())})
     table = round_frame(pd.DataFrame(rows))
     effects = _effects(res, pd.DataFrame(per_seed, columns=[*res.factors, "seed", "lr_sensitivity"]), "lr_sensitivity",
                        margin, calls=n_seeds >= 2)
