@@ -114,7 +114,7 @@ def test_an_old_summary_is_reclassified_on_read_and_its_file_is_left_as_it_was(s
     report = write_report(results, tmp_path / "reports")
     stability = pd.read_csv(report / "tables" / "stability.csv")
     assert stability["n_reclassified"].sum() == 1 and stability["n_collapsed"].sum() == 2
-    assert f"1 run(s) recorded before the rule as ok are counted as collapsed" in (report / "report.md").read_text()
+    assert "1 run(s) recorded before the rule as ok are counted as collapsed" in (report / "report.md").read_text()
     assert (folder / RunDir.SUMMARY).read_bytes() == before
 
 

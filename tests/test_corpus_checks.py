@@ -150,12 +150,12 @@ def test_a_scan_counts_characters_width_and_vocabulary_in_chunks(text, chars, wi
 def test_a_scan_refuses_what_loading_refuses_with_the_same_words(data, words, tmp_path, monkeypatch):
     import gptlab.run.textscan as textscan
     from gptlab.errors import GptlabError
-    from gptlab.run.data import _read
+    from gptlab.run.data import _read, file_version
 
     monkeypatch.setattr(textscan, "CHUNK_BYTES", 4)
     path = tmp_path / "c.txt"
     path.write_bytes(data)
-    for read in (textscan.scan_text, _read):
+    for read in (textscan.scan_text, lambda p: _read(p, file_version(p))):
         with pytest.raises(GptlabError, match=re.escape(words)):
             read(path)
 

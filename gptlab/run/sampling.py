@@ -18,6 +18,7 @@ from gptlab.plugins import import_plugins, resolve_plugin, stored_plugins
 from gptlab.run.config import resolve_run_config
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.tokenizers import Tokenizer, tokenizer_from_state
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 
 # The sample a run writes at its end and the report shows: same prompt, length and seed everywhere.
@@ -30,7 +31,7 @@ def load_checkpoint_model(run_dir: str | Path, which: str = "best") -> tuple[GPT
         raise GptlabError(f"which must be 'best' or 'last', got {which!r}")
     state = RunDir(run_dir).load_checkpoint(which)
     if state is None:
-        runs = Path(run_dir) / "runs"
+        runs = ResultsDir(run_dir).runs_dir
         hint = ""
         if runs.is_dir():  # a sweep's results folder: its checkpoints are in its runs' folders
             first = next((p.name for p in sorted(runs.iterdir()) if p.is_dir()), "RUN_ID")

@@ -61,7 +61,6 @@ from gptlab.stats.cliff import SAYS_NOTHING, TOLERANCE, TRAINED, beyond, cliff_e
 from gptlab.stats.lr_profile import Scan, interval, left_ci
 from gptlab.stats.lr_support import POOLED, NoiseSums, confine, own_noise, replicate_sums
 from gptlab.stats.picks import Trial, pick_rows, picks as picked_rows
-from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
 
 LEVEL = 0.95
 ASYMMETRY = 0.25  # prior SD of the bend a (per octave)

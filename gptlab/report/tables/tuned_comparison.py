@@ -41,7 +41,7 @@ from gptlab.stats.levels import grid_level, level_key, same_level
 from gptlab.stats.effects import analyse
 from gptlab.stats.cliff import SAYS_NOTHING
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
-from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
+from gptlab.statuses import FAILED_TO_TRAIN
 from gptlab.stats.picks import (Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows,
                                 tuning_columns)
 
