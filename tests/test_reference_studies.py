@@ -213,18 +213,15 @@ DECLARED: dict[tuple[str, str], dict[str, str]] = {
     ("four_axes", "readme"): {"**equivalent** within ": MARGIN},
     ("postln_warmup", "discussion"): {
         "the unigram loss of the validation split is ": UNIGRAM,
-        "(residual SD ": RESIDUAL_SD,
         ", each ": "simple_effects[factor=model.norm | at=warmup_iters=100, lr=0.001].ci95",
         "inconclusive at the ": MARGIN,
-        "the CIs (": "simple_effects[factor=model.norm | at=warmup_iters=100, lr=0.001].ci95",
-        "for a main-effect CI of ": MARGIN,
     },
     ("postln_warmup", "findings"): {
         "unigram loss of the validation split (": UNIGRAM,
-        "where it costs **": "simple_effects[factor=train.warmup_iters | at=norm=pre, lr=0.006].estimate",
-        "costs **+0.46** (": "cells[cell=norm=pre, warmup_iters=100, lr=0.006].best_val_loss",
+        "at lr 6e-3 **": "simple_effects[factor=train.warmup_iters | at=norm=pre, lr=0.006].estimate",
+        "costs pre-LN at lr 6e-3 **+0.46** (": "cells[cell=norm=pre, warmup_iters=100, lr=0.006].best_val_loss",
         "(2.14 -> ": "cells[cell=norm=pre, warmup_iters=0, lr=0.006].best_val_loss",
-        "its effect is inconclusive (": "simple_effects[factor=model.norm | at=warmup_iters=100, lr=0.001].ci95",
+        "and for post-LN (": "simple_effects[factor=train.warmup_iters | at=norm=pre, lr=0.001].ci95",
     },
     ("postln_warmup", "readme"): {
         "removing warmup costs pre-LN ": "simple_effects[factor=train.warmup_iters | at=norm=pre, lr=0.006].estimate",
