@@ -18,7 +18,6 @@ from gptlab.plugins import import_plugins, resolve_plugin, stored_plugins
 from gptlab.run.config import resolve_run_config
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.tokenizers import Tokenizer, tokenizer_from_state
-from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 
 # The sample a run writes at its end and the report shows: same prompt, length and seed everywhere.
