@@ -27,7 +27,12 @@ STATUS = {(("post", 100, True), 1): "diverged", (("post", 0, False), 2): "diverg
 def md_table(md: str, heading: str) -> pd.DataFrame:
     """The first table after `## heading` in report.md, as strings."""
     section = md.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
-    lines = [ln for ln in section.splitlines() if ln.startswith("| ")]
+    lines = []
+    for ln in section.splitlines():  # the first table only: a section may hold several
+        if ln.startswith("| "):
+            lines.append(ln)
+        elif lines:
+            break
     rows = [[c.strip().replace("\\|", "|") for c in ln.strip("|").split(" | ")] for ln in lines]
     return pd.DataFrame(rows[2:], columns=rows[0])
 

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from gptlab.statuses import FINISHED
 from gptlab.sweep_cli import main as sweep_main
 
 from fakes import write_spec
@@ -68,7 +69,8 @@ def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_p
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     summary = (tmp_path / "results" / "safe" / "summary.csv").read_text().splitlines()
-    assert len(summary) == 3 and all(",ok," in line for line in summary[1:])
+    # finished (10 steps may not learn: collapsed is a result too)
+    assert len(summary) == 3 and all(any(f",{s}," in line for s in FINISHED) for line in summary[1:])
     assert not holder.exists()
 
 
@@ -111,7 +113,7 @@ def test_the_shipped_studies_still_name_all_their_finished_runs():
     for name in ("four_axes", "postln_warmup", "beyond", "transfer"):
         spec = load_spec(REPO / "ablations" / f"{name}.yaml")
         states = {run_dir(REPO / "results" / name, r).state() for r in spec.runs}
-        assert states == {"ok"}, (name, states)
+        assert "ok" in states and states <= set(FINISHED), (name, states)  # study 2's post-LN at 6e-3: collapsed
 
 
 def test_an_edited_corpus_or_plugin_makes_new_runs(tmp_path, corpus):
