@@ -13,8 +13,11 @@ It lives with the basics because the statistics may import nothing else of the l
   character or per BPE token. The margin's calibration on every shipped run is in docs/STATISTICS.md
   ("Runs that did not learn").
 - `failed`: the run raised (a crash says nothing about the setting; it may be rerun).
+- `unstable` is never written: the report and the adaptive seed rule give it, on read, to a run that
+  learned but ended far above the other runs of its cell at the same setting (`gptlab.stats.cliff.unstable`:
+  the edge of stability, crossed by this seed only).
 
-`diverged` and `collapsed` are results, never trained again, and both are a failure of the setting
+`diverged` and `collapsed` are results, never trained again; they and `unstable` are a failure of the setting
 (`FAILED_TO_TRAIN`): no pick, fit, noise estimate or effect takes their loss as a number.
 """
 from __future__ import annotations
@@ -22,9 +25,10 @@ from __future__ import annotations
 import math
 
 OK, DIVERGED, COLLAPSED, FAILED = "ok", "diverged", "collapsed", "failed"
+UNSTABLE = "unstable"  # given on read, never written: an `ok` run far above its cell's other runs (stats.cliff)
 STATUSES = (OK, DIVERGED, COLLAPSED, FAILED)  # every status a summary.json can hold
 FINISHED = (OK, DIVERGED, COLLAPSED)  # a result: its run is never trained again
-FAILED_TO_TRAIN = (DIVERGED, COLLAPSED)  # finished, but the setting failed: counted, never averaged in
+FAILED_TO_TRAIN = (DIVERGED, COLLAPSED, UNSTABLE)  # finished, but the setting failed: counted, never averaged in
 
 # A run must end at least 5% (relative) below its unigram loss to count as having learned. On the 718 shipped runs
 # the runs that did not learn sit at a relative gap of -0.0006 to +0.0045, every run that learned at +0.209 or

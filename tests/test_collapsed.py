@@ -19,8 +19,8 @@ from gptlab.run.data import load_dataset, unigram_loss, unigram_val_loss
 from gptlab.run.reclassify import unigram_of
 from gptlab.run.rundir import RunDir
 from gptlab.stats.picks import Trial, pick_rows
-from gptlab.statuses import (COLLAPSE_MARGIN, COLLAPSED, DIVERGED, FAILED_TO_TRAIN, FINISHED, OK, classify,
-                             collapse_note, is_collapsed)
+from gptlab.statuses import (COLLAPSE_MARGIN, COLLAPSED, DIVERGED, FAILED_TO_TRAIN, FINISHED, OK, STATUSES, UNSTABLE,
+                             classify, collapse_note, is_collapsed)
 from gptlab.sweep.progress import Progress
 from gptlab.sweep.spec import load_spec
 from gptlab.sweep_cli import main as sweep_main
@@ -42,7 +42,8 @@ def test_the_rule_on_both_sides_of_the_margin():
     assert not is_collapsed(None, unigram) and not is_collapsed(math.nan, unigram) and not is_collapsed(2.0, None)
     assert classify(OK, just_not, unigram) == COLLAPSED and classify(OK, just_learned, unigram) == OK
     assert classify(DIVERGED, 4.0, unigram) == DIVERGED  # a non-finite run stays diverged
-    assert COLLAPSED in FINISHED and set(FAILED_TO_TRAIN) == {DIVERGED, COLLAPSED}
+    assert COLLAPSED in FINISHED and set(FAILED_TO_TRAIN) == {DIVERGED, COLLAPSED, UNSTABLE}
+    assert UNSTABLE not in STATUSES  # given on read, never written
     assert "3.0000" in collapse_note(3.01, unigram) and "above it" in collapse_note(3.01, unigram)
 
 
@@ -144,3 +145,15 @@ def test_the_live_display_counts_collapsed_runs_apart(tmp_path, corpus):
     assert ": collapsed, best val 3.3000" in lines[0] and lines[0].endswith(", 1 collapsed")
     assert lines[2].endswith(", 2 collapsed") and "diverged" not in out.getvalue()
     assert "3/3 runs finished, 2 collapsed, 0 in flight" in str(progress._table([]).renderables[0])
+
+
+def test_a_seed_far_above_its_cells_others_is_unstable_and_a_majority_is_not():
+    from gptlab.stats.cliff import RISE, unstable
+
+    swiglu = [1.7008, 1.6990, 2.4270, 1.6993, 1.7257, 1.6850]  # study 8's SwiGLU at its pick: seed 2 fell off
+    assert unstable(swiglu) == [False, False, True, False, False, False]
+    edge = 2.0 * (1 + RISE)
+    assert unstable([2.0, 2.0, edge - 1e-9]) == [False] * 3 and unstable([2.0, 2.0, edge + 1e-9])[-1]
+    assert unstable([1.7, 2.4]) == [False, False]  # one other is no reference
+    assert unstable([1.7, 2.4, 2.4, 2.4]) == [False] * 4  # a majority that stalled is the setting, none is flagged
+    assert unstable([1.7, 1.7, math.nan, 2.4]) == [False, False, False, True]

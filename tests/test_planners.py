@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from gptlab.executors import Resources
-from gptlab.run.resultsdir import SWEEP_YAML, ROUNDS_CSV, SUMMARY_CSV
+from gptlab.run.resultsdir import SWEEP_YAML, ROUNDS_CSV, SUMMARY_CSV, ResultsDir
 from gptlab.stats.adaptive_seeds import SeedRule, Widest
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
@@ -211,3 +211,40 @@ def test_a_stage_that_does_not_finish_ends_the_loop_before_the_planner_is_asked_
     assert planner.widest.asked == [] and not (tmp_path / ROUNDS_CSV).exists()
     assert "round 1 is incomplete: the seed count is chosen once every round-1 run has finished" in out
     assert [r["status"] for r in _rows(tmp_path / SUMMARY_CSV)] == ["ok", "ok", "ok", "failed"]
+
+
+def test_the_seed_rule_and_the_report_leave_out_the_same_unstable_run(tmp_path):
+    """A seed that ended far above its cell's others (`stats.cliff.unstable`) is a failure for both readers."""
+    import json
+
+    from gptlab.report.load import load_results
+    from gptlab.report.synthetic import make_results
+    from gptlab.run.rundir import RunDir
+    from gptlab.statuses import UNSTABLE
+
+    grid = {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"]}
+    results = make_results(tmp_path, grid, seeds=3, noise_sd=0.01)
+    spec = yaml.safe_load((results / SWEEP_YAML).read_text())
+    spec["seeds"] = {"min": 3, "max": 6, "precision": 0.001, "precision_for": "effects"}
+    (results / SWEEP_YAML).write_text(yaml.safe_dump(spec))
+    rows = _rows(results / SUMMARY_CSV)
+    bad = next(r for r in rows if (r["model.activation"], r["model.tying"], r["seed"]) == ("relu", "tied", "2"))
+    bad["best_val_loss"] = str(float(bad["best_val_loss"]) * 1.4)  # learned, then fell off the edge
+    summary_json = RunDir(results / "runs" / bad["run_id"]) / RunDir.SUMMARY
+    data = json.loads(summary_json.read_text())
+    summary_json.write_text(json.dumps({**data, "best_val_loss": float(bad["best_val_loss"])}))
+
+    def widest(rows: list[dict]) -> float:
+        with open(results / SUMMARY_CSV, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        spec_of_grid = fake_spec(grid, _runs(3), {"model.activation": "gelu", "model.tying": "tied"},
+                                 seed_rule=SeedRule(3, 6, 0.001))
+        return widest_in_summary(spec_of_grid, ResultsDir(results), 3).half_width
+
+    without = widest([r for r in rows if r is not bad])
+    assert widest(rows) == pytest.approx(without, rel=1e-12)  # the rule decides as if the run were not there
+    res = load_results(results)
+    assert res.runs.loc[res.runs["status"] == UNSTABLE, "run_id"].tolist() == [bad["run_id"]]
+    assert not res.runs.loc[res.runs["run_id"] == bad["run_id"], "ok"].item()

@@ -23,11 +23,19 @@ octave^2 (floored at one octave, so that noise at a half-step is never a cliff) 
 steepest of them; SwiGLU's cliff in study 8 (1.6850 at 8e-3, 2.4315 at 1.13e-2: +44% in half an
 octave) is four times the threshold. What the rule buys and costs in simulated studies with and
 without cliffs is in docs/STATISTICS.md ("Stability cliffs, picks on points that trained, closed curves").
+
+The same edge crossed by one seed: among a cell's runs that trained at one setting (its estimation
+seeds at the pick), a run is `unstable` (`statuses.UNSTABLE`, given on read by the report and the
+adaptive seed rule alike) when it ends above the median of the others by more than `RISE` x that
+median: the rule above at d = 0, floored at one octave. Seed noise is 0.3-3% of the loss level
+(study 8: SD 0.006-0.031 nats at 1.7-2.0), so 10% is at least 3 SDs even for NoPE; SwiGLU's
+seed 2 at its pick (2.4270 against 1.70: +43%) is four times it. At least two others are needed.
 """
 from __future__ import annotations
 
 import math
-from typing import Iterable
+import statistics
+from typing import Iterable, Sequence
 
 from gptlab.statuses import FAILED, OK
 
@@ -65,6 +73,26 @@ def cliff_edge(runs: Iterable[tuple[float, float, bool]]) -> float:
             if not all(ok for _, ok in by_x[x]) or rise > RISE * abs(means[best]) * max(x - best, 1.0) ** 2:
                 return x
         return edge
+
+
+def unstable(losses: Sequence[float]) -> list[bool]:
+    """Which of one cell's trained runs at one setting lie beyond the cliff that the others did not cross.
+
+    A run is unstable when its loss exceeds the median of the other runs by more than `RISE` x that
+    median; with fewer than two others (or a non-finite loss) nothing is judged. The median of the
+    others, not of all: a run never sets its own reference, and a majority that stalled is the
+    setting's behaviour, not an outlier (its runs then set the median and none is flagged).
+    """
+    values = [float(v) for v in losses]
+    flags = []
+    for i, value in enumerate(values):
+        others = [v for j, v in enumerate(values) if j != i and math.isfinite(v)]
+        if len(others) < 2 or not math.isfinite(value):
+            flags.append(False)
+            continue
+        reference = statistics.median(others)
+        flags.append(value - reference > RISE * abs(reference))
+    return flags
 
 
 def beyond(x: float, edge: float) -> bool:

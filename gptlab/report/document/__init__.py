@@ -24,7 +24,9 @@ from gptlab.report.load import Results
 from gptlab.report.load.samples import Sample
 from gptlab.report.sentences import Sentences
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
+from gptlab.report.tables.stability import LOST
 from gptlab.stats.calls import ALPHA
+from gptlab.stats.cliff import RISE
 from gptlab.stats.models import FORMULAS
 from gptlab.statuses import COLLAPSE_MARGIN
 
@@ -156,10 +158,11 @@ def stability_section(tables: ReportTables, words: Sentences) -> list[Block]:
     blocks: list[Block] = [Heading("Stability"), Para(
         "Per cell (or arm), role and tuned setting: runs that trained (`n_ok`), that finished without learning "
         f"(`n_collapsed`: best val loss not {COLLAPSE_MARGIN:.0%} below the unigram loss of the validation split), "
-        "that diverged (a non-finite loss) and that failed (crashed). A run that did not train is a failure of its "
+        f"that learned but ended more than {RISE:.0%} above the median of the other seeds at the same setting "
+        "(`n_unstable`: the edge of stability, crossed by that seed), that diverged (a non-finite loss) and that failed (crashed). A run that did not train is a failure of its "
         "setting: it enters no pick, fit, noise estimate or effect. Table: `tables/stability.csv`."),
         Bullets(list(words.stability))]
-    failing = tables.stability[tables.stability[["n_collapsed", "n_diverged", "n_failed"]].sum(axis=1) > 0]
+    failing = tables.stability[tables.stability[[*LOST, "n_failed"]].sum(axis=1) > 0]
     if not len(failing):
         return blocks
     return blocks + ([Table(failing)] if len(failing) <= MAX_MD_ROWS else

@@ -4,7 +4,8 @@ Owns: validating the directory (a missing dir or summary.csv is a `ReportError`;
 disagrees with the run folders is rebuilt from them first, by `gptlab.run.summary_csv`), typing factor
 levels back to sweep.yaml's grid (summary.csv holds them as text: "True", "100", "0.001"), level
 order, the baseline, cell labels, run environments, the validation curves of metrics.csv, and the
-outcome the effects are on (`best_val_loss`, or `best_test_loss` when every run has a test split).
+outcome the effects are on (`best_val_loss`, or `best_test_loss` when every run has a test split), and
+the `unstable` status of estimation runs beyond the cliff their cell's other seeds did not cross.
 The load step is the only one of the report that reads files: its modules read each run's own files
 (`runfiles`, `block_losses`), the unigram ceiling's data (`ceiling`) and the text samples (`samples`).
 """
@@ -24,9 +25,11 @@ from gptlab.report.load.results import TEST_OUTCOME, VAL_OUTCOME, ReportError, R
 from gptlab.report.load.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_json
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import rebuild_if_stale
+from gptlab.stats.cliff import unstable
 from gptlab.stats.design import design_cells
 from gptlab.stats.levels import grid_level, level_key
 from gptlab.stats.adaptive_seeds import ROUND_COLS
+from gptlab.statuses import UNSTABLE
 
 __all__ = ["load_results", "Results", "ReportError", "read_text", "run_roles"]
 log = logging.getLogger(__name__)
@@ -168,6 +171,15 @@ def _outcome(runs: pd.DataFrame) -> str:
     return VAL_OUTCOME
 
 
+def _mark_unstable(runs: pd.DataFrame, outcome: str, tuned: list[str]) -> None:
+    """Give `unstable` (in place) to estimation runs beyond the cliff the other seeds of their cell and setting did
+    not cross (`stats.cliff.unstable`): a failure of the setting, counted, never averaged in."""
+    ok = runs["ok"] & np.isfinite(pd.to_numeric(runs[outcome], errors="coerce"))
+    for _, mine in runs[ok].groupby(["cell", *tuned], sort=False, dropna=False):
+        flagged = mine.index[unstable(mine[outcome].astype(float).tolist())]
+        runs.loc[flagged, "status"], runs.loc[flagged, "ok"] = UNSTABLE, False
+
+
 def load_results(results_dir: ResultsDir | Path | str) -> Results:
     """Read results/NAME/ (see docs/CONTRACTS.md). Raises `ReportError` when it is not one."""
     results_dir = ResultsDir(results_dir)
@@ -202,6 +214,8 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
         role == "selection", role == "estimation", ~role.isin(["selection", "estimation"])))
     runs = res.runs
     res.outcome = _outcome(runs)
+    _mark_unstable(runs, res.outcome, [str(k) for k in (spec.get("tune") or {}).get("space") or {}
+                                       if isinstance(spec.get("tune"), dict) and str(k) in runs])
     res.test_blocks = read_test_blocks(results_dir, runs, res.outcome, res.unit)
     res.curves = read_curves(results_dir, runs)
     res.ceiling, res.ceiling_note = unigram_ceiling(results_dir, runs, per_token=res.unit == "nats/token",

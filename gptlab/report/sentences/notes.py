@@ -16,6 +16,7 @@ import pandas as pd
 from gptlab.report.fmt import fmt_loss, fmt_p
 from gptlab.report.load import Results
 from gptlab.report.tables.scale import unpaired_scale
+from gptlab.report.tables.stability import COUNTS, LOST
 from gptlab.report.sentences.verdicts import absent
 from gptlab.stats.effects import Analysis
 from gptlab.stats.models import FORMULAS, HETERO_P, OWN
@@ -209,15 +210,14 @@ def stability(res: Results, table: pd.DataFrame) -> list[str]:
     trained."""
     if not len(table):
         return []
-    keys = [c for c in table.columns if c not in ("cell", "role", "runs", "n_ok", "n_collapsed", "n_diverged",
-                                                  "n_failed", "n_reclassified")]
+    keys = [c for c in table.columns if c not in ("cell", "role", *COUNTS)]
     lines, selection = [], {}
     for r in table.to_dict("records"):
-        lost = int(r["n_collapsed"]) + int(r["n_diverged"])
+        lost = sum(int(r[c]) for c in LOST)
         if not lost:
             continue
         at = " at " + ", ".join(f"{k.rsplit('.', 1)[-1]} {_value(r[k])}" for k in keys) if keys else ""
-        how = ", ".join(f"{int(r[c])} {w}" for c, w in (("n_collapsed", "collapsed"), ("n_diverged", "diverged"))
+        how = ", ".join(f"{int(r[c])} {w}" for c, w in zip(LOST, ("collapsed", "unstable", "diverged"))
                         if int(r[c]))
         if r["role"] == "selection":
             selection.setdefault(r["cell"], []).append(f"{at.removeprefix(' at ') or 'its setting'} ({lost} of "

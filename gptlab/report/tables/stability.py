@@ -1,7 +1,7 @@
 """`tables/stability.csv`: per cell (or arm), role and tuned setting, how many runs trained, collapsed, diverged, failed.
 
-A run that failed to train (`statuses.FAILED_TO_TRAIN`: diverged, or collapsed: finished without
-learning) is a failure of its setting, never a loss to average: this table counts them where they
+A run that failed to train (`statuses.FAILED_TO_TRAIN`: diverged; collapsed: finished without
+learning; unstable: learned, but ended far above its cell's other seeds at the same setting) is a failure of its setting, never a loss to average: this table counts them where they
 happened, selection runs and estimation runs apart, so that an estimation run that failed at a
 cell's pick reads as that cell's failure rate there. `n_reclassified` counts the runs recorded as ok
 before the `collapsed` rule that read as collapsed now (`gptlab.run.reclassify`). Numbers only.
@@ -14,9 +14,10 @@ from typing import Any
 import pandas as pd
 
 from gptlab.report.load import Results
-from gptlab.statuses import COLLAPSED, DIVERGED, FAILED_TO_TRAIN, OK
+from gptlab.statuses import COLLAPSED, DIVERGED, FAILED_TO_TRAIN, OK, UNSTABLE
 
-COUNTS = ["runs", "n_ok", "n_collapsed", "n_diverged", "n_failed", "n_reclassified"]
+COUNTS = ["runs", "n_ok", "n_collapsed", "n_unstable", "n_diverged", "n_failed", "n_reclassified"]
+LOST = ("n_collapsed", "n_unstable", "n_diverged")  # the counts of runs that failed to train, in COUNTS' order
 ROLE_ORDER = {"selection": 0, "estimation": 1}  # any other role after them
 
 
@@ -46,7 +47,8 @@ def stability_table(res: Results) -> pd.DataFrame:
         status = mine["status"]
         failed_to_train = status.isin(FAILED_TO_TRAIN)
         rows.append({**dict(zip(["cell", "role", *keys], group)), "runs": len(mine), "n_ok": int((status == OK).sum()),
-                     "n_collapsed": int((status == COLLAPSED).sum()), "n_diverged": int((status == DIVERGED).sum()),
+                     "n_collapsed": int((status == COLLAPSED).sum()),
+                     "n_unstable": int((status == UNSTABLE).sum()), "n_diverged": int((status == DIVERGED).sum()),
                      "n_failed": int((~failed_to_train & (status != OK)).sum()),
                      "n_reclassified": int(mine["reclassified"].sum()) if "reclassified" in mine else 0})
     table = pd.DataFrame(rows, columns=stability_columns(keys))
