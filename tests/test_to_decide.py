@@ -177,3 +177,24 @@ def test_many_inconclusive_effects_get_one_counting_sentence():
            "test split (`data.test_fraction`) would, with 20 seeds per arm (" in said
     assert "`data.val_fraction` (now 0.1) must exceed it" in said
     assert to_decide_words.summary(table.head(6), res, 0.01) == ""
+
+
+def test_an_effect_that_depends_on_the_picks_names_the_run_that_would_close_its_cell():
+    from gptlab.report.tables.to_decide import to_decide_table
+    from gptlab.stats.robustness import DEPENDS
+
+    res = SimpleNamespace(arms=True, scale={}, levels={"arm": ["base", "nope", "untied"]}, unit="nats/char",
+                          has_test_split=False, spec={"tune": {"space": {"train.lr": [1e-3, 2e-3, 4e-3]}}},
+                          label=lambda f, v: f"{f}={v}")
+    arms = pd.DataFrame([{"arm": a, "baseline": "base", "estimate": e, "ci_low": e - 0.05, "ci_high": e + 0.05,
+                          "call": DEPENDS, "tuning_cell": f"arm={a}"} for a, e in (("nope", 0.25), ("untied", 0.02))])
+    curves = pd.DataFrame([{"cell": "arm=nope", "optimum_lr_low": 0.0, "optimum_lr_high": 8e-3, "window_lr_low": 1e-3,
+                            "window_lr_high": 4e-3, "loss_left_ci_high": math.inf},
+                           {"cell": "arm=untied", "optimum_lr_low": 4e-3, "optimum_lr_high": 7.7e-3,
+                            "window_lr_low": 4e-3, "window_lr_high": 1.6e-2, "loss_left_ci_high": 0.0151}])
+    table = to_decide_table(res, None, pd.DataFrame(), pd.DataFrame(), arms, 0.01, curves)
+    assert table[["call", "open_side", "try_lr"]].to_dict("list") == {
+        "call": [DEPENDS, DEPENDS], "open_side": ["low", ""], "try_lr": [5e-4, pytest.approx(math.nan, nan_ok=True)]}
+    nope, untied = to_decide_words.sentences(table, res, 0.01)
+    assert "open on its low-lr side" in nope and "lr 0.0005" in nope and "+0.2500 nats/char at the picks" in nope
+    assert "up to 0.0151 nats/char" in untied and "more selection seeds" in untied

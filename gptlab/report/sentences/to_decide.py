@@ -4,7 +4,9 @@ One sentence per row of `tables.to_decide` (to_decide.csv's `verdict`), and the 
 sentence when there are few, else one that counts them. Each sentence states the effect as its table
 does (level minus baseline, signed), then one of: the seeds per arm (or cell) that would give a 95% CI
 of +/- the margin at today's test split; that its CI already is that narrow; or that no number of seeds
-reaches it with today's split (the text alone is wider), with the split that would and its seeds.
+reaches it with today's split (the text alone is wider), with the split that would and its seeds. An
+effect that depends on the picks: the lr whose selection run would close its tuning cell's open curve,
+or the loss left that more selection seeds next to the pick would narrow.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pandas as pd
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
 from gptlab.run.config import DataConfig
+from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.to_decide import MAX_SEEDS, MAX_TEST_FRACTION, TEXT_BUDGET
 
 MAX_LISTED = 6  # more inconclusive effects than this get one counting sentence in the summary (the table has all)
@@ -42,8 +45,26 @@ def _val_fraction(res: Results) -> float:
     return float(data.get("val_fraction", DataConfig.val_fraction))
 
 
+def depends_sentence(r: dict, res: Results) -> str:
+    """What would decide an effect that depends on the picks: close its tuning cell's curve, or narrow its loss left."""
+    head = (f"{r['effect']} depends on the picks ({_signed(r['estimate'])} {res.unit} at the picks, 95% CI "
+            f"{_signed(r['ci_low'])} to {_signed(r['ci_high'])}): ")
+    cell = r["tuning_cell"] or "a cell"
+    if r["open_side"]:
+        below = r["open_side"] == "low"
+        return head + (f"{cell}'s loss-against-lr curve is open on its {'low' if below else 'high'}-lr side (no lr "
+                       f"{'below' if below else 'above'} its pick is clearly worse at its own noise), so the loss its "
+                       f"pick may leave has no upper bound; a selection run at lr {r['try_lr']:g}, one step "
+                       f"{'below' if below else 'above'} the lrs tried, landing clearly above its pick would close it")
+    bound = "" if _absent(r["loss_left_high"]) else f" (up to {fmt_loss(r['loss_left_high'])} {res.unit}, 95%)"
+    return head + (f"the loss {cell}'s pick may leave on the table{bound} is what keeps the call from holding; more "
+                   "selection seeds at the lrs next to its pick would narrow that bound")
+
+
 def sentence(r: dict, res: Results, margin: float) -> str:
-    """What would decide the inconclusive effect of row `r` of to_decide.csv."""
+    """What would decide the effect of row `r` of to_decide.csv (inconclusive, or depending on the picks)."""
+    if r.get("call") == DEPENDS:
+        return depends_sentence(r, res)
     per = "arm" if res.arms else "cell"
     unit = res.unit
     head = (f"{r['effect']} is inconclusive ({_signed(r['estimate'])} {unit}, 95% CI {_signed(r['ci_low'])} to "
@@ -86,6 +107,8 @@ def summary(table: pd.DataFrame, res: Results, margin: float) -> str:
     """The summary's one line when more than MAX_LISTED effects are inconclusive ("" otherwise)."""
     if len(table) <= MAX_LISTED:
         return ""
+    depending = int((table["call"] == DEPENDS).sum()) if "call" in table else 0
+    table = table[table["call"] != DEPENDS] if "call" in table else table
     per = "arm" if res.arms else "cell"
     reach = table.dropna(subset=["seeds_needed"])
     never = table[table["seeds_needed"].isna()]
@@ -101,4 +124,6 @@ def summary(table: pd.DataFrame, res: Results, margin: float) -> str:
                    if never["test_fraction_needed"].notna().sum() > 1 else
                    f" (a {_pct(never['test_fraction_needed'].max())} test split would)"
                    if never["test_fraction_needed"].notna().any() else ""))
+    if depending:
+        out += (f"; {depending} depend on the picks: the table names the cell whose curve would decide each")
     return out + ". Table: `tables/to_decide.csv` (its `verdict` column says it for each)."

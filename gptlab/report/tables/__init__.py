@@ -147,7 +147,7 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
     arms = arms_table(res, main, by_scale, tuned) if res.arms else pd.DataFrame()
     changes = effect_changes_by_scale(res, margin, left)
     scorecard = scorecard_table(res, arms, tuned, changes) if res.arms else pd.DataFrame()
-    to_decide = to_decide_table(res, a, main, interactions, arms, margin)
+    to_decide = to_decide_table(res, a, main, interactions, arms, margin, tuned.curves if tuned else None)
     return ReportTables(
         margin=margin, cells=analyses.cell_table(res), levels=analyses.level_table(res),
         failures=analyses.failure_table(res), effects=effects, main=main, by_step=by_step, level_curves=level_curves,

@@ -7,12 +7,20 @@ analysis kept (`Analysis.parts`): the seeds per arm (or cell) at today's test sp
 +/- the margin (the baseline of an arms design at Dunnett's sqrt(k) per arm seed), the half-width the text
 alone leaves, and, where no number of seeds reaches the margin, the least test split and the recommended one
 (`data.test_fraction`) with the seeds it would then need.
+
+A tuned sweep's effect that `depends on the picks` (the tuning check, `stats.robustness`) gets a row too:
+the cell whose loss left on the table keeps the call from holding (`tuning_cell`), and from that cell's
+curve (`tables/lr_curves.csv`) the side where its optimum is open (`open_side`: low or high, where its
+CI reaches lr 0 or inf) with the lr one coarse step beyond its window there (`try_lr`: a selection run
+there, clearly above the pick, would close it), or, where both sides are closed, the upper end of the
+loss its pick may leave (`loss_left_high`: more selection seeds next to the pick narrow it).
 """
 from __future__ import annotations
 
 import math
 from typing import Iterator
 
+import numpy as np
 import pandas as pd
 
 from gptlab.report.fmt import round_frame
@@ -21,11 +29,12 @@ from gptlab.report.tables.scale import slices
 from gptlab.run.config import DataConfig
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.effects import Analysis
+from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.to_decide import Decision, ErrorParts, decide
 
 TO_DECIDE_COLS = ["effect", "estimate", "ci_low", "ci_high", "ci95", "seeds", "seeds_needed", "baseline_seeds_needed",
                   "text_ci95", "test_fraction", "test_fraction_min", "test_fraction_needed", "seeds_at_test_fraction",
-                  "baseline_seeds_at_test_fraction"]
+                  "baseline_seeds_at_test_fraction", "call", "tuning_cell", "open_side", "try_lr", "loss_left_high"]
 INCONCLUSIVE = "inconclusive"
 
 
@@ -42,16 +51,53 @@ def test_fraction(res: Results) -> float:
 
 
 def to_decide_table(res: Results, effects: Analysis | None, main: pd.DataFrame, interactions: pd.DataFrame,
-                    arms: pd.DataFrame, margin: float) -> pd.DataFrame:
-    """One row per inconclusive effect (see the module docstring); no rows when every effect is called."""
+                    arms: pd.DataFrame, margin: float, curves: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per inconclusive effect and per effect that depends on the picks (see the module docstring)."""
     fraction = test_fraction(res)
     n_arms = len(res.levels.get(ARM, [])) - 1
     rows = []
     for label, r, parts in _inconclusive(res, effects, main, interactions, arms, margin):
         d = decide(parts, margin, fraction)
         rows.append({"effect": label, **{k: r[k] for k in ("estimate", "ci_low", "ci_high")},
-                     **_numbers(d, n_arms if res.arms else 0)})
+                     **_numbers(d, n_arms if res.arms else 0), "call": INCONCLUSIVE})
+    for label, r in _depending(res, main, arms):
+        rows.append({"effect": label, **{k: r[k] for k in ("estimate", "ci_low", "ci_high")}, "call": DEPENDS,
+                     **_open_curve(res, curves, str(r.get("tuning_cell") or ""))})
     return round_frame(pd.DataFrame(rows, columns=TO_DECIDE_COLS))
+
+
+def _depending(res: Results, main: pd.DataFrame, arms: pd.DataFrame) -> Iterator[tuple[str, dict]]:
+    """(label, row) of every effect whose call depends on the picks (arms, else the main effects)."""
+    if res.arms:
+        for r in arms.to_dict("records"):
+            if r["call"] == DEPENDS and not isinstance(r.get("scale_factor"), str):
+                yield f"{res.label(ARM, r[ARM])} vs {res.label(ARM, r['baseline'])}", r
+        return
+    for r in main.to_dict("records"):
+        if r.get("call") == DEPENDS:
+            yield f"{res.label(r['factor'], r['level'])} vs {res.label(r['factor'], r['baseline'])}", r
+
+
+def _open_curve(res: Results, curves: pd.DataFrame | None, cell: str) -> dict:
+    """The tuning cell's open side and the lr one coarse step beyond its window there, else its loss left's end."""
+    out = {"tuning_cell": cell, "open_side": "", "try_lr": math.nan, "loss_left_high": math.nan}
+    mine = curves[curves["cell"] == cell] if curves is not None and len(curves) and cell else pd.DataFrame()
+    if not len(mine):
+        return out
+    c = mine.iloc[0]
+    step = 2.0 ** _step(res)
+    if not float(c["optimum_lr_low"]) > 0:
+        return {**out, "open_side": "low", "try_lr": float(f"{float(c['window_lr_low']) / step:.3g}")}
+    if not math.isfinite(float(c["optimum_lr_high"])):
+        return {**out, "open_side": "high", "try_lr": float(f"{float(c['window_lr_high']) * step:.3g}")}
+    return {**out, "loss_left_high": float(c["loss_left_ci_high"])}
+
+
+def _step(res: Results) -> float:
+    """The coarse step of the tuned lrs, in octaves (1: a factor 2, the lab's default)."""
+    tune = res.spec.get("tune") if isinstance(res.spec.get("tune"), dict) else {}
+    lrs = sorted(float(v) for v in ((tune.get("space") or {}).get("train.lr") or []) if float(v) > 0)
+    return float(np.median(np.diff(np.log2(lrs)))) if len(lrs) > 1 else 1.0
 
 
 def _numbers(d: Decision, n_arms: int) -> dict:
