@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from calibration.synthetic import make_results
 from gptlab.report.export import cell_folder, main
-from gptlab.report.synthetic import make_results
 
 from helpers import REPO
 
