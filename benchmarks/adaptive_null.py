@@ -4,7 +4,7 @@
 
 For 2^k factorials of 2 to 16 cells and round-1 sizes of 2 and 3 seeds (max 12), with a precision
 at which round 1's typical noise asks for about 6 seeds, it simulates `--sweeps` null sweeps per
-design and rule (`gptlab.stats.adaptive_seeds_sim`, which states the model) and prints the rate of
+design and rule (`calibration.adaptive_seeds_sim`, which states the model) and prints the rate of
 false `better`/`worse` calls on each sweep's first main effect, with its Monte-Carlo standard
 error, and the seed counts the rules chose. Deterministic for a given --seed.
 """
@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from gptlab.stats.adaptive_seeds_sim import precision_for_seeds, simulate_null
-from gptlab.stats.adaptive_seeds import SeedRule
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: `calibration` is not installed
+
+from calibration.adaptive_seeds_sim import precision_for_seeds, simulate_null  # noqa: E402
+from gptlab.stats.adaptive_seeds import SeedRule  # noqa: E402
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
     python benchmarks/arms_calibration.py [--studies 400] [--seed 0] [--only TEXT] [--skip TEXT]
 
-For each world of `gptlab.stats.arms_sim.WORLDS` (10 arms and a baseline, 3 seeds per arm, run SD 0.006
+For each world of `calibration.arms_sim.WORLDS` (10 arms and a baseline, 3 seeds per arm, run SD 0.006
 nats of which the share rho is the seed's and shared by every arm with that seed, 20 test blocks per run
 with an arm x block interaction of SD 0.01 per block (0.003 in the last world) and run x block noise of
 SD 0.02; every term drawn afresh per study) and each setup (the baseline at `arms.baseline_seed_count`
@@ -33,9 +33,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
+from pathlib import Path
 
-from gptlab.stats.arms_scores import WORLDS, calibrate
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: `calibration` is not installed
+
+from calibration.arms_scores import WORLDS, calibrate  # noqa: E402
 
 
 def _f(value: float, digits: int = 3) -> str:

@@ -17,8 +17,8 @@ from pathlib import Path
 os.environ.setdefault("MPLBACKEND", "Agg")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from calibration.synthetic import make_results  # noqa: E402
 from gptlab.report import write_report  # noqa: E402
-from gptlab.report.synthetic import make_results  # noqa: E402
 
 GRID = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"],
         "model.position": ["learned", "sinusoidal"], "model.tying": ["tied", "untied"]}

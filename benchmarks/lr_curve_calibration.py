@@ -1,6 +1,6 @@
 """Print how often `tables/lr_curves.csv`'s 95% CIs cover planted loss-against-lr curves.
 
-For each scenario of `gptlab.stats.lr_curve_sim.SCENARIOS` (the model is in that module's docstring:
+For each scenario of `calibration.lr_curve_sim.SCENARIOS` (the model is in that module's docstring:
 four cells a sweep, curvatures 0.013 to 0.05 nats per octave^2, optima spread over the factor-2
 grid 5e-4..8e-3, run noise SD 0.006, three estimation seeds at each pick informing the noise; one
 or two selection seeds per lr, with or without refine's half-step midpoints; parabolas, and curves
@@ -20,10 +20,14 @@ Deterministic for a given --seed.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from gptlab.stats.lr_curve_sim import SCENARIOS, calibrate_curves
-from gptlab.stats.lr_curves import ASYMMETRY
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: `calibration` is not installed
+
+from calibration.lr_curve_sim import SCENARIOS, calibrate_curves  # noqa: E402
+from gptlab.stats.lr_curves import ASYMMETRY  # noqa: E402
 
 
 def main() -> None:

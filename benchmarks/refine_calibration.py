@@ -2,7 +2,7 @@
 
     python benchmarks/refine_calibration.py [--studies 1000] [--seed 0] [--quick | --variants | --cliff]
 
-For each world of `gptlab.stats.refine_sim.WORLDS` (which states the model: the `tuned` study's 2x2,
+For each world of `calibration.refine_sim.WORLDS` (which states the model: the `tuned` study's 2x2,
 activation x tying; per cell a loss curve steeper below its optimum, optima log-uniform over 1.5e-3 ..
 6e-3, curvature 0.013 .. 0.05 per squared octave; run SD 0.006; three estimation seeds with a seed
 block), and for world (a) with symmetric, diverging or flatter curves or 5 estimation seeds, it
@@ -30,13 +30,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from gptlab.stats import refine
-from gptlab.stats.refine import CellDecision, Lattice, RefineRule
-from gptlab.stats.refine_sim import CLIFF_WORLDS, TUNERS, WORLDS, Summary, Tuner, World, run
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: `calibration` is not installed
+
+from calibration.refine_sim import CLIFF_WORLDS, TUNERS, WORLDS, Summary, Tuner, World, run  # noqa: E402
+from gptlab.stats import refine  # noqa: E402
+from gptlab.stats.refine import CellDecision, Lattice, RefineRule  # noqa: E402
 
 STRICT = Tuner("refine, confidence 0.95, tolerance 0.0005", rule=RefineRule(confidence=0.95, tolerance=0.0005))
 EXTRA_TUNERS = (Tuner("refine, confidence 0.9", rule=RefineRule(confidence=0.9, tolerance=0.001)),

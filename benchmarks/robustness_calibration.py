@@ -2,8 +2,8 @@
 
     python benchmarks/robustness_calibration.py [--sims 100] [--seed 0] [--worlds a a' b b' c] [--power 2 3 5]
 
-Part 1, for each world of `gptlab.stats.robustness_sim.WORLDS` named by `--worlds` (their first word;
-the `tuned` study's 2x2 with `stats.refine_sim`'s planted lr curves: (a) best losses equal, (a') the
+Part 1, for each world of `calibration.robustness_sim.WORLDS` named by `--worlds` (their first word;
+the `tuned` study's 2x2 with `calibration.refine_sim`'s planted lr curves: (a) best losses equal, (a') the
 same with relu's optima always between two grid lrs, (b) relu better by more than the margin, (b')
 by 0.012 with relu's picks always missing, (c) relu worse by less than the margin) and each setup
 (the grid 5e-4 .. 8e-3 at 1 or 2 selection seeds; 3 or 5 estimation seeds at the picks): studies
@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
+from pathlib import Path
 
-from gptlab.stats.robustness_sim import SETUPS, WORLDS, Setup, Summary, power_world, run
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: `calibration` is not installed
+
+from calibration.robustness_sim import SETUPS, WORLDS, Setup, Summary, power_world, run  # noqa: E402
 
 
 def _pct(x: float) -> str:

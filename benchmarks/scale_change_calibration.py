@@ -1,7 +1,7 @@
 """Print how the paired-by-seed change of an effect across scale levels does on simulated studies.
 
 For n seeds 3, 5, 10 and a seed's correlation across scale levels rho 0, 0.5, 0.9
-(`gptlab.stats.scale_change.ChangeSim`, the model its module docstring states): coverage of the
+(`calibration.scale_change_sim.ChangeSim`, the model its module docstring states): coverage of the
 95% CI of a planted change (paired, and with the pairing ignored), datasets with a false `changes`
 call when no change is planted, datasets calling a change at the margin `no change within margin`,
 bias of the estimate (in Monte Carlo SEs) and mean CI half-widths, paired and unpaired.
@@ -11,9 +11,13 @@ bias of the estimate (in Monte Carlo SEs) and mean CI half-widths, paired and un
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from gptlab.stats.scale_change import ChangeSim, calibrate_changes
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: `calibration` is not installed
+
+from calibration.scale_change_sim import ChangeSim, calibrate_changes  # noqa: E402
 
 
 def main() -> None:

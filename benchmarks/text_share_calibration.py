@@ -1,6 +1,6 @@
 """Print how the seed-only and the seed x block CIs do on simulated sweeps with planted arm x block interactions.
 
-For each scenario of `gptlab.stats.text_share_sim.TEXT_SCENARIOS` (2x2 designs like results/tuned, 3 or 5
+For each scenario of `calibration.text_share_sim.TEXT_SCENARIOS` (2x2 designs like results/tuned, 3 or 5
 seeds, 20 test blocks per run; tests/test_text_share.py checks small versions): for each method, the
 coverage of the planted effects on the whole population of text (main effects, the interaction and the
 simple effects), false better/worse calls on truly-zero effects, the mean 95% CI half-width of the main
@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
+from pathlib import Path
 
-from gptlab.stats.text_share_sim import TEXT_SCENARIOS, calibrate_text
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: `calibration` is not installed
+
+from calibration.text_share_sim import TEXT_SCENARIOS, calibrate_text  # noqa: E402
 
 
 def _f(value: float, digits: int) -> str:

@@ -2,7 +2,7 @@
 
     python benchmarks/transfer_calibration.py [--studies 400] [--seed 0]
 
-For each world of `gptlab.stats.transfer.TRANSFER_WORLDS`, `--studies` pairs of arms studies, one per text,
+For each world of `calibration.transfer_sim.TRANSFER_WORLDS`, `--studies` pairs of arms studies, one per text,
 drawn independently (`arms_sim.ArmsWorld`: 8 arms and a baseline at Dunnett's allocation, 20 test blocks per
 run, run SD 0.006, arm x block SD 0.01 (0.002 in the last world), run x block SD 0.02; the second text's SDs
 1.5 times the first's where so named). Planted, in nats: arms 1-2 at +0.03 and -0.03 on both texts (change 0),
@@ -18,9 +18,13 @@ Deterministic for a given --seed.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from gptlab.stats.transfer import TRANSFER_WORLDS, calibrate_transfer
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: `calibration` is not installed
+
+from calibration.transfer_sim import TRANSFER_WORLDS, calibrate_transfer  # noqa: E402
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
     python benchmarks/tuning_calibration.py [--sims 1000] [--fixed-sims 200] [--seed 0]
 
-For each scenario of `gptlab.stats.tuning_sim.SCENARIOS` (which states the model: two arms with
+For each scenario of `calibration.tuning_sim.SCENARIOS` (which states the model: two arms with
 planted loss-against-log2(lr) parabolas, a factor-2 space of five lrs, one selection seed, three
 estimation seeds, run noise SD 0.0065 and seed SD 0.005 nats/char), for scenario (d) again with
 two selection seeds, and with arm 2 at other curvatures, it simulates `--sims` studies, answers
@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
+from pathlib import Path
 
-from gptlab.stats.tuning_sim import FIXED, NAIVE, SCENARIOS, TUNED, ProtocolResult, Scenario, simulate
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: `calibration` is not installed
+
+from calibration.tuning_sim import FIXED, NAIVE, SCENARIOS, TUNED, ProtocolResult, Scenario, simulate  # noqa: E402
 
 
 def _row(scenario: str, r: ProtocolResult) -> str:

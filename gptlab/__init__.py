@@ -1,6 +1,6 @@
 """gptlab: an architecture ablation laboratory for GPT-style language models.
 
-Public API (see DESIGN.md): `ModelConfig`, `build_model`, `REGISTRIES`, and `load(results_dir)`: a
+Public API (docs/ARCHITECTURE.md): `ModelConfig`, `build_model`, `REGISTRIES`, and `load(results_dir)`: a
 sweep's results (runs, curves, the report's tables) as DataFrames, for notebooks (`gptlab.report.study`).
 """
 from __future__ import annotations

@@ -15,10 +15,10 @@ import pytest
 import yaml
 from scipy import stats as st
 
+from calibration.adaptive_seeds_sim import main_effect_contrasts, precision_for_seeds, simulate_null
 from gptlab.errors import GptlabError
 from gptlab.report.load import load_results
 from gptlab.report.tables.rounds import widest_at
-from gptlab.stats.adaptive_seeds_sim import main_effect_contrasts, precision_for_seeds, simulate_null
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
 from gptlab.stats.adaptive_seeds import SeedRule, Widest, called_rows

@@ -1,14 +1,17 @@
 """The map in docs/ARCHITECTURE.md, checked: imports point one way between rooms, no import circles, modules
-stay small, and the map names every module with the first line of its docstring."""
+stay small, the map names every module with the first line of its docstring, and the calibration beside the
+package (`calibration/`) keeps the same rules and stays out of it."""
 from __future__ import annotations
 
 import ast
 import re
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gptlab"
+CALIBRATION = PACKAGE.parent / "calibration"  # beside the package, not installed: it imports gptlab, never the reverse
 BASICS = {"errors", "registry", "fields", "runio", "plugins", "statuses"}
 # Which rooms each room may import from (docs/ARCHITECTURE.md, "Rooms").
 ALLOWED = {
@@ -261,21 +264,23 @@ def test_the_graph_counts_lazy_and_type_checking_imports(tmp_path):
 # -- docs/ARCHITECTURE.md names every module with its docstring's first line ---------------------------------------
 
 DOC = PACKAGE.parent / "docs" / "ARCHITECTURE.md"
-SECTION = re.compile(r"^## .*\(`(gptlab/(?:[a-z_]+/)*)`\)\s*$")  # "## One run (`gptlab/run/`)"
+SECTION = re.compile(r"^## .*\(`((?:gptlab|calibration)/(?:[a-z_]+/)*)`\)\s*$")  # "## One run (`gptlab/run/`)"
 ENTRY = re.compile(r"^- `(\w+\.py)`: (.*)$")  # "- `data.py`: <first line of data.py's docstring>"
 
 
-def documented(doc: str) -> dict[str, list[str]]:
-    """Each module path the map names (`run/data.py`, relative to gptlab/) -> the job of every bullet naming it.
+def documented(doc: str, root: str = "gptlab") -> dict[str, list[str]]:
+    """Each module path the map names (`run/data.py`, relative to `root`/) -> the job of every bullet naming it.
 
     A bullet `- \\`NAME.py\\`: JOB` names NAME.py of the folder in its section's heading; its first line is the
-    job, indented lines after it say more. Bullets under a heading without a folder name no module."""
+    job, indented lines after it say more. Bullets under a heading without a folder name no module; those under
+    another root's folder (`calibration/` when `root` is gptlab) are that root's."""
     named: dict[str, list[str]] = {}
     folder = None
     for line in doc.splitlines():
         if line.startswith("## "):
             match = SECTION.match(line)
-            folder = match.group(1).removeprefix("gptlab/") if match else None
+            folder = match.group(1).removeprefix(root + "/") if match and match.group(1).startswith(root + "/") \
+                else None
         elif folder is not None and (match := ENTRY.match(line)):
             named.setdefault(folder + match.group(1), []).append(match.group(2).strip())
     return named
@@ -296,7 +301,7 @@ def map_problems(module: str, named: dict[str, list[str]], package: Path = PACKA
         return [f"{module} has no module docstring (its first line is the module's job in docs/ARCHITECTURE.md)"]
     if not jobs:
         return [f"docs/ARCHITECTURE.md does not name {module}: add `- `{name}`: {job}` under the section of "
-                f"`gptlab/{folder + '/' if folder else ''}`"]
+                f"`{package.name}/{folder + '/' if folder else ''}`"]
     return [f"docs/ARCHITECTURE.md names {module} {len(jobs)} times"] * (len(jobs) > 1) + [
         f"docs/ARCHITECTURE.md says {module} is '{j}'; its docstring's first line says '{job}'" for j in jobs if j != job]
 
@@ -453,8 +458,8 @@ FILE_CALLS = {"read_text", "read_bytes", "read_csv", "open", "is_file", "is_dir"
               "write_text", "write_bytes", "atomic_write_text", "atomic_write_bytes", "atomic_write", "mkdir", "unlink",
               "rmdir", "rebuild_if_stale", "sample_from_run", "unigram_val_loss"}
 # Report modules that touch files: the load step reads results/NAME/ (and the report's own samples.json); render
-# writes reports/NAME/; the TensorBoard export writes its own folder; synthetic writes fake results for tests.
-FILE_MODULES = ("report/load/", "report/document/render.py", "report/export.py", "report/synthetic.py")
+# writes reports/NAME/; the TensorBoard export writes its own folder.
+FILE_MODULES = ("report/load/", "report/document/render.py", "report/export.py")
 
 
 def file_calls(path: Path) -> list[str]:
@@ -483,3 +488,54 @@ def test_the_rules_catch_a_step_reading_a_file(tmp_path):
     bad.write_text("import pandas as pd\ndef f(res):\n    return pd.read_csv(res.results_dir.rounds_csv), "
                    "res.results_dir.samples_json.exists(), res.runs.replace('', 'x')\n")
     assert file_calls(bad) == ["line 3: read_csv", "line 3: exists"]
+
+
+# -- the calibration beside the package: the same rules, and the package never imports it -------------------------
+
+CALIBRATION_MODULES = modules(CALIBRATION)
+CALIBRATION_NAMED = documented(DOC.read_text(encoding="utf-8"), "calibration")
+
+
+def test_the_package_never_imports_the_calibration():
+    """`calibration/` is not installed: an import of it from gptlab/ (lazy ones too) breaks every installed copy."""
+    wrong = [f"{dotted(p)} line {line}: {target}" for p in modules() for line, target in gptlab_imports(p, CALIBRATION)]
+    assert not wrong, "gptlab imports calibration/, which is not installed with it: " + "; ".join(wrong)
+
+
+def test_the_rules_catch_the_package_importing_the_calibration(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import numpy\ndef f():\n    from calibration import arms_sim\n    import calibration.synthetic\n")
+    assert gptlab_imports(bad, CALIBRATION) == [(3, "calibration.arms_sim"), (4, "calibration.synthetic")]
+
+
+def test_the_wheel_leaves_the_calibration_out():
+    """pyproject.toml's package discovery installs gptlab and its subpackages, not calibration/ (nor benchmarks/)."""
+    text = (PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8")
+    found = re.search(r"\[tool\.setuptools\.packages\.find\]\s*include\s*=\s*\[([^\]]*)\]", text)
+    assert found, "pyproject.toml names no [tool.setuptools.packages.find] include list"
+    include = re.findall(r'"([^"]+)"', found.group(1))
+    assert any(fnmatch("gptlab.stats", pattern) for pattern in include)
+    assert not any(fnmatch(name, pattern) for pattern in include for name in ("calibration", "benchmarks")), include
+
+
+@pytest.mark.parametrize("path", CALIBRATION_MODULES, ids=lambda p: str(p.relative_to(CALIBRATION)))
+def test_a_calibration_module_keeps_the_house_rules(path):
+    """Under 350 lines, named on the map by its docstring's first line, and no private names of other modules."""
+    module = path.relative_to(CALIBRATION).as_posix()
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    problems = [f"{module} has {lines} lines; split it by what its parts own"] * (lines > 350)
+    problems += map_problems(module, CALIBRATION_NAMED, CALIBRATION)
+    problems += private_imports(path) + private_imports(path, CALIBRATION)
+    assert not problems, "; ".join(problems)
+
+
+def test_the_map_names_no_calibration_module_that_does_not_exist():
+    assert CALIBRATION_MODULES, "calibration/ has no module"
+    problems = [p for module in sorted(CALIBRATION_NAMED) if not (CALIBRATION / module).is_file()
+                for p in map_problems(module, CALIBRATION_NAMED, CALIBRATION)]
+    assert not problems, "; ".join(problems)
+
+
+def test_no_import_circle_in_the_calibration():
+    graph = import_graph(CALIBRATION)
+    assert not import_cycles(graph), f"import circles in calibration/: {circles_message(graph)}"

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from calibration.synthetic import make_results
 from gptlab.errors import GptlabError
 from gptlab.executors import Resources
 from gptlab import load
 from gptlab.report import write_report
-from gptlab.report.synthetic import make_results
 from gptlab.stats.arms import baseline_seed_count
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse

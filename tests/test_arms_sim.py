@@ -1,4 +1,4 @@
-"""The arms design's calibration by simulation (`gptlab.stats.arms_sim`), in small.
+"""The arms design's calibration by simulation (`calibration.arms_sim`), in small.
 
 `python benchmarks/arms_calibration.py` prints the full table (docs/STATISTICS.md). Checked here on a
 few hundred studies at most: the allocations, the planted model (its seed correlation and the true
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from gptlab.stats.arms_scores import WORLDS, calibrate, run, summarise
-from gptlab.stats.arms_sim import (ArmsWorld, Setup, analyse_study, arms_design, comparisons, dunnett, equal,
+from calibration.arms_scores import WORLDS, calibrate, run, summarise
+from calibration.arms_sim import (ArmsWorld, Setup, analyse_study, arms_design, comparisons, dunnett, equal,
                                    equal_total, planted_effects, pooled, seeds_only, simulate)
 from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.effects import analyse

@@ -14,9 +14,9 @@ import pytest
 from scipy import stats as st
 from statsmodels.stats.weightstats import CompareMeans, DescrStatsW
 
+from calibration.arms_scores import run
+from calibration.arms_sim import ArmsWorld, arms_design, dunnett, pooled
 from gptlab.stats import calls
-from gptlab.stats.arms_scores import run
-from gptlab.stats.arms_sim import ArmsWorld, arms_design, dunnett, pooled
 from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.effects import OWN_COLS, analyse
 from gptlab.stats.models import fit_cells

@@ -5,10 +5,10 @@ interactions, one-at-a-time changes plus all changes together, a full factorial 
 successful run, and a full factorial with one cell ten times noisier. For each: 95% CIs cover the
 planted effects 93-97% of the time and truly-zero effects get `better`/`worse` at most 5% of the
 time; in the full factorial, CI half-widths match the analytic pure-error value within 10% and a
-main effect 2.3 noise SDs in size is called. `python benchmarks/calibration.py` prints the figures.
+main effect 2.3 noise SDs in size is called. `python benchmarks/effects_calibration.py` prints the figures.
 
-The planted truths come from `synthetic.PlantedTruth`: group means and cell look-ups of the planted cell
-means, never the `Design` contrasts that produce the estimates. A test checks them against values derived
+The planted truths come from `calibration.effects_sim.PlantedTruth`: group means and cell look-ups of the
+planted cell means, never the `Design` contrasts that produce the estimates. A test checks them against values derived
 by hand from the planted formulas, and mutation tests double a contrast and see the coverage test fail.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from gptlab.stats.calibration import CALIBRATION_DESIGNS, PlantedTruth, calibrate
+from calibration.effects_sim import CALIBRATION_DESIGNS, PlantedTruth, calibrate
 from gptlab.stats.design import Design
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')

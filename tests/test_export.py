@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from calibration.synthetic import make_results
 from gptlab.report.export import cell_folder, main
-from gptlab.report.synthetic import make_results
 
 from helpers import REPO
 
@@ -135,7 +135,7 @@ def test_a_missing_tensorboard_package_names_the_extra(tmp_path, capsys, monkeyp
 
 
 def test_the_public_command_runs_the_report_export(tmp_path):
-    """`python -m gptlab.export` (docs/DESIGN.md's command) still runs the export that lives in `gptlab.report.export`."""
+    """`python -m gptlab.export` (docs/RESULTS.md's command) still runs the export that lives in `gptlab.report.export`."""
     import subprocess
 
     results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, seeds=2)

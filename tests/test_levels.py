@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from calibration.synthetic import make_results
 from gptlab.errors import GptlabError
 from gptlab.report.load import load_results
-from gptlab.report.synthetic import make_results
 from gptlab.stats.design import design_cells
 from gptlab.stats.levels import grid_level, level_key, same_level
 from gptlab.sweep.spec import validate_spec

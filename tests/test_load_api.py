@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from calibration.synthetic import make_results
 import gptlab
 from gptlab.errors import GptlabError
-from gptlab.report.synthetic import make_results
 
 from helpers import REPO
 

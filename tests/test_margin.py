@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from calibration.synthetic import make_results
 import gptlab.report
 from gptlab.errors import GptlabError
 from gptlab.report.__main__ import main as report_main
-from gptlab.report.synthetic import make_results
 from gptlab.sweep.spec import load_spec
 from gptlab.sweep_cli import main as sweep_main
 

@@ -113,7 +113,7 @@ def test_the_round_1_decision_is_steins_from_the_round_1_runs_on_disk(tmp_path):
     """From summary.csv's rows, checked by hand: the half-width from round 1's residuals, whatever else is on disk."""
     from scipy import stats
 
-    from gptlab.report.synthetic import make_results
+    from calibration.synthetic import make_results
 
     grid = {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"]}
     results = make_results(tmp_path, grid, seeds=4, effects={(("model.activation", "relu"),): -0.05}, noise_sd=0.01)

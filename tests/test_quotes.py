@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import yaml
 
+from calibration.synthetic import make_results
 from gptlab.errors import GptlabError
 from gptlab.report import document, figures, load_results, write_report
 from gptlab.report.document import quotes
-from gptlab.report.synthetic import make_results
 from gptlab.report.tables import compute_tables
 
 GRID = {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"], "train.max_iters": [2000, 6000]}

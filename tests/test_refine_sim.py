@@ -1,6 +1,6 @@
 """The refining tuner's calibration by simulation (issue 28, point 4), in small.
 
-`gptlab.stats.refine_sim` states the world (the `tuned` study's 2x2 with asymmetric planted lr curves)
+`calibration.refine_sim` states the world (the `tuned` study's 2x2 with asymmetric planted lr curves)
 and the tuners; `python benchmarks/refine_calibration.py` prints the full table (docs/STATISTICS.md).
 Checked here on a few hundred studies: the curves and draws are what the docstring says, runs are
 counted as trained, refine's regret is below today's grid at one seed, the CIs cover the truths from
@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from calibration.refine_sim import (DESIGN, GRID_RUNS, LATTICE, TUNERS, WORLDS, Curve, Noise, Tuner, World,
+                                     grid_picks, refine_picks, simulate, summarise)
 from gptlab.stats import refine
 from gptlab.stats.refine import RefineRule
-from gptlab.stats.refine_sim import (DESIGN, GRID_RUNS, LATTICE, TUNERS, WORLDS, Curve, Noise, Tuner, World,
-                                     grid_picks, refine_picks, simulate, summarise)
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 

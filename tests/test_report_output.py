@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from calibration.synthetic import make_results
 from gptlab.report import default_reports_dir, write_report
 from gptlab.report.__main__ import main as report_main
-from gptlab.report.synthetic import make_results
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import pytest
 import statsmodels.formula.api as smf
 
+from calibration.synthetic import make_results
 from gptlab.report import load_results, sentences
 from gptlab.report.tables.analyses import cell_table
 from gptlab.report.load.samples import NO_CHECKPOINT, SAMPLES_JSON, gather
-from gptlab.report.synthetic import make_results
 from gptlab.report.tables import compute_tables
 
 GRID = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}

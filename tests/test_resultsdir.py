@@ -1,4 +1,4 @@
-"""`ResultsDir`: the file names of results/NAME/ (DESIGN.md's layout), its runs, and that nothing else spells them."""
+"""`ResultsDir`: the file names of results/NAME/ (docs/RESULTS.md's layout), its runs, and that nothing else spells them."""
 from __future__ import annotations
 
 import ast
@@ -14,7 +14,7 @@ from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gptlab"
-# The contract (DESIGN.md "Results layout", docs/CONTRACTS.md), spelled out here on purpose: a renamed file fails.
+# The contract (docs/RESULTS.md "Results layout", docs/CONTRACTS.md), spelled out here on purpose: a renamed file fails.
 LAYOUT = {"sweep_yaml": "sweep.yaml", "summary_csv": "summary.csv", "runs_dir": "runs", "rounds_csv": "rounds.csv",
           "tuning_csv": "tuning.csv", "samples_json": "samples.json", "discussion_md": "discussion.md",
           "lock": ".lock", "lock_holder": ".lock.json"}

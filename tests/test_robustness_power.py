@@ -1,7 +1,7 @@
 """The tuning check in small, in the fast tier: it removes the calls the picks make, and certifies true effects.
 
 `benchmarks/robustness_calibration.py` prints the full tables (docs/STATISTICS.md); here a handful of
-simulated studies (`stats.robustness_sim`, 2 selection seeds, 5 estimation seeds) check the two
+simulated studies (`calibration.robustness_sim`, 2 selection seeds, 5 estimation seeds) check the two
 promises loosely: in world a' (every effect 0 at the optima, relu's picks always missing) the calls at
 the picks are often false (curves steeper than the benchmark's) and the check keeps few of them (a check that certified everything would
 fail), and an effect of 5 standard errors at near-optimal picks is certified more often than by the
@@ -9,7 +9,7 @@ rule the check replaced (each cell's 95% upper end added to the test).
 """
 from __future__ import annotations
 
-from gptlab.stats.robustness_sim import ArmOptima, Setup, power_world, run
+from calibration.robustness_sim import ArmOptima, Setup, power_world, run
 
 SETUP = Setup(2, 5)
 STUDIES = 8

@@ -1,6 +1,6 @@
 """The tuning check's calibration by simulation, in small.
 
-`gptlab.stats.robustness_sim` states the worlds (refine_sim's planted 2x2 with effects at the optima)
+`calibration.robustness_sim` states the worlds (refine_sim's planted 2x2 with effects at the optima)
 and `python benchmarks/robustness_calibration.py` prints the full table (docs/STATISTICS.md). Checked
 here on a few dozen studies: the scoring rules, the worlds' planted optima and truths, the selection
 runs the curves are fitted on are the ones the picks came from, a world whose relu picks always miss
@@ -14,11 +14,11 @@ import math
 import numpy as np
 import pytest
 
-from gptlab.stats.calls import DEFAULT_MARGIN
-from gptlab.stats.refine_sim import LATTICE, Noise, World, grid_picks
-from gptlab.stats.robustness import DEPENDS
-from gptlab.stats.robustness_sim import (MAIN, WORLDS, ArmOptima, Setup, false_call, selection_frame, simulate,
+from calibration.refine_sim import LATTICE, Noise, World, grid_picks
+from calibration.robustness_sim import (MAIN, WORLDS, ArmOptima, Setup, false_call, selection_frame, simulate,
                                          summarise, true_call)
+from gptlab.stats.calls import DEFAULT_MARGIN
+from gptlab.stats.robustness import DEPENDS
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 

@@ -208,8 +208,8 @@ def test_the_report_removes_only_what_its_previous_generation_wrote(tmp_path, mo
 
     monkeypatch.setattr("gptlab.report.figures.make_figures", lambda *a, **k: Figures.of(val_curves=b"\x89PNG stand-in"))
 
+    from calibration.synthetic import make_results
     from gptlab.report import write_report
-    from gptlab.report.synthetic import make_results
 
     results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2)
     out = tmp_path / "report"

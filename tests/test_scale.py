@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 import yaml
 
+from calibration.synthetic import make_results
 from gptlab.errors import GptlabError
 from gptlab.report import figures, write_report
 from gptlab.report.load import load_results
 from gptlab.report.tables.scale import effects_by_scale
 from gptlab.report.sentences.sweeps import scale_verdicts
-from gptlab.report.synthetic import make_results
 from gptlab.sweep.spec import load_spec
 
 from helpers import tiny_config

@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from calibration.scale_change_sim import SIM_DESIGN, ChangeSim, calibrate_changes, simulate_changes
 from gptlab.errors import GptlabError
-from gptlab.stats.scale_change import (CHANGE_COLS, SIM_DESIGN, ChangeSim, calibrate_changes, change_table,
-                                       effect_changes, simulate_changes)
+from gptlab.stats.scale_change import CHANGE_COLS, change_table, effect_changes
 
 FACTORS = ["model.activation", "model.tying"]
 SCALE = "train.max_iters"
@@ -177,8 +177,8 @@ def test_the_dataframe_path_agrees_with_the_array_path():
 
 
 def test_a_results_folder_read_as_the_report_reads_it(tmp_path):
+    from calibration.synthetic import make_results
     from gptlab.report.load import load_results
-    from gptlab.report.synthetic import make_results
     grid = {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"], SCALE: [2000, 6000]}
     effects = {(("model.activation", "relu"), (SCALE, 2000)): -0.03,  # relu's effect changes by +0.06
                (("model.activation", "relu"), (SCALE, 6000)): 0.03,

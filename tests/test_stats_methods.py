@@ -10,8 +10,8 @@ import statsmodels.formula.api as smf
 from scipy import stats as st
 from statsmodels.stats.multitest import multipletests
 
+from calibration.effects_sim import simulate_runs
 from gptlab.errors import GptlabError
-from gptlab.stats.calibration import simulate_runs
 from gptlab.stats.calls import call, check_margin, holm
 from gptlab.stats.design import Design, estimability
 from gptlab.stats.effects import analyse

@@ -12,17 +12,17 @@ import pandas as pd
 import pytest
 from scipy import stats as st
 
+from calibration.synthetic import make_results
+from calibration.text_share_sim import DESIGN, TextScenario, calibrate_text, simulate_blocks
 from gptlab.report import write_report
 from gptlab.report.load.block_losses import BlockLosses, read_test_blocks
 from gptlab.report.load import load_results
-from gptlab.report.synthetic import make_results
 from gptlab.report.tables import compute_tables
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
 from gptlab.stats.models import fit_cells
 from gptlab.stats.text_share import Blocks, text_error
-from gptlab.stats.text_share_sim import DESIGN, TextScenario, calibrate_text, simulate_blocks
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 

@@ -1,4 +1,5 @@
-"""The unpaired change of an effect between two texts (`stats.transfer`): its interval, its verdicts, its calibration."""
+"""The unpaired change of an effect between two texts (`stats.transfer`): its interval, its verdicts, and its
+calibration by simulation (`calibration.transfer_sim`)."""
 from __future__ import annotations
 
 import math
@@ -7,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from gptlab.stats.transfer import (CHANGES, HOLDS, INCONCLUSIVE, REVERSES, TransferWorld, calibrate_transfer,
-                                   se_from_ci, transfer_calls, unpaired_change)
+from calibration.transfer_sim import TransferWorld, calibrate_transfer, se_from_ci
+from gptlab.stats.transfer import CHANGES, HOLDS, INCONCLUSIVE, REVERSES, transfer_calls, unpaired_change
 
 
 def test_the_interval_is_welch_satterthwaite_on_two_independent_estimates():

@@ -332,8 +332,8 @@ def test_with_two_selection_seeds_the_fixed_settings_get_calls_and_changed_calls
 
 
 def test_a_report_of_an_untuned_sweep_has_no_tuned_section(tmp_path):
+    from calibration.synthetic import make_results
     from gptlab.report import write_report
-    from gptlab.report.synthetic import make_results
 
     results = make_results(tmp_path, {"model.activation": ["gelu", "relu"]}, seeds=2, effects={}, noise_sd=0.01)
     out = write_report(results, tmp_path / "report")

@@ -1,6 +1,6 @@
 """Calibration of the tuned protocol (issue 21, point 5) by simulation with planted loss-against-lr curves.
 
-`gptlab.stats.tuning_sim` states the model and the three protocols; every CI and call comes from
+`calibration.tuning_sim` states the model and the three protocols; every CI and call comes from
 `effects.analyse`. Checked here: the tuned protocol covers the true at-optimum difference and
 keeps false `better`/`worse` calls near 5% where arms are equal at their optima (scenarios a and b);
 its CI is exact for the difference at the picked settings, also in (d), where one selection seed
@@ -16,12 +16,12 @@ import math
 import numpy as np
 import pytest
 
-from gptlab.stats import tuning_sim
-from gptlab.stats.calibration import simulate_runs
+from calibration import tuning_sim
+from calibration.effects_sim import simulate_runs
+from calibration.tuning_sim import (FACTOR, FIXED, NAIVE, SCENARIOS, TUNED, Curve, Scenario, run_protocols,
+                                      simulate, summarise)
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
-from gptlab.stats.tuning_sim import (FACTOR, FIXED, NAIVE, SCENARIOS, TUNED, Curve, Scenario, run_protocols,
-                                      simulate, summarise)
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 

@@ -8,7 +8,7 @@ into `Results`, and the text samples: the one step that reads files) -> `tables`
 `gptlab.stats`) -> `sentences` (every sentence about the results) -> `figures` (one `Figures` bundle)
 -> `document` (the blocks in order, with `sections` and `quotes`) -> `document.render` (Markdown, HTML
 and every file of reports/NAME/). `fmt` holds the number precision, `study` the notebook API over the
-same bundles, `synthetic` fake results folders for tests and benchmarks, `export` the TensorBoard export.
+same bundles, `export` the TensorBoard export.
 """
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ AUSTEN_BOOKS = ("sensesensibility", "prideprejudice", "mansfieldpark", "emma", "
 
 def prepare_austen(published: str, scratch: Path) -> bytes:
     """The six novels in publication order, each one's lines joined by newlines and stripped, one blank line
-    between books, UTF-8: the recipe of `../shared/data/austen/prepare.py`, from the package's .rda files."""
+    between books, UTF-8, from the package's .rda files."""
     try:
         import rdata
     except ImportError:

@@ -1,6 +1,6 @@
 """Datasets: locate or download the corpus, split it, tokenize it (`tokenizers`), batch it.
 
-Resolution order (DESIGN.md): explicit `data.path` -> `$GPTLAB_DATA_DIR/NAME/input.txt` ->
+Resolution order (docs/MODEL_AND_DATA.md): explicit `data.path` -> `$GPTLAB_DATA_DIR/NAME/input.txt` ->
 user cache (`$GPTLAB_CACHE_DIR`, else `$XDG_CACHE_HOME/gptlab`, else `~/.cache/gptlab`) ->
 download from the canonical URL, verified by sha256 and written atomically into the cache.
 Training batches depend only on (seed, step), so every architecture sees the same batches and a

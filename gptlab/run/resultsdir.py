@@ -1,7 +1,7 @@
 """`ResultsDir`, the results-folder protocol: the file names of `results/NAME/`, its runs and finished runs.
 
 The partner of `gptlab.run.rundir.RunDir`, which owns one run's folder, `results/NAME/runs/RUN_ID/`:
-this module owns every other name in `results/NAME/` (the layout of DESIGN.md and docs/CONTRACTS.md)
+this module owns every other name in `results/NAME/` (the layout of docs/RESULTS.md and docs/CONTRACTS.md)
 and nothing else does. The sweep, the executors' collection, the report and `gptlab.sample` reach a
 file there through a `ResultsDir`, never by joining names to a bare path. Reading nothing on
 construction, it is as cheap as the path it wraps.

@@ -9,7 +9,7 @@ an arms sweep trains the baseline with round(sqrt(k) n) seeds where every other 
 The baseline's extra seeds have no partner run in any arm, so the comparisons use the cell-means
 model without the seed block (`models.fit_cells(block_seeds=False)`): each arm's mean from its own
 runs. Where runs with one seed are positively correlated across arms (same batch order), ignoring
-the pairing only widens the CIs; `stats.arms_sim` measures coverage and widths by simulation.
+the pairing only widens the CIs; `calibration.arms_sim` measures coverage and widths by simulation.
 
 Arms differ in noise (an arm that trains erratically), so each comparison uses the arm's own variance
 and the baseline's, s_a^2/n_a + s_0^2/n_0 on Welch-Satterthwaite df (`fit_cells(own_variance=True)`,

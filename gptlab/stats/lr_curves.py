@@ -19,7 +19,7 @@ The fit, per cell, from its selection runs (lr, loss, status; `fit_curves`):
   points that is the plain parabola (a = 0); the prior's work is to widen the CIs by the shape bias
   a parabola can have. Without a noise estimate, the plain parabola. `curvature` is c, half the
   second derivative at the optimum: the loss added one octave away from it, nats per octave^2, as
-  `stats.tuning_sim` states curvatures; the fitted minimum is m.
+  `calibration.tuning_sim` states curvatures; the fitted minimum is m.
 
 The noise: each cell's own SD of a selection run's loss, from its own runs that trained
 (`stats.lr_support`): replicate runs at one lr (the `replicates` given, e.g. the estimation runs at its
@@ -35,7 +35,7 @@ quantiles on its df: every value whose best fit constrained to it is within t^2 
   (`REACH`) beyond the window, or on a confined side (`lr_support.confine`: a tried lr there is clearly
   above the lowest mean) up to that lr, which then ends the CI (flag `confined`); an open side that the
   set reaches is unbounded (lr 0 or inf), flag `ci_unbounded` (an estimate beyond the search gets no
-  CIs). For a parabola (a = 0) it is Fieller's interval, exact under normal noise. Coverage by simulation: `stats.lr_curve_sim`, docs/STATISTICS.md.
+  CIs). For a parabola (a = 0) it is Fieller's interval, exact under normal noise. Coverage by simulation: `calibration.lr_curve_sim`, docs/STATISTICS.md.
 - The loss the pick leaves on the table, L = c (x_pick - x*)^2 exp(a (x_pick - x*)) = the curve at
   the pick minus its minimum: every L0 >= 0 for which the best fit with L = L0 (c = L0 / that
   shape) is within the bound. Its upper end is inf when the optimum's CI is unbounded.

@@ -1,7 +1,7 @@
 """The refining tuner's decisions: which learning rates (and seeds) each cell tries next, and when its pick is trusted.
 
 Numbers only: the sweep's `refine` planner (`gptlab.sweep.refine`) and the calibration by simulation
-(`gptlab.stats.refine_sim`) call the same `decide` on the same observations, so what is calibrated is
+(`calibration.refine_sim`) call the same `decide` on the same observations, so what is calibrated is
 what trains.
 
 The lrs a cell may try form a lattice in log2(lr): the coarse levels of `tune.space` (a geometric

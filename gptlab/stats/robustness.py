@@ -18,7 +18,7 @@ test, which made the old check certify almost nothing):
   1 - gamma confidence set for the L_c and the test at alpha - gamma at its worst point), which would
   again add a worst case on top of a test. Reading each L_c's profile CI as a normal SE is an
   approximation (that CI is skewed and bounded at 0), so the false certification is calibrated by
-  simulation (`stats.robustness_sim`, docs/STATISTICS.md).
+  simulation (`calibration.robustness_sim`, docs/STATISTICS.md).
 - `worse`: the same with the cells that beat it (w_c > 0).
 - `equivalent`: the 90% CI of each side, moved by that side's cells and widened by their sd_c, stays
   inside +/- margin (its half-width in SEs as given, on the combined SE).

@@ -4,8 +4,8 @@ Owns `simulate_runs` (in-memory runs: a cell mean, a seed offset shared by every
 `calibrate`, which analyses simulated datasets with `effects.analyse` and scores every printed CI
 and call against the planted truth. The true effects come from `PlantedTruth`, group means of the
 planted cells, never from the `Design` contrasts under test. `CALIBRATION_DESIGNS` are the designs
-the tests and `benchmarks/calibration.py` calibrate. Results folders on disk are
-`gptlab.report.synthetic`'s.
+the tests and `benchmarks/effects_calibration.py` calibrate. Results folders on disk are
+`calibration.synthetic`'s.
 """
 from __future__ import annotations
 

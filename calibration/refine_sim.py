@@ -31,14 +31,14 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from calibration.effects_sim import PlantedTruth, printed_effects
+from calibration.tuning_sim import SPACE
 from gptlab.stats import refine
-from gptlab.stats.calibration import PlantedTruth, printed_effects
 from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
 from gptlab.stats.picks import Trial, pick_rows, picks
 from gptlab.stats.refine import Lattice, RefineRule
-from gptlab.stats.tuning_sim import SPACE
 
 ACTIVATION, TYING = "model.activation", "model.tying"
 CELLS = (("gelu", "tied"), ("gelu", "untied"), ("relu", "tied"), ("relu", "untied"))

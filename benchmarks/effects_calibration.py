@@ -1,20 +1,24 @@
 """Print how the report's statistics do on simulated sweeps with planted effects.
 
-For each design of `gptlab.stats.calibration.CALIBRATION_DESIGNS` (the ones tests/test_calibration.py
+For each design of `calibration.effects_sim.CALIBRATION_DESIGNS` (the ones tests/test_calibration.py
 checks): datasets, model chosen, CI coverage of the planted effects, false better/worse calls on
 truly-zero effects, and mean 95% CI half-width of the main effects.
 
-    python benchmarks/calibration.py [--scale 1]   # --scale 5: five times as many datasets
+    python benchmarks/effects_calibration.py [--scale 1]   # --scale 5: five times as many datasets
 """
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 
-from gptlab.stats.calibration import CALIBRATION_DESIGNS, calibrate
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: `calibration` is not installed
+
+from calibration.effects_sim import CALIBRATION_DESIGNS, calibrate  # noqa: E402
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gptlab.stats.arms_sim import (DIRECTIONAL, ArmsWorld, Records, Setup, dunnett, equal, pooled, seeds_only,
+from calibration.arms_sim import (DIRECTIONAL, ArmsWorld, Records, Setup, dunnett, equal, pooled, seeds_only,
                                    setups, simulate)
 from gptlab.stats.calls import DEFAULT_MARGIN
 

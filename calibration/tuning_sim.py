@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gptlab.stats.calibration import simulate_runs
+from calibration.effects_sim import simulate_runs
 from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse

@@ -1,7 +1,7 @@
 """Simulated tuned 2x2 studies with planted effects: the tuning check's calls scored against the truth at the cells' true optima.
 
 Owns the simulation behind `benchmarks/robustness_calibration.py` and `tests/test_robustness_sim.py`.
-The world is `stats.refine_sim`'s, reused as it is (`World`, `Curve`, `Noise`, `grid_picks`): the
+The world is `calibration.refine_sim`'s, reused as it is (`World`, `Curve`, `Noise`, `grid_picks`): the
 `tuned` study's 2x2, activation (gelu, relu) x tying (tied, untied), each cell a true loss curve in
 log2(lr) steeper below its optimum, selection runs on the grid 5e-4 .. 8e-3 (factor 2) at one or two
 seeds (`grid_picks`: `stats.picks`' rule), run SD 0.006, then `Setup.estimation_seeds` fresh seeds at
@@ -34,11 +34,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from gptlab.stats.calibration import PlantedTruth, printed_effects
+from calibration.effects_sim import PlantedTruth, printed_effects
+from calibration.refine_sim import ACTIVATION, CELLS, DESIGN, LATTICE, Curve, Noise, World, grid_picks
 from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.effects import analyse
 from gptlab.stats.lr_curves import fit_curves
-from gptlab.stats.refine_sim import ACTIVATION, CELLS, DESIGN, LATTICE, Curve, Noise, World, grid_picks
 from gptlab.stats.robustness import DEPENDS
 
 MAIN = ("term", f"{ACTIVATION}=relu")  # the key of the activation main effect (the planted one)

@@ -4,7 +4,7 @@ Owns `ArmsWorld` (k arms, a baseline, their noise, planted effects, one arm nois
 `Setup` (seeds per arm and baseline, seed block or not, text or not, each arm's own variance or one pooled),
 the allocations (`dunnett`, `equal`, `equal_total`, `seeds_only`, `pooled`) and `simulate` (in-memory studies
 analysed the report's way through `comparisons`, `effects.analyse`'s main table to 1e-9, faster). Their
-scores (coverage, false calls, widths, power) and the benchmark's worlds: `stats.arms_scores`.
+scores (coverage, false calls, widths, power) and the benchmark's worlds: `calibration.arms_scores`.
 
 The planted model, for arm a (0: the baseline), seed s and block b of the test text (every term drawn
 afresh per study, so each study scores a new sample of text and the truth is the effect on all text):

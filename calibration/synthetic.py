@@ -4,7 +4,7 @@ Owns `make_results`, which writes a results directory in the layout of docs/CONT
 (sweep.yaml, summary.csv, runs/RUN_ID/{config.yaml, metrics.csv, summary.json}) without training
 anything: each run's best val loss is `base_loss` + the planted effects of its cell + a per-seed
 offset (shared by all cells, so seeds pair) + independent noise. The in-memory simulations (and the
-calibration of the statistics on them) are `gptlab.stats.calibration`'s.
+calibration of the statistics on them) are `calibration.effects_sim`'s.
 """
 from __future__ import annotations
 

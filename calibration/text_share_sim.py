@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from gptlab.stats.calibration import PlantedTruth, printed_effects
+from calibration.effects_sim import PlantedTruth, printed_effects
 from gptlab.stats.design import Design
 from gptlab.stats.effects import Analysis, analyse
 from gptlab.stats.text_share import Blocks
