@@ -218,7 +218,7 @@ def test_the_seed_rule_and_the_report_leave_out_the_same_unstable_run(tmp_path):
     import json
 
     from gptlab.report.load import load_results
-    from gptlab.report.synthetic import make_results
+    from calibration.synthetic import make_results
     from gptlab.run.rundir import RunDir
     from gptlab.statuses import UNSTABLE
 
