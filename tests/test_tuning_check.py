@@ -9,7 +9,7 @@ import pytest
 from gptlab.stats.design import Design
 from gptlab.stats.effects import TUNING_COLS, analyse
 from gptlab.stats.calls import ALPHA
-from gptlab.stats.robustness import DEPENDS, check
+from gptlab.stats.robustness import DEPENDS, NOT_CHECKED, check, tuning_word
 
 W = np.array([-0.5, -0.5, 0.5, 0.5])  # a main effect over a 2x2: the last two cells against the first two
 
@@ -44,6 +44,16 @@ def test_inconclusive_and_unknown_losses_are_not_checked():
     assert unknown.robust is None and unknown.call == "better"
     unbounded = _check("better", left=(math.inf, 0.0, 0.0, 0.0))
     assert unbounded.call == DEPENDS
+    assert tuning_word(unknown, "better") == NOT_CHECKED and tuning_word(unknown, "inconclusive") == ""
+
+
+def test_a_cell_without_a_curve_that_can_only_help_the_call_does_not_stop_the_check():
+    # better: the last two cells beat the first two; the winners' loss left (unknown here) could only widen the gap
+    helped = _check("better", left=(0.001, 0.001, math.nan, math.nan))
+    assert (helped.call, helped.robust) == ("better", True) and helped.shift == pytest.approx(0.001)
+    assert tuning_word(helped, "better") == "robust"
+    against = _check("better", left=(0.001, math.nan, 0.0, 0.0))  # a beaten cell with no bound: not checked
+    assert against.robust is None and tuning_word(against, "better") == NOT_CHECKED
 
 
 def test_analyse_checks_every_call_and_names_the_cell_responsible():
@@ -108,3 +118,15 @@ def test_an_equivalence_is_checked_on_each_side_with_the_combined_se():
     wide[3] = [0.006, 0.02, math.inf]  # the last cell pushes the lower side out of the margin
     out = _check("equivalent", estimate=0.0, ci90=(-0.004, 0.004), se=0.0024, left=wide)
     assert (out.call, out.cell) == (DEPENDS, 3)
+
+
+def test_an_unchecked_call_is_worded_as_holding_at_the_picks_only():
+    import pandas as pd
+
+    from gptlab.report.sentences.sweeps import tuning_checks
+
+    table = pd.DataFrame([{"factor": "arm", "level": "post_ln", "call_at_picks": "worse", "call": "worse",
+                           "tuning": NOT_CHECKED, "tuning_cell": math.nan}])
+    (line,) = tuning_checks({"main": table}, lambda r: r["level"])
+    assert "worse at the picks, not checked against the tuning" in line and "holds at the picks only" in line
+    assert "nothing the tuning could overturn" not in line

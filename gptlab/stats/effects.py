@@ -22,7 +22,7 @@ from gptlab.stats import calls
 from gptlab.stats.design import Design, Term, estimability
 from gptlab.stats.arms import baseline_ratio
 from gptlab.stats.models import OWN, CellFit, Test, fit_cells, mde80
-from gptlab.stats.robustness import check as tuning_check
+from gptlab.stats.robustness import check as tuning_check, tuning_word
 from gptlab.stats.text_share import Blocks, TextError, text_error
 from gptlab.stats.to_decide import ErrorParts, error_parts, seeds_needed
 
@@ -148,7 +148,7 @@ class _Rows:
                 check = tuning_check(t.estimate, t.se, t.df, row["p_value"], row["p_adjusted"],
                                      (row["ci90_low"], row["ci90_high"]), row["call"], c, self.loss_left, self.margin)
                 row["call_at_picks"], row["call"], row["tuning_shift"] = row["call"], check.call, check.shift
-                row["tuning"] = "" if check.robust is None else "robust" if check.robust else "depends on the picks"
+                row["tuning"] = tuning_word(check, row["call_at_picks"])
                 row["tuning_cell"] = check.cell if check.cell is not None and check.robust is False else math.nan
                 row["tuning_p"] = check.p
 

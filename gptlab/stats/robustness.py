@@ -23,7 +23,10 @@ test, which made the old check certify almost nothing):
 - `equivalent`: the 90% CI of each side, moved by that side's cells and widened by their sd_c, stays
   inside +/- margin (its half-width in SEs as given, on the combined SE).
 
-A cell whose L_c^hi is inf (an open optimum) makes any call it works against DEPENDS. Given no
+A cell whose L_c^hi is inf (an open optimum) makes any call it works against DEPENDS. A cell with no
+fit at all (NaN: no curve, e.g. every run past its pick failed) leaves a call it works against
+unchecked (`robust` None: the table's `tuning` says NOT_CHECKED); a cell that can only help the call
+moves nothing, known or not. Given no
 estimates (only the upper ends), L_c-hat = L_c^hi and sd_c = 0: each upper end added to the test, the
 old check. Otherwise the call is DEPENDS, and the cell that moves it most is named. `inconclusive`
 has nothing to lose. The loss left is measured on the validation split the picks were chosen on and
@@ -40,6 +43,7 @@ from scipy import stats
 from gptlab.stats.calls import ALPHA
 
 DEPENDS = "depends on the picks"  # the call of an effect that does not survive its cells' loss left on the table
+NOT_CHECKED = "not checked"  # `tuning` of a call a cell without a bound on its loss left could overturn
 Z_CI = float(stats.norm.ppf(0.975))  # the loss left's CI is 95%: its upper half is this many SEs
 Z_SHIFT = float(stats.norm.ppf(0.95))  # the shift reported is its one-sided 95% upper bound
 
@@ -53,6 +57,13 @@ class TuningCheck:
     shift: float  # how far the loss left may move the estimate against the call: one-sided 95% upper bound (nats)
     cell: int | None  # index of the cell that moves it most (None: no move)
     p: float = math.nan  # the test at the optima: Holm-adjusted p (NaN: equivalent, or nothing tested)
+
+
+def tuning_word(check: TuningCheck, call_at_picks: str) -> str:
+    """The effect table's `tuning`: robust, DEPENDS, NOT_CHECKED (a call no check could confirm), or "" (no call)."""
+    if check.robust is None:
+        return NOT_CHECKED if call_at_picks in ("better", "worse", "equivalent") else ""
+    return "robust" if check.robust else DEPENDS
 
 
 def _per_cell(loss_left: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -83,9 +94,11 @@ def check(estimate: float, se: float, df: float, p_value: float, p_adjusted: flo
     w = np.asarray(weights, float)
     est, high, sd, df_cells = _per_cell(loss_left)
     used = w != 0
-    if np.isnan(high[used]).any():
-        return TuningCheck(call, None, math.nan, None)
     up, down = used & (w < 0), used & (w > 0)  # cells that can raise the effect at the optima, and lower it
+    against = (up | down) if call == "equivalent" else up if call == "better" else down
+    if np.isnan(high[against]).any():  # a cell that could overturn the call has no bound: the call is not checked
+        return TuningCheck(call, None, math.nan, None)
+    est, high, sd = (np.where(np.isnan(high), 0.0, x) for x in (est, high, sd))  # the others only help the call
 
     def side(against: np.ndarray) -> tuple[float, float, float, np.ndarray]:
         """(shift estimate, its variance, the df of se^2 plus it, each cell's share of the move) of the cells

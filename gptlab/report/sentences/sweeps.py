@@ -24,7 +24,7 @@ from gptlab.run.config import TrainConfig, get_dotted
 from gptlab.stats.arms import ARM
 from gptlab.stats.picks import pairs_text
 from gptlab.stats.adaptive_seeds import SeedRule
-from gptlab.stats.robustness import DEPENDS
+from gptlab.stats.robustness import DEPENDS, NOT_CHECKED
 from gptlab.stats.transfer import CHANGES, HOLDS, INCONCLUSIVE, REVERSES, UNPAIRED
 
 
@@ -106,12 +106,15 @@ def tuning_checks(tables: Mapping[str, pd.DataFrame], label: Callable[[dict], st
             if r["tuning"] == "robust":
                 out.append(f"{label(r)}: {at} at the picks, and still {at} with each cell's loss left on the table "
                            "taken against it: robust to the tuning.")
+            elif r["tuning"] == NOT_CHECKED:
+                out.append(f"{label(r)}: {at} at the picks, not checked against the tuning: a cell that could "
+                           "overturn it has no loss-against-lr curve to bound the loss its pick may leave "
+                           "(`tables/lr_curves.csv`), so the call holds at the picks only.")
             elif r["tuning"]:
                 out.append(f"{label(r)}: {at} at the picks, but it depends on the pick of {r['tuning_cell']}: "
                            "with the loss that pick may leave on the table taken against it, the call does not hold.")
             else:
-                out.append(f"{label(r)}: {at} at the picks: nothing the tuning could overturn"
-                           + (" (a cell it uses has no bound on its loss left)." if at != "inconclusive" else "."))
+                out.append(f"{label(r)}: {at} at the picks: nothing the tuning could overturn.")
     return out
 
 

@@ -15,7 +15,7 @@ from gptlab.report.fmt import fmt_loss, fmt_p
 from gptlab.report.load import Results
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.stats.arms import ARM
-from gptlab.stats.robustness import DEPENDS
+from gptlab.stats.robustness import DEPENDS, NOT_CHECKED
 from gptlab.statuses import COLLAPSED, DIVERGED, FAILED_TO_TRAIN
 
 MAX_SENTENCES = 15  # called effects given a sentence in the summary; the tables hold the rest
@@ -39,11 +39,14 @@ def _decided(r: dict, what: str, margin: float, unit: str = "nats/char") -> str:
         return (f"depends on the picks: at the picks {r['call_at_picks']} {at_picks.removeprefix(r['call_at_picks'])}"
                 f", but the loss the pick of {r['tuning_cell']} may leave on the table (tables/lr_curves.csv) could move "
                 f"it by {_shift(r['tuning_shift'], unit)} against that call{_tuning_p(r)}").replace("  ", " ")
+    unchecked = (", at the picks only: not checked against the tuning (a cell it uses has no loss-against-lr curve "
+                 "to bound the loss its pick may leave)") if r.get("tuning") == NOT_CHECKED else ""
     if r["call"] in ("better", "worse"):
         return (f"by {fmt_loss(abs(r['estimate']))} {unit} ({_ci(r)}; Holm-adjusted p "
-                f"{fmt_p(r['p_adjusted'])})")
+                f"{fmt_p(r['p_adjusted'])}){unchecked}")
     if r["call"] == "equivalent":
-        return (f"equivalent within +/-{margin:g} {unit} (estimate {fmt_loss(r['estimate'])}, {_ci(r, 90)})")
+        return (f"equivalent within +/-{margin:g} {unit} (estimate {fmt_loss(r['estimate'])}, {_ci(r, 90)})"
+                f"{unchecked}")
     return (f"inconclusive (estimate {fmt_loss(r['estimate'])}, {_ci(r)}): neither {what} nor equivalence "
             f"within +/-{margin:g} is shown")
 

@@ -21,6 +21,7 @@ from gptlab.report.load import Results
 from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.run.config import TrainConfig
 from gptlab.stats.arms import ARM
+from gptlab.stats.robustness import DEPENDS, NOT_CHECKED
 from gptlab.stats.scorecard import NOT_TESTED, verdict
 
 ARMS_COLS = ["arm", "baseline", "estimate", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value",
@@ -83,6 +84,7 @@ def scorecard_table(res: Results, arms: pd.DataFrame, tuned: TuningView | None,
             direction = claim["direction"] if claim else None
             about = (claim.get("about") or "quality") if claim else "quality"
             call = str(effect.get("call") or "")  # after the tuning check: "depends on the picks" shows nothing
+            call = DEPENDS if effect.get("tuning") == NOT_CHECKED else call  # nor does a call no check confirmed
             rows.append({"arm": arm, **at, **{k: (claim.get(k, "") if claim else "") for k in
                                               ("source", "setting", "claim", "direction", "size")},
                          "about": about if claim else "", "untuned_setting": untuned_label,

@@ -31,7 +31,7 @@ from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.stats.effects import TUNING_COLS, Analysis
-from gptlab.stats.robustness import DEPENDS, check as tuning_check
+from gptlab.stats.robustness import DEPENDS, check as tuning_check, tuning_word
 from gptlab.stats.scale_change import CHANGE_COLS, effect_changes
 from gptlab.stats.transfer import (CHANGES, HOLDS, PAIRED, REVERSES, UNPAIRED, UnpairedChange, transfer_calls,
                                    unpaired_change)
@@ -204,6 +204,5 @@ def _check_change(ch: UnpairedChange, i: int, p_adjusted: float, verdict: str, x
     bounds = np.concatenate([ref.loss_left, level.loss_left])
     check = tuning_check(float(ch.change[i]), float(ch.se[i]), float(ch.df[i]), float(ch.p_value[i]), float(p_adjusted),
                          (float(ch.ci90_low[i]), float(ch.ci90_high[i])), as_call, weights, bounds, margin)
-    if check.robust is None:
-        return verdict, ""
-    return (verdict, "robust") if check.robust else (DEPENDS, "depends on the picks")
+    word = tuning_word(check, as_call)
+    return (DEPENDS if word == DEPENDS else verdict), word
