@@ -113,8 +113,8 @@ def _pick(r: dict) -> dict:
             "p_adjusted": r["p_adjusted"], "call": r["call"]}
 
 
-FOREST_ALT = ("Every effect with its unadjusted 95% CI, coloured by its Holm-adjusted call (dashed: an inconclusive "
-              "effect whose unadjusted CI excludes zero); equivalence band shaded")
+FOREST_ALT = ("Every effect with its unadjusted 95% CI, coloured by its Holm-adjusted call (dashed: an effect not "
+              "called better or worse whose unadjusted CI excludes zero); equivalence band shaded")
 
 
 def summary(res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> list[Block]:

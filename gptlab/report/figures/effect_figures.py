@@ -66,7 +66,7 @@ def _draw_forest(effects: pd.DataFrame, margin: float) -> Figure | None:
     axes[-1].set_xlabel(EFFECT_LABEL)
     dashed = [Line2D([], [], color=CALL_COLOURS["inconclusive"], marker=CALL_MARKERS["inconclusive"],
                      markerfacecolor="white", linestyle="--",
-                     label="inconclusive, though its\nunadjusted CI excludes 0" + UNADJUSTED_TAG)] \
+                     label="not better or worse, though its\nunadjusted CI excludes 0" + UNADJUSTED_TAG)] \
         if unadjusted_only(data).any() else []
     legend_outside(axes[0], call_handles() + dashed + [band_handle(margin)], "call (Holm-adjusted p)")
     title = ("Every effect on best val loss with its own 95% CI, unadjusted; colour and marker: its call, from the "

@@ -40,7 +40,7 @@ class Sentences:
     scorecard: tuple[str, ...] = ()  # an arms sweep: one line per row of `tables.scorecard`
     untuned: str = ""  # a sweep without tune: the one setting of each nuisance key it trained at
     header: tuple[str, ...] = ()  # the header's lines: the sweep's command, factors, seeds, text, unit, runs, compute
-    lead: str = ""  # the line under the title: runs, cells, what every effect is, where the provenance is
+    lead: str = ""  # the line under the title: what every effect is, and where the provenance is
     best: tuple[str, ...] = ()  # the summary's best cell and baseline cell
     call_counts: tuple[str, ...] = ()  # the summary: how many of each call among interactions, higher-order, simple
     failures: str = ""  # how many runs did not finish ok, or that all did

@@ -90,12 +90,11 @@ def best_and_baseline(res: Results, cells: pd.DataFrame) -> list[str]:
 
 
 def lead(res: Results) -> str:
-    """The line under the title: what was compared, on how many runs, what every effect is, where provenance is."""
-    runs = res.runs
-    ok = int(runs["ok"].sum()) if len(runs) else 0
-    return (f"{len(runs)} runs ({ok} ok) in {len(res.cells)} cells. Every effect below is on the {res.outcome_label} "
-            f"in {res.unit}, a level (or arm) minus its baseline: negative = lower loss = better. How the sweep was run "
-            "and how to rerun it: \"How this was run\", near the end.")
+    """The line under the title: what every effect is, and where the provenance is (its counts are there too)."""
+    arm = " (or arm)" if res.arms else ""
+    return (f"Every effect below is on the {res.outcome_label} in {res.unit}, a level{arm} minus its baseline: negative "
+            "= lower loss = better. How the sweep was run (commands, factors, seeds, runs, fixed settings) and how to "
+            "rerun it: \"How this was run\", near the end.")
 
 
 def count_calls(table: pd.DataFrame, what: str) -> str:
