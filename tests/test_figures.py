@@ -103,6 +103,28 @@ def test_forest_groups_calls_band_and_skips_nan():
     assert "only the" not in fig._suptitle.get_text()
 
 
+def test_forest_draws_an_unadjusted_ci_clear_of_zero_on_an_inconclusive_call_apart():
+    """Bars are each effect's unadjusted 95% CI; where one excludes zero but the Holm-adjusted call is inconclusive,
+    the bar is dashed, its marker hollow and its label tagged, so that it does not read as a difference."""
+    eff = pd.DataFrame([
+        ["main effect", "norm=post vs pre", 0.0136, 0.0003, 0.0269, "inconclusive"],
+        ["main effect", "activation=relu vs gelu", -0.02, -0.03, -0.01, "better"],
+        ["main effect", "tying=untied vs tied", 0.004, -0.002, 0.010, "inconclusive"],
+    ], columns=EFFECT_COLS)
+    fig = E._draw_forest(eff, MARGIN)
+    ax = visible(fig)[0]
+    assert "unadjusted" in fig._suptitle.get_text() and "Holm" in fig._suptitle.get_text()
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["norm=post vs pre" + E.UNADJUSTED_TAG, "activation=relu vs gelu", "tying=untied vs tied"]
+    styles = {}
+    for c in ax.containers:
+        _, dashes = c.lines[2][0].get_linestyle()[0]  # (offset, dash sequence): None for a solid line
+        styles[float(c.lines[0].get_xdata()[0])] = (bool(dashes), c.lines[0].get_markerfacecolor())
+    assert styles[0.0136] == (True, "white")  # dashed, hollow
+    assert not styles[-0.02][0] and not styles[0.004][0]
+    assert any("unadjusted CI excludes 0" in t for t in legend_texts(ax))
+
+
 def test_forest_keeps_the_60_largest_of_100():
     eff = effects_frame(100)
     eff.index = [0] * 100  # e.g. tables concatenated without ignore_index

@@ -1,7 +1,9 @@
 """The report's document step: which sections, tables, figures and sentences, in what order.
 
-Owns the report's blocks from start to end: the header, the summary, the discussion, the cells, the
-sections of `sections`, throughput, failed runs, samples and the method. Every number in it comes
+Owns the report's blocks from start to end, the answer first: the title and a lead line, the summary
+(its calls table, then the forest plot of every effect), the discussion, the cells, the sections of
+`sections`, throughput and failed runs; then the tails: how the sweep was run (its command lines and
+fixed settings), the method and the samples. Every number in it comes
 from the rounded tables of `tables.ReportTables`, so report.md agrees with tables/*.csv; every
 sentence about the results (the header's lines and counts too) comes from `sentences`, and every
 figure from `figures.Figures`: the document only arranges them, with captions that describe the
@@ -20,6 +22,7 @@ from gptlab.report.document.sections import (MAX_MD_ROWS, SNAPSHOT, adaptive_sec
                                              scale_section, scorecard_section, table_blocks, training_sections,
                                              tuning_section)
 from gptlab.report.figures import Figures
+from gptlab.report.fmt import fmt_value
 from gptlab.report.load import Results
 from gptlab.report.load.samples import Sample
 from gptlab.report.sentences import Sentences
@@ -48,13 +51,14 @@ METHOD = (
     "weights (effect-coded marginal contrasts: level minus baseline); two-way interactions are "
     "loss(a, b) - loss(a, base) - loss(base, b) + loss(base, base) averaged the same way, and higher-order "
     "contrasts are the k-th differences. Designs that are not full factorials get only what they can estimate "
-    "(cells against the baseline cell; aliased terms named). CIs are 95% t intervals; p-values are two-sided "
-    "t tests, Holm-adjusted across every distinct test of the report (`p_adjusted`). Calls: `better`/`worse` "
+    "(cells against the baseline cell; aliased terms named). CIs are 95% t intervals, each effect's own "
+    "(unadjusted); p-values are two-sided t tests, Holm-adjusted across every distinct test of the report "
+    "(`p_adjusted`), so an inconclusive effect's CI can exclude zero. Calls: `better`/`worse` "
     "when the adjusted p < {alpha}; `equivalent` when the 90% CI lies inside +/- the margin (two one-sided "
     "tests); otherwise `inconclusive`; no call when there is no error estimate. `mde80`: minimum detectable "
     "effect at 80% power, (t_0.975 + t_0.8) x SE; `seeds_needed`: seeds per cell for a 95% CI half-width of "
     "the margin, from the same error. Effects over training use the same model on the val loss at each "
-    "evaluated step, each step its own Holm family. Cell tables: mean over ok seeds with 95% t interval "
+    "evaluated step, each step its own Holm family (tested alone, not adjusted with the summary's tests). Cell tables: mean over ok seeds with 95% t interval "
     "half-width (`*_ci95`); bpc = bits per character (summed validation NLL / characters / ln 2); gap = final_val_loss - final_train_loss; params = unique parameters."
 )
 
@@ -66,14 +70,20 @@ def _error_line(text: str, limit: int = 160) -> str:
 
 
 def header(res: Results, words: Sentences) -> list[Block]:
-    """The title, the sweep's description, its lines (`words.header`) and its fixed settings."""
+    """The title, the sweep's description and the lead line (`words.lead`): what the report is about, in three lines;
+    how it was run comes near the end (`provenance`)."""
     spec = res.spec
     blocks: list[Block] = [Heading(f"Ablation report: {res.name}", 1)]
     if spec.get("description"):
         blocks.append(Para(str(spec["description"]).strip()))
-    blocks += [Bullets(list(words.header)), Para("Fixed settings (`base`):"),
-               Code(yaml.safe_dump(spec.get("base") or {}, sort_keys=False, default_flow_style=False))]
-    return blocks
+    return blocks + ([Para(words.lead)] if words.lead else [])
+
+
+def provenance(res: Results, words: Sentences) -> list[Block]:
+    """How this was run: the sweep's lines (`words.header`: commands, factors, seeds, text, unit, runs, compute,
+    environment) and its fixed settings, after the findings: a reader comes for the answer first."""
+    return [Heading("How this was run"), Bullets(list(words.header)), Para("Fixed settings (`base`):"),
+            Code(yaml.safe_dump(res.spec.get("base") or {}, sort_keys=False, default_flow_style=False))]
 
 
 def _calls_table(tables: ReportTables, res: Results) -> pd.DataFrame:
@@ -82,8 +92,7 @@ def _calls_table(tables: ReportTables, res: Results) -> pd.DataFrame:
     if len(tables.arms.columns):
         return pd.DataFrame([{"effect": f"{res.label('arm', r['arm'])} vs {r['baseline']}" + (
             f" at {res.label(r['scale_factor'], r['scale_level'])}" if r.get("scale_factor") else ""), **_pick(r)}
-            for r in tables.arms.to_dict("records")], columns=["effect", "estimate", "ci_low", "ci_high", "p_adjusted",
-                                                                "call"])
+            for r in tables.arms.to_dict("records")], columns=CALLS_COLS)
     rows = [{"effect": f"{res.label(r['factor'], r['level'])} vs {r['baseline']}", **_pick(r)}
             for r in tables.main.to_dict("records")]
     for table, _, r in tables.called():
@@ -93,14 +102,26 @@ def _calls_table(tables: ReportTables, res: Results) -> pd.DataFrame:
         elif table != "main_effects":
             rows.append({"effect": r[LABEL_COLUMNS[table]] + (" vs baseline cell" if table == "cells_vs_baseline" else ""),
                          **_pick(r)})
-    return pd.DataFrame(rows, columns=["effect", "estimate", "ci_low", "ci_high", "p_adjusted", "call"])
+    return pd.DataFrame(rows, columns=CALLS_COLS)
+
+
+CI_UNADJUSTED = "95% CI, unadjusted"  # the calls table's CI column: the effect's own CI beside its Holm-adjusted call
+CALLS_COLS = ["effect", "estimate", CI_UNADJUSTED, "p_adjusted", "call"]
 
 
 def _pick(r: dict) -> dict:
-    return {k: r[k] for k in ("estimate", "ci_low", "ci_high", "p_adjusted", "call")}
+    ci = f"{fmt_value('ci_low', r['ci_low'])} to {fmt_value('ci_high', r['ci_high'])}"
+    return {"estimate": r["estimate"], CI_UNADJUSTED: "n/a" if ci == "n/a to n/a" else ci,
+            "p_adjusted": r["p_adjusted"], "call": r["call"]}
 
 
-def summary(res: Results, tables: ReportTables, words: Sentences) -> list[Block]:
+FOREST_ALT = ("Every effect with its unadjusted 95% CI, coloured by its Holm-adjusted call (dashed: an effect not "
+              "called better or worse whose unadjusted CI excludes zero); equivalence band shaded")
+
+
+def summary(res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> list[Block]:
+    """What the sweep found: the best cell, the calls table, the forest plot, the called effects and what would
+    decide the rest."""
     blocks: list[Block] = [Heading("Summary")]
     items = list(words.best)
     items += [words.untuned] if words.untuned else []  # before any effect: what every effect below is about
@@ -109,8 +130,11 @@ def summary(res: Results, tables: ReportTables, words: Sentences) -> list[Block]
     table = _calls_table(tables, res)
     if len(table):
         blocks += [Para(f"Calls (equivalence margin +/-{tables.margin:g} {res.unit}; `better`/`worse`: Holm-adjusted "
-                        f"p < {ALPHA}; `equivalent`: 90% CI inside the margin). Every main effect, and every other "
-                        "effect called better or worse:"), Table(table)]
+                        f"p < {ALPHA} over every test of its family; `equivalent`: 90% CI inside the margin). Every "
+                        "main effect, and every other effect called better or worse. The 95% CI is each effect's own, "
+                        "unadjusted: it can exclude zero where the adjusted call is still inconclusive "
+                        "(docs/STATISTICS.md, \"Calls\"):"), Table(table)]
+    blocks += image(figures.forest, FOREST_ALT)
     bullets = list(words.arms) if words.arms else \
         words.called + [f"Along training: {t}" for t in words.trajectory] + ([SNAPSHOT] if words.trajectory else [])
     bullets += words.call_counts
@@ -174,7 +198,7 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures
           samples: Sequence[Sample]) -> list[Block]:
     """All blocks of the report, in order: its numbers (`tables`), its sentences (`words`), its figures (one
     field each) and its text samples (one per cell)."""
-    blocks = header(res, words) + summary(res, tables, words) + scorecard_section(res, tables, words)
+    blocks = header(res, words) + summary(res, tables, words, figures) + scorecard_section(res, tables, words)
     blocks += adaptive_section(tables.adaptive, words, figures)
     blocks += discussion(res, tables.files(words.verdicts))
     blocks += stability_section(tables, words)
@@ -199,12 +223,17 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures
         blocks += table_blocks(shown, list(shown.columns), "failures.csv", "runs")
     else:
         blocks.append(Para(words.failures))
-    blocks += [Heading("Samples"),
-               Para("200 new characters from the best checkpoint of the best seed of each cell, "
-                    "prompt a newline, sampling seed 0.")]
-    for cell, run_id, text in samples[:MAX_MD_ROWS]:
-        blocks += [Heading(f"{cell} (run `{run_id}`)", 3), Code(text)]
+    blocks += provenance(res, words)  # after the findings: how it was run, then the method, then the samples
     formula = "; ".join(f"`{k}`: `{v}`" for k, v in FORMULAS.items())
     blocks += [Heading("Method"), Para(METHOD.format(formula=formula, alpha=ALPHA))]
     blocks += [Para(words.error_model)] if words.error_model else []
+    return blocks + samples_section(samples)
+
+
+def samples_section(samples: Sequence[Sample]) -> list[Block]:
+    """The text samples, one per cell: the report's longest tail, last."""
+    blocks: list[Block] = [Heading("Samples"), Para("200 new characters from the best checkpoint of the best seed of "
+                                                    "each cell, prompt a newline, sampling seed 0.")]
+    for cell, run_id, text in samples[:MAX_MD_ROWS]:
+        blocks += [Heading(f"{cell} (run `{run_id}`)", 3), Code(text)]
     return blocks

@@ -29,6 +29,9 @@ INT_MD_COLS = ["factor_a", "level_a", "factor_b", "level_b"] + EFFECT_COLS
 MAX_MD_ROWS = 40  # longer tables are summarised in the text and kept whole in tables/*.csv
 # Said next to every effect along training (the summary's bullets, the section, its figure): readers take a
 # step-s effect for the effect of training s steps, which the schedule makes it not.
+# Said under every table whose 95% CI sits beside a Holm-adjusted call (docs/STATISTICS.md, "Calls").
+CI_NOTE = ("`ci_low`/`ci_high`: the effect's own 95% CI, unadjusted; `call`: from the Holm-adjusted p (`p_adjusted`), "
+           "so an inconclusive effect's CI can exclude zero.")
 SNAPSHOT = ("Effects at a step are snapshots of the runs taken mid-schedule, not the results of shorter runs: until "
             "its schedule ends (cosine: its decay, `train.lr_decay_iters`, by default the last step; wsd: its "
             "cooldown over the last steps) a run's learning rate is higher than that of a run stopped at that step, "
@@ -86,11 +89,10 @@ def arms_section(res: Results, tables: ReportTables, words: Sentences, figs: Fig
         "interactions: each arm changes its own settings from the baseline's. The baseline enters every comparison, "
         f"so it trains about sqrt(k) times an arm's seeds for k arms (Dunnett's square-root rule){words.allocation}, "
         "and the model has no seed block (the baseline's extra seeds have no partner). `pick`: each arm's tuned "
-        "setting. Table: `tables/arms.csv`.")]
+        f"setting. {CI_NOTE} Table: `tables/arms.csv`.")]
     blocks += table_blocks(arms, ARMS_MD_COLS, "arms.csv", "arms")
     blocks += [Bullets(list(words.arms))] if words.arms else []
-    blocks += image(figs.forest, "Every arm against the baseline with its 95% CI; equivalence band shaded")
-    return blocks
+    return blocks  # the forest plot of the arms leads the report, in its summary
 
 
 def effects_sections(res: Results, tables: ReportTables, words: Sentences, figs: Figures) -> list[Block]:
@@ -99,13 +101,12 @@ def effects_sections(res: Results, tables: ReportTables, words: Sentences, figs:
         return arms_section(res, tables, words, figs)
     blocks: list[Block] = [Heading("Design and model"), Bullets(words.notes + words.schedule
                                                                 + [f"Warning: {w}" for w in words.warnings])]
-    blocks += image(figs.forest, "Every effect with its 95% CI; equivalence band shaded")
-    blocks += [Heading("Main effects")]
+    blocks += [Heading("Main effects")]  # the forest plot of every effect leads the report, in its summary
     if len(tables.main):
         what = ("averaged over every combination of the other factors (equal weights)" if tables.factorial else
                 "against the baseline cell, from the cell that differs from it in that factor alone")
         blocks += [Para(f"Difference in {res.outcome_label} ({res.unit}) between each level and the baseline level of "
-                        f"its factor, {what}; positive = worse. Table: `tables/main_effects.csv`.")]
+                        f"its factor, {what}; positive = worse. {CI_NOTE} Table: `tables/main_effects.csv`.")]
         blocks += table_blocks(tables.main, MAIN_MD_COLS, "main_effects.csv", "main effects")
         blocks += [Bullets(words.main)]
     else:
@@ -117,7 +118,7 @@ def effects_sections(res: Results, tables: ReportTables, words: Sentences, figs:
                         "the combination is than the sum of the two separate effects"
                         + (", averaged over the other factors. " if tables.factorial else
                            ", at the baseline of the other factors; aliased where the cells cannot separate it. ")
-                        + "Table: `tables/interactions.csv`.")]
+                        + f"{CI_NOTE} Table: `tables/interactions.csv`.")]
         blocks += table_blocks(tables.interactions, INT_MD_COLS + ["alias"], "interactions.csv", "interaction contrasts")
         blocks += [Bullets(words.interactions)] if len(tables.interactions) <= MAX_MD_ROWS else []
     else:
@@ -138,7 +139,7 @@ def effects_sections(res: Results, tables: ReportTables, words: Sentences, figs:
                         "estimable (the cell with all the changes against the baseline, minus its estimable "
                         "terms). Table: `tables/aliases.csv`."),
                    Table(tables.aliases[[c for c in ["aliased"] + EFFECT_COLS if c in tables.aliases]])]
-    if len(tables.simple):
+    if tables.simple_apart:  # one factor: its simple effects are its main effects, shown above
         blocks += [Heading("Simple effects"),
                    Para("Each level against its baseline at every combination of the other factors. "
                         "Table: `tables/simple_effects.csv`.")]
@@ -153,17 +154,22 @@ def training_sections(res: Results, tables: ReportTables, words: Sentences, figs
     blocks: list[Block] = [Heading("Effects over training")]
     if len(tables.by_step):
         what = "main effects" if tables.factorial else "each cell against the baseline cell"
-        blocks += [Para(f"The same model on the val loss at every evaluated step: {what}, with 95% CIs "
-                        f"(each step its own Holm family). {SNAPSHOT} Table: `tables/effects_by_step.csv`.")]
-        blocks += image(figs.effects_by_step, "Effects along training with 95% CIs (snapshots mid-schedule)")
+        blocks += [Para(f"The same model on the val loss at every evaluated step: {what}, with unadjusted 95% CIs; "
+                        "each step is its own Holm family over that step's effects alone, smaller than the summary's, "
+                        "so a step's call is not adjusted with the summary's tests and can be bolder than the "
+                        f"summary's call of the same effect. {SNAPSHOT} Table: `tables/effects_by_step.csv`.")]
+        blocks += image(figs.effects_by_step, "Effects along training with unadjusted 95% CIs (snapshots mid-schedule)")
         blocks += [Bullets(words.trajectory or ["No effect changes sign or loses its call along training."])]
     else:
         blocks.append(Para("No validation curves with an error estimate: nothing to show along training."))
-    caveat = f" {words.divergence}" if words.divergence else ""
-    blocks += [Heading("Divergence"),
-               Para("Divergence rate per cell among runs that did not crash, with its Clopper-Pearson 95% CI."
-                    + caveat + " Table: `tables/divergence.csv`.")]
-    blocks += table_blocks(tables.divergence, list(tables.divergence.columns), "divergence.csv", "cells")
+    blocks += [Heading("Divergence")]
+    if words.no_divergence:  # every count 0: one sentence instead of a table of zeros
+        blocks.append(Para(f"{words.no_divergence} Table: `tables/divergence.csv`."))
+    else:
+        caveat = f" {words.divergence}" if words.divergence else ""
+        blocks.append(Para("Divergence rate per cell among runs that did not crash, with its Clopper-Pearson 95% CI."
+                           + caveat + " Table: `tables/divergence.csv`."))
+        blocks += table_blocks(tables.divergence, list(tables.divergence.columns), "divergence.csv", "cells")
     if words.sensitivity:
         blocks += [Bullets(words.sensitivity)]
     if len(tables.sensitivity):

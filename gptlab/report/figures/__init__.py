@@ -67,7 +67,8 @@ def make_figures(res: Results, tables: ReportTables) -> Figures:
         val_curves=val_curves(res, tables.level_curves), level_effects=level_effects(res, tables.levels),
         forest=effect_figures.forest(forest_rows(tables, res), margin),
         interactions=None if arms else effect_figures.interaction_plots(tables.pair_means, res),
-        simple_effects=None if arms else effect_figures.simple_effects(tables.simple, tables.main, res, margin),
+        simple_effects=effect_figures.simple_effects(tables.simple, tables.main, res, margin)
+        if tables.simple_apart and not arms else None,  # one factor: they are its main effects
         effects_by_step=effect_figures.effects_by_step(tables.by_step, res, margin), throughput=throughput(res))
 
 

@@ -50,23 +50,43 @@ def _draw_forest(effects: pd.DataFrame, margin: float) -> Figure | None:
         y = np.arange(len(rows))
         shade_band(ax, margin)
         calls = rows["call"].map(call_of).to_numpy()
+        only = unadjusted_only(rows).to_numpy()
         for c in CALL_COLOURS:
-            m = calls == c
-            if m.any():
-                r = rows[m]
-                errorbars(ax, y[m], r["estimate"], r["ci_low"], r["ci_high"], True, marker=CALL_MARKERS[c],
-                           color=CALL_COLOURS[c], markersize=6)
-        ax.set_yticks(y, [textwrap.fill(t, 70) for t in rows["label"].astype(str)], fontsize="small")
+            for dashed in (False, True):
+                m = (calls == c) & (only == dashed)
+                if m.any():
+                    r = rows[m]
+                    errorbars(ax, y[m], r["estimate"], r["ci_low"], r["ci_high"], True, marker=CALL_MARKERS[c],
+                              color=CALL_COLOURS[c], markersize=6, **(UNADJUSTED_STYLE if dashed else {}))
+        labels = [textwrap.fill(t + (UNADJUSTED_TAG if o else ""), 70) for t, o in zip(rows["label"].astype(str), only)]
+        ax.set_yticks(y, labels, fontsize="small")
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.set_title(f"{g} ({len(rows)})", loc="left", fontsize="medium", fontweight="bold")
         ax.grid(axis="x", alpha=0.3)
     axes[-1].set_xlabel(EFFECT_LABEL)
-    legend_outside(axes[0], call_handles() + [band_handle(margin)], "call")
-    title = "Every effect on best val loss with its 95% CI (negative = lower loss = better)"
+    dashed = [Line2D([], [], color=CALL_COLOURS["inconclusive"], marker=CALL_MARKERS["inconclusive"],
+                     markerfacecolor="white", linestyle="--",
+                     label="not better or worse, though its\nunadjusted CI excludes 0" + UNADJUSTED_TAG)] \
+        if unadjusted_only(data).any() else []
+    legend_outside(axes[0], call_handles() + dashed + [band_handle(margin)], "call (Holm-adjusted p)")
+    title = ("Every effect on best val loss with its own 95% CI, unadjusted; colour and marker: its call, from the "
+             "Holm-adjusted p (negative = lower loss = better)")
     if n_all > MAX_FOREST_ROWS:
         title += f"\nonly the {MAX_FOREST_ROWS} largest |estimate| of {n_all} effects are shown"
     wrapped_suptitle(fig, title)
     return fig
+
+
+# An effect whose unadjusted 95% CI excludes zero while its Holm-adjusted call is not a difference: drawn dashed and
+# hollow, and tagged, so that no bar clear of zero reads as a call the report does not make.
+UNADJUSTED_STYLE = {"bar_style": "dashed", "markerfacecolor": "white"}
+UNADJUSTED_TAG = " (*)"
+
+
+def unadjusted_only(rows: pd.DataFrame) -> pd.Series:
+    """Per row (estimate, ci_low, ci_high, call): the CI excludes zero but the call is neither better nor worse."""
+    lo, hi = (pd.to_numeric(rows[c], errors="coerce") for c in ("ci_low", "ci_high"))
+    return ((lo > 0) | (hi < 0)) & ~rows["call"].isin(["better", "worse"])
 
 
 def interaction_plots(pair_means: pd.DataFrame, res: Results) -> bytes | None:
@@ -134,7 +154,8 @@ def _draw_simple_effects(simple: pd.DataFrame, main: pd.DataFrame, res: Results,
         _simple_panel(ax, data[data["factor"] == f], main[main["factor"] == f], res, f, margin)
     axes[-1].set_xlabel(EFFECT_LABEL)
     wrapped_suptitle(fig, "Simple effects: each level against its baseline at every combination of the other factors\n"
-                 "(bars: 95% CI; dashed: the level's main effect averaged over the other factors)")
+                 "(bars: 95% CI, unadjusted; colour: the Holm-adjusted call; dashed: the level's main effect averaged "
+                 "over the other factors)")
     return fig
 
 
@@ -211,8 +232,8 @@ def _draw_effects_by_step(by_step: pd.DataFrame, res: Results, margin: float) ->
         axes.append(fig.add_subplot(spec, sharex=axes[0] if axes else None))
         _step_panel(axes[-1], data[data["factor"] == f], res, f, margin)
         axes[-1].set(xlabel="step", ylabel=EFFECT_LABEL if f == "cell" or i % ncol == 0 else "")
-    wrapped_suptitle(fig, "Effects on val loss along training, level minus baseline (band: 95% CI; negative = better; "
-                 "legend: call at the last step)")
+    wrapped_suptitle(fig, "Effects on val loss along training, level minus baseline (band: 95% CI, unadjusted; negative = "
+                 "better; legend: call at the last step, each step tested alone, not adjusted with the summary's tests)")
     return fig
 
 

@@ -94,14 +94,17 @@ def numeric_rows(df: pd.DataFrame, cols: list[str], need: str) -> pd.DataFrame:
     return df[df[need].notna()]
 
 
-def errorbars(ax: Axes, pos, est, lo, hi, horizontal: bool, **kw) -> None:
-    """Error bars from CI bounds (a missing or inverted bound draws no bar on that side)."""
+def errorbars(ax: Axes, pos, est, lo, hi, horizontal: bool, bar_style: str = "solid", **kw) -> None:
+    """Error bars from CI bounds (a missing or inverted bound draws no bar on that side); `bar_style`: the bars'
+    line style ("dashed": an interval drawn apart from the others)."""
     est, lo, hi = (np.asarray(v, dtype=float) for v in (est, lo, hi))
     err = np.nan_to_num(np.clip([est - lo, hi - est], 0, None))
     if horizontal:
-        ax.errorbar(est, pos, xerr=err, linestyle="none", capsize=3, **kw)
+        bars = ax.errorbar(est, pos, xerr=err, linestyle="none", capsize=3, **kw)
     else:
-        ax.errorbar(pos, est, yerr=err, capsize=3, **kw)
+        bars = ax.errorbar(pos, est, yerr=err, capsize=3, **kw)
+    for line in bars.lines[2]:
+        line.set_linestyle(bar_style)
 
 
 def shade_band(ax: Axes, margin: float, vertical: bool = True) -> None:

@@ -40,10 +40,12 @@ class Sentences:
     scorecard: tuple[str, ...] = ()  # an arms sweep: one line per row of `tables.scorecard`
     untuned: str = ""  # a sweep without tune: the one setting of each nuisance key it trained at
     header: tuple[str, ...] = ()  # the header's lines: the sweep's command, factors, seeds, text, unit, runs, compute
+    lead: str = ""  # the line under the title: what every effect is, and where the provenance is
     best: tuple[str, ...] = ()  # the summary's best cell and baseline cell
     call_counts: tuple[str, ...] = ()  # the summary: how many of each call among interactions, higher-order, simple
     failures: str = ""  # how many runs did not finish ok, or that all did
     divergence: str = ""  # how high a divergence rate a cell without a diverged run can still have ("" if none)
+    no_divergence: str = ""  # the Divergence section's one sentence when no run diverged, collapsed or crashed
     allocation: str = ""  # an arms sweep: the seeds of the baseline and of the other arms ("" for a grid)
     precision_reached: str = ""  # an adaptive sweep: how many called effects reached the target half-width
     tuned_design: str = ""  # a tuned sweep: what was tuned, on how many selection runs, and what the effects are on
@@ -74,7 +76,7 @@ def write(res: Results, tables: ReportTables) -> Sentences:
     return Sentences(
         main=main, interactions=interactions,
         called=verdicts.called(tables, res, {"main_effects": main, "interactions": interactions}),
-        trajectory=verdicts.trajectories(tables.by_step, res), sensitivity=notes.sensitivity(res, tables.sensitivity),
+        trajectory=verdicts.trajectories(tables.by_step, res, _summary_calls(tables)), sensitivity=notes.sensitivity(res, tables.sensitivity),
         notes=design_notes, warnings=warnings + edge, schedule=notes.schedule_note(res),
         scale=sweeps.scale_verdicts(tables.by_scale, res),
         rule=sweeps.rule_sentence(adaptive.rule) if adaptive is not None else "",
@@ -83,9 +85,9 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         error_model=notes.error_model(res, tables.effects), tuning_checks=tuple(_tuning_checks(res, tables)),
         arms=tuple(verdicts.arm(r, res, margin) for r in tables.arms.to_dict("records")),
         scorecard=tuple(sweeps.scorecard_lines(tables.scorecard, res.unit)), untuned=sweeps.untuned_note(res),
-        header=tuple(overview.header(res)), best=tuple(overview.best_and_baseline(res, tables.cells)),
+        header=tuple(overview.header(res)), lead=overview.lead(res), best=tuple(overview.best_and_baseline(res, tables.cells)),
         call_counts=tuple(overview.call_counts(tables)), failures=overview.failures(res, tables.failures),
-        divergence=notes.divergence_caveat(tables.divergence),
+        divergence=notes.divergence_caveat(tables.divergence), no_divergence=notes.no_divergence(tables.divergence),
         allocation=sweeps.allocation(res) if res.arms else "",
         precision_reached=sweeps.precision_reached(adaptive) if adaptive is not None else "",
         tuned_design=sweeps.tuned_design(tuned, res) if tuned is not None else "",
@@ -95,6 +97,14 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         to_decide=tuple(to_decide.sentences(tables.to_decide, res, margin)),
         to_decide_summary=to_decide.summary(tables.to_decide, res, margin),
         stability=tuple(notes.stability(res, tables.stability)))
+
+
+def _summary_calls(tables: ReportTables) -> dict[tuple[str, str], str]:
+    """The summary's call of each effect that `tables.by_step` follows: (factor, level) -> call, ("cell", cell) for a
+    cell against the baseline cell."""
+    calls = {(r["factor"], r["level"]): r["call"] for r in tables.main.to_dict("records")}
+    cells = tables.cells_vs_baseline
+    return calls | ({("cell", r["cell"]): r["call"] for r in cells.to_dict("records")} if len(cells) else {})
 
 
 def _tuning_checks(res: Results, tables: ReportTables) -> list[str]:

@@ -204,6 +204,16 @@ def divergence_caveat(table: pd.DataFrame) -> str:
             f"to {clean['rate_ci_high'].max():.3f}." if len(clean) else "")
 
 
+def no_divergence(table: pd.DataFrame) -> str:
+    """The Divergence section's one sentence when every count of `tables.divergence` is zero ("" otherwise): no
+    run diverged, collapsed or crashed, and how high a rate a cell can still have."""
+    if not len(table) or table[["n_diverged", "n_failed"]].to_numpy().sum() or not table["n_ok"].max():
+        return ""
+    return (f"No run diverged, collapsed or crashed in any of the {len(table)} cells; a cell where none of its "
+            f"{int(table['n_ok'].min())} runs did can still have a divergence rate up to "
+            f"{table['rate_ci_high'].max():.3f} (Clopper-Pearson 95% CI).")
+
+
 def stability(res: Results, table: pd.DataFrame) -> list[str]:
     """What `tables.stability` says in words: where runs did not train (an estimation run that failed at a cell's
     pick is that cell's failure rate there), which were recorded as ok before the `collapsed` rule, or that all

@@ -71,18 +71,30 @@ def text_item(res: Results) -> str:
 
 
 def best_and_baseline(res: Results, cells: pd.DataFrame) -> list[str]:
-    """The summary's first lines: the best cell and the baseline cell, with their losses (from `tables.cells`)."""
+    """The summary's first lines: the best cell and the baseline cell, with their losses (from `tables.cells`); one
+    line when the baseline is the best cell."""
     items = []
     ranked = cells.dropna(subset=["best_val_loss"])
+    base = cells[cells["baseline"]]
+    base = base.iloc[0] if len(base) and not math.isnan(base.iloc[0]["best_val_loss"]) else None
     if len(ranked):
         best = ranked.iloc[0]
-        items.append(f"Best cell: **{best['cell']}**, best val loss {fmt_loss(best['best_val_loss'])} {res.unit} "
+        also = " (the baseline is also the best cell)" if base is not None and base["cell"] == best["cell"] else ""
+        items.append(f"Best cell: **{best['cell']}**{also}, best val loss {fmt_loss(best['best_val_loss'])} {res.unit} "
                      f"({fmt_loss(best['best_val_bpc'])} bits/char) over {best['n_seeds']} seed(s).")
-    base = cells[cells["baseline"]]
-    if len(base) and not math.isnan(base.iloc[0]["best_val_loss"]):
-        b = base.iloc[0]
-        items.append(f"Baseline: {b['cell']}, {fmt_loss(b['best_val_loss'])} {res.unit} (rank {b['rank']}).")
+        if also:
+            return items
+    if base is not None:
+        items.append(f"Baseline: {base['cell']}, {fmt_loss(base['best_val_loss'])} {res.unit} (rank {base['rank']}).")
     return items
+
+
+def lead(res: Results) -> str:
+    """The line under the title: what every effect is, and where the provenance is (its counts are there too)."""
+    arm = " (or arm)" if res.arms else ""
+    return (f"Every effect below is on the {res.outcome_label} in {res.unit}, a level{arm} minus its baseline: negative "
+            "= lower loss = better. How the sweep was run (commands, factors, seeds, runs, fixed settings) and how to "
+            "rerun it: \"How this was run\", near the end.")
 
 
 def count_calls(table: pd.DataFrame, what: str) -> str:
@@ -96,10 +108,11 @@ def count_calls(table: pd.DataFrame, what: str) -> str:
 
 def call_counts(tables: ReportTables) -> list[str]:
     """The summary's counts of each call among the interactions, higher-order contrasts and simple effects (none
-    for an arms sweep)."""
+    for an arms sweep; no simple effects for a sweep of one factor, where they are its main effects)."""
     return [c for c in (count_calls(tables.interactions, "Two-way interactions"),
                         count_calls(tables.higher, "Higher-order contrasts"),
-                        count_calls(tables.simple, "Simple effects")) if c and not len(tables.arms.columns)]
+                        count_calls(tables.simple, "Simple effects") if tables.simple_apart else "")
+            if c and not len(tables.arms.columns)]
 
 
 def failures(res: Results, table: pd.DataFrame) -> str:

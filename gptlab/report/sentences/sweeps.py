@@ -74,7 +74,7 @@ def tuning_changes(view: TuningView) -> list[str]:
     for t in view.effects.to_dict("records"):
         if not math.isfinite(t["estimate"]):
             continue
-        ci = (f", 95% CI {fmt_loss(t['ci_low'])} to {fmt_loss(t['ci_high'])}"
+        ci = (f", 95% CI {fmt_loss(t['ci_low'])} to {fmt_loss(t['ci_high'])}, unadjusted"
               if math.isfinite(t["ci_low"]) else "")
         at = fixed[fixed["effect"] == t["effect"]]
         if n_seeds >= 2:
@@ -141,7 +141,8 @@ def change_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
     for r in table.to_dict("records"):
         versus = f"{res.label(r['factor'], r['level'])} vs {res.label(r['factor'], r['baseline'])}"
         s, ref, at = res.short(r["scale_factor"]), r["reference_level"], r["scale_level"]
-        ci = ("no CI" if _nan(r["ci_low"]) else f"95% CI {fmt_loss(r['ci_low'])} to {fmt_loss(r['ci_high'])}")
+        ci = ("no CI" if _nan(r["ci_low"]) else f"95% CI {fmt_loss(r['ci_low'])} to {fmt_loss(r['ci_high'])}, "
+              "unadjusted")
         if r.get("pairing") == UNPAIRED:
             how = f"unpaired, {r['df']:.0f} df"
             call = TRANSFER_WORDS.get(r["call"], r["call"])

@@ -16,6 +16,7 @@ import pandas as pd
 
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
+from gptlab.report.sentences.verdicts import UNADJUSTED
 from gptlab.run.config import DataConfig
 from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.to_decide import MAX_SEEDS, MAX_TEST_FRACTION, TEXT_BUDGET
@@ -68,7 +69,7 @@ def sentence(r: dict, res: Results, margin: float) -> str:
     per = "arm" if res.arms else "cell"
     unit = res.unit
     head = (f"{r['effect']} is inconclusive ({_signed(r['estimate'])} {unit}, 95% CI {_signed(r['ci_low'])} to "
-            f"{_signed(r['ci_high'])}): ")
+            f"{_signed(r['ci_high'])}, {UNADJUSTED}): ")
     split = f" with this {_pct(r['test_fraction'])} test split" if not _absent(r["test_fraction"]) else ""
     if not _absent(r["seeds_needed"]):
         if r["seeds_needed"] <= r["seeds"]:

@@ -7,7 +7,7 @@ for `equivalent` (TOST within the margin), and everything else is said to be inc
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -15,6 +15,7 @@ from gptlab.report.fmt import fmt_loss, fmt_p
 from gptlab.report.load import Results
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.stats.arms import ARM
+from gptlab.stats.calls import ALPHA
 from gptlab.stats.robustness import DEPENDS, NOT_CHECKED
 from gptlab.statuses import COLLAPSED, DIVERGED, FAILED_TO_TRAIN
 
@@ -26,9 +27,18 @@ def absent(x: object) -> bool:
     return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
 
 
-def _ci(r: dict, level: int = 95) -> str:
+UNADJUSTED = "unadjusted"  # said after every 95% CI next to a Holm call: the CI is the effect's own, the call the family's
+
+
+def _ci(r: dict, level: int = 95, magnitude: bool = False) -> str:
+    """'95% CI lo to hi, unadjusted' (the 95% CI is the effect's own; its call is Holm-adjusted), or '90% CI lo to hi'
+    (the TOST interval of an equivalence call, which no family adjusts). `magnitude`: the CI of -estimate when the
+    estimate is negative, so that a sentence giving the effect's size ('better by 0.0707') gives its CI in the same
+    sign."""
     lo, hi = (r["ci_low"], r["ci_high"]) if level == 95 else (r["ci90_low"], r["ci90_high"])
-    return f"{level}% CI {fmt_loss(lo)} to {fmt_loss(hi)}"
+    if magnitude and r["estimate"] < 0:
+        lo, hi = -hi, -lo
+    return f"{level}% CI {fmt_loss(lo)} to {fmt_loss(hi)}" + (f", {UNADJUSTED}" if level == 95 else "")
 
 
 def _decided(r: dict, what: str, margin: float, unit: str = "nats/char") -> str:
@@ -42,13 +52,24 @@ def _decided(r: dict, what: str, margin: float, unit: str = "nats/char") -> str:
     unchecked = (", at the picks only: not checked against the tuning (a cell it uses has no loss-against-lr curve "
                  "to bound the loss its pick may leave)") if r.get("tuning") == NOT_CHECKED else ""
     if r["call"] in ("better", "worse"):
-        return (f"by {fmt_loss(abs(r['estimate']))} {unit} ({_ci(r)}; Holm-adjusted p "
+        return (f"by {fmt_loss(abs(r['estimate']))} {unit} ({_ci(r, magnitude=True)}; Holm-adjusted p "
                 f"{fmt_p(r['p_adjusted'])}){unchecked}")
     if r["call"] == "equivalent":
         return (f"equivalent within +/-{margin:g} {unit} (estimate {fmt_loss(r['estimate'])}, {_ci(r, 90)})"
                 f"{unchecked}")
-    return (f"inconclusive (estimate {fmt_loss(r['estimate'])}, {_ci(r)}): neither {what} nor equivalence "
-            f"within +/-{margin:g} is shown")
+    return (f"inconclusive (estimate {fmt_loss(r['estimate'])}, {_ci(r)}{_holm(r)}): neither {what} nor "
+            f"equivalence within +/-{margin:g} is shown")
+
+
+def _holm(r: dict) -> str:
+    """'; Holm-adjusted p = 0.31' beside an inconclusive call's unadjusted CI, and where that CI excludes zero, why
+    the call is not a difference all the same."""
+    p = r.get("p_adjusted")
+    if absent(p):
+        return ""
+    excludes = not absent(r["ci_low"]) and (r["ci_low"] > 0 or r["ci_high"] < 0)
+    return f"; Holm-adjusted p {fmt_p(p)}" + (": the CI excludes zero only before the Holm "
+                                              "adjustment for the other tests of its family" if excludes and p >= ALPHA else "")
 
 
 def _tuning_p(r: dict) -> str:
@@ -172,14 +193,21 @@ def called(tables: ReportTables, res: Results, verdicts: dict[str, Sequence[str]
     return out
 
 
-def trajectories(by_step: pd.DataFrame, res: Results) -> list[str]:
+ALONE = "each step tested alone, not adjusted with the summary's tests"  # beside every call along training
+
+
+def trajectories(by_step: pd.DataFrame, res: Results, summary: Mapping[tuple[str, str], str] | None = None) -> list[str]:
     """One sentence per effect whose call changes along training in a way that matters.
 
     Said when a called difference (better or worse) meets another decisive call along training
     (the other sign, or equivalent), or when a called difference is gone by the last evaluation.
     Moves between `equivalent` and `inconclusive` alone are not news. An effect called the same
     way at every step gets a sentence when its size changes by TREND_RATIO or more.
+    Each step is its own Holm family (`tables.analyses.by_step`), smaller than the summary's: every sentence says
+    so (`ALONE`), and where the summary (`summary`: (factor, level) -> its call; "cell" for a cell against the
+    baseline cell) calls the effect otherwise than the last step does, it says that call too.
     """
+    summary = summary or {}
     out = []
     for (factor, level), g in by_step.groupby(["factor", "level"], sort=False):
         g = g.sort_values("step")
@@ -188,10 +216,13 @@ def trajectories(by_step: pd.DataFrame, res: Results) -> list[str]:
         differ = [c for c in decisive if c != "equivalent"]
         lost = bool(differ) and calls_[-1] != differ[-1]  # a difference that is gone by the end
         name = level if factor == "cell" else res.label(factor, level)
+        final = summary.get((factor, level))
+        also = f"; the summary, Holm-adjusted over all its tests, calls it {final}" \
+            if isinstance(final, str) and final and final != calls_[-1] else ""
         if not (len(set(decisive)) > 1 and differ) and not lost:
             trend = _trend(g, calls_)
             if trend:
-                out.append(f"{name}: {trend}.")
+                out.append(f"{name} ({ALONE}): {trend}{also}.")
             continue
         segments: list[list] = []
         for step, c, est in zip(g["step"], calls_, g["estimate"]):
@@ -202,7 +233,8 @@ def trajectories(by_step: pd.DataFrame, res: Results) -> list[str]:
         parts = [f"{c} at step{'s' if a != b else ''} {a}{'-' + str(b) if a != b else ''} "
                  f"({fmt_loss(e0)}{' to ' + fmt_loss(e1) if a != b else ''})" for c, a, b, e0, e1 in segments]
         flips = {"better", "worse"} <= set(decisive)
-        out.append(f"{name}: {'changes sign' if flips else 'changes call'} along training: " + ", ".join(parts) + ".")
+        out.append(f"{name}: {'changes sign' if flips else 'changes call'} along training ({ALONE}): "
+                   + ", ".join(parts) + f"{also}.")
     return out
 
 

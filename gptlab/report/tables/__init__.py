@@ -76,6 +76,13 @@ class ReportTables:
         return self._effects("simple")
 
     @property
+    def simple_apart(self) -> bool:
+        """Whether the simple effects say more than the main effects: a sweep of one factor has no other factor to
+        hold at a level, and its one simple effect per level is its main effect (then not shown twice)."""
+        simple = self.simple
+        return bool(len(simple)) and "at" in simple and bool((simple["at"].fillna("").astype(str) != "").any())
+
+    @property
     def cells_vs_baseline(self) -> pd.DataFrame:
         return self._effects("cells_vs_baseline")
 
