@@ -12,7 +12,7 @@ import pytest
 
 from gptlab.report import load_results, sentences, write_report
 from gptlab.report.sentences import overview, verdicts
-from gptlab.report.synthetic import make_results
+from calibration.synthetic import make_results
 from gptlab.report.tables import compute_tables
 
 GRID = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}

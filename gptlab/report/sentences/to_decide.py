@@ -49,7 +49,7 @@ def _val_fraction(res: Results) -> float:
 def depends_sentence(r: dict, res: Results) -> str:
     """What would decide an effect that depends on the picks: close its tuning cell's curve, or narrow its loss left."""
     head = (f"{r['effect']} depends on the picks ({_signed(r['estimate'])} {res.unit} at the picks, 95% CI "
-            f"{_signed(r['ci_low'])} to {_signed(r['ci_high'])}): ")
+            f"{_signed(r['ci_low'])} to {_signed(r['ci_high'])}, {UNADJUSTED}): ")
     cell = r["tuning_cell"] or "a cell"
     if r["open_side"]:
         below = r["open_side"] == "low"
