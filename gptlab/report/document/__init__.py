@@ -23,6 +23,7 @@ from gptlab.report.figures import Figures
 from gptlab.report.load import Results
 from gptlab.report.load.samples import Sample
 from gptlab.report.sentences import Sentences
+from gptlab.report.sentences.verdicts import call_phrase
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.stats.calls import ALPHA
 from gptlab.stats.models import FORMULAS
@@ -95,7 +96,7 @@ def _calls_table(tables: ReportTables, res: Results) -> pd.DataFrame:
 
 
 def _pick(r: dict) -> dict:
-    return {k: r[k] for k in ("estimate", "ci_low", "ci_high", "p_adjusted", "call")}
+    return {**{k: r[k] for k in ("estimate", "ci_low", "ci_high", "p_adjusted")}, "call": call_phrase(r)}
 
 
 def summary(res: Results, tables: ReportTables, words: Sentences) -> list[Block]:
@@ -109,6 +110,7 @@ def summary(res: Results, tables: ReportTables, words: Sentences) -> list[Block]
         blocks += [Para(f"Calls (equivalence margin +/-{tables.margin:g} {res.unit}; `better`/`worse`: Holm-adjusted "
                         f"p < {ALPHA}; `equivalent`: 90% CI inside the margin). Every main effect, and every other "
                         "effect called better or worse:"), Table(table)]
+        blocks += [Para(words.calls_legend)] if words.calls_legend else []
     bullets = list(words.arms) if words.arms else \
         words.called + [f"Along training: {t}" for t in words.trajectory] + ([SNAPSHOT] if words.trajectory else [])
     bullets += words.call_counts
