@@ -63,6 +63,8 @@ def test_the_page_keeps_the_direction_and_its_legend_defines_every_word_the_tabl
         assert f"`{word}`:" in line, word
     assert "`no claim recorded`" not in line and "`opposite`" not in line  # only the words the table uses
     assert "optimum's CI" not in line
+    checks = sweeps.tuning_checks({"arms": card.assign(tuning_cell="arm=untied")}, lambda r: r["arm"])
+    assert "post_ln: worse at the picks, not checked: a cell it uses has no bound" in " ".join(checks)
     assert call_phrase({"call": DEPENDS, "call_at_picks": "better", "tuning": DEPENDS}).startswith("better at")
 
 

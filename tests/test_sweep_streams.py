@@ -42,7 +42,9 @@ def test_the_bottom_line_says_the_cost_from_scratch_and_what_is_left():
     assert bottom_line([(4, 20.0, 4, 20.0)]) == "\nfrom scratch: 4 runs, about 0:00:20; with what is on disk: 4 to train, about 0:00:20"
     line = bottom_line([(127, 31159.0, 0, None), (154, 42843.0, 0, None)], picked=True)
     assert line.startswith("\nfrom scratch: 127 to 154 runs, about 8:39:19 to 11:54:03; with what is on disk: "
-                           "nothing to train (the estimation runs on disk counted")
+                           "nothing to train (counting the finished runs on disk")
+    assert "with what is on disk: at most 1 to train, about 0:00:30 (counting" in bottom_line(
+        [(127, 100.0, 1, 20.0), (154, 200.0, 1, 30.0)], picked=True)
     assert "with what is on disk: 5 to 9 to train, about 0:01:00 to 0:02:00" in bottom_line(
         [(10, 100.0, 5, 60.0), (20, 200.0, 9, 120.0)])
 

@@ -8,6 +8,7 @@ the workers as the trunks and branches of `sweep.trunks` share their steps.
 """
 from __future__ import annotations
 
+import collections
 from typing import Any, TextIO
 
 from gptlab.run.resultsdir import ResultsDir
@@ -81,11 +82,11 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
         print(f"estimate: ~{clock(timing.seconds(pending[0].config))} for {pending[0].run_id} (timed from its first "
               f"steps; other runs scaled by their steps), ~{clock(timed(pending))} in all", file=stream)
     preview = planner_for(spec, stream).preview()  # the planner's stages, e.g. adaptive seeds' min and worst case
-    picked = False  # a stand-in counted as trained: its cell and seed have an estimation run on disk
+    picked = False  # a stand-in counted as trained: its cell and role have a later run finished on disk
     wholes = []  # (runs from scratch, their time, runs to train with what is on disk, their time) per way it may end
     if preview is not None:
         print(preview.intro, file=stream)
-        on_disk = _estimation_on_disk(spec, results_dir)
+        on_disk = _later_on_disk(spec, results_dir)
         for case in preview.cases:
             left = [r for r in case.runs if results_dir.run(r.run_id).state() not in FINISHED + ("failed",)]
             time = timed(left + list(case.stand_ins))  # which runs stand-ins are is known once an earlier stage ran
@@ -95,7 +96,8 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
                   + (f", ~{clock(time)}" if time is not None else ""), file=stream)
             if case.whole:
                 every = list(case.runs) + list(case.stand_ins)
-                todo = left + [r for r in case.stand_ins if (r.cell, r.seed) not in on_disk]
+                found = collections.Counter(on_disk)
+                todo = left + [r for r in case.stand_ins if not _take(found, r)]
                 picked = picked or len(todo) < len(left) + len(case.stand_ins)
                 wholes.append((len(every), timed(every), len(todo), timed(todo)))
     if not wholes:
@@ -103,11 +105,21 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
     print(bottom_line(wholes, picked), file=stream)
 
 
-def _estimation_on_disk(spec: SweepSpec, results_dir: ResultsDir) -> set[tuple[Any, int]]:
-    """(cell, seed) of a tuned sweep's estimation runs finished on disk at any setting the tuner may pick."""
-    seeds, first = set(spec.seeds), {r.run_id for r in spec.runs}  # a tuned spec's runs: its selection's first
-    return {(r.cell, r.seed) for r in known_runs(spec) if r.seed in seeds and r.run_id not in first
-            and results_dir.run(r.run_id).state() in FINISHED}
+def _later_on_disk(spec: SweepSpec, results_dir: ResultsDir) -> collections.Counter:
+    """(cell, role) -> how many of a tuned sweep's possible later runs (beyond its first stage) are finished on disk:
+    the runs its stand-ins stand for, whose settings only the selection will name."""
+    first = {r.run_id for r in spec.runs}
+    return collections.Counter((r.cell, getattr(r, "role", "")) for r in known_runs(spec)
+                               if r.run_id not in first and results_dir.run(r.run_id).state() in FINISHED)
+
+
+def _take(found: collections.Counter, run: Run) -> bool:
+    """Whether a finished run on disk of `run`'s cell and role is left to count it as trained (and count it)."""
+    key = (run.cell, getattr(run, "role", ""))
+    if found[key] <= 0:
+        return False
+    found[key] -= 1
+    return True
 
 
 def _span(values: list[Any], show: Any = str) -> str:
@@ -117,16 +129,18 @@ def _span(values: list[Any], show: Any = str) -> str:
 
 def bottom_line(wholes: list[tuple[int, float | None, int, float | None]], picked: bool = False) -> str:
     """The dry run's last line: the whole sweep from scratch (runs, time), and what is left to train with what is on
-    disk, each a range over the ways the sweep may end. `picked`: a tuned sweep's estimation runs found on disk at
-    some setting were counted as the ones its selection will pick."""
+    disk, each a range over the ways the sweep may end. `picked`: a tuned sweep's later runs finished on disk were
+    counted for the runs its selection will choose (`_later_on_disk`)."""
     def about(times: list[float | None]) -> str:
         known = [t for t in times if t is not None]
         return f", about {_span(known, clock)}" if known and max(known) > 0 else ""
 
     total, scratch, todo, left = ([w[i] for w in wholes] for i in range(4))
     nothing = max(todo) == 0
-    disk = ("nothing to train" if nothing else f"{_span(todo)} to train{about(left)}") + (
-        " (the estimation runs on disk counted as those the selection picks)" if picked else "")
+    many = f"at most {max(todo)}" if picked else _span(todo)  # the selection may choose fewer than the worst case
+    disk = ("nothing to train" if nothing else f"{many} to train{about([max(left)] if picked else left)}") + (
+        " (counting the finished runs on disk of each cell's later stages as those its selection will choose)"
+        if picked else "")
     return f"\nfrom scratch: {_span(total)} runs{about(scratch)}; with what is on disk: {disk}"
 
 

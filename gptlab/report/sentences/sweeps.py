@@ -112,9 +112,11 @@ def tuning_checks(tables: Mapping[str, pd.DataFrame], label: Callable[[dict], st
             elif r["tuning"]:
                 out.append(f"{label(r)}: {at} at the picks, but it depends on the pick of {r['tuning_cell']}: "
                            "with the loss that pick may leave on the table taken against it, the call does not hold.")
+            elif at in ("better", "worse", "equivalent"):
+                out.append(f"{label(r)}: {at} at the picks, not checked: a cell it uses has no bound on the loss its "
+                           "pick may leave on the table, so the tuning check cannot certify the call.")
             else:
-                out.append(f"{label(r)}: {at} at the picks: nothing the tuning could overturn"
-                           + (" (a cell it uses has no bound on its loss left)." if at != "inconclusive" else "."))
+                out.append(f"{label(r)}: {at} at the picks: nothing the tuning could overturn.")
     return out
 
 
