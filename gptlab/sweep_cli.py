@@ -3,8 +3,9 @@
 It stands above both rooms it joins: the sweep (`gptlab.sweep`, which knows nothing of reports) and the
 report (`gptlab.report`, handed to `execute` as the step that ends a sweep).
 
-The console shows the runs in flight (step, loss, ETA) and one line per finished run; each run
-logs to its own directory. Exit status: 0 when every run finished (ok, diverged or collapsed), 1 when some
+The console shows the runs in flight (step, loss, ETA) and one line per finished run on stderr (progress and
+logging); the results go to stdout: the verdict of each effect, the runs that did not finish ok, where the
+report is and whether to rerun. Each run logs to its own directory. Exit status: 0 when every run finished (ok, diverged or collapsed), 1 when some
 run failed, 2 on invalid input, 130 when interrupted (rerun the same command to resume).
 
 Interrupted means stopped by Ctrl-C (SIGINT), `kill` (SIGTERM) or a closed terminal (SIGHUP): all
@@ -17,13 +18,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import logging
 import shlex
 import signal
 import sys
 import threading
+from functools import partial
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from gptlab.errors import GptlabError
 from gptlab.run.resultsdir import ResultsDir
@@ -71,6 +74,27 @@ def list_registries(stream: TextIO) -> None:
         print(f"{key}: {registry.description}", file=stream)
         for name in registry.names():
             print(f"  {name:<14} {registry.summary(name)}", file=stream)
+
+
+MAX_CALLS = 15  # the calls a finished sweep prints; the report has them all
+
+
+def report_with_calls(write_report: Callable[..., Path], results_dir: ResultsDir, reports_dir: Path, *,
+                      margin: float | None = None) -> Path:
+    """`write_report`, then the report's verdict of each effect (an arms sweep: each arm) on stdout, the answer a
+    finished sweep gives before the path of its report."""
+    path = Path(write_report(results_dir, reports_dir, margin=margin))
+    for name in ("arms.csv", "main_effects.csv"):
+        table = path / "tables" / name
+        if table.is_file():
+            with table.open(newline="") as f:
+                verdicts = [row["verdict"] for row in csv.DictReader(f) if row.get("verdict")]
+            more = len(verdicts) - MAX_CALLS
+            print(f"\ncalls ({table}):" if verdicts else "", file=sys.stdout)
+            for line in verdicts[:MAX_CALLS] + ([f"... and {more} more in the report"] if more > 0 else []):
+                print(f"  {line}", file=sys.stdout)
+            break
+    return path
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, `kill`, a closed terminal
@@ -141,8 +165,10 @@ def _main(argv: list[str] | None) -> int:
             return 0
         options = SweepOptions(results_dir, Path(args.reports_dir) / spec.name,
                                command="python -m gptlab.sweep " + " ".join(shlex.quote(a) for a in argv),
-                               rerun_failed=args.rerun_failed, fail_fast=args.fail_fast, stream=out, reuse=reuse,
-                               write_report=report.write_report)  # looked up now: a test may stand one in
+                               rerun_failed=args.rerun_failed, fail_fast=args.fail_fast, stream=out,
+                               results_stream=sys.stdout, reuse=reuse,
+                               write_report=partial(report_with_calls, report.write_report))  # looked up
+        # now: a test may stand one in
         return execute(spec, plan, options)
     except GptlabError as err:
         print(f"error: {err}", file=out)

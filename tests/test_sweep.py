@@ -161,8 +161,8 @@ def test_failed_and_diverged_runs_are_recorded_and_siblings_finish(tmp_path, cor
     error_txt = tmp_path / "results" / "t" / "runs" / rows["boom"]["run_id"] / "error.txt"
     assert "Traceback" in error_txt.read_text() and "RuntimeError" in error_txt.read_text()
     assert rows["nan_soon"]["status"] == "diverged"
-    err = capsys.readouterr().err
-    assert "2 run(s) did not finish ok" in err and str(error_txt) in err
+    out = capsys.readouterr().out  # results on stdout, progress on stderr
+    assert "2 run(s) did not finish ok" in out and str(error_txt) in out
 
     # Without the failing cell the same kind of sweep (one diverged run) exits 0.
     spec = write_spec(tmp_path, corpus, {"model.activation": ["plugin_gelu", "nan_soon"]}, seeds=1, plugins=[plugin])
@@ -315,7 +315,7 @@ def test_fail_fast_stops_the_local_backend_at_the_first_failure(tmp_path, corpus
     # The worker may take the second run before the driver has read the first failure (a boom run fails at
     # once): then that run failed too, and the message counts what the summary records.
     failed = sum(r["status"] == "failed" for r in rows)
-    assert f"{failed} run(s) failed; fix the cause" in capsys.readouterr().err
+    assert f"{failed} run(s) failed; fix the cause" in capsys.readouterr().out
 
 
 def test_a_worker_that_dies_fails_only_its_own_run(tmp_path, corpus, plugin):

@@ -278,3 +278,22 @@ def mde80(t: Test) -> float:
     if math.isnan(t.se):
         return math.nan
     return float((t_quantile(1 - ALPHA / 2, t.df) + t_quantile(POWER, t.df)) * t.se)
+
+
+MIN_RESIDUAL_DF = 3  # fewer leave t_0.975 at 12.7 (1 df) or 4.3 (2 df): every CI too wide to call much
+
+
+def planned_df(cells: int, seeds: int, baseline_seeds: int | None = None) -> float:
+    """The residual df that `cells` cells x `seeds` seeds leave the effects' noise, as `fit_cells` will fit them.
+
+    A grid (`pure`): n - cells - (seeds - 1) = (cells - 1)(seeds - 1) with the seed block, or cells (seeds - 1)
+    where the block would leave none (one cell). An arms design (`own`, `baseline_seeds` given): an arm against the
+    baseline on the Welch-Satterthwaite df of their own variances, at equal variances. 0: no replication."""
+    if seeds < 2:
+        return 0.0
+    if baseline_seeds is None:
+        blocked = (cells - 1) * (seeds - 1)
+        return float(blocked if blocked > 0 else cells * (seeds - 1))
+    v_arm, v_base = 1 / seeds, 1 / baseline_seeds
+    parts = v_arm ** 2 / (seeds - 1) + (v_base ** 2 / (baseline_seeds - 1) if baseline_seeds > 1 else 0.0)
+    return (v_arm + v_base) ** 2 / parts

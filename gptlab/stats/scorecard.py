@@ -3,21 +3,27 @@
 A claim has a direction, the arm against the baseline as the paper states it: `better` (lower
 loss), `worse` or `same`. Claims about speed, memory or length extrapolation (`about`) are not
 claims about the loss at the training length that the lab measures: they are `not tested here`.
-Otherwise the verdict reads the tuned effect's call (`calls`), after the tuning check
-(`robustness`: a call that depends on the picks shows nothing):
+Otherwise the verdict reads the tuned effect's call (`calls`) after the tuning check (`robustness`):
 
 - `holds`: the lab calls what the paper claims (better or worse as claimed; equivalent for `same`);
 - `opposite`: the lab calls the other direction (for `same`: any difference called);
 - `no difference`: the paper claims a gain or a loss, and the lab's 90% CI lies within the
   equivalence margin: any gain larger than the margin is excluded;
-- `not shown`: everything else (the CI spans zero and a margin-sized effect, or the call depends
-  on the picks).
+- `agrees at the picks only` (and `opposite at the picks only`, `no difference at the picks only`):
+  what the call at each arm's picked setting says of the claim, where the tuning check does not
+  certify that call (it depends on the picks, or a pick's loss left could not be bounded): the data
+  agree with the claim, but a better-tuned arm could undo it. Kept apart from `not shown`, which
+  would hide the agreement;
+- `not shown`: everything else (the CI spans zero and a margin-sized effect).
 """
 from __future__ import annotations
 
 DIRECTIONS = ("better", "worse", "same")  # the arm against the baseline, as the paper claims it
 ABOUT = ("quality", "speed", "memory", "length")  # what a claim is about; only quality is scored on the loss
-VERDICTS = ("holds", "opposite", "no difference", "not shown", "not tested here", "no claim recorded")
+AT_PICKS = {"holds": "agrees at the picks only", "opposite": "opposite at the picks only",
+            "no difference": "no difference at the picks only"}  # a verdict the tuning check does not certify
+VERDICTS = ("holds", "opposite", "no difference", *AT_PICKS.values(), "not shown", "not tested here",
+            "no claim recorded")
 NOT_TESTED = {
     "speed": "a claim about running time: the lab's losses do not measure it, and timings on a shared 2-core CPU "
              "are not the paper's hardware",
@@ -27,12 +33,23 @@ NOT_TESTED = {
 }
 
 
-def verdict(direction: str | None, about: str, call: str) -> str:
-    """The verdict for a claim (`direction` None: no claim recorded) given the effect's call after the tuning check."""
+def verdict(direction: str | None, about: str, call: str, at_picks: str | None = None) -> str:
+    """The verdict for a claim (`direction` None: no claim recorded) given the effect's call after the tuning check.
+
+    `at_picks`: the call at the picks where the tuning check did not certify it (`call` is then DEPENDS, or a call
+    whose picks' loss left has no bound); None where it did, or where nothing was tuned."""
     if direction is None:
         return "no claim recorded"
     if about != "quality":
         return "not tested here"
+    if at_picks is not None:
+        read = _read(direction, at_picks)
+        return AT_PICKS.get(read, read)
+    return _read(direction, call)
+
+
+def _read(direction: str, call: str) -> str:
+    """The verdict of a call taken at its word."""
     if direction == "same":
         return {"equivalent": "holds", "better": "opposite", "worse": "opposite"}.get(call, "not shown")
     if call == direction:

@@ -150,5 +150,5 @@ class AdaptiveSeeds:
         rule = self.rule
         return Preview(f"adaptive seeds: round 1 trains {rule.min} seeds per cell; round 1's noise then fixes the seed "
                        f"count in [{rule.min}, {rule.max}] for a 95% half-width of {rule.precision:g}",
-                       tuple(Case(f"{what}: {n} seeds per cell", self.with_seeds(n))
+                       tuple(Case(f"{what}: {n} seeds per cell", self.with_seeds(n), whole=True)
                              for what, n in (("minimum", rule.min), ("worst case", rule.max))))

@@ -8,6 +8,7 @@ the workers as the trunks and branches of `sweep.trunks` share their steps.
 """
 from __future__ import annotations
 
+import collections
 from typing import Any, TextIO
 
 from gptlab.run.resultsdir import ResultsDir
@@ -15,7 +16,8 @@ from gptlab.statuses import FINISHED
 from gptlab.sweep.execute import planner_for, warn_other_runs
 from gptlab.sweep.progress import clock
 from gptlab.sweep.reuse import Reuse
-from gptlab.sweep.runs import Run, SweepSpec, arms_allocation
+from gptlab.sweep.runs import Run, SweepSpec, arms_allocation, noise_df_warning
+from gptlab.sweep.tuning import known_runs
 from gptlab.sweep.trunks import branch_starts
 
 
@@ -62,27 +64,84 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
     print(texts_line(spec), file=stream)
     if arms_allocation(spec):
         print(arms_allocation(spec), file=stream)
+    warning = noise_df_warning(spec)
+    if warning:
+        print(warning, file=stream)
     timing = None
+
+    def timed(runs: list[Run]) -> float | None:
+        """Seconds `runs` take on the workers (None when there is nothing to time); the first run asked is timed."""
+        nonlocal timing
+        if timing is None and runs:
+            configure_process(threads)
+            timing = time_run(runs[0].config)
+        return _seconds(spec, runs, timing, workers) if timing is not None else None
+
     if pending:
-        configure_process(threads)
-        timing = time_run(pending[0].config)
+        timed(pending)
         print(f"estimate: ~{clock(timing.seconds(pending[0].config))} for {pending[0].run_id} (timed from its first "
-              f"steps; other runs scaled by their steps), ~{clock(_seconds(spec, pending, timing, workers))} in all",
-              file=stream)
+              f"steps; other runs scaled by their steps), ~{clock(timed(pending))} in all", file=stream)
     preview = planner_for(spec, stream).preview()  # the planner's stages, e.g. adaptive seeds' min and worst case
+    picked = False  # a stand-in counted as trained: its cell and role have a later run finished on disk
+    wholes = []  # (runs from scratch, their time, runs to train with what is on disk, their time) per way it may end
     if preview is not None:
         print(preview.intro, file=stream)
+        on_disk = _later_on_disk(spec, results_dir)
         for case in preview.cases:
             left = [r for r in case.runs if results_dir.run(r.run_id).state() not in FINISHED + ("failed",)]
-            timed = left + list(case.stand_ins)  # which runs they stand for is known only once an earlier stage ran
-            if timing is None and timed:  # a case's runs need not be the spec's (a later stage's)
-                configure_process(threads)
-                timing = time_run(timed[0].config)
-            time = f", ~{clock(_seconds(spec, timed, timing, workers))}" if timing is not None else ""
+            time = timed(left + list(case.stand_ins))  # which runs stand-ins are is known once an earlier stage ran
             chosen = (f", plus {len(case.stand_ins)} whose settings the selection chooses (counted as untrained)"
                       if case.stand_ins else "")
-            print(f"  {case.label}, {len(case.runs) + len(case.stand_ins)} runs, {len(left)} to train{chosen}{time}",
-                  file=stream)
+            print(f"  {case.label}, {len(case.runs) + len(case.stand_ins)} runs, {len(left)} to train{chosen}"
+                  + (f", ~{clock(time)}" if time is not None else ""), file=stream)
+            if case.whole:
+                every = list(case.runs) + list(case.stand_ins)
+                found = collections.Counter(on_disk)
+                todo = left + [r for r in case.stand_ins if not _take(found, r)]
+                picked = picked or len(todo) < len(left) + len(case.stand_ins)
+                wholes.append((len(every), timed(every), len(todo), timed(todo)))
+    if not wholes:
+        wholes = [(len(spec.runs), timed(list(spec.runs)), len(pending), timed(pending))]
+    print(bottom_line(wholes, picked), file=stream)
+
+
+def _later_on_disk(spec: SweepSpec, results_dir: ResultsDir) -> collections.Counter:
+    """(cell, role) -> how many of a tuned sweep's possible later runs (beyond its first stage) are finished on disk:
+    the runs its stand-ins stand for, whose settings only the selection will name."""
+    first = {r.run_id for r in spec.runs}
+    return collections.Counter((r.cell, getattr(r, "role", "")) for r in known_runs(spec)
+                               if r.run_id not in first and results_dir.run(r.run_id).state() in FINISHED)
+
+
+def _take(found: collections.Counter, run: Run) -> bool:
+    """Whether a finished run on disk of `run`'s cell and role is left to count it as trained (and count it)."""
+    key = (run.cell, getattr(run, "role", ""))
+    if found[key] <= 0:
+        return False
+    found[key] -= 1
+    return True
+
+
+def _span(values: list[Any], show: Any = str) -> str:
+    low, high = min(values), max(values)
+    return show(low) if low == high else f"{show(low)} to {show(high)}"
+
+
+def bottom_line(wholes: list[tuple[int, float | None, int, float | None]], picked: bool = False) -> str:
+    """The dry run's last line: the whole sweep from scratch (runs, time), and what is left to train with what is on
+    disk, each a range over the ways the sweep may end. `picked`: a tuned sweep's later runs finished on disk were
+    counted for the runs its selection will choose (`_later_on_disk`)."""
+    def about(times: list[float | None]) -> str:
+        known = [t for t in times if t is not None]
+        return f", about {_span(known, clock)}" if known and max(known) > 0 else ""
+
+    total, scratch, todo, left = ([w[i] for w in wholes] for i in range(4))
+    nothing = max(todo) == 0
+    many = f"at most {max(todo)}" if picked else _span(todo)  # the selection may choose fewer than the worst case
+    disk = ("nothing to train" if nothing else f"{many} to train{about([max(left)] if picked else left)}") + (
+        " (counting the finished runs on disk of each cell's later stages as those its selection will choose)"
+        if picked else "")
+    return f"\nfrom scratch: {_span(total)} runs{about(scratch)}; with what is on disk: {disk}"
 
 
 def _seconds(spec: SweepSpec, runs: list[Run], timing: Any, workers: int) -> float:

@@ -26,7 +26,7 @@ from gptlab.sweep.lock import SweepLock
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
 from gptlab.sweep.progress import Progress
 from gptlab.sweep.summary import write_summary
-from gptlab.sweep.runs import Run, SweepSpec, arms_allocation
+from gptlab.sweep.runs import Run, SweepSpec, arms_allocation, noise_df_warning
 from gptlab.sweep.trunks import with_shared_trunks
 from gptlab.sweep.tuning import known_runs, selects, tuner_of
 
@@ -44,7 +44,9 @@ class SweepOptions:
     rerun_failed: bool = False  # train failed runs again (from their last checkpoint)
     fail_fast: bool = False  # stop at the first failed run
     progress_every_s: float | None = None  # seconds between live progress looks (None: the default)
-    stream: TextIO = field(default=sys.stderr, compare=False)  # where progress and the summary go
+    stream: TextIO = field(default=sys.stderr, compare=False)  # where progress and logging go
+    results_stream: TextIO | None = field(default=None, compare=False)  # where the results go: the runs that did not
+    # finish ok, where the report is, whether to rerun (the command line: stdout); None: `stream`
     reuse: tuple[ResultsDir, ...] = ()  # results folders whose finished runs are taken, not trained (`sweep.reuse`)
     write_report: ReportWriter | None = field(default=None, compare=False)  # (results, reports, margin) -> the report's
     # folder: the command line's `gptlab.report.write_report` (the sweep knows no report); None: summary.csv only
@@ -100,8 +102,9 @@ def _execute_locked(spec: SweepSpec, plan: Resources, options: SweepOptions, bac
     options.results_dir.remove_sweep_temp_files()  # a sweep killed mid-write left them; the lock is ours now
     warn_other_runs(spec, options.results_dir, options.stream)
     write_yaml(options.results_dir.sweep_yaml, {**spec.to_dict(), "command": options.command})
-    if arms_allocation(spec):
-        print(arms_allocation(spec), file=options.stream)
+    for line in (arms_allocation(spec), noise_df_warning(spec)):
+        if line:
+            print(line, file=options.stream)
     planned = train_stages(spec, planner_for(spec, options.stream), plan, options, backend)
     return finish(spec, planned, options)
 
@@ -170,7 +173,7 @@ def train(spec: SweepSpec, stage: Stage, plan: Resources, options: SweepOptions,
 
 def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions) -> int:
     """Rebuild summary.csv for every planned run, print what did not finish ok, write the report; the exit status."""
-    out, results_dir = options.stream, options.results_dir
+    out, results_dir = options.results_stream or options.stream, options.results_dir
     rows = write_summary(spec, results_dir, list(planned))
     not_ok = [r for r in rows if r["status"] != "ok"]
     missing = len(planned) - len(rows)

@@ -57,6 +57,7 @@ class Case:
     label: str  # e.g. "worst case: 5 seeds per cell" (the dry run adds ", 20 runs, 20 to train")
     runs: tuple[Run, ...]  # every run of the sweep in this case that is known before it trains
     stand_ins: tuple[Run, ...] = ()  # runs counted and timed for those a later stage will choose (a tuned sweep's picks)
+    whole: bool = False  # one way the whole sweep may end (the dry run's bottom line ranges over these)
 
 
 @dataclass(frozen=True)

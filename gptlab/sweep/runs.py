@@ -14,6 +14,7 @@ from typing import Any
 
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import design_cells
+from gptlab.stats.models import MIN_RESIDUAL_DF, planned_df, t_quantile
 from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig
 from gptlab.run.config import RunConfig, resolve_run_config, set_dotted
@@ -126,6 +127,29 @@ def arms_allocation(spec: SweepSpec) -> str | None:
     tuned = "; selection runs train every arm alike" if spec.tune is not None else ""
     return (f"arms: {k} arm(s) each compared with the baseline {name}, which enters every comparison: it trains "
             f"about sqrt({k}) = {k ** 0.5:.2f} times an arm's seeds (Dunnett's square-root rule): {pairs}{tuned}")
+
+
+def noise_df_warning(spec: SweepSpec) -> str | None:
+    """A warning (dry run and sweep start) when the design leaves the effects' noise fewer than `MIN_RESIDUAL_DF`
+    residual df (`stats.models.planned_df`: round 1's seeds for adaptive ones), naming the seeds that would give
+    that many; None otherwise, and for a design without replication (1 seed: no CI to widen)."""
+    cells = sorted({r.cell for r in spec.runs}, key=str)
+    seeds = spec.seed_rule.min if spec.seed_rule else len(spec.seeds)
+    base = [c for c in cells if spec.arms is not None and dict(c).get(ARM) == spec.arms.baseline]
+
+    def df(n: int) -> float:
+        return planned_df(len(cells), n, spec.seed_count(base[0], n) if base else None)
+
+    if seeds < 2 or not cells or df(seeds) >= MIN_RESIDUAL_DF:
+        return None
+    enough = next((n for n in range(seeds + 1, 100) if df(n) >= MIN_RESIDUAL_DF), None)
+    have = df(seeds)
+    what = f"{len(cells)} cell(s) x {seeds} seeds" + (" (round 1)" if spec.seed_rule else "")
+    fix = (f"; {enough} seeds per cell give {df(enough):.3g} (`--set seeds={enough}`" +
+           (", or a larger `seeds.min`)" if spec.seed_rule else ")") if enough else "")
+    return (f"warning: {what} leave {have:.3g} residual degree(s) of freedom for the noise every effect's CI is "
+            f"computed from: a 95% CI is then +/-{t_quantile(0.975, have):.1f} standard errors wide (+/-1.96 with "
+            f"many), too wide to call most effects{fix}")
 
 
 def _fail(key: str, message: str) -> GptlabError:

@@ -132,7 +132,7 @@ class SharedTrunks:
         for case in base.cases:  # each way the sweep may end, with the steps its runs train
             shared, separate = steps_trained(case.runs)
             steps = f" ({shared:,} steps with shared trunks, {separate:,} without)" if shared < separate else ""
-            cases.append(Case(case.label + steps, case.runs))
+            cases.append(Case(case.label + steps, case.runs, whole=case.whole))
         return Preview(f"{base.intro}; wsd runs differing only in train.max_iters share their stable trunks",
                        tuple(cases))
 

@@ -308,7 +308,7 @@ class TuneThenEstimate:
         selection = self.selection_cases()
         naive = candidate_runs(spec)
         both = [Case(f"tuned in all ({sel.label.split(':', 1)[0]} + {case.label.split(': ', 1)[0]})",
-                     sel.runs, sel.stand_ins + case.stand_ins) for sel in selection[-1:] for case in estimation]
+                     sel.runs, sel.stand_ins + case.stand_ins, whole=True) for sel in selection[-1:] for case in estimation]
         return Preview(self.describe(), (
             *selection, *estimation, *both,
             Case(f"for comparison, the naive full grid (every setting x every seed): {n_cells} cells x {n_settings} "

@@ -26,6 +26,7 @@ from gptlab.report.fmt import fmt_value
 from gptlab.report.load import Results
 from gptlab.report.load.samples import Sample
 from gptlab.report.sentences import Sentences
+from gptlab.report.sentences.verdicts import call_phrase
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.report.tables.stability import LOST
 from gptlab.stats.calls import ALPHA
@@ -112,7 +113,7 @@ CALLS_COLS = ["effect", "estimate", CI_UNADJUSTED, "p_adjusted", "call"]
 def _pick(r: dict) -> dict:
     ci = f"{fmt_value('ci_low', r['ci_low'])} to {fmt_value('ci_high', r['ci_high'])}"
     return {"estimate": r["estimate"], CI_UNADJUSTED: "n/a" if ci == "n/a to n/a" else ci,
-            "p_adjusted": r["p_adjusted"], "call": r["call"]}
+            "p_adjusted": r["p_adjusted"], "call": call_phrase(r)}
 
 
 FOREST_ALT = ("Every effect with its unadjusted 95% CI, coloured by its Holm-adjusted call (dashed: an effect not "
@@ -134,6 +135,7 @@ def summary(res: Results, tables: ReportTables, words: Sentences, figures: Figur
                         "main effect, and every other effect called better or worse. The 95% CI is each effect's own, "
                         "unadjusted: it can exclude zero where the adjusted call is still inconclusive "
                         "(docs/STATISTICS.md, \"Calls\"):"), Table(table)]
+        blocks += [Para(words.calls_legend)] if words.calls_legend else []
     blocks += image(figures.forest, FOREST_ALT)
     bullets = list(words.arms) if words.arms else \
         words.called + [f"Along training: {t}" for t in words.trajectory] + ([SNAPSHOT] if words.trajectory else [])

@@ -18,6 +18,7 @@ from gptlab.report.figures import Figures
 from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.sentences import Sentences
 from gptlab.report.sentences.overview import too_long
+from gptlab.report.sentences.verdicts import with_call_phrases
 from gptlab.report.tables import ReportTables
 from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.stats.transfer import PAIRED, UNPAIRED
@@ -46,10 +47,10 @@ def table_blocks(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list
 
 
 
-ARMS_MD_COLS = ["arm", "scale_level", "pick"] + EFFECT_COLS + ["tuning", "n_ok", "n_ok_baseline", "n_diverged",
-                                                               "n_failed"]
+# The page's `call` column keeps the direction through the tuning check (`call_phrase`), so no `tuning` column
+ARMS_MD_COLS = ["arm", "scale_level", "pick"] + EFFECT_COLS + ["n_ok", "n_ok_baseline", "n_diverged", "n_failed"]
 SCORECARD_MD_COLS = ["arm", "scale_level", "source", "direction", "size", "untuned_estimate", "estimate", "ci_low",
-                     "ci_high", "call", "tuning", "verdict"]
+                     "ci_high", "call", "verdict"]
 
 
 def scorecard_section(res: Results, tables: ReportTables, words: Sentences) -> list[Block]:
@@ -63,13 +64,11 @@ def scorecard_section(res: Results, tables: ReportTables, words: Sentences) -> l
         f"the paper's own number, where it gives one), beside the lab's effect of the arm ({res.outcome_label}, "
         f"{res.unit}, arm minus baseline)" + (f" at the untuned {untuned} (`untuned_estimate`: the selection runs "
                                                "there, one run per arm: no CI)" if untuned else "")
-        + " and at each arm's own tuned setting (`estimate`, 95% CI, call after the tuning check). Verdicts: "
-        "`holds` (the lab calls what the paper claims), `opposite` (the lab calls the other direction, or a difference "
-        "where the paper claims none), `no difference` (a gain or loss was claimed and the 90% CI lies within "
-        f"+/-{tables.margin:g}: a larger one is excluded), `not shown` (neither), `not tested here` (a claim about "
-        "speed, memory or longer contexts: what the lab does not measure), `no claim recorded`; docs/STATISTICS.md "
-        "defines each. Table: `tables/scorecard.csv` (with each claim's words and setting).")]
-    blocks += table_blocks(card, SCORECARD_MD_COLS, "scorecard.csv", "claims")
+        + " and at each arm's own tuned setting (`estimate`, 95% CI, call after the tuning check), and the verdict: "
+        "the legend under the table defines each word, docs/STATISTICS.md says more. Table: `tables/scorecard.csv` "
+        "(with each claim's words and setting).")]
+    blocks += table_blocks(with_call_phrases(card), SCORECARD_MD_COLS, "scorecard.csv", "claims")
+    blocks += [Para(words.scorecard_legend)] if words.scorecard_legend else []
     blocks += [Bullets(list(words.scorecard))] if words.scorecard else []
     quoted = [f"{r['arm']}: {r['source']}" + (f" ({r['setting']})" if r["setting"] else "") + f": \"{r['claim']}\""
               for r in card.drop_duplicates(subset=["arm", "source", "claim"]).to_dict("records") if r["source"]]
@@ -90,7 +89,8 @@ def arms_section(res: Results, tables: ReportTables, words: Sentences, figs: Fig
         f"so it trains about sqrt(k) times an arm's seeds for k arms (Dunnett's square-root rule){words.allocation}, "
         "and the model has no seed block (the baseline's extra seeds have no partner). `pick`: each arm's tuned "
         f"setting. {CI_NOTE} Table: `tables/arms.csv`.")]
-    blocks += table_blocks(arms, ARMS_MD_COLS, "arms.csv", "arms")
+    blocks += table_blocks(with_call_phrases(arms), ARMS_MD_COLS, "arms.csv", "arms")
+    blocks += [Para(words.arms_legend)] if words.arms_legend else []
     blocks += [Bullets(list(words.arms))] if words.arms else []
     return blocks  # the forest plot of the arms leads the report, in its summary
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from gptlab.report.load import Results
 from gptlab.stats.arms import ARM
 from gptlab.report.sentences import notes, overview, sweeps, to_decide, verdicts
@@ -38,6 +40,9 @@ class Sentences:
     tuning_checks: tuple[str, ...] = ()  # a tuned sweep's summary: per effect, whether its call survives the picks
     arms: tuple[str, ...] = ()  # an arms sweep: one verdict per row of `tables.arms` (arms.csv's `verdict`)
     scorecard: tuple[str, ...] = ()  # an arms sweep: one line per row of `tables.scorecard`
+    scorecard_legend: str = ""  # an arms sweep: the words of the scorecard's call and verdict columns, defined
+    arms_legend: str = ""  # an arms sweep: the words of the arms table's call column, defined
+    calls_legend: str = ""  # a tuned sweep: the words the summary's calls table adds to each call, defined
     untuned: str = ""  # a sweep without tune: the one setting of each nuisance key it trained at
     header: tuple[str, ...] = ()  # the header's lines: the sweep's command, factors, seeds, text, unit, runs, compute
     lead: str = ""  # the line under the title: what every effect is, and where the provenance is
@@ -85,7 +90,11 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         error_model=notes.error_model(res, tables.effects), tuning_checks=tuple(_tuning_checks(res, tables)),
         arms=tuple(verdicts.arm(r, res, margin) for r in tables.arms.to_dict("records")),
         scorecard=tuple(sweeps.scorecard_lines(tables.scorecard, res.unit)), untuned=sweeps.untuned_note(res),
-        header=tuple(overview.header(res)), lead=overview.lead(res), best=tuple(overview.best_and_baseline(res, tables.cells)),
+        scorecard_legend=sweeps.legend(tables.scorecard, margin), arms_legend=sweeps.legend(tables.arms, margin),
+        calls_legend=sweeps.legend(tables.arms if len(tables.arms.columns) else pd.concat(
+            [tables.main, tables.interactions]), margin, only=sweeps.TUNING_WORDS),
+        header=tuple(overview.header(res)), lead=overview.lead(res),
+        best=tuple(overview.best_and_baseline(res, tables.cells)),
         call_counts=tuple(overview.call_counts(tables)), failures=overview.failures(res, tables.failures),
         divergence=notes.divergence_caveat(tables.divergence), no_divergence=notes.no_divergence(tables.divergence),
         allocation=sweeps.allocation(res) if res.arms else "",

@@ -153,8 +153,13 @@ def mixed_code(res: Results) -> list[str]:
     if not mixed:
         return []
     what = "; ".join(f"{'versions' if key == 'gptlab' else 'commits'} {', '.join(values)}" for key, values in mixed.items())
-    return [f"The runs were trained by different code ({what}): a difference between cells may come from the "
-            "code rather than the design. Rerun the sweep into a new results folder with one version."]
+    dirty = " (`+dirty`: with changes not yet committed)" if any(v.endswith("+dirty") for v in seen["git_commit"]) else ""
+    return [f"The runs were trained by different code ({what}){dirty}. What this means for the numbers: each run is "
+            "right for the code that trained it, but if the code changed what a run computes (the model, the data, the "
+            "training loop) between these versions, then runs trained by one version and by another differ for that "
+            "reason too, and an effect between them measures the change of code along with the design; nothing in "
+            "this report can tell the two apart. Each run's version is in its summary.json (`environment`). To rule "
+            "it out, rerun the sweep into a new results folder with one version."]
 
 
 def schedule_note(res: Results) -> list[str]:

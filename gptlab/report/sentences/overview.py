@@ -22,9 +22,8 @@ from gptlab.run.config import DataConfig
 def header(res: Results) -> list[str]:
     """The header's lines: the sweep's command, factors, seeds, text, loss unit, outcome, runs, compute, environment."""
     spec, runs = res.spec, res.runs
-    counts = runs["status"].value_counts()
-    status = ", ".join(f"{n} {s}" for s, n in counts.items())
-    total = float(runs["wall_s"].sum())
+    every = pd.concat([t for t in (res.selection, runs, res.other_roles) if len(t)]) if len(runs) else runs
+    total = float(pd.to_numeric(every["wall_s"], errors="coerce").sum())
     rel = f"{res.results_dir.path.resolve().parent.name}/{res.results_dir.path.resolve().name}"
     items = [f"**Reproduce the sweep**: `{spec.get('command') or f'python -m gptlab.sweep ablations/{res.name}.yaml'}`",
              f"**Regenerate this report**: `python -m gptlab.report {rel}`"]
@@ -49,11 +48,30 @@ def header(res: Results) -> list[str]:
                      "`best_test_bpc`): validation chose each checkpoint, the test split chose nothing. Every "
                      "effect and call is on it; `best_val_loss` columns, the levels table and the curves are "
                      "validation losses")
-    items += [f"**Runs**: {len(runs)} ({status}) in {len(res.cells)} cells",
-              f"**Total compute**: {total:.1f} s ({total / 3600:.2f} h, sum of wall_s over all runs)"]
+    items += [runs_item(res), f"**Total compute**: {total:.1f} s ({total / 3600:.2f} h, sum of wall_s over all "
+                              f"{len(every)} runs)"]
     if res.environment:
         items.append("**Environment**: " + "; ".join(f"{k} {', '.join(v)}" for k, v in res.environment.items()))
     return items
+
+
+def _statuses(runs: pd.DataFrame) -> str:
+    return ", ".join(f"{n} {s}" for s, n in runs["status"].value_counts().items())
+
+
+def runs_item(res: Results) -> str:
+    """How many runs the sweep trained, by role: a tuned sweep's selection runs count too, apart from the estimation
+    runs that every effect is on."""
+    runs, cells = res.runs, len(res.cells)
+    if not len(res.selection) and not len(res.other_roles):
+        return f"**Runs**: {len(runs)} ({_statuses(runs)}) in {cells} cells"
+    parts = [f"{len(res.selection)} selection"] if len(res.selection) else []
+    parts += [f"{len(runs)} estimation"] + ([f"{len(res.other_roles)} other"] if len(res.other_roles) else [])
+    total = len(res.selection) + len(runs) + len(res.other_roles)
+    selection = (f"; the selection runs ({_statuses(res.selection)}) chose each cell's setting"
+                 if len(res.selection) else "")
+    return (f"**Runs**: {total} ({', '.join(parts)}): every effect is on the {len(runs)} estimation runs "
+            f"({_statuses(runs)}) in {cells} cells{selection}")
 
 
 def text_item(res: Results) -> str:

@@ -18,13 +18,16 @@ import pandas as pd
 
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
+from gptlab.report.sentences.verdicts import AT_PICKS, ROBUST, UNCHECKED, call_phrase
 from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.run.config import TrainConfig, get_dotted
 from gptlab.stats.arms import ARM
 from gptlab.stats.picks import pairs_text
 from gptlab.stats.adaptive_seeds import SeedRule
+from gptlab.stats.calls import ALPHA
 from gptlab.stats.robustness import DEPENDS, NOT_CHECKED
+from gptlab.stats.scorecard import AT_PICKS as VERDICT_AT_PICKS
 from gptlab.stats.transfer import CHANGES, HOLDS, INCONCLUSIVE, REVERSES, UNPAIRED
 
 
@@ -113,6 +116,9 @@ def tuning_checks(tables: Mapping[str, pd.DataFrame], label: Callable[[dict], st
             elif r["tuning"]:
                 out.append(f"{label(r)}: {at} at the picks, but it depends on the pick of {r['tuning_cell']}: "
                            "with the loss that pick may leave on the table taken against it, the call does not hold.")
+            elif at in ("better", "worse", "equivalent"):
+                out.append(f"{label(r)}: {at} at the picks, not checked: a cell it uses has no bound on the loss its "
+                           "pick may leave on the table, so the tuning check cannot certify the call.")
             else:
                 out.append(f"{label(r)}: {at} at the picks: nothing the tuning could overturn.")
     return out
@@ -215,9 +221,50 @@ def scorecard_lines(scorecard: pd.DataFrame, unit: str) -> list[str]:
         claim = (f"{r['source']} claims {r['direction']}" + (f" ({r['about']})" if r["about"] not in ("", "quality")
                                                              else "")) if r["source"] else "no claim recorded"
         why = f": {r['reason']}" if r.get("reason") else ""
-        out.append(f"{r['arm']}{at}: {claim}; {tuned} {unit}{untuned}, {r['call'] or 'no call'} -> "
-                   f"**{r['verdict']}**{why}.")
+        out.append(f"{r['arm']}{at}: {claim}; {tuned} {unit}{untuned}, {call_phrase(r)} -> **{r['verdict']}**{why}.")
     return out
+
+
+def _legend_terms(margin: float) -> dict[str, str]:
+    """Every word a scorecard's or an arms table's call and verdict columns may hold, in plain words."""
+    tuned = "but only at the picks: the tuning check does not certify it, so an arm tuned better could undo it"
+    agrees, opposite, nothing = VERDICT_AT_PICKS.values()
+    return {
+        "better": f"lower loss than the baseline (Holm-adjusted p < {ALPHA})",
+        "worse": f"higher loss than the baseline (Holm-adjusted p < {ALPHA})",
+        "equivalent": f"the 90% CI lies within +/-{margin:g}",
+        "inconclusive": "neither a difference nor an equivalence is shown",
+        AT_PICKS: "at each arm's own tuned setting (its pick, chosen on its selection runs)",
+        ROBUST: "the call survives the loss each pick may leave on the table (the tuning check)",
+        DEPENDS: "it does not survive that check: the call holds at the picks only",
+        UNCHECKED: "the tuning check could not bound the loss a pick may leave, so the call is not certified",
+        "holds": "the lab calls what the paper claims",
+        "opposite": "the lab calls the other direction, or a difference where the paper claims none",
+        "no difference": f"a gain or loss was claimed and the 90% CI lies within +/-{margin:g}: a larger one is "
+                         "excluded",
+        agrees: f"the lab calls what the paper claims, {tuned}",
+        opposite: f"the lab calls the other direction, {tuned}",
+        nothing: f"the 90% CI lies within +/-{margin:g}, {tuned}",
+        "not shown": "inconclusive: the data neither support the claim nor exclude it (not 'no effect')",
+        "not tested here": "a claim about speed, memory or longer contexts, which the lab does not measure",
+        "no claim recorded": "no claim was recorded for the arm",
+    }
+
+
+TUNING_WORDS = (AT_PICKS, ROBUST, DEPENDS, UNCHECKED)  # what a tuned call's words add to the call
+
+
+def legend(table: pd.DataFrame, margin: float, only: tuple[str, ...] | None = None) -> str:
+    """One line under a table of calls (and verdicts): each word its `call` (as `call_phrase` words it) and `verdict`
+    columns use, defined (`only`: those of these words alone); "" when there is none."""
+    used: set[str] = set()
+    for r in table.to_dict("records"):
+        phrase = call_phrase(r) if "call" in r else ""
+        used |= {part.removesuffix(f" {AT_PICKS}") for part in phrase.split(", ")} - {""}
+        used |= {AT_PICKS} if AT_PICKS in phrase else set()
+        used |= {r["verdict"]} if isinstance(r.get("verdict"), str) else set()
+    terms = [(word, text) for word, text in _legend_terms(margin).items() if word in used and word in (only or used)]
+    return ("Legend: " + "; ".join(f"`{word}`: {text}" for word, text in terms) + ".") if terms else ""
 
 
 def precision_reached(view: AdaptiveView) -> str:
@@ -250,7 +297,7 @@ def tuned_design(view: TuningView, res: Results) -> str:
     sel = res.selection
     return (f"Every cell's {keys} was tuned on its own selection runs: {len(view.settings)} settings x {view.seeds} "
             f"seed(s) per cell (seeds 1,000,000 and up; {len(sel)} runs, {float(sel['wall_s'].sum()):.0f} s of compute, "
-            "not counted in the header). Each cell's pick is the setting with the lowest mean best val loss (a setting "
+            "counted in the header's runs and compute). Each cell's pick is the setting with the lowest mean best val loss (a setting "
             "with a run that diverged or did not learn only when every setting has one). The estimation runs (seeds "
             f"{', '.join(map(str, res.seeds))}) then trained at each cell's pick; they alone make every effect, interaction "
             f"and call above, on the {res.outcome_label}: the effects at the tuned optima. The selection runs never "

@@ -7,7 +7,7 @@ for `equivalent` (TOST within the margin), and everything else is said to be inc
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -80,7 +80,32 @@ def _tuning_p(r: dict) -> str:
 
 
 def _shift(x: float, unit: str) -> str:
-    return "an unbounded amount (its optimum's CI is open)" if math.isinf(x) else f"up to {fmt_loss(x)} {unit}"
+    return ("an amount it cannot bound (the lrs tried do not pin down that arm's best lr: the CI of the best lr runs "
+            "past them)" if math.isinf(x) else f"up to {fmt_loss(x)} {unit}")
+
+
+ROBUST, UNCHECKED, AT_PICKS = "robust", "not checked", "at the picks"  # the words `call_phrase` adds to a call
+
+
+def call_phrase(r: Mapping[str, Any]) -> str:
+    """A row's call with its direction kept through the tuning check: 'worse at the picks, depends on the picks',
+    'better, robust', 'worse at the picks, not checked' (a pick's loss left has no bound), or the call itself."""
+    call = r.get("call") if isinstance(r.get("call"), str) and r.get("call") else "no call"
+    at = r.get("call_at_picks") if isinstance(r.get("call_at_picks"), str) else ""
+    if call == DEPENDS and at:
+        return f"{at} {AT_PICKS}, {DEPENDS}"
+    if r.get("tuning") == ROBUST:
+        return f"{call}, {ROBUST}"
+    if at and call in ("better", "worse", "equivalent"):  # tuned, and the check had no bound to test against
+        return f"{call} {AT_PICKS}, {UNCHECKED}"
+    return call
+
+
+def with_call_phrases(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with its `call` column in words (`call_phrase`), for the page; tables/*.csv keep the calls."""
+    if "call" not in table or not len(table):
+        return table
+    return table.assign(call=[call_phrase(r) for r in table.to_dict("records")])
 
 
 def _counts(r: dict, res: Results) -> str:
@@ -155,8 +180,7 @@ def quoted(r: dict, form: str = "full") -> str:
     if "estimate" in r:
         def num(x: float) -> str:
             return f"{'+' if x > 0 else ''}{fmt_loss(x)}"
-        est, lo, hi, call = num(r["estimate"]), r.get("ci_low"), r.get("ci_high"), r.get("call")
-        call = call if isinstance(call, str) and call else "no call"
+        est, lo, hi, call = num(r["estimate"]), r.get("ci_low"), r.get("ci_high"), call_phrase(r)
     else:  # cells (mean +/- half-width) and levels (mean, CI): losses, no sign
         num = fmt_loss
         est, half = num(r["best_val_loss"]), r.get("best_val_loss_ci95")

@@ -21,7 +21,7 @@ from gptlab.report.load import Results
 from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.run.config import TrainConfig
 from gptlab.stats.arms import ARM
-from gptlab.stats.robustness import DEPENDS, NOT_CHECKED
+from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.scorecard import NOT_TESTED, verdict
 
 ARMS_COLS = ["arm", "baseline", "estimate", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value",
@@ -30,7 +30,7 @@ ARMS_COLS = ["arm", "baseline", "estimate", "ci_low", "ci_high", "ci95", "ci90_l
              "n_diverged", "n_failed", "pick"]
 SCALE_COLS = ["scale_factor", "scale_level"]
 SCORECARD_COLS = ["arm", "source", "setting", "claim", "direction", "size", "about", "untuned_setting",
-                  "untuned_estimate", "estimate", "ci_low", "ci_high", "call", "tuning", "verdict", "reason"]
+                  "untuned_estimate", "estimate", "ci_low", "ci_high", "call", "call_at_picks", "tuning", "verdict", "reason"]
 UNTUNED_KEY = "train.lr"  # the nuisance key every earlier study fixed; its default is the untuned setting
 
 
@@ -83,15 +83,15 @@ def scorecard_table(res: Results, arms: pd.DataFrame, tuned: TuningView | None,
         for claim in _claims_of(claims.get(arm)) or [None]:
             direction = claim["direction"] if claim else None
             about = (claim.get("about") or "quality") if claim else "quality"
-            call = str(effect.get("call") or "")  # after the tuning check: "depends on the picks" shows nothing
-            call = DEPENDS if effect.get("tuning") == NOT_CHECKED else call  # nor does a call no check confirmed
+            call = str(effect.get("call") or "")  # after the tuning check
             rows.append({"arm": arm, **at, **{k: (claim.get(k, "") if claim else "") for k in
                                               ("source", "setting", "claim", "direction", "size")},
                          "about": about if claim else "", "untuned_setting": untuned_label,
                          "untuned_estimate": untuned.get((arm, str(at["scale_level"])) if at else (arm,), math.nan),
                          "estimate": effect["estimate"],
                          "ci_low": effect["ci_low"], "ci_high": effect["ci_high"], "call": effect["call"],
-                         "tuning": effect.get("tuning", ""), "verdict": verdict(direction, about, call),
+                         "call_at_picks": effect.get("call_at_picks", ""), "tuning": effect.get("tuning", ""),
+                         "verdict": verdict(direction, about, call, uncertified(effect)),
                          "reason": NOT_TESTED.get(about, "") if claim else ""})
     cols = SCORECARD_COLS[:1] + (SCALE_COLS if res.scale else []) + SCORECARD_COLS[1:]
     card = pd.DataFrame(rows, columns=cols)
@@ -101,6 +101,18 @@ def scorecard_table(res: Results, arms: pd.DataFrame, tuned: TuningView | None,
         card["transfer"] = [call.get((r["arm"], r["scale_factor"], str(r["scale_level"])), "")
                             for r in card.to_dict("records")]
     return card
+
+
+def uncertified(effect: dict[str, Any]) -> str | None:
+    """An effect's call at the picks where the tuning check did not certify its call: the call depends on the picks,
+    or it is a decided call whose picks' loss left has no bound (tuning `not checked`); None where it did or nothing was tuned."""
+    at = effect.get("call_at_picks")
+    if not isinstance(at, str) or not at:  # no tuning check ran (an untuned sweep)
+        return None
+    call = str(effect.get("call") or "")
+    if call == DEPENDS or (call in ("better", "worse", "equivalent") and effect.get("tuning") != "robust"):
+        return at
+    return None
 
 
 def _claims_of(raw: Any) -> list[dict[str, Any]]:

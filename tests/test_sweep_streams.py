@@ -1,0 +1,100 @@
+"""The sweep's command line tells a reader what they need: the dry run's one bottom line (from scratch, and with what
+is on disk), a warning when the design leaves the effects' noise too few degrees of freedom, and results on stdout
+with progress and logging on stderr."""
+from __future__ import annotations
+
+import dataclasses
+import io
+
+import pytest
+
+from gptlab.stats.models import MIN_RESIDUAL_DF, planned_df
+from gptlab.sweep import execute as execute_module
+from gptlab.sweep.dry_run import bottom_line
+from gptlab.sweep.execute import SweepOptions, finish
+from gptlab.sweep.runs import noise_df_warning
+from gptlab.sweep.spec import load_spec
+from gptlab import sweep_cli
+from gptlab.sweep_cli import main as sweep_main, report_with_calls
+
+from fakes import write_spec
+
+
+def test_the_residual_df_of_a_plan_is_the_one_the_model_fits():
+    assert planned_df(2, 2) == 1 and planned_df(4, 2) == 3 and planned_df(2, 4) == 3  # (cells - 1)(seeds - 1)
+    assert planned_df(1, 3) == 2  # one cell: no seed block
+    assert planned_df(4, 1) == 0
+    assert 2 < planned_df(11, 2, 4) < 3 and planned_df(11, 3, 6) > MIN_RESIDUAL_DF  # an arm against the baseline
+
+
+def test_a_design_with_too_few_residual_df_is_warned_about_with_the_seeds_that_fix_it(tmp_path, corpus):
+    one = load_spec(write_spec(tmp_path, corpus, {"model.activation": ["gelu", "relu"]}, seeds=2))
+    warning = noise_df_warning(one)
+    assert warning is not None and "1 residual degree(s) of freedom" in warning and "+/-12.7 standard errors" in warning
+    assert "4 seeds per cell give 3 (`--set seeds=4`)" in warning
+    assert noise_df_warning(load_spec(write_spec(tmp_path, corpus, {"model.activation": ["gelu", "relu"]}, seeds=4))) is None
+    two_by_two = {"model.activation": ["gelu", "relu"], "model.norm": ["pre", "post"]}
+    assert noise_df_warning(load_spec(write_spec(tmp_path, corpus, two_by_two, seeds=2))) is None  # 3 df
+    assert noise_df_warning(load_spec(write_spec(tmp_path, corpus, two_by_two, seeds=1))) is None  # no replication
+
+
+def test_the_bottom_line_says_the_cost_from_scratch_and_what_is_left():
+    assert bottom_line([(4, 20.0, 4, 20.0)]) == "\nfrom scratch: 4 runs, about 0:00:20; with what is on disk: 4 to train, about 0:00:20"
+    line = bottom_line([(127, 31159.0, 0, None), (154, 42843.0, 0, None)], picked=True)
+    assert line.startswith("\nfrom scratch: 127 to 154 runs, about 8:39:19 to 11:54:03; with what is on disk: "
+                           "nothing to train (counting the finished runs on disk")
+    assert "with what is on disk: at most 1 to train, about 0:00:30 (counting" in bottom_line(
+        [(127, 100.0, 1, 20.0), (154, 200.0, 1, 30.0)], picked=True)
+    assert "with what is on disk: 5 to 9 to train, about 0:01:00 to 0:02:00" in bottom_line(
+        [(10, 100.0, 5, 60.0), (20, 200.0, 9, 120.0)])
+
+
+def test_the_dry_run_ends_with_its_bottom_line_and_warns_of_too_few_df_on_stdout(tmp_path, corpus, capsys):
+    spec = write_spec(tmp_path, corpus, {"model.activation": ["gelu", "relu"]}, seeds=2, train={"max_iters": 4})
+    assert sweep_main([str(spec), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1].startswith("from scratch: 4 runs, about ") and "; with what is on disk: 4 to train, about " in out[-1]
+    assert any(line.startswith("warning: 2 cell(s) x 2 seeds leave 1 residual") for line in out)
+
+
+def test_results_go_to_stdout_and_progress_to_stderr(tmp_path, corpus, capsys, monkeypatch):
+    path = write_spec(tmp_path, corpus, {"model.activation": ["gelu", "relu"]}, seeds=2)
+    spec = load_spec(path)
+    out, err = io.StringIO(), io.StringIO()
+    options = SweepOptions(tmp_path / "results" / "t", tmp_path / "reports" / "t", stream=err, results_stream=out)
+    assert finish(spec, spec.runs, options) == 1  # nothing trained
+    assert "summary: " in out.getvalue() and "4 run(s) were not trained" in out.getvalue()
+    assert err.getvalue() == ""
+
+    seen = {}
+
+    def fake_execute(spec, plan, options):  # the command line's streams, without training
+        seen["options"] = options
+        return finish(spec, spec.runs, dataclasses.replace(options, write_report=None))
+
+    monkeypatch.setattr(sweep_cli, "execute", fake_execute)
+    code = sweep_main([str(path), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "rep")])
+    captured = capsys.readouterr()
+    assert code == 1 and "4 run(s) were not trained" in captured.out and "were not trained" not in captured.err
+    assert seen["options"].stream is not seen["options"].results_stream
+    assert execute_module.SweepOptions is SweepOptions
+
+
+def test_a_finished_sweep_prints_its_calls_on_stdout(tmp_path, capsys):
+    def write_report(results_dir, reports_dir, *, margin=None):
+        (reports_dir / "tables").mkdir(parents=True)
+        (reports_dir / "tables" / "main_effects.csv").write_text(
+            "factor,level,verdict\nmodel.norm,post,norm=post is worse than norm=pre by 0.04 nats/char\n")
+        return reports_dir
+
+    assert report_with_calls(write_report, tmp_path / "results", tmp_path / "rep", margin=0.01) == tmp_path / "rep"
+    out = capsys.readouterr().out
+    assert "calls (" in out and "  norm=post is worse than norm=pre by 0.04 nats/char" in out
+
+
+@pytest.mark.parametrize("flag", ["--help"])
+def test_the_help_names_what_set_takes(flag, capsys):
+    with pytest.raises(SystemExit):
+        sweep_main([flag])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "seeds=4" in text and "train.max_iters=500" in text
