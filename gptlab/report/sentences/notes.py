@@ -30,7 +30,7 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
         split = "test" if res.has_test_split else "validation"
         notes.append(f"Unigram loss of the {split} split (the ceiling at which runs that diverged or did not learn "
                      f"are counted in the sensitivity analysis): {fmt_loss(res.ceiling)} {res.unit}.")
-    warns: list[str] = mixed_code(res)
+    warns: list[str] = summary_notes(res) + mixed_code(res)
     if a is None:
         return notes, warns + ["No successful runs or no factors: no effects to estimate."]
     fit, d = a.fit, a.design
@@ -154,6 +154,27 @@ def mixed_code(res: Results) -> list[str]:
     what = "; ".join(f"{'versions' if key == 'gptlab' else 'commits'} {', '.join(values)}" for key, values in mixed.items())
     return [f"The runs were trained by different code ({what}): a difference between cells may come from the "
             "code rather than the design. Rerun the sweep into a new results folder with one version."]
+
+
+def summary_notes(res: Results) -> list[str]:
+    """What the report read instead of summary.csv, and the finished run folders it could not count as the sweep's."""
+    check, lines = res.summary_check, []
+    if check.text is not None:
+        lines.append(f"summary.csv disagrees with the run folders ({check.reason}): this report reads the runs from "
+                     "their folders instead (the file is left as it is; the sweep's next run rewrites it).")
+    if check.unplaced:
+        lines.append(f"{len(check.unplaced)} finished run folder(s) in runs/ are neither in summary.csv nor placed in "
+                     f"this sweep (no readable place.json) and are left out of this report: {_ids(check.unplaced)} "
+                     "(runs of an earlier spec, or damaged place.json files: the sweep's command records its runs' "
+                     "places again).")
+    if check.others:
+        lines.append(f"{len(check.others)} finished run folder(s) were trained under another version of this sweep (its "
+                     f"spec, a plugin or a corpus changed since) and are not in this report: {_ids(check.others)}.")
+    return lines
+
+
+def _ids(run_ids: tuple[str, ...]) -> str:
+    return ", ".join(run_ids[:3]) + (f" and {len(run_ids) - 3} more" if len(run_ids) > 3 else "")
 
 
 def schedule_note(res: Results) -> list[str]:

@@ -1,0 +1,139 @@
+"""The reliability campaign's cases (issue 40): each a small sweep trained by a fake backend, or a hand-made folder."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gptlab.executors import Resources
+from gptlab.report.load import ReportError, load_results
+from gptlab.run.rundir import RunDir
+from gptlab.sweep import execute as execute_module
+from gptlab.sweep.execute import SweepOptions, execute
+from gptlab.sweep.spec import load_spec
+
+from fakes import FakeBackend, write_spec
+
+PLAN = Resources(workers=1, threads=1, device="cpu", gpus=0, reason="test")
+
+
+def sweep(spec_path: Path, results: Path, monkeypatch, backend=None, **options) -> tuple[int, str, FakeBackend]:
+    """Train the sweep at `spec_path` into `results` (results/NAME) with a fake backend: (exit status, output, backend)."""
+    spec = load_spec(spec_path)
+    backend = backend or FakeBackend(lambda config: 1.5 + 0.01 * (config["model"].get("norm") == "post")
+                                     + 1e-3 * (config["seed"] % 7))
+    monkeypatch.setattr(execute_module, "BACKENDS", {spec.executor.backend: lambda cfg: backend})
+    out = io.StringIO()
+    code = execute(spec, PLAN, SweepOptions(results, results.parent.parent / "reports" / spec.name, stream=out,
+                                            progress_every_s=60, **options))
+    return code, out.getvalue(), backend
+
+
+# -- 1. a run's place records what its identity depends on: a fixed plugin's runs replace the old ones -----------
+
+def test_runs_of_an_edited_plugin_stay_out_of_the_report_and_the_report_writes_nothing(tmp_path, corpus, monkeypatch):
+    plugin = tmp_path / "my_plugin.py"
+    plugin.write_text('"""A test plugin."""\nVERSION = 1\n')
+    spec = write_spec(tmp_path, corpus, seeds=2, plugins=[plugin])
+    results = tmp_path / "results" / "t"
+    assert sweep(spec, results, monkeypatch)[0] == 0
+    plugin.write_text('"""A test plugin, fixed."""\nVERSION = 2\n')  # the documented flow: fix it, rerun the same command
+    code, out, backend = sweep(spec, results, monkeypatch)
+    assert code == 0 and len(backend.trained) == 4 and "4 finished run(s)" in out and "stay on disk" in out
+    assert len(list((results / "runs").iterdir())) == 8
+    before = {p: p.read_bytes() for p in results.rglob("*") if p.is_file()}
+    res = load_results(results)
+    assert sorted(res.runs["run_id"]) == sorted(backend.trained)  # plugin v2's runs only, each seed once
+    assert len(res.summary_check.others) == 4 and res.summary_check.text is None
+    assert {p: p.read_bytes() for p in results.rglob("*") if p.is_file()} == before  # nothing written
+    place = json.loads((results / "runs" / backend.trained[0] / RunDir.PLACE).read_text())
+    assert set(place["sources"]) == {"plugin:my_plugin.py", str(corpus)}  # the files the run read
+
+
+def test_a_report_reads_a_stale_summary_from_the_folders_and_leaves_the_file_alone(tmp_path, corpus, monkeypatch):
+    from gptlab.report.sentences.notes import summary_notes
+
+    results = tmp_path / "results" / "t"
+    assert sweep(write_spec(tmp_path, corpus, seeds=2), results, monkeypatch)[0] == 0
+    lines = (results / "summary.csv").read_text().splitlines()
+    (results / "summary.csv").write_text("\n".join(lines[:3]) + "\n")  # cut short: 2 of 4 runs
+    res = load_results(results)
+    assert len(res.runs) == 4 and "2 finished run(s) missing from it" in res.summary_check.reason
+    assert (results / "summary.csv").read_text().splitlines() == lines[:3]
+    assert any("reads the runs from their folders" in line for line in summary_notes(res))
+
+
+# -- 2. damaged place.json files: counted, never lost silently; a comment in sweep.yaml changes nothing ------------
+
+def test_runs_without_a_place_are_counted_and_named_in_the_report(tmp_path, corpus, monkeypatch):
+    from gptlab.report.sentences.notes import summary_notes
+
+    results = tmp_path / "results" / "t"
+    assert sweep(write_spec(tmp_path, corpus, seeds=2), results, monkeypatch)[0] == 0
+    (results / "summary.csv").unlink()
+    lost = sorted((results / "runs").iterdir())[0]
+    (lost / RunDir.PLACE).unlink()
+    res = load_results(results)
+    assert len(res.runs) == 3 and res.summary_check.unplaced == (lost.name,)
+    assert any(line.startswith("1 finished run folder(s)") and lost.name in line for line in summary_notes(res))
+    assert not (results / "summary.csv").exists()
+
+
+def test_a_comment_added_to_sweep_yaml_keeps_every_run_placed(tmp_path, corpus, monkeypatch):
+    results = tmp_path / "results" / "t"
+    assert sweep(write_spec(tmp_path, corpus, seeds=2), results, monkeypatch)[0] == 0
+    (results / "summary.csv").unlink()
+    text = (results / "sweep.yaml").read_text()
+    (results / "sweep.yaml").write_text("# looked at on Friday\n" + text.replace("\n", "\n\n", 1))
+    assert len(load_results(results).runs) == 4
+
+
+def test_no_summary_and_no_place_says_how_many_finished_runs_are_there(tmp_path, corpus, monkeypatch):
+    results = tmp_path / "results" / "t"
+    assert sweep(write_spec(tmp_path, corpus, seeds=2), results, monkeypatch)[0] == 0
+    (results / "summary.csv").unlink()
+    for folder in (results / "runs").iterdir():
+        (folder / RunDir.PLACE).write_text("{not json")
+    with pytest.raises(ReportError, match="none of the 4 finished run folder"):
+        load_results(results)
+
+
+def test_sweep_yaml_records_the_files_its_runs_read(tmp_path, corpus, monkeypatch):
+    results = tmp_path / "results" / "t"
+    assert sweep(write_spec(tmp_path, corpus), results, monkeypatch)[0] == 0
+    stored = yaml.safe_load((results / "sweep.yaml").read_text())
+    assert list(stored["sources"]) == [str(corpus)] and len(stored["sources"][str(corpus)]) == 64
+
+
+# -- 3. a cell with no finished run: not estimable, by every tuning method and in the report -------------------------
+
+def _tuned_spec(folder: Path, corpus: Path, method: str) -> Path:
+    return write_spec(folder, corpus, grid={"model.activation": ["gelu", "relu"]}, seeds=2,
+                      train={"min_lr": 1e-5}, tune={"method": method, "space": {"train.lr": [1e-3, 2e-3, 4e-3]}})
+
+
+@pytest.mark.parametrize("method", ["grid", "refine"])
+def test_a_cell_whose_selection_runs_all_diverge_is_not_estimable(tmp_path, corpus, monkeypatch, method):
+    from gptlab.report import write_report
+
+    from helpers import skip_figures
+
+    skip_figures(monkeypatch)
+    spec = _tuned_spec(tmp_path, corpus, method)
+    raw = yaml.safe_load(spec.read_text())
+    raw["base"]["train"].pop("lr", None)
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    loss = lambda config: 1.5 + abs(config["train"]["lr"] - 2e-3) + 1e-3 * (config["seed"] % 7)  # noqa: E731
+    relu = [r.run_id for r in load_spec(spec).runs if "relu" in r.run_id]
+    results = tmp_path / "results" / "t"
+    for attempt in range(2):  # the same again: a rerun neither crashes nor trains the cell
+        code, out, backend = sweep(spec, results, monkeypatch, FakeBackend(loss, diverge=relu))
+        assert code == 0, out
+        assert "relu" in out and "no pick, so no estimation runs" in out
+    assert not [r for r in backend.trained if "relu" in r]
+    report = write_report(results, tmp_path / "reports" / "t")
+    text = (report / "report.md").read_text()
+    assert "not estimable" in text
