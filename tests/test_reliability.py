@@ -137,3 +137,31 @@ def test_a_cell_whose_selection_runs_all_diverge_is_not_estimable(tmp_path, corp
     report = write_report(results, tmp_path / "reports" / "t")
     text = (report / "report.md").read_text()
     assert "not estimable" in text
+
+
+# -- 4. an arms study without estimation runs: the report says what there is -------------------------------------
+
+def test_an_arms_study_whose_selection_failed_is_reported_and_the_sweep_says_rerun_failed(tmp_path, corpus,
+                                                                                         monkeypatch):
+    from gptlab.report import write_report
+    from fakes import tuned_arms_spec
+    from helpers import skip_figures, tiny_config
+
+    skip_figures(monkeypatch)
+    config = tiny_config(corpus)
+    config["train"].pop("lr")
+    config["train"].pop("max_iters")
+    raw = tuned_arms_spec("t", config, {"train.max_iters": [8, 16]})
+    spec = tmp_path / "arms.yaml"
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    broken = load_spec(spec).runs[0].run_id
+    results = tmp_path / "results" / "t"
+    code, out, _ = sweep(spec, results, monkeypatch, FakeBackend(lambda c: 1.5, fail=[broken]),
+                         write_report=write_report)
+    assert code == 1 and "fix the cause and rerun with --rerun-failed" in out, out
+    text = (tmp_path / "reports" / "t" / "report.md").read_text()
+    assert "No estimation runs yet" in text and "rerun the sweep with --rerun-failed" in text
+    from gptlab import load
+
+    study = load(results)  # a notebook's view of the same folder, mid-sweep
+    assert study.calls.empty and study.scorecard.empty and len(study.runs) == 0

@@ -32,7 +32,7 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
                      f"are counted in the sensitivity analysis): {fmt_loss(res.ceiling)} {res.unit}.")
     warns: list[str] = summary_notes(res) + mixed_code(res)
     if a is None:
-        return notes, warns + ["No successful runs or no factors: no effects to estimate."]
+        return notes, warns + [no_effects(res)]
     fit, d = a.fit, a.design
     notes.append(f"Model: `{FORMULAS[fit.kind]}`" + (f", {fit.df:g} residual degrees of freedom, residual SD "
                                                       f"{fmt_loss(fit.resid_sd)} {res.unit}" if fit.has_error else "")
@@ -137,6 +137,17 @@ def error_model(res: Results, a: Analysis | None) -> str:
             "with Satterthwaite degrees of freedom (`gptlab/stats/text_share.py`; its calibration is in "
             f"docs/STATISTICS.md). `text_share` is the blocks' share of an effect's variance: {shares}. "
             f"{_listed(seeds_only)} count the seeds only.")
+
+
+def no_effects(res: Results) -> str:
+    """Why there is no effect to estimate: a tuned sweep still in (or stopped in) its selection, or no successful run."""
+    if not len(res.runs) and len(res.selection):
+        failed = int((res.selection["status"] == "failed").sum())
+        return (f"No estimation runs yet: the effects come from the runs trained at each cell's pick, which the sweep "
+                f"trains once every selection run has finished ({len(res.selection)} have"
+                + (f", {failed} of them failed: fix the cause and rerun the sweep with --rerun-failed" if failed else "")
+                + "). Every pick and table below is from the selection runs alone.")
+    return "No successful runs or no factors: no effects to estimate."
 
 
 def _listed(items: list[str]) -> str:
