@@ -165,3 +165,72 @@ def test_an_arms_study_whose_selection_failed_is_reported_and_the_sweep_says_rer
 
     study = load(results)  # a notebook's view of the same folder, mid-sweep
     assert study.calls.empty and study.scorecard.empty and len(study.runs) == 0
+
+
+# -- 5. an lr space spanning a float's range: planned, not a traceback ------------------------------------------
+
+def test_a_refine_space_spanning_a_floats_range_dry_runs(tmp_path, corpus, capsys):
+    from gptlab.sweep_cli import main as sweep_main
+
+    spec = write_spec(tmp_path, corpus, grid={"model.activation": ["gelu", "relu"]},
+                      train={"min_lr": 1e-305, "max_iters": 4, "eval_interval": 2},
+                      tune={"method": "refine", "space": {"train.lr": [1e-300, 1, 1e300]}})
+    raw = yaml.safe_load(spec.read_text())
+    raw["base"]["train"].pop("lr")
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    code = sweep_main([str(spec), "--dry-run", "--results-dir", str(tmp_path / "results")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "Traceback" not in captured.out + captured.err and "worst case" in captured.out
+
+
+# -- 6. sample: a hand-made bad checkpoint is one line; another run's checkpoint is refused ------------------------
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory, corpus):
+    from gptlab.run.runner import train_run
+    from helpers import tiny_config
+
+    folder = tmp_path_factory.mktemp("sampled") / "run"
+    train_run(tiny_config(corpus, max_iters=4, eval_interval=2), folder)
+    return folder
+
+
+@pytest.mark.parametrize("content", [[1, 2], {}, {"config": {}, "model": {}, "tokenizer": {}},
+                                     "BEST"], ids=["a-list", "empty", "empty-parts", "wrong-shapes"])
+def test_sample_of_a_hand_made_bad_checkpoint_is_one_line(trained_run, tmp_path, capsys, content):
+    import shutil
+
+    import torch
+
+    from gptlab.sample import main as sample_main
+
+    folder = tmp_path / "run"
+    shutil.copytree(trained_run, folder)
+    if content == "BEST":  # the run's own config and tokenizer around a model of the wrong shape
+        state = torch.load(folder / RunDir.BEST, weights_only=True)
+        state["model"] = {k: v[..., :1] for k, v in state["model"].items()}
+        content = state
+    torch.save(content, folder / RunDir.BEST)
+    assert sample_main([str(folder), "--tokens", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_foreign_architectures_checkpoint_in_a_run_folder_is_refused(trained_run, tmp_path, corpus, capsys):
+    import shutil
+
+    from gptlab.run.runner import train_run
+    from gptlab.sample import main as sample_main
+    from helpers import tiny_config
+
+    other = tmp_path / "other"
+    config = tiny_config(corpus, max_iters=2, eval_interval=2)
+    config["model"]["activation"] = "relu"
+    train_run(config, other)
+    folder = tmp_path / "run"
+    shutil.copytree(trained_run, folder)
+    shutil.copy(other / RunDir.BEST, folder / RunDir.BEST)
+    assert sample_main([str(folder), "--tokens", "5"]) == 2
+    assert "does not match this run's config" in capsys.readouterr().err
+    assert sample_main([str(trained_run), "--tokens", "5"]) == 0  # its own checkpoint samples
