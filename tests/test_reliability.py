@@ -234,3 +234,29 @@ def test_a_foreign_architectures_checkpoint_in_a_run_folder_is_refused(trained_r
     assert sample_main([str(folder), "--tokens", "5"]) == 2
     assert "does not match this run's config" in capsys.readouterr().err
     assert sample_main([str(trained_run), "--tokens", "5"]) == 0  # its own checkpoint samples
+
+
+# -- 7. the lr sensitivity with its text missing: capped at the unigram loss the runs recorded ----------------------
+
+def test_the_lr_sensitivity_is_reported_when_the_text_is_gone(tmp_path, corpus, monkeypatch):
+    import shutil
+
+    from gptlab.report.tables import compute_tables
+
+    text = shutil.copy(corpus, tmp_path / "text.txt")
+    spec = write_spec(tmp_path, Path(text), grid={"model.activation": ["gelu", "relu"]}, seeds=2,
+                      train={"min_lr": 1e-5}, tune={"space": {"train.lr": [1e-3, 2e-3, 4e-3]}})
+    raw = yaml.safe_load(spec.read_text())
+    raw["base"]["train"].pop("lr")
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    loss = lambda config: 1.5 + abs(config["train"]["lr"] - 2e-3) * 10 + 1e-3 * (config["seed"] % 7)  # noqa: E731
+    results = tmp_path / "results" / "t"
+    assert sweep(spec, results, monkeypatch, FakeBackend(loss, extra={"unigram_val_loss": 3.25}))[0] == 0
+    for folder in (results / "runs").iterdir():  # what a real run records (the fake backend writes no config)
+        (folder / RunDir.CONFIG).write_text(yaml.safe_dump({"data": {"dataset": "tiny", "path": str(text)}}))
+    assert load_results(results).selection_ceiling != 3.25  # from the text while it is there
+    Path(text).unlink()
+    res = load_results(results)
+    assert res.selection_ceiling == 3.25 and "summary.json" in res.ceiling_note
+    tuned = compute_tables(res, 0.01).tuned
+    assert len(tuned.sensitivity) and tuned.ceiling == 3.25
