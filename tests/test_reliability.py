@@ -260,3 +260,50 @@ def test_the_lr_sensitivity_is_reported_when_the_text_is_gone(tmp_path, corpus, 
     assert res.selection_ceiling == 3.25 and "summary.json" in res.ceiling_note
     tuned = compute_tables(res, 0.01).tuned
     assert len(tuned.sensitivity) and tuned.ceiling == 3.25
+
+
+# -- 8, 9. claims files and arms: a bad one is refused in one line that names it --------------------------------
+
+def _arms_raw(corpus: Path, **extra) -> dict:
+    from helpers import tiny_config
+
+    config = tiny_config(corpus)
+    return {"name": "a", "base": {k: config[k] for k in ("model", "train", "data")},
+            "arms": {"nanogpt": {}, "relu": {"model.activation": "relu"}}, "seeds": 2, **extra}
+
+
+@pytest.mark.parametrize("text, words", [("", "got an empty file"), ("- relu\n- gelu\n", "got a list")])
+def test_an_empty_or_list_claims_file_is_refused_as_a_claims_file(tmp_path, corpus, text, words):
+    from gptlab.errors import GptlabError
+    from gptlab.sweep.spec import validate_spec
+
+    (tmp_path / "claims.yaml").write_text(text)
+    with pytest.raises(GptlabError) as err:
+        validate_spec(_arms_raw(corpus, claims="claims.yaml"), tmp_path / "sweep.yaml", {}, {})
+    message = str(err.value)
+    assert "a claims file must be a YAML mapping of arm names" in message and words in message
+    assert "a sweep must be" not in message and "\n" not in message
+
+
+@pytest.mark.parametrize("settings, key", [({"train.device": "cpu"}, "train.device"),
+                                           ({"train.log_interval": 7}, "train.log_interval")])
+def test_an_arm_that_changes_only_how_a_run_is_carried_out_is_refused(tmp_path, corpus, settings, key):
+    from gptlab.errors import GptlabError
+    from gptlab.sweep.spec import validate_spec
+
+    raw = _arms_raw(corpus)
+    raw["base"]["train"].pop(key.partition(".")[2])
+    raw["arms"]["elsewhere"] = settings
+    with pytest.raises(GptlabError) as err:
+        validate_spec(raw, tmp_path / "sweep.yaml", {}, {})
+    assert f"arms.elsewhere: trains what 'nanogpt' trains: it differs only in {key}" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_a_claim_on_the_baseline_arm_is_refused(tmp_path, corpus):
+    from gptlab.errors import GptlabError
+    from gptlab.sweep.spec import validate_spec
+
+    claims = {"nanogpt": {"source": "x", "claim": "y", "direction": "better"}}
+    with pytest.raises(GptlabError, match="claims.nanogpt: 'nanogpt' is the baseline"):
+        validate_spec(_arms_raw(corpus, claims=claims), tmp_path / "sweep.yaml", {}, {})
