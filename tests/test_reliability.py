@@ -307,3 +307,31 @@ def test_a_claim_on_the_baseline_arm_is_refused(tmp_path, corpus):
     claims = {"nanogpt": {"source": "x", "claim": "y", "direction": "better"}}
     with pytest.raises(GptlabError, match="claims.nanogpt: 'nanogpt' is the baseline"):
         validate_spec(_arms_raw(corpus, claims=claims), tmp_path / "sweep.yaml", {}, {})
+
+
+# -- 10. the interrupt message says what leaves the run count open ----------------------------------------------
+
+@pytest.mark.parametrize("seeds, words", [(2, "(tune.method refine adds selection runs as it goes)"),
+                                          ({"min": 2, "max": 4, "precision": 0.01},
+                                           "(adaptive seeds and tune.method refine adds selection runs as it goes)")])
+def test_the_interrupt_message_of_a_refine_sweep_names_why_the_count_is_a_range(tmp_path, corpus, monkeypatch, capsys,
+                                                                               seeds, words):
+    import gptlab.sweep_cli as sweep_cli
+
+    spec = write_spec(tmp_path, corpus, grid={"model.activation": ["gelu", "relu"]}, seeds=seeds,
+                      train={"min_lr": 1e-5}, tune={"method": "refine", "space": {"train.lr": [1e-3, 2e-3, 4e-3]}})
+    raw = yaml.safe_load(spec.read_text())
+    raw["base"]["train"].pop("lr")
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_cli, "execute", interrupted)
+    results = tmp_path / "results"
+    (results / "t").mkdir(parents=True)
+    assert sweep_cli.main([str(spec), "--results-dir", str(results), "--reports-dir", str(tmp_path / "reports")]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted: 0 of " in err and words in err
+    if seeds == 2:
+        assert "adaptive seeds" not in err
