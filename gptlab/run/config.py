@@ -218,11 +218,6 @@ def _settings(section: Any) -> dict[str, Any]:
 _default_settings = functools.cache(lambda: RunConfig(ModelConfig(), TrainConfig(), DataConfig()).to_dict())
 
 
-# Settings that say where and how a run is carried out or logged, not what it trains: two runs that differ only in
-# these train the same model on the same batches (an arm that changes nothing else is no arm).
-NOT_TRAINED = frozenset({"train.device", "train.log_interval", "train.compile"})
-
-
 # The settings of the first release (those of the shipped studies' config.yaml). Always hashed;
 # any setting added later is hashed only when it differs from its default (RunConfig.identity).
 FIRST_RELEASE_KEYS = frozenset(

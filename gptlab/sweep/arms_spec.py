@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from gptlab.errors import GptlabError, closest, shown
-from gptlab.run.config import NOT_TRAINED, get_dotted, resolve_run_config, set_dotted
+from gptlab.run.config import get_dotted, resolve_run_config, set_dotted
 from gptlab.stats.arms import ARM
 from gptlab.stats.scorecard import ABOUT, DIRECTIONS
 from gptlab.sweep.levels import check_levels
@@ -26,6 +26,10 @@ from gptlab.sweep.loader import read_spec_file
 CLAIM_KEYS = ("source", "setting", "claim", "direction", "size", "about")
 REQUIRED_CLAIM_KEYS = ("source", "claim", "direction")
 MAX_ARMS = 200
+
+# Settings that say where and how a run is carried out or logged, not what it trains: two runs that differ only in
+# these train the same model on the same batches (an arm that changes nothing else is no arm).
+NOT_TRAINED = frozenset({"train.device", "train.log_interval", "train.compile"})
 
 
 @dataclass(frozen=True)
