@@ -148,10 +148,15 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.load(f)
 
 
-def write_csv(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns: list[str]) -> None:
+def csv_text(rows: Iterable[dict[str, Any]], columns: list[str]) -> str:
+    """Rows as the text of a CSV file (a header, then one line per row; None as an empty field)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in columns})
-    atomic_write_text(path, buffer.getvalue())
+    return buffer.getvalue()
+
+
+def write_csv(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns: list[str]) -> None:
+    atomic_write_text(path, csv_text(rows, columns))

@@ -37,7 +37,7 @@ from gptlab.sweep.summary import write_summary
 from gptlab.sweep.reuse import check_sources
 from gptlab.sweep.spec import load_spec, parse_overrides
 from gptlab.sweep.runs import SweepSpec
-from gptlab.sweep.tuning import known_runs, planned_range
+from gptlab.sweep.tuning import known_runs, planned_range, selects, tuner_of
 
 log = logging.getLogger("gptlab.sweep")
 
@@ -109,6 +109,13 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def why_a_range(spec: SweepSpec) -> str:
+    """What leaves a sweep's run count open until it has run: adaptive seeds, a tuner's rounds, or both."""
+    rounds = selects(spec) and len(set(tuner_of(spec).selection_range(spec))) > 1
+    return " and ".join([*(["adaptive seeds"] if spec.seed_rule is not None else []),
+                         *([f"tune.method {spec.tune.method} adds selection runs as it goes"] if rounds else [])])
+
+
 def main(argv: list[str] | None = None, *, program: bool = False) -> int:
     """Run the sweep command line (`argv`, else sys.argv) and return its exit status.
 
@@ -177,7 +184,7 @@ def _main(argv: list[str] | None) -> int:
         if spec is not None and results_dir is not None and results_dir.path.exists():
             rows = write_summary(spec, results_dir, known_runs(spec))  # tuned: the estimation runs too
             low, high = planned_range(spec)
-            planned = f"{low} to {high} (adaptive seeds)" if low != high else str(high)
+            planned = f"{low} to {high} ({why_a_range(spec)})" if low != high else str(high)
             with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) cannot show it
                 print(f"\ninterrupted: {len(rows)} of {planned} runs finished; run the same command "
                       "again to resume (each run continues from its last checkpoint)", file=out)

@@ -15,10 +15,12 @@ from helpers import tiny_config
 
 class FakeBackend:
     """Finishes every task at once with the loss `loss(config)`, or `loss[run_id]` for a mapping; ids in `fail`
-    fail, in `diverge` diverge. `trained` lists the run ids it was given, in order."""
+    fail, in `diverge` diverge; `extra` goes into every summary. `trained` lists the run ids it was given, in order."""
 
-    def __init__(self, loss: Callable[[dict], float] | Mapping[str, float], fail=(), diverge=()) -> None:
+    def __init__(self, loss: Callable[[dict], float] | Mapping[str, float], fail=(), diverge=(),
+                 extra: Mapping[str, Any] | None = None) -> None:
         self.loss, self.fail, self.diverge, self.trained = loss, set(fail), set(diverge), []
+        self.extra = dict(extra or {})  # more fields of every summary.json (e.g. unigram_val_loss)
 
     def loss_of(self, task: Any) -> float:
         return self.loss[task.run_id] if isinstance(self.loss, Mapping) else self.loss(task.config)
@@ -33,7 +35,7 @@ class FakeBackend:
         for task in tasks:
             self.trained.append(task.run_id)
             status = "failed" if task.run_id in self.fail else "diverged" if task.run_id in self.diverge else "ok"
-            summary = {"run_id": task.run_id, "status": status, "best_val_loss": self.loss_of(task)}
+            summary = {"run_id": task.run_id, "status": status, "best_val_loss": self.loss_of(task), **self.extra}
             RunDir(task.run_dir).path.mkdir(parents=True, exist_ok=True)
             RunDir(task.run_dir).write_summary(summary)
             on_result(RunResult(task.run_id, summary, 0.1))

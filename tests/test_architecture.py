@@ -454,9 +454,11 @@ def test_the_rules_catch_a_bundle_built_by_position(tmp_path):
 
 # -- only the load step reads files, only the render step writes them ------------------------------------------------
 
+WRITE_CALLS = {"write_text", "write_bytes", "atomic_write_text", "atomic_write_bytes", "atomic_write", "mkdir",
+               "unlink", "rmdir", "touch", "write_csv", "write_json", "write_yaml", "to_csv", "write_summary",
+               "write_place"}  # by name (a figure's savefig to a buffer is no file)
 FILE_CALLS = {"read_text", "read_bytes", "read_csv", "open", "is_file", "is_dir", "exists", "iterdir", "glob", "rglob",
-              "write_text", "write_bytes", "atomic_write_text", "atomic_write_bytes", "atomic_write", "mkdir", "unlink",
-              "rmdir", "rebuild_if_stale", "sample_from_run", "unigram_val_loss"}
+              "check_summary", "sample_from_run", "unigram_val_loss"} | WRITE_CALLS
 # Report modules that touch files: the load step reads results/NAME/ (and the report's own samples.json); render
 # writes reports/NAME/; the TensorBoard export writes its own folder.
 FILE_MODULES = ("report/load/", "report/document/render.py", "report/export.py")
@@ -481,6 +483,31 @@ def test_only_the_load_step_reads_files_and_only_render_writes_them(path):
     wrong = file_calls(path)
     assert not wrong, f"{module} touches files, which only the report's load step (reading) and render step " \
                       "(writing) do: " + "; ".join(wrong)
+
+
+def write_calls(path: Path) -> list[str]:
+    """Calls in `path` that write files, and the names it imports to write them (`from x import write_csv`)."""
+    out = [call for call in file_calls(path) if call.rpartition(": ")[2] in WRITE_CALLS]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            out += [f"line {node.lineno}: imports {a.name}" for a in node.names if a.name in WRITE_CALLS]
+    return out
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "report" / "load").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_load_step_writes_nothing(path):
+    """The load step reads results/NAME/ and writes nothing anywhere: a stale summary.csv is read from the run
+    folders in memory, never rewritten (the sweep owns the file)."""
+    wrong = write_calls(path)
+    assert not wrong, f"{path.relative_to(PACKAGE)} writes files, which the report's load step never does: " + \
+        "; ".join(wrong)
+
+
+def test_the_rules_catch_a_load_step_that_writes(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from gptlab.runio import write_csv\ndef f(res):\n    res.results_dir.summary_csv.write_text('x')\n")
+    assert write_calls(bad) == ["line 3: write_text", "line 1: imports write_csv"]
 
 
 def test_the_rules_catch_a_step_reading_a_file(tmp_path):

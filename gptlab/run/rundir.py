@@ -102,6 +102,14 @@ class RunDir:
             raise GptlabError(f"{self.path} holds a run with a different config; use another directory")
         write_yaml(path, config)
 
+    def holds(self, config: dict[str, Any]) -> bool:
+        """Whether this folder records `config` as its run (its config.yaml; a folder without one records none)."""
+        try:
+            recorded = read_yaml(self / self.CONFIG)
+        except Exception:  # missing, unreadable, not UTF-8 or not YAML: it records no config
+            return False
+        return _same_config(recorded, config)
+
     def place(self) -> dict[str, Any] | None:
         """The run's place in its sweep (`place.json`: {sweep, columns, row}), None when absent or unreadable."""
         place = _read_mapping(self / self.PLACE)

@@ -37,10 +37,23 @@ def load_checkpoint_model(run_dir: str | Path, which: str = "best") -> tuple[GPT
             hint = f"; {run_dir} is a sweep's results folder: give one of its runs, e.g. {runs / first}"
         raise FileNotFoundError(f"no checkpoint at {RunDir(run_dir) / (RunDir.BEST if which == 'best' else RunDir.LAST)}"
                                 f"{hint}")
-    tokenizer = tokenizer_from_state(state["tokenizer"] if "tokenizer" in state else state["vocab"])
-    cfg = resolve_run_config(state["config"]).bind_vocab(tokenizer.vocab_size)
-    model = build_model(cfg.model)
-    model.load_state_dict(state["model"])
+    folder = RunDir(run_dir)
+    path = folder / (RunDir.BEST if which == "best" else RunDir.LAST)
+    if not isinstance(state, dict) or not {"config", "model"} <= set(state) or not {"tokenizer", "vocab"} & set(state):
+        raise GptlabError(f"{path} is not a gptlab checkpoint (it needs a config, a model and a tokenizer)")
+    if (folder / RunDir.CONFIG).exists() and not folder.holds(state["config"]):
+        raise GptlabError(f"{path} does not match this run's config ({folder / RunDir.CONFIG}): it holds another "
+                          "run's model; sample the run folder it came from")
+    try:
+        tokenizer = tokenizer_from_state(state["tokenizer"] if "tokenizer" in state else state["vocab"])
+        cfg = resolve_run_config(state["config"]).bind_vocab(tokenizer.vocab_size)
+        model = build_model(cfg.model)
+        model.load_state_dict(state["model"])
+    except GptlabError as err:
+        raise GptlabError(f"{path}: {err}") from None
+    except Exception as err:  # a hand-made or foreign file: wrong types, shapes or keys inside
+        raise GptlabError(f"{path} cannot be loaded as the model its config describes ({type(err).__name__}: "
+                          f"{str(err).splitlines()[0][:160] if str(err) else 'no detail'})") from None
     return model.eval(), tokenizer
 
 

@@ -1,24 +1,32 @@
-"""summary.csv, a cache of the run folders: its rows, and its rebuild when it disagrees with them.
+"""summary.csv and each run's place.json: their one owner (rows, the only writer, and the check against the run folders).
 
 A row of summary.csv is a run's place in its sweep (run id, seed, factor levels, tuned columns,
-role), which the sweep records in the run's `place.json` with the columns and a stamp of the
-sweep.yaml it planned under, and the metrics of its `summary.json`.
-The sweep writes the file after every run (`gptlab.sweep.summary`); the report checks it against
-the run folders before trusting it and rebuilds it from them when it disagrees (a file cut short,
-edited, or older than the folders), so a damaged summary.csv never hides or misreports a run.
+role), which the sweep records in the run's `place.json` with the columns, the sweep's stamp and
+the files the run read, and the metrics of its `summary.json`. The sweep writes both files, through
+`write_summary` alone, after every run. Readers check the file against the run folders first
+(`check_summary`), in memory: a file cut short, edited, older than the folders or missing is rebuilt
+from them as text, never written back (the report writes nothing into results/NAME/; the next sweep
+rewrites the file), so a damaged summary.csv never hides or misreports a run.
+
+The stamp hashes what sweep.yaml says (comments, layout and the `command:` line aside), its `sources:`
+included: the sha256 of every plugin and user corpus its runs read. A run trained under another spec,
+or under another version of a plugin or corpus, is placed under another stamp and is not this sweep's.
 """
 from __future__ import annotations
 
 import csv
 import hashlib
 import io
+import json
 import logging
 import math
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
-from gptlab.errors import GptlabError
+import yaml
+
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.runio import write_csv
+from gptlab.runio import csv_text, write_csv
 
 log = logging.getLogger(__name__)
 
@@ -28,25 +36,67 @@ METRIC_FIELDS = ["status", "best_val_loss", "best_step", "final_val_loss", "fina
 # others: a sweep without one keeps the exact columns it always had, so readers by position still work.
 TEST_FIELDS = ["best_test_loss", "best_test_bpc"]
 CHAR_BPC_FACTOR = 1 / math.log(2)  # a char run's nats/char -> bits/char (best_val_bpc / best_val_loss of a char run)
+SOURCES = "sources"  # sweep.yaml's key: sha256 of the plugins and user corpora its runs read (`run.identity`)
+UNSTAMPED = ("command",)  # sweep.yaml's keys that say how the sweep was called, not what its runs are
+
+
+def _stored_spec(results_dir: ResultsDir) -> tuple[dict[str, Any], bytes] | None:
+    try:
+        data = results_dir.sweep_yaml.read_bytes()
+        raw = yaml.safe_load(data.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    return (raw, data) if isinstance(raw, dict) else None
 
 
 def sweep_stamp(results_dir: ResultsDir) -> str:
-    """A short hash of results/NAME/sweep.yaml: a place recorded under another spec is not this sweep's."""
-    try:
-        return hashlib.sha256(results_dir.sweep_yaml.read_bytes()).hexdigest()[:16]
-    except OSError:
+    """A short hash of what results/NAME/sweep.yaml says, its `sources` included ("" when it cannot be read)."""
+    stored = _stored_spec(results_dir)
+    if stored is None:
         return ""
+    content = {k: v for k, v in stored[0].items() if k not in UNSTAMPED}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def place_record(place: dict[str, Any], columns: Sequence[str], stamp: str) -> dict[str, Any]:
-    """What `place.json` holds: the run's place, the file's columns and the sweep's stamp."""
-    return {"sweep": stamp, "columns": list(columns), "row": dict(place)}
+def _stamps(results_dir: ResultsDir) -> set[str]:
+    """The stamps a place of this sweep may carry: its content's, and the hash of its bytes (places recorded
+    before content stamps)."""
+    stored = _stored_spec(results_dir)
+    return set() if stored is None else {sweep_stamp(results_dir), hashlib.sha256(stored[1]).hexdigest()[:16]}
+
+
+def place_record(place: dict[str, Any], columns: Sequence[str], stamp: str,
+                 sources: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What `place.json` holds: the run's place, the file's columns, the sweep's stamp and the files its runs read."""
+    return {"sweep": stamp, SOURCES: dict(sources or {}), "columns": list(columns), "row": dict(place)}
 
 
 def summary_row(place: dict[str, Any], summary: dict[str, Any], metric_fields: Sequence[str]) -> dict[str, Any]:
     """One row: the run's place (`role` last, as in the file) and its summary's metrics."""
     head = {k: v for k, v in place.items() if k != "role"}
     return {**head, **{k: summary.get(k) for k in metric_fields}, "role": place.get("role")}
+
+
+def write_summary(results_dir: ResultsDir, entries: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+                  columns: Sequence[str]) -> list[dict[str, Any]]:
+    """Record each run's place (`place.json`) and rewrite summary.csv from `entries` (place, summary): its rows.
+
+    The only writer of either file; the sweep calls it (`gptlab.sweep.summary`) after every run."""
+    stored = _stored_spec(results_dir)
+    stamp, sources = sweep_stamp(results_dir), (stored[0].get(SOURCES) or {}) if stored else {}
+    metrics = [c for c in columns if c in METRIC_FIELDS or c in TEST_FIELDS]
+    rows = []
+    for place, summary in entries:
+        results_dir.run(place["run_id"]).write_place(place_record(place, columns, stamp, sources))
+        rows.append(summary_row(place, summary, metrics))
+    write_csv(results_dir.summary_csv, rows, list(columns))
+    return rows
+
+
+def read_rows(results_dir: ResultsDir) -> list[dict[str, str]]:
+    """summary.csv's rows as text (empty when it is missing or unreadable)."""
+    cached = _cached(results_dir)
+    return cached[1] if cached is not None else []
 
 
 def row_text(row: dict[str, Any], columns: Sequence[str]) -> dict[str, str]:
@@ -68,49 +118,58 @@ def _cached(results_dir: ResultsDir) -> tuple[list[str], list[dict[str, str]]] |
         return None
 
 
-def rebuild_if_stale(results_dir: ResultsDir) -> str | None:
-    """Rebuild summary.csv from the run folders when it disagrees with them; why it was rebuilt, else None.
+@dataclass(frozen=True)
+class SummaryCheck:
+    """summary.csv checked against the run folders (`check_summary`); nothing is written."""
 
-    Only runs whose folder records its place under this sweep.yaml (`place.json`, written by the
-    sweep since this check exists) are the sweep's: a run planned under an edited spec is not, and a
-    summary.csv with a row for a run that records no place is left as it is.
-    Rows keep their order in the file; runs it lacks follow in run-id order, and rows for
-    folders that are gone are dropped.
+    text: str | None = None  # summary.csv rebuilt from the run folders, when the file on disk does not stand
+    reason: str = ""  # why the file on disk does not stand ("" when it does)
+    unplaced: tuple[str, ...] = ()  # finished run folders without a readable place.json and without a row
+    others: tuple[str, ...] = ()  # finished run folders placed under another spec, plugin or corpus: not this sweep's
+
+
+def check_summary(results_dir: ResultsDir) -> SummaryCheck:
+    """summary.csv as the run folders give it, in memory, when the file disagrees with them; which folders are not in it.
+
+    Only runs whose folder records its place under this sweep's stamp (`place.json`) are the sweep's: a
+    run planned under an edited spec, plugin or corpus is not, and a summary.csv with a row for a run
+    that records no place here (results from before `place.json`) stands as it is. Rebuilt rows keep
+    their order in the file; runs it lacks follow in run-id order, and rows for folders that are gone
+    are dropped.
     """
-    places: dict[str, tuple[dict[str, Any], list[str]]] = {}
-    stamp = sweep_stamp(results_dir)
+    places: dict[str, tuple[tuple[dict[str, Any], dict[str, Any]], list[str]]] = {}
+    unplaced, others, stamps = [], [], _stamps(results_dir)
     for run_id in results_dir.run_ids():
         folder = results_dir.run(run_id)
+        summary = folder.summary()
+        if summary is None:  # not finished: no row yet
+            continue
         place = folder.place()
-        summary = folder.summary() if place is not None and place.get("sweep") == stamp else None
-        if summary is not None:
+        if place is None:
+            unplaced.append(run_id)
+        elif place.get("sweep") in stamps:
             places[run_id] = ({**place["row"], "run_id": run_id}, summary), place["columns"]
-    if not places:
-        return None
-    columns = max((cols for _, cols in places.values()), key=len)
-    metric_fields = [c for c in columns if c in METRIC_FIELDS or c in TEST_FIELDS]
-    rebuilt = {run_id: row_text(summary_row(place, summary, metric_fields), columns)
-               for run_id, ((place, summary), _) in places.items()}
+        else:
+            others.append(run_id)
     cached = _cached(results_dir)
+    ids = [r.get("run_id", "") for r in cached[1]] if cached is not None else []
+    left = dict(unplaced=tuple(i for i in unplaced if i not in ids), others=tuple(i for i in others if i not in ids))
+    if not places or any(i not in places and results_dir.run(i).path.is_dir() for i in ids):
+        return SummaryCheck(**left)  # nothing placed here, or a row the folders cannot check: the file is all there is
+    columns = max((cols for _, cols in places.values()), key=len)
+    metrics = [c for c in columns if c in METRIC_FIELDS or c in TEST_FIELDS]
+    rebuilt = {run_id: row_text(summary_row(place, summary, metrics), columns)
+               for run_id, ((place, summary), _) in places.items()}
     if cached is not None:
         header, rows = cached
-        ids = [r.get("run_id", "") for r in rows]
-        if any(run_id not in places and results_dir.run(run_id).path.is_dir() for run_id in ids):
-            return None  # a run from before places were recorded: the file is all there is
-        if header == columns and len(ids) == len(set(ids)) and \
-                {r["run_id"]: r for r in rows} == rebuilt:
-            return None
+        if header == columns and len(ids) == len(set(ids)) and {r["run_id"]: r for r in rows} == rebuilt:
+            return SummaryCheck(**left)
         reason = _difference(rows, rebuilt, header == columns)
         order = [i for i in dict.fromkeys(ids) if i in rebuilt] + sorted(set(rebuilt) - set(ids))
     else:
         reason, order = "it is missing or unreadable", sorted(rebuilt)
-    try:
-        write_csv(results_dir.summary_csv, [rebuilt[i] for i in order], columns)
-    except OSError as exc:
-        raise GptlabError(f"{results_dir.summary_csv} disagrees with the run folders ({reason}) and cannot be "
-                          f"rebuilt ({exc.strerror or exc}); make {results_dir} writable and run again") from None
-    log.warning("%s disagreed with the run folders (%s): rebuilt from them", results_dir.summary_csv, reason)
-    return reason
+    log.warning("%s disagrees with the run folders (%s): read from them instead", results_dir.summary_csv, reason)
+    return SummaryCheck(text=csv_text([rebuilt[i] for i in order], columns), reason=reason, **left)
 
 
 def _difference(rows: list[dict[str, str]], rebuilt: dict[str, dict[str, str]], same_header: bool) -> str:

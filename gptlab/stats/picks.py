@@ -139,7 +139,7 @@ def pick_rows(trials: Iterable[Trial], cells: Sequence[Pairs], settings: Sequenc
         open_ = [i for i, r in enumerate(mine) if not r.beyond_cliff]
         best = min(open_, key=lambda i: mine[i].rank()) if open_ else None  # min keeps the first of ties
         for i, row in enumerate(mine):
-            picked = i == best and row.runs > 0
+            picked = i == best and row.n_ok > 0  # no run trained anywhere: no pick (the cell is not estimable)
             rows.append(replace(row, picked=picked, at_edge=picked and bool(edge_keys(row.setting, space))))
     return rows
 

@@ -87,7 +87,11 @@ class Lattice:
         """The lr of half-step k: a level of the space exactly, else rounded to 6 significant digits."""
         if k % 2 == 0 and 0 <= k // 2 < len(self.levels):
             return self.levels[k // 2]
-        return float(f"{self.levels[0] * self.ratio ** (k / 2):.6g}")
+        try:
+            lr = self.levels[0] * self.ratio ** (k / 2)
+        except OverflowError:  # the ratio's power leaves a float's range, though the lr may not: in logs (an lr
+            lr = math.exp(math.log(self.levels[0]) + k / 2 * math.log(self.ratio))  # beyond it still raises)
+        return float(f"{lr:.6g}")
 
     def steps(self) -> list[int]:
         low, high = self.bounds

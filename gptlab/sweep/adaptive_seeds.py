@@ -7,7 +7,6 @@ change once finished, so a killed sweep, rerun, makes the same decisions and tra
 """
 from __future__ import annotations
 
-import csv
 import math
 from functools import partial
 from typing import Any, Callable, Sequence, TextIO
@@ -16,7 +15,7 @@ import numpy as np
 
 from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.summary_csv import CHAR_BPC_FACTOR
+from gptlab.run.summary_csv import CHAR_BPC_FACTOR, read_rows
 from gptlab.runio import write_csv
 from gptlab.stats.cliff import unstable
 from gptlab.stats.design import Design, design_cells, effect_label
@@ -35,11 +34,7 @@ def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) ->
     the best val loss; in bits/char when the sweep trains on several texts or its tokenizers' bits-per-char
     factors differ. Levels are summary.csv's text read as the grid's (`stats.levels.grid_level`).
     """
-    try:
-        with open(results_dir.summary_csv, newline="", encoding="utf-8") as handle:
-            rows = [r for r in csv.DictReader(handle) if (r.get("role") or ESTIMATION).strip() == ESTIMATION]
-    except (OSError, UnicodeDecodeError):
-        rows = []
+    rows = [r for r in read_rows(results_dir) if (r.get("role") or ESTIMATION).strip() == ESTIMATION]
     number = lambda row, key: _float(row.get(key))  # noqa: E731
     measured = [r for r in rows if math.isfinite(number(r, "best_val_loss"))]
     test = bool(measured) and all(math.isfinite(number(r, "best_test_loss")) for r in measured)

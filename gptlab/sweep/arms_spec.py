@@ -11,6 +11,7 @@ scores each against the arm's tuned effect (`gptlab.stats.scorecard`).
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -25,6 +26,10 @@ from gptlab.sweep.loader import read_spec_file
 CLAIM_KEYS = ("source", "setting", "claim", "direction", "size", "about")
 REQUIRED_CLAIM_KEYS = ("source", "claim", "direction")
 MAX_ARMS = 200
+
+# Settings that say where and how a run is carried out or logged, not what it trains: two runs that differ only in
+# these train the same model on the same batches (an arm that changes nothing else is no arm).
+NOT_TRAINED = frozenset({"train.device", "train.log_interval", "train.compile"})
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,7 @@ def check_arms(raw: Mapping[str, Any], base: dict[str, Any], keys: list[str], pa
         raise _fail("baseline", f"must name one of the arms ({', '.join(map(str, arms))}), got {shown(baseline)}"
                     f"{closest(str(baseline), arms)}")
     scale = _check_scale(raw.get("scale") or {}, keys, base, arms)
-    claims = check_claims(raw.get("claims"), arms, path)
+    claims = check_claims(raw.get("claims"), arms, path, baseline)
     return ArmsDesign({n: dict(s) for n, s in arms.items()}, baseline, scale, claims)
 
 
@@ -129,7 +134,7 @@ def _check_scale(scale: Any, keys: list[str], base: dict[str, Any], arms: Mappin
     return {k: list(v) for k, v in scale.items()}
 
 
-def check_claims(raw: Any, arms: Mapping[str, Any], path: Path) -> dict[str, tuple[Claim, ...]]:
+def check_claims(raw: Any, arms: Mapping[str, Any], path: Path, baseline: str | None = None) -> dict[str, tuple[Claim, ...]]:
     """`claims:` inline or a YAML file it names (relative to the spec): arm -> its claims (a mapping, or a list of
     them where a paper claims several things, e.g. quality and speed)."""
     if raw is None:
@@ -139,7 +144,7 @@ def check_claims(raw: Any, arms: Mapping[str, Any], path: Path) -> dict[str, tup
         file = (path.parent / raw) if not Path(raw).is_absolute() else Path(raw)
         where = f"claims ({file})"
         try:
-            raw = read_spec_file(file)
+            raw = read_spec_file(file, "a claims file must be a YAML mapping of arm names to their claims")
         except GptlabError as err:  # its words are a sweep file's: say which key named the file
             raise GptlabError(f"claims: {err}".replace("sweep file", "file").replace("a sweep is", "claims are")) \
                 from None
@@ -151,6 +156,9 @@ def check_claims(raw: Any, arms: Mapping[str, Any], path: Path) -> dict[str, tup
     for arm, claims in raw.items():
         if arm not in arms:
             raise _fail(where, f"{shown(arm)} is not an arm{closest(str(arm), arms)}; arms: {', '.join(arms)}")
+        if arm == baseline:  # every verdict is an arm against the baseline: a claim on the baseline has nothing to test
+            raise _fail(f"{where}.{arm}", f"{shown(arm)} is the baseline, which every arm is compared with; record the "
+                        "claim under the arm it is about")
         if isinstance(claims, list) and not claims:
             raise _fail(f"{where}.{arm}", "is an empty list; give a claim, or a list of them (one per thing claimed)")
         claims = claims if isinstance(claims, list) else [claims]
@@ -198,6 +206,7 @@ def arm_config(base: dict[str, Any], settings: Mapping[str, Any]) -> dict[str, A
 def check_arm_configs(design: ArmsDesign, base: dict[str, Any]) -> None:
     """Every arm resolves (a bad value names its arm), and no two arms resolve to one run config."""
     seen: dict[str, str] = {}
+    trained: dict[str, str] = {}
     for name, settings in design.arms.items():
         try:
             resolved = resolve_run_config({**arm_config(base, settings), "seed": 0})
@@ -207,3 +216,17 @@ def check_arm_configs(design: ArmsDesign, base: dict[str, Any]) -> None:
         if other != name:
             raise _fail("arms", f"{shown(other)} and {shown(name)} resolve to the same run config (the settings that "
                         "differ are ignored or resolve to one value); drop one of them")
+        other = trained.setdefault(_what_is_trained(resolved), name)
+        if other != name:
+            how = sorted(set(settings) & NOT_TRAINED) or sorted(NOT_TRAINED)
+            raise _fail(f"arms.{name}", f"trains what {shown(other)} trains: it differs only in {', '.join(how)}, "
+                        "which say how a run is carried out, not what it trains; drop it or change what it trains")
+
+
+def _what_is_trained(resolved: Any) -> str:
+    """A resolved run config without the settings that do not change what is trained (`NOT_TRAINED`), as text."""
+    settings = resolved.to_dict()
+    for dotted in NOT_TRAINED:
+        section, _, name = dotted.partition(".")
+        settings.get(section, {}).pop(name, None)
+    return json.dumps(settings, sort_keys=True, default=str)

@@ -18,6 +18,7 @@ from gptlab.executors import BACKENDS, Resources, RunResult, Task
 from gptlab.run.identity import check_unchanged, sweep_sources
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
+from gptlab.run.summary_csv import SOURCES
 from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
 from gptlab.sweep.reuse import Reuse
 from gptlab.runio import write_yaml
@@ -98,10 +99,16 @@ def base_planner(spec: SweepSpec, out: TextIO) -> Planner:
     return FixedSeeds(spec.runs, spec.name)
 
 
+def data_paths(spec: SweepSpec) -> list[str | None]:
+    """Each planned run's user corpus (`data.path`), None for a named corpus."""
+    return [(run.config.get("data") or {}).get("path") for run in spec.runs]
+
+
 def _execute_locked(spec: SweepSpec, plan: Resources, options: SweepOptions, backend: Any) -> int:
     options.results_dir.remove_sweep_temp_files()  # a sweep killed mid-write left them; the lock is ours now
     warn_other_runs(spec, options.results_dir, options.stream)
-    write_yaml(options.results_dir.sweep_yaml, {**spec.to_dict(), "command": options.command})
+    sources = sweep_sources(spec.plugins, data_paths(spec))  # in sweep.yaml: a place stamped under it names them
+    write_yaml(options.results_dir.sweep_yaml, {**spec.to_dict(), SOURCES: sources, "command": options.command})
     for line in (arms_allocation(spec), noise_df_warning(spec)):
         if line:
             print(line, file=options.stream)
@@ -113,8 +120,8 @@ def train_stages(spec: SweepSpec, planner: Planner, plan: Resources, options: Sw
                  backend: Any) -> tuple[Run, ...]:
     """Train the planner's stages until it is done or a stage does not finish; every run planned by then."""
     planned: tuple[Run, ...] = ()
-    data_paths = [(run.config.get("data") or {}).get("path") for run in spec.runs]
-    sources = sweep_sources(spec.plugins, data_paths)  # the files the next stages must still find unchanged
+    paths = data_paths(spec)
+    sources = sweep_sources(spec.plugins, paths)  # the files the next stages must still find unchanged
     stage = planner.next_stage(FinishedRuns(options.results_dir))
     while stage is not None:
         planned = stage.planned
@@ -123,7 +130,7 @@ def train_stages(spec: SweepSpec, planner: Planner, plan: Resources, options: Sw
             if stage.unfinished:
                 print(stage.unfinished, file=options.stream)
             break
-        check_unchanged(sources, spec.plugins, data_paths)
+        check_unchanged(sources, spec.plugins, paths)
         stage = planner.next_stage(FinishedRuns(options.results_dir, tuple(rows)))
     return planned
 

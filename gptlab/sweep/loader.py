@@ -26,9 +26,13 @@ MAX_SPEC_DEPTH = 32  # nesting of mappings and lists, aliases expanded (a sweep 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def read_spec_file(path: str | Path) -> dict[str, Any]:
+SWEEP_MAPPING = "a sweep must be a YAML mapping with name, base and grid"
+
+
+def read_spec_file(path: str | Path, mapping: str = SWEEP_MAPPING) -> dict[str, Any]:
     """Read a sweep YAML with the lab's strict loader (`SpecLoader`): size first, then parse.
 
+    `mapping` is what the error says when the file holds no mapping (a claims file has its own words).
     A file that is not a regular file or is over MAX_SPEC_BYTES is refused before a byte is parsed;
     a duplicate key, an alias bomb or absurd nesting is refused in one line with its line number.
     """
@@ -58,8 +62,12 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
         raise GptlabError(f"{path}: not UTF-8 text (byte {err.start}); a sweep is a YAML file") from None
     raw = load_yaml(text, str(path))
     if not isinstance(raw, dict):
-        raise GptlabError(f"{path}: a sweep must be a YAML mapping with name, base and grid")
+        raise GptlabError(f"{path}: {mapping}, got {_what(raw)}")
     return raw
+
+
+def _what(raw: Any) -> str:
+    return "an empty file" if raw is None else "a list" if isinstance(raw, list) else "a single value"
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

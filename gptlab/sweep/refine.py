@@ -45,7 +45,7 @@ def _lattice(spec: SweepSpec) -> Lattice:
         for k in ks:
             try:
                 runs_at(spec, [((key, lattice.value(k)),)], [SELECTION_SEED_OFFSET], SELECTION, [spec.runs[0].cell])
-            except GptlabError:
+            except (GptlabError, OverflowError):  # an invalid run, or an lr beyond a float's range, ends it
                 break
             last = k
         limits.append(last if last is not None else (0 if ks.step < 0 else 2 * (len(levels) - 1)))

@@ -1,10 +1,9 @@
-"""`summary.csv` of a sweep, rebuilt from its run directories.
+"""Which runs and columns a sweep's `summary.csv` holds; `gptlab.run.summary_csv` owns the file and writes it.
 
 `summary.csv` is never updated incrementally: it is rewritten from the runs' `summary.json`
 files, so it cannot drift out of step with them, whatever interrupted the sweep. Each run's place
-in the sweep goes to its `place.json` as well, so that the report can rebuild the file from the
-folders alone (`gptlab.run.summary_csv`, which owns the row). Where the files are is
-`gptlab.run.resultsdir.ResultsDir`'s.
+in the sweep goes to its `place.json` as well, so that a reader can rebuild the file from the
+folders alone. Where the files are is `gptlab.run.resultsdir.ResultsDir`'s.
 """
 from __future__ import annotations
 
@@ -13,8 +12,8 @@ from typing import Any
 
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
-from gptlab.run.summary_csv import METRIC_FIELDS, TEST_FIELDS, place_record, summary_row, sweep_stamp
-from gptlab.runio import write_csv
+from gptlab.run import summary_csv
+from gptlab.run.summary_csv import METRIC_FIELDS, TEST_FIELDS
 from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.tuning import TunedRun, tuned_columns
 
@@ -38,27 +37,16 @@ def summary_columns(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]
     return ["run_id", "seed", *spec.grid, *tuned_columns(spec), *metric_fields(spec, runs), "role"]
 
 
-def summary_rows(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
-    """One row per run of `runs` (default: the spec's) that has a summary.json, in grid order.
-
-    Each such run's place (its row but the metrics) is recorded in its folder's place.json too."""
-    rows, fields, results_dir = [], metric_fields(spec, runs), ResultsDir(results_dir)
-    columns, stamp = summary_columns(spec, runs), sweep_stamp(results_dir)
+def write_summary(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
+    """Rewrite summary.csv, and each run's place.json, for every run of `runs` (default: the spec's) that has a
+    summary.json, in grid order (`gptlab.run.summary_csv.write_summary` writes them); its rows."""
+    results_dir, entries = ResultsDir(results_dir), []
     for run in spec.runs if runs is None else runs:
         folder = results_dir.run(run.run_id)
         if not (folder / RunDir.SUMMARY).exists():
             continue
         summary = folder.summary() or {"status": "failed", "error": f"unreadable {folder / RunDir.SUMMARY}"}
-        place = {"run_id": run.run_id, "seed": run.seed, **run.factors,
-                 **(run.columns if isinstance(run, TunedRun) else {}),  # a tuned sweep: its setting
-                 "role": run.role}  # only estimation runs enter the effects
-        folder.write_place(place_record(place, columns, stamp))
-        rows.append(summary_row(place, summary, fields))
-    return rows
-
-
-def write_summary(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
-    """Rewrite summary.csv from the runs' summary.json files (see `summary_rows`); its rows."""
-    rows = summary_rows(spec, results_dir, runs)
-    write_csv(ResultsDir(results_dir).summary_csv, rows, summary_columns(spec, runs))
-    return rows
+        entries.append(({"run_id": run.run_id, "seed": run.seed, **run.factors,
+                         **(run.columns if isinstance(run, TunedRun) else {}),  # a tuned sweep: its setting
+                         "role": run.role}, summary))  # only estimation runs enter the effects
+    return summary_csv.write_summary(results_dir, entries, summary_columns(spec, runs))

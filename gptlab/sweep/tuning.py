@@ -246,10 +246,21 @@ class TuneThenEstimate:
         return None
 
     def estimation_runs(self) -> list[TunedRun]:
-        """Every cell at its pick with the estimation seeds (adaptive: 0..max-1), cell-major."""
+        """Every cell at its pick with the estimation seeds (adaptive: 0..max-1), cell-major.
+
+        A cell without a pick (no selection run of it trained) has no estimation runs: the report finds it
+        empty and calls it not estimable, as every method does."""
         by_setting: dict[Pairs, list[Pairs]] = {}
         for cell in self.cells:
-            by_setting.setdefault(self.picks[cell], []).append(cell)
+            if cell in self.picks:
+                by_setting.setdefault(self.picks[cell], []).append(cell)
+        lost = [cell for cell in self.cells if cell not in self.picks]
+        if lost:
+            from gptlab.stats.picks import pairs_text, short_names
+
+            names = short_names(list(self.spec.grid))
+            print(f"warning: no selection run of {', '.join(pairs_text(c, names) for c in lost)} trained (each diverged, "
+                  "collapsed or failed): no pick, so no estimation runs; its effects are not estimable", file=self.out)
         runs = [r for setting, cells in by_setting.items() for r in runs_at(self.spec, [setting], self.spec.seeds,
                                                                            ESTIMATION, cells)]
         order = {cell: i for i, cell in enumerate(self.cells)}

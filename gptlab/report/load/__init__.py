@@ -1,7 +1,8 @@
 """The report's load step: a sweep's results directory read into one `Results` (`load_results`); no statistics here.
 
 Owns: validating the directory (a missing dir or summary.csv is a `ReportError`; a summary.csv that
-disagrees with the run folders is rebuilt from them first, by `gptlab.run.summary_csv`), typing factor
+disagrees with the run folders is read from them instead, in memory, by `gptlab.run.summary_csv`: nothing is
+written into results/NAME/), typing factor
 levels back to sweep.yaml's grid (summary.csv holds them as text: "True", "100", "0.001"), level
 order, the baseline, cell labels, run environments, the validation curves of metrics.csv, and the
 outcome the effects are on (`best_val_loss`, or `best_test_loss` when every run has a test split), and
@@ -11,6 +12,7 @@ The load step is the only one of the report that reads files: its modules read e
 """
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 from typing import Any, Callable
@@ -24,7 +26,7 @@ from gptlab.report.load.ceiling import unigram_ceiling
 from gptlab.report.load.results import TEST_OUTCOME, VAL_OUTCOME, ReportError, Results, read_text
 from gptlab.report.load.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_json
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.summary_csv import rebuild_if_stale
+from gptlab.run.summary_csv import SummaryCheck, check_summary
 from gptlab.stats.cliff import unstable
 from gptlab.stats.design import design_cells
 from gptlab.stats.levels import grid_level, level_key
@@ -71,18 +73,24 @@ def read_rounds(results_dir: ResultsDir | Path) -> pd.DataFrame:
     return frame if set(ROUND_COLS) <= set(frame.columns) else pd.DataFrame(columns=ROUND_COLS)
 
 
-def _read_summary(results_dir: ResultsDir) -> pd.DataFrame:
+def _read_summary(results_dir: ResultsDir) -> tuple[pd.DataFrame, SummaryCheck]:
     if not results_dir.path.is_dir():
         raise ReportError(f"results directory not found: {results_dir}")
-    rebuild_if_stale(results_dir)  # summary.csv is a cache of the run folders: never trusted over them
+    check = check_summary(results_dir)  # summary.csv is a cache of the run folders: never trusted over them
     path = results_dir.summary_csv
-    if not path.is_file():
+    if check.text is None and not path.is_file():
         if results_dir.lock_holder.is_file():  # a sweep holds the folder and has not finished a run yet
             raise ReportError(f"{results_dir} has no summary.csv yet: a sweep is training it ({results_dir.holder()}); "
                               "run the report again once its first runs have finished")
+        lost = len(check.unplaced) + len(check.others)
+        if lost:
+            raise ReportError(f"{path} not found, and none of the {lost} finished run folder(s) in {results_dir.runs_dir} "
+                              "records its place under this sweep.yaml (place.json); rerun the sweep's command to "
+                              "record them again")
         raise ReportError(f"{path} not found: is {results_dir} a sweep's results directory?")
     try:
-        runs = pd.read_csv(path, dtype=str, keep_default_na=False)
+        source = io.StringIO(check.text) if check.text is not None else path
+        runs = pd.read_csv(source, dtype=str, keep_default_na=False)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise ReportError(f"{path}: unreadable CSV ({exc})") from None
     missing = [c for c in REQUIRED if c not in runs.columns]
@@ -94,7 +102,7 @@ def _read_summary(results_dir: ResultsDir) -> pd.DataFrame:
         runs[col] = pd.to_numeric(runs[col], errors="coerce") if col in runs else np.nan
     if "error" not in runs:
         runs["error"] = ""
-    return runs
+    return runs, check
 
 
 def _levels(spec: dict[str, Any], runs: pd.DataFrame) -> dict[str, list[str]]:
@@ -183,7 +191,7 @@ def _mark_unstable(runs: pd.DataFrame, outcome: str, tuned: list[str]) -> None:
 def load_results(results_dir: ResultsDir | Path | str) -> Results:
     """Read results/NAME/ (see docs/CONTRACTS.md). Raises `ReportError` when it is not one."""
     results_dir = ResultsDir(results_dir)
-    runs = _read_summary(results_dir)
+    runs, check = _read_summary(results_dir)
     spec = _read_spec(results_dir)
     levels = _levels(spec, runs)
     factors = list(levels)
@@ -196,7 +204,7 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
         baseline[f] = lab
     res = Results(results_dir=results_dir, name=str(spec.get("name") or results_dir.path.resolve().name), spec=spec,
                   factors=factors, levels=levels, baseline=baseline, runs=runs, cells=pd.DataFrame(),
-                  curves=pd.DataFrame())
+                  curves=pd.DataFrame(), summary_check=check)
 
     def cell_label(cell: dict[str, str]) -> str:
         return ", ".join(res.label(f, cell[f]) for f in factors)

@@ -1,7 +1,8 @@
 """The unigram ceiling of a sweep: the loss of a model that knows only the characters' (or tokens') frequencies.
 
 The report's reference for a diverged run (counted at it in the sensitivity analysis) and the cap of the
-LR sensitivity's losses; computed from the data section of the sweep's runs (`run.data.unigram_val_loss`).
+LR sensitivity's losses; computed from the data section of the sweep's runs (`run.data.unigram_val_loss`), or,
+when the text is missing, taken from the validation split's unigram loss each run recorded in its summary.json.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import yaml
 
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
+from gptlab.runio import read_json
 
 
 def unigram_ceiling(results_dir: ResultsDir, runs: pd.DataFrame, per_token: bool = False, split: str = "val") -> tuple[float, str]:
@@ -45,8 +47,27 @@ def unigram_ceiling(results_dir: ResultsDir, runs: pd.DataFrame, per_token: bool
                                             **tokenizer, test_fraction=float(data.get("test_fraction") or 0.0),
                                             split=split), name))
         except (GptlabError, OSError, ValueError) as exc:
-            return math.nan, str(exc)
+            chars = all(str(d.get("tokenizer") or "char") == "char" for d in sections.values())
+            recorded = _recorded(results_dir, runs) if split == "val" and (per_token or chars) else []
+            if not recorded:
+                return math.nan, str(exc)
+            return max(recorded), ("the highest unigram loss of the validation split the runs recorded in their "
+                                   f"summary.json (the text itself is not here: {exc})")
     loss, name = max(losses)
     where = f"{'test' if split == 'test' else 'validation'} split of {name}"
     return loss, (f"unigram loss of the {where}" if len(losses) == 1 else
                   f"the highest unigram loss of the {len(losses)} texts' splits, that of the {where}")
+
+
+def _recorded(results_dir: ResultsDir, runs: pd.DataFrame) -> list[float]:
+    """The unigram losses of the validation split that the runs recorded when they trained (summary.json, per token of
+    their tokenizer), for a text that is no longer here."""
+    out = []
+    for run_id in runs["run_id"]:
+        try:
+            value = float(read_json(results_dir.run(run_id) / RunDir.SUMMARY).get("unigram_val_loss"))
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+        if math.isfinite(value):
+            out.append(value)
+    return out

@@ -17,6 +17,7 @@ from gptlab.errors import GptlabError
 from gptlab.report.load.block_losses import BlockLosses
 from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
+from gptlab.run.summary_csv import SummaryCheck
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import effect_label, factor_short
 from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule
@@ -56,6 +57,7 @@ class Results:
     test_blocks: BlockLosses = field(default_factory=BlockLosses)  # per-block test losses (the text's error), or why none
     selection_ceiling: float = math.nan  # a tuned sweep's cap: unigram loss of the selection runs' validation split
     rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLS))  # rounds.csv (adaptive)
+    summary_check: SummaryCheck = field(default_factory=SummaryCheck)  # summary.csv against the run folders
 
     def short(self, factor: str) -> str:
         """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""

@@ -31,9 +31,9 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
         split = "test" if res.has_test_split else "validation"
         notes.append(f"Unigram loss of the {split} split (the ceiling at which runs that diverged or did not learn "
                      f"are counted in the sensitivity analysis): {fmt_loss(res.ceiling)} {res.unit}.")
-    warns: list[str] = mixed_code(res)
+    warns: list[str] = summary_notes(res) + mixed_code(res)
     if a is None:
-        return notes, warns + ["No successful runs or no factors: no effects to estimate."]
+        return notes, warns + [no_effects(res)]
     fit, d = a.fit, a.design
     notes.append(f"Model: `{FORMULAS[fit.kind]}`" + (f", {fit.df:g} residual degrees of freedom, residual SD "
                                                       f"{fmt_loss(fit.resid_sd)} {res.unit}" if fit.has_error else "")
@@ -140,6 +140,17 @@ def error_model(res: Results, a: Analysis | None) -> str:
             f"{_listed(seeds_only)} count the seeds only.")
 
 
+def no_effects(res: Results) -> str:
+    """Why there is no effect to estimate: a tuned sweep still in (or stopped in) its selection, or no successful run."""
+    if not len(res.runs) and len(res.selection):
+        failed = int((res.selection["status"] == "failed").sum())
+        return (f"No estimation runs yet: the effects come from the runs trained at each cell's pick, which the sweep "
+                f"trains once every selection run has finished ({len(res.selection)} have"
+                + (f", {failed} of them failed: fix the cause and rerun the sweep with --rerun-failed" if failed else "")
+                + "). Every pick and table below is from the selection runs alone.")
+    return "No successful runs or no factors: no effects to estimate."
+
+
 def _listed(items: list[str]) -> str:
     """'A, B and C', capitalised."""
     text = ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else items[0]
@@ -160,6 +171,27 @@ def mixed_code(res: Results) -> list[str]:
             "reason too, and an effect between them measures the change of code along with the design; nothing in "
             "this report can tell the two apart. Each run's version is in its summary.json (`environment`). To rule "
             "it out, rerun the sweep into a new results folder with one version."]
+
+
+def summary_notes(res: Results) -> list[str]:
+    """What the report read instead of summary.csv, and the finished run folders it could not count as the sweep's."""
+    check, lines = res.summary_check, []
+    if check.text is not None:
+        lines.append(f"summary.csv disagrees with the run folders ({check.reason}): this report reads the runs from "
+                     "their folders instead (the file is left as it is; the sweep's next run rewrites it).")
+    if check.unplaced:
+        lines.append(f"{len(check.unplaced)} finished run folder(s) in runs/ are neither in summary.csv nor placed in "
+                     f"this sweep (no readable place.json) and are left out of this report: {_ids(check.unplaced)} "
+                     "(runs of an earlier spec, or damaged place.json files: the sweep's command records its runs' "
+                     "places again).")
+    if check.others:
+        lines.append(f"{len(check.others)} finished run folder(s) were trained under another version of this sweep (its "
+                     f"spec, a plugin or a corpus changed since) and are not in this report: {_ids(check.others)}.")
+    return lines
+
+
+def _ids(run_ids: tuple[str, ...]) -> str:
+    return ", ".join(run_ids[:3]) + (f" and {len(run_ids) - 3} more" if len(run_ids) > 3 else "")
 
 
 def schedule_note(res: Results) -> list[str]:
