@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -31,6 +32,7 @@ from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.report.tables.stability import LOST
 from gptlab.stats.calls import ALPHA
 from gptlab.stats.cliff import RISE
+from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.models import FORMULAS
 from gptlab.statuses import COLLAPSE_MARGIN
 
@@ -156,12 +158,22 @@ def _to_decide(tables: ReportTables, res: Results, words: Sentences) -> list[Blo
     if not words.to_decide:
         return []
     per = "arm" if res.arms else "cell"
-    return [Para(f"What would decide the inconclusive effects: seeds per {per} for a 95% CI of +/-{tables.margin:g} "
-                 f"{res.unit} at this test split (`seeds_needed`; blank where no number of seeds reaches it), the "
-                 "half-width the text alone leaves (`text_ci95`), and where it is too wide, the test split that "
-                 "would reach it with its seeds (docs/STATISTICS.md). Table: `tables/to_decide.csv`."),
-            *table_blocks(tables.to_decide, DECIDE_MD_COLS, "to_decide.csv", "inconclusive effects"),
-            Para(words.to_decide_summary) if words.to_decide_summary else Bullets(list(words.to_decide))]
+    depends = (tables.to_decide["call"] == DEPENDS).to_numpy() if "call" in tables.to_decide else \
+        np.zeros(len(tables.to_decide), bool)  # their numbers are a curve's, not seeds: said in words, apart
+    blocks: list[Block] = []
+    if not depends.all():
+        blocks += [Para(f"What would decide the inconclusive effects: seeds per {per} for a 95% CI of "
+                        f"+/-{tables.margin:g} {res.unit} at this test split (`seeds_needed`; blank where no number of "
+                        "seeds reaches it), the half-width the text alone leaves (`text_ci95`), and where it is too "
+                        "wide, the test split that would reach it with its seeds (docs/STATISTICS.md). Table: "
+                        "`tables/to_decide.csv`."),
+                   *table_blocks(tables.to_decide[~depends], DECIDE_MD_COLS, "to_decide.csv", "inconclusive effects"),
+                   Para(words.to_decide_summary) if words.to_decide_summary else
+                   Bullets([w for w, d in zip(words.to_decide, depends) if not d])]
+    if depends.any():
+        blocks += [Para("What would decide the effects that depend on the picks (`tables/to_decide.csv`):"),
+                   Bullets([w for w, d in zip(words.to_decide, depends) if d])]
+    return blocks
 
 
 def discussion(res: Results, tables: Mapping[str, pd.DataFrame]) -> list[Block]:

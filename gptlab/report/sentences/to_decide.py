@@ -105,11 +105,11 @@ def sentences(table: pd.DataFrame, res: Results, margin: float) -> list[str]:
 
 
 def summary(table: pd.DataFrame, res: Results, margin: float) -> str:
-    """The summary's one line when more than MAX_LISTED effects are inconclusive ("" otherwise)."""
+    """The summary's one line when more than MAX_LISTED effects are inconclusive ("" otherwise; the effects that
+    depend on the picks are not counted: each has its sentence)."""
+    table = table[table["call"] != DEPENDS] if "call" in table else table  # said apart, in words
     if len(table) <= MAX_LISTED:
         return ""
-    depending = int((table["call"] == DEPENDS).sum()) if "call" in table else 0
-    table = table[table["call"] != DEPENDS] if "call" in table else table
     per = "arm" if res.arms else "cell"
     reach = table.dropna(subset=["seeds_needed"])
     never = table[table["seeds_needed"].isna()]
@@ -125,6 +125,4 @@ def summary(table: pd.DataFrame, res: Results, margin: float) -> str:
                    if never["test_fraction_needed"].notna().sum() > 1 else
                    f" (a {_pct(never['test_fraction_needed'].max())} test split would)"
                    if never["test_fraction_needed"].notna().any() else ""))
-    if depending:
-        out += (f"; {depending} depend on the picks: the table names the cell whose curve would decide each")
     return out + ". Table: `tables/to_decide.csv` (its `verdict` column says it for each)."
