@@ -32,11 +32,12 @@ def corpus(tmp_path_factory):
 
 
 def run_configs(corpus, members, **train):
-    """Bound run configs, one per (seed, lr) in `members`, and their dataset."""
+    """Bound run configs, one per (seed, lr) or (seed, lr, its own train settings) in `members`, and their dataset."""
     base = tiny_config(corpus, **{"max_iters": 10, "log_interval": 1, "eval_interval": 5, **train})
     base["data"]["test_fraction"] = 0.05
-    cfgs = [resolve_run_config({**base, "seed": seed, "train": {**base["train"], "lr": lr, "min_lr": lr / 10}})
-            for seed, lr in members]
+    cfgs = [resolve_run_config({**base, "seed": m[0],
+                                "train": {**base["train"], "lr": m[1], "min_lr": m[1] / 10, **(m[2] if len(m) > 2 else {})}})
+            for m in members]
     dataset = load_run_dataset(cfgs[0].data)
     return [c.bind_vocab(dataset.tokenizer.vocab_size) for c in cfgs], dataset
 
@@ -81,8 +82,10 @@ def test_members_reproduce_their_lone_runs_and_a_diverging_member_stops_alone(co
 
 
 def test_a_member_differs_from_another_only_by_what_its_config_says(corpus):
-    # Same seed, two lrs: the same init and first batch, so the same first loss; then they part.
-    cfgs, dataset = run_configs(corpus, [(0, 3e-3), (0, 1e-4)], max_iters=3)
+    # Same seed, two lrs: the same init and first batch, so the same first loss; then they part. The second
+    # also has its own schedule, warmup, weight decay and clipping, and follows its lone run through them.
+    own = {"schedule": "wsd", "cooldown_fraction": 0.5, "warmup_iters": 1, "weight_decay": 0.0, "grad_clip": 0.0}
+    cfgs, dataset = run_configs(corpus, [(0, 3e-3), (0, 1e-4, own)], max_iters=4)
     population = Population(cfgs, dataset, torch.device("cpu"))
     population.run()
     first, second = ([r["train_loss"] for r in m.rows] for m in population.members)
