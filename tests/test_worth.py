@@ -127,3 +127,10 @@ def test_small_calibration_covers_and_censors():
         assert s.coverage >= 0.85 and s.censored_above == 0 and s.median_estimate == pytest.approx(s.multiplier,
                                                                                                       rel=0.08)
     assert scores[2].censored_above >= 0.8 and scores[2].coverage >= 0.9
+
+
+def test_step_cost_ci_covers_a_planted_ratio():
+    rng = np.random.default_rng(5)  # lognormal seconds per step, the arm 1.2x the baseline, 3 against 9 runs
+    hits = [step_cost(1.2 * rng.lognormal(0, 0.15, 3), rng.lognormal(0, 0.15, 9)) for _ in range(400)]
+    coverage = np.mean([c.ci_low <= 1.2 <= c.ci_high for c in hits])
+    assert 0.9 <= coverage <= 0.99
