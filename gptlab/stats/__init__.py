@@ -4,7 +4,8 @@ Modules: `levels` (when two levels are one), `design` (which cells a sweep has, 
 models, stated once, and the error of a contrast), `calls` (Holm, TOST, the call words and the
 equivalence margin), `effects` (every effect of one outcome), `adaptive_seeds` (the adaptive-seed rule),
 `picks` (a tuned sweep's per-cell pick), `scale_change` (whether an effect changes with a scale
-factor, paired by seed), `text_share` (CIs that count the test text's blocks too). The simulations
+factor, paired by seed), `text_share` (CIs that count the test text's blocks too), `worth` (effects as the baseline's
+training-step and wall-time multipliers). The simulations
 that check them live outside the package, in the checkout's `calibration/`. Nothing is imported here, so
 importing one module loads only what it needs.
 """

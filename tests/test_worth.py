@@ -1,0 +1,136 @@
+"""What each arm is worth (`gptlab.stats.worth`): the baseline's curve, the step multiplier and its CI, censoring,
+the relative step cost and the wall-time multiplier; a small seeded calibration (`calibration.worth_sim`)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from calibration.worth_sim import CURVES, WorthWorld, calibrate
+from gptlab.stats.text_share import Blocks
+from gptlab.stats.worth import (ArmLoss, arm_runs, baseline_curve, fit_power, step_cost, step_multiplier,
+                                wall_multiplier)
+
+LENGTHS = (1000.0, 2000.0, 4000.0, 8000.0)
+
+
+def lab(s):
+    return CURVES["lab"](np.asarray(s, float))
+
+
+def baseline(n0: int = 6, sd: float = 0.0, seed: int = 0, curve: str = "pchip", f=lab):
+    rng = np.random.default_rng(seed)
+    steps = np.repeat(LENGTHS, n0)
+    seeds = np.tile(np.arange(n0), len(LENGTHS))
+    return baseline_curve(steps, seeds, f(steps) + rng.normal(0, sd, len(steps)), curve=curve)
+
+
+def test_power_law_fit_recovers_a_planted_curve():
+    x = np.log2(LENGTHS)
+    e, a, alpha = fit_power(x, 1.3 + 20.0 * np.exp2(-0.45 * x))
+    assert (e, a, alpha) == pytest.approx((1.3, 20.0, 0.45), rel=1e-3)
+
+
+@pytest.mark.parametrize("curve", ["pchip", "power"])
+def test_exact_curve_passes_through_the_means_and_inverts(curve):
+    fit = baseline(curve=curve)
+    assert fit.at(fit.x) == pytest.approx(lab(LENGTHS), abs=1e-6)
+    assert fit.gradient(np.array([11.3, 12.0])).sum(axis=1) == pytest.approx([1.0, 1.0], abs=1e-4)
+    for m in (0.6, 1.0, 1.4, 3.7):  # an exact arm (zero spread) on the planted curve
+        arm = ArmLoss(float(lab(m * 2000)), 1e-4, 10.0)
+        w = step_multiplier(fit, 2000, arm)
+        tol = 1e-3 if curve == "power" else 0.02  # pchip only interpolates a power law
+        assert w.censored == "" and w.multiplier == pytest.approx(m, rel=tol)
+        assert w.ci_low <= w.multiplier <= w.ci_high and not (w.ci_low_open or w.ci_high_open)
+
+
+def test_inversion_on_a_straight_line_in_log_steps_is_exact():
+    fit = baseline(f=lambda s: 2.2 - 0.1 * np.log2(np.asarray(s) / 1000))
+    w = step_multiplier(fit, 2000, ArmLoss(2.2 - 0.1 * math.log2(2.8), 1e-5, 5.0))
+    assert w.multiplier == pytest.approx(1.4, rel=1e-4)
+
+
+def test_censoring_beyond_the_lengths():
+    fit = baseline(sd=0.005)
+    above = step_multiplier(fit, 2000, arm_runs(lab(5 * 2000) + np.array([-0.002, 0.0, 0.002])))
+    below = step_multiplier(fit, 2000, arm_runs(lab(0.3 * 2000) + np.array([-0.002, 0.0, 0.002])))
+    assert above.censored == "above" and math.isnan(above.multiplier) and above.ci_high_open and above.covers(5.0)
+    assert above.highest == 4.0 and above.ci_high == pytest.approx(4.0)
+    assert below.censored == "below" and math.isnan(below.multiplier) and below.ci_low_open and below.covers(0.3)
+    assert not above.covers(1.0) and not below.covers(1.0)
+
+
+def test_ci_contains_the_truth_in_an_easy_case_and_widens_with_noise():
+    fit = baseline(n0=9, sd=0.004, seed=1)
+    rng = np.random.default_rng(2)
+    quiet = step_multiplier(fit, 2000, arm_runs(lab(2800) + rng.normal(0, 0.004, 5)))
+    noisy = step_multiplier(fit, 2000, arm_runs(lab(2800) + rng.normal(0, 0.03, 5)))
+    assert quiet.covers(1.4) and quiet.ci_high / quiet.ci_low < 1.3
+    assert noisy.ci_high / noisy.ci_low > quiet.ci_high / quiet.ci_low
+
+
+def test_blocks_add_the_texts_variance():
+    rng = np.random.default_rng(3)
+    n0, B = 6, 20
+    steps, seeds = np.repeat(LENGTHS, n0), np.tile(np.arange(n0), 4)
+    Y = lab(steps)[:, None] + rng.normal(0, 0.004, (len(steps), 1)) + rng.normal(0, 0.01, (len(steps), B))
+    arm_inter = rng.normal(0, 0.08, B)  # the arm's own taste in text: only the blocks show it
+    A = lab(2800) + arm_inter + rng.normal(0, 0.004, (3, 1)) + rng.normal(0, 0.01, (3, B))
+    seeds_only = step_multiplier(baseline_curve(steps, seeds, Blocks(Y, np.ones_like(Y)).run_losses), 2000,
+                                 arm_runs(A.mean(axis=1)))
+    with_text = step_multiplier(baseline_curve(steps, seeds, Y.mean(axis=1), Blocks(Y, np.ones_like(Y))), 2000,
+                                arm_runs(A.mean(axis=1), Blocks(A, np.ones_like(A))))
+    assert with_text.multiplier == pytest.approx(seeds_only.multiplier)
+    assert with_text.ci_high / with_text.ci_low > 1.2 * seeds_only.ci_high / seeds_only.ci_low
+
+
+def test_incomplete_seeds_are_left_out_with_a_note():
+    steps = np.array(list(np.repeat(LENGTHS, 3)) + [1000.0])
+    seeds = np.array(list(np.tile(np.arange(3), 4)) + [7])
+    fit = baseline_curve(steps, seeds, lab(steps) + 0.001 * np.arange(len(steps)) % 3)
+    assert fit.losses.shape == (3, 4) and fit.left_out == 1
+    assert "left out" in step_multiplier(fit, 2000, ArmLoss(float(lab(2000)), 0.002, 4)).note
+
+
+def test_bad_input_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="3 positive lengths"):
+        baseline_curve(np.array([1000.0, 2000.0] * 2), np.array([0, 0, 1, 1]), np.ones(4))
+    with pytest.raises(ValueError, match="curve"):
+        baseline(curve="spline")
+    with pytest.raises(ValueError, match="outside"):
+        step_multiplier(baseline(), 500, ArmLoss(2.0, 0.01, 3))
+    with pytest.raises(ValueError, match=">= 2 runs"):
+        arm_runs(np.array([1.9]))
+
+
+def test_step_cost_and_wall_multiplier_arithmetic():
+    cost = step_cost(np.array([1.2, 1.2, 1.2]), np.array([1.0, 1.0, 1.0, 1.0]) * 0.8)
+    assert cost.ratio == pytest.approx(1.5) and cost.ci_low == pytest.approx(1.5) and cost.ci_high == pytest.approx(1.5)
+    spread = step_cost(np.array([1.1, 1.3, 1.2]), np.array([0.8, 0.82, 0.78, 0.8]))
+    assert spread.ratio == pytest.approx(1.5) and spread.ci_low < 1.5 < spread.ci_high
+    fit = baseline(sd=0.004)
+    w = step_multiplier(fit, 2000, arm_runs(lab(2.4 * 2000) + np.array([-0.003, 0.0, 0.003])))
+    wall = wall_multiplier(w, cost)  # an exact cost: the CI only divides
+    assert wall.multiplier == pytest.approx(w.multiplier / 1.5)
+    assert (wall.ci_low, wall.ci_high) == pytest.approx((w.ci_low / 1.5, w.ci_high / 1.5))
+    wider = wall_multiplier(w, spread)
+    assert wider.ci_low < wall.ci_low and wider.ci_high > wall.ci_high
+    with pytest.raises(ValueError, match="positive"):
+        step_cost(np.array([0.0, 1.0]), np.array([1.0]))
+
+
+def test_small_calibration_covers_and_censors():
+    world = WorthWorld(n0=6, multipliers=(0.7, 1.4, 5.0))
+    scores = calibrate(world, 40, rng_seed=11)
+    for s in scores[:2]:
+        assert s.coverage >= 0.85 and s.censored_above == 0 and s.median_estimate == pytest.approx(s.multiplier,
+                                                                                                      rel=0.08)
+    assert scores[2].censored_above >= 0.8 and scores[2].coverage >= 0.9
+
+
+def test_step_cost_ci_covers_a_planted_ratio():
+    rng = np.random.default_rng(5)  # lognormal seconds per step, the arm 1.2x the baseline, 3 against 9 runs
+    hits = [step_cost(1.2 * rng.lognormal(0, 0.15, 3), rng.lognormal(0, 0.15, 9)) for _ in range(400)]
+    coverage = np.mean([c.ci_low <= 1.2 <= c.ci_high for c in hits])
+    assert 0.9 <= coverage <= 0.99
