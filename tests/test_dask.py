@@ -82,11 +82,24 @@ def no_reports(monkeypatch):
     monkeypatch.setattr("gptlab.report.write_report", lambda results_dir, reports_dir, margin=None: reports_dir)
 
 
+def _local_cluster() -> distributed.LocalCluster:
+    """Two single-threaded worker processes on 127.0.0.1, as `dask worker --nthreads 1` would give."""
+    return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                    dashboard_address=None)
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    """Two single-threaded worker processes on 127.0.0.1, as `dask worker --nthreads 1` would give."""
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                       dashboard_address=None)
+    cluster = _local_cluster()
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def killable_cluster():
+    """A cluster of its own for a test whose plugin kills workers: the nannies of a shared one, after the kills of an
+    earlier test, were once found gone with a run still queued (the sweep then waited for a worker forever)."""
+    cluster = _local_cluster()
     yield cluster
     cluster.close()
 
@@ -139,8 +152,9 @@ def test_dask_sweep_matches_the_loky_sweep(cluster, tmp_path, corpus, capsys):
 # The run's own start count decides with the scheduler's default allowed-failures (3); with 0 the
 # scheduler raises KilledWorker at the first loss and the driver resubmits: the outcome is the same.
 @pytest.mark.parametrize("allowed_failures", [3, 0], ids=["counted-by-the-run", "KilledWorker"])
-def test_a_lost_worker_is_retried_once_and_resumes_from_the_shared_dir(allowed_failures, cluster, tmp_path, corpus,
-                                                                       plugin, monkeypatch, caplog):
+def test_a_lost_worker_is_retried_once_and_resumes_from_the_shared_dir(allowed_failures, killable_cluster, tmp_path,
+                                                                       corpus, plugin, monkeypatch, caplog):
+    cluster = killable_cluster
     monkeypatch.setattr(cluster.scheduler, "allowed_failures", allowed_failures)  # the scheduler runs in this process
     shared = tmp_path / "shared"
     midway_entry = f"dask_kill_midway_{int(allowed_failures == 0)}"
@@ -177,7 +191,9 @@ def test_a_lost_worker_is_retried_once_and_resumes_from_the_shared_dir(allowed_f
     assert ((gelu / "summary.json").read_text(), (gelu / "train.log").read_text()) == before
 
 
-def test_on_worker_lost_fail_marks_the_run_and_a_rerun_completes_it(cluster, tmp_path, corpus, plugin, capsys):
+def test_on_worker_lost_fail_marks_the_run_and_a_rerun_completes_it(killable_cluster, tmp_path, corpus, plugin,
+                                                                     capsys):
+    cluster = killable_cluster
     spec = write_spec(tmp_path, corpus, {"model.activation": ["gelu", "dask_kill_once"]}, seeds=1, plugins=[plugin],
                       executor={**LOKY_EXECUTOR, "backend": "dask", "scheduler": cluster.scheduler_address,
                                 "on_worker_lost": "fail"})
