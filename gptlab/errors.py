@@ -6,7 +6,8 @@ traceback) before exiting non-zero; anything else is a bug and keeps its traceba
 from __future__ import annotations
 
 import difflib
-from typing import Any, Iterable
+import sys
+from typing import Any, Iterable, Sequence, TextIO
 
 
 class GptlabError(ValueError):
@@ -17,6 +18,24 @@ def closest(name: str, valid: Iterable[str]) -> str:
     """Return ' (did you mean 'x'?)' for the nearest valid name, or '' when none is close."""
     match = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1, cutoff=0.5)
     return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def unknown_key(key: Any, valid: Sequence[Any], where: str = "", listed: str | None = "valid",
+                hint: str | None = None) -> GptlabError:
+    """The one message for a key a section does not take: `WHERE: unknown key 'K' (did you mean 'V'?); valid: ...`.
+
+    `listed` names the list of valid keys that ends it (None: no list, where it would be every run setting);
+    `hint` replaces the guess of the closest valid name."""
+    text = f"unknown key {shown(key)}{closest(str(key), valid) if hint is None else hint}"
+    text += f"; {listed}: {', '.join(map(str, valid))}" if listed else ""
+    return GptlabError(f"{where}: {text}" if where else text)
+
+
+def exit_status(err: BaseException, stream: TextIO | None = None) -> int:
+    """What a command line does with an error it caught: one line `error: MESSAGE` (stderr by default), and its exit
+    status: 2 for bad input (a `GptlabError`, a file not found), 1 for any other OS error (a full disk)."""
+    print(f"error: {err}", file=stream or sys.stderr)
+    return 2 if isinstance(err, (GptlabError, FileNotFoundError)) else 1
 
 
 def shown(value: Any, limit: int = 60) -> str:

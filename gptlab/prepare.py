@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, exit_status
 from gptlab.run.cache import cache_dir
 from gptlab.run.corpora import DATASETS
 
@@ -50,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"preparing {args.name} from {args.published or source.published} ...", file=sys.stderr)
         path = prepare_dataset(args.name, dest, args.published)
     except GptlabError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return exit_status(err)
     print(f"wrote {path} ({path.stat().st_size:,} bytes, sha256 {source.sha256[:12]}... verified)")
     return 0
 

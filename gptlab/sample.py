@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, exit_status
 from gptlab.model import GPT, build_model
 from gptlab.run.sampling import generate, import_sweep_plugins, load_checkpoint_model, sample_from_run, sweep_plugins
 from gptlab.run.tokenizers import CharTokenizer
@@ -110,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             text = sample_from_run(args.run_dir, args.prompt, args.tokens, args.seed, args.temperature, args.top_k,
                                    args.which)
     except (GptlabError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return exit_status(err)
     print(args.prompt + text)
     return 0
 

@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, exit_status
 from gptlab.run.resultsdir import ResultsDir
 from gptlab import report
 from gptlab.sweep.dry_run import dry_run
@@ -179,8 +179,7 @@ def _main(argv: list[str] | None) -> int:
         # now: a test may stand one in
         return execute(spec, plan, options)
     except GptlabError as err:
-        print(f"error: {err}", file=out)
-        return 2
+        return exit_status(err, out)
     except KeyboardInterrupt:
         if spec is not None and results_dir is not None and results_dir.path.exists():
             rows = write_summary(spec, results_dir, known_runs(spec))  # tuned: the estimation runs too

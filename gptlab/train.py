@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, exit_status
 from gptlab.run.config import resolve_run_config, set_dotted, valid_keys
 from gptlab.run.device import configure_process
 from gptlab.run.runner import train_run
@@ -57,12 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         run_dir = Path(args.out or Path("results") / "train" / cfg.run_hash())
         configure_process()
         summary = train_run(cfg, run_dir)
-    except GptlabError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except (GptlabError, FileNotFoundError) as err:
+        return exit_status(err)
     print(f"{summary['status']}: best val loss {fmt_loss(summary['best_val_loss'])} at step "
           f"{summary['best_step']}; run directory {run_dir}")
     return 0 if summary["status"] in FINISHED else 1

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from gptlab.errors import GptlabError, closest, shown
+from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.executors.slurm import SlurmConfig
 from gptlab.fields import setting
 from gptlab.registry import Registry
@@ -38,7 +38,7 @@ class ExecutorConfig:
         names = [f.name for f in dataclasses.fields(cls)]
         for key in raw:
             if key not in names:
-                raise GptlabError(f"executor: unknown key {shown(key)}{closest(str(key), names)}; valid: {', '.join(names)}")
+                raise unknown_key(key, names, "executor")
         cluster = raw.get("cluster")
         config = cls(**{**raw, "cluster": SlurmConfig.from_mapping(cluster) if cluster is not None else None})
         config.validate()

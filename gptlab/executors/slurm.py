@@ -29,7 +29,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from gptlab.errors import GptlabError, closest, shown
+from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.fields import setting
 
 log = logging.getLogger("gptlab.executors.slurm")
@@ -101,8 +101,8 @@ class SlurmConfig:
         names = [f.name for f in dataclasses.fields(cls)]
         for key in raw:
             if key not in names:
-                hint = f" (SLURM's {OTHER_NAMES[key]!r} here)" if key in OTHER_NAMES else closest(str(key), names)
-                raise GptlabError(f"executor.cluster: unknown key {shown(key)}{hint}; valid: {', '.join(names)}")
+                hint = f" (SLURM's {OTHER_NAMES[key]!r} here)" if key in OTHER_NAMES else None
+                raise unknown_key(key, names, "executor.cluster", hint=hint)
         if "type" not in raw:
             raise _fail("type", f"missing; valid: {', '.join(CLUSTER_TYPES)}")
         values = dict(raw)

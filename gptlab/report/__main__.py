@@ -23,18 +23,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    from gptlab.errors import GptlabError
+    from gptlab.errors import GptlabError, exit_status
     from gptlab.report import write_report
     from gptlab.stats.calls import check_margin
     try:
         margin = None if args.margin is None else check_margin(args.margin, "--margin")
         out = write_report(args.results_dir, args.out, margin=margin)
-    except GptlabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # e.g. an unwritable report directory
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except (GptlabError, OSError) as exc:  # an OSError: e.g. an unwritable report directory
+        return exit_status(exc)
     print(out / "report.md")
     return 0
 

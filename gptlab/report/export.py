@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, exit_status
 
 log = logging.getLogger(__name__)
 
@@ -163,12 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         runs = export_tensorboard(args.results_dir, args.tensorboard)
-    except GptlabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # e.g. the disk filled while writing
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except (GptlabError, OSError) as exc:  # an OSError: e.g. the disk filled while writing
+        return exit_status(exc)
     print(f"{len(runs)} TensorBoard runs in {args.tensorboard}; view them with: tensorboard --logdir {args.tensorboard}")
     return 0
 

@@ -18,7 +18,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from gptlab.errors import GptlabError, closest, shown
+from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.fields import setting
 from gptlab.model import ModelConfig
 from gptlab.run.tokenizers import TOKENIZERS, check_vocab_size
@@ -308,8 +308,7 @@ def build_section(section: str, values: dict[str, Any]) -> Any:
         if key not in names:
             if dotted in HIDDEN_KEYS:
                 raise GptlabError(f"{dotted} is set from the dataset; remove it from the config")
-            raise GptlabError(f"unknown key {shown(dotted)}{closest(str(key), names)}; valid {section} keys: "
-                              f"{', '.join(names)}")
+            raise unknown_key(dotted, names, listed=f"valid {section} keys", hint=closest(str(key), names))
         kwargs[key] = coerce(dotted, value, hints[key])
     return cls(**kwargs)
 
@@ -323,7 +322,7 @@ def resolve_run_config(raw: dict[str, Any] | RunConfig) -> RunConfig:
     allowed = list(SECTIONS) + ["seed"]
     for key in raw:
         if key not in allowed:
-            raise GptlabError(f"unknown key {shown(key)}{closest(str(key), allowed)}; valid: {', '.join(allowed)}")
+            raise unknown_key(key, allowed)
     sections = {s: build_section(s, raw.get(s) or {}) for s in SECTIONS}
     seed = coerce("seed", raw.get("seed", 0), int)
     if not 0 <= seed < MAX_SEED:

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, unknown_key
 from gptlab.stats.calls import DEFAULT_MARGIN
 
 PRECISION_FOR = ("effects", "interactions")
@@ -51,7 +51,7 @@ class SeedRule:
         """Validate the YAML mapping; every problem is one GptlabError naming the key."""
         for name in raw:
             if name not in RULE_KEYS:
-                raise GptlabError(f"{key}: unknown key '{name}'; an adaptive seeds mapping has {', '.join(RULE_KEYS)}")
+                raise unknown_key(name, RULE_KEYS, key, listed="an adaptive seeds mapping has")
         missing = [k for k in ("min", "max", "precision") if k not in raw]
         if missing:
             raise GptlabError(f"{key}: an adaptive seeds mapping needs {', '.join(missing)} "

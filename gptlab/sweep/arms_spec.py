@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from gptlab.errors import GptlabError, closest, shown
+from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.run.config import get_dotted, resolve_run_config, set_dotted
 from gptlab.stats.arms import ARM
 from gptlab.stats.scorecard import ABOUT, DIRECTIONS
@@ -99,7 +99,7 @@ def check_arms(raw: Mapping[str, Any], base: dict[str, Any], keys: list[str], pa
                         f"{shown(settings)}")
         for dotted, value in settings.items():
             if dotted not in keys:
-                raise GptlabError(f"{where}: unknown key {shown(dotted)}{closest(str(dotted), keys)}")
+                raise unknown_key(dotted, keys, where, listed=None)
             if isinstance(value, (dict, list)):
                 raise _fail(f"{where}.{dotted}", "must be a plain value (a string, number or boolean)")
             try:
@@ -173,8 +173,7 @@ def _check_claim(raw: Any, where: str) -> Claim:
                     f"about), got {shown(raw)}")
     for key in raw:
         if key not in CLAIM_KEYS:
-            raise GptlabError(f"{where}: unknown key {shown(key)}{closest(str(key), CLAIM_KEYS)}; valid: "
-                              f"{', '.join(CLAIM_KEYS)}")
+            raise unknown_key(key, CLAIM_KEYS, where)
     missing = [k for k in REQUIRED_CLAIM_KEYS if k not in raw]
     if missing:
         raise _fail(where, f"needs {', '.join(missing)} (the paper, its own words, and the direction it claims)")

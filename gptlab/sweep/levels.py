@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gptlab.errors import GptlabError, closest, shown
+from gptlab.errors import GptlabError, shown, unknown_key
 from gptlab.run.config import get_dotted
 from gptlab.stats.levels import same_level
 
@@ -20,7 +20,7 @@ def check_levels(section: str, dotted: Any, levels: Any, base: dict[str, Any], k
     """`section.dotted: levels` (section `grid` or `scale`): a known key, `fewest` or more plain levels, none
     twice, and not in base; else one GptlabError naming the key."""
     if dotted not in keys:
-        raise GptlabError(f"{section}: unknown key {shown(dotted)}{closest(str(dotted), keys)}")
+        raise unknown_key(dotted, keys, section, listed=None)
     where = f"{section}.{dotted}"
     if not isinstance(levels, list) or len(levels) < fewest or not levels:
         need = "a non-empty list of levels" if fewest == 1 else f"a list of at least {fewest} levels"

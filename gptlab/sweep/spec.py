@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gptlab.run.config import MAX_SEED, resolve_run_config, set_dotted, valid_keys
-from gptlab.errors import GptlabError, closest, shown
+from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
 from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
@@ -80,8 +80,7 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
         if key in ("model", "train", "data"):
             raise GptlabError(f"unknown key '{key}': run settings go under base (base.{key})")
         if key not in TOP_KEYS:
-            raise GptlabError(f"unknown key {shown(key)}{closest(str(key), TOP_KEYS)}; valid top-level keys: "
-                              f"{', '.join(TOP_KEYS)}")
+            raise unknown_key(key, TOP_KEYS, listed="valid top-level keys")
     if "name" not in raw:
         raise _fail("name", "is required")
     if "grid" not in raw and "arms" not in raw:
@@ -227,9 +226,8 @@ def _check_report(report: Any, margin: Any) -> ReportSettings:
     _require(report, dict, "report", "a mapping (e.g. {equivalence_margin: 0.01})")
     for key in report:
         if key not in REPORT_KEYS:
-            valid = [f"report.{k}" for k in REPORT_KEYS]
-            raise GptlabError(f"unknown key {shown(f'report.{key}')}{closest(f'report.{key}', valid)}; valid keys under report: "
-                              f"{', '.join(REPORT_KEYS)}")
+            raise unknown_key(f"report.{key}", REPORT_KEYS, listed="valid keys under report",
+                              hint=closest(f"report.{key}", [f"report.{k}" for k in REPORT_KEYS]))
     written = check_margin(report.get("equivalence_margin", DEFAULT_MARGIN), "report.equivalence_margin")
     return ReportSettings(written if margin is None else check_margin(margin, "--margin"))
 

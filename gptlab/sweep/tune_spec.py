@@ -11,7 +11,7 @@ import dataclasses
 import typing
 from typing import Any
 
-from gptlab.errors import GptlabError, closest, shown
+from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.run.config import SECTIONS, coerce, get_dotted, resolve_run_config, set_dotted, valid_keys
 from gptlab.sweep.given import check_given
 from gptlab.sweep.planners import TUNERS
@@ -59,8 +59,8 @@ def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:
     valid = TUNE_KEYS + list(tuner.OPTIONS)
     for key in raw:
         if key not in valid:
-            raise GptlabError(f"unknown key {shown(f'tune.{key}')}{closest(f'tune.{key}', [f'tune.{k}' for k in valid])}"
-                              f"; valid keys under tune with method {method}: {', '.join(valid)}")
+            raise unknown_key(f"tune.{key}", valid, listed=f"valid keys under tune with method {method}",
+                              hint=closest(f"tune.{key}", [f"tune.{k}" for k in valid]))
     if "picks" in raw:  # settings chosen elsewhere: no selection runs (gptlab.sweep.given)
         given = check_given(raw, spec, expand_cells(spec), lambda key, levels: _resolve_levels(spec, key, levels,
                                                                                                 "tune.picks"))
@@ -105,7 +105,7 @@ def _resolve_levels(spec: SweepSpec, dotted: Any, levels: list[Any], owner: str)
     keys = [k for k in valid_keys() if k != "seed"]
     where = f"{owner}.{dotted}"
     if dotted not in keys:
-        raise GptlabError(f"{owner}: unknown key {shown(dotted)}{closest(str(dotted), keys)}")
+        raise unknown_key(dotted, keys, owner, listed=None)
     if str(dotted).startswith("data."):
         raise _fail(where, "data settings cannot be tuned: the selection compares validation losses, which "
                     "only mean the same on the same split and tokenizer; put it in base or grid")

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from gptlab.errors import GptlabError, closest, shown
+from gptlab.errors import GptlabError, shown, unknown_key
 from gptlab.run.config import resolve_run_config
 
 KEYS = ("lengths", "seeds", "retune")
@@ -66,7 +66,7 @@ def check_worth(raw: Any, spec_has_arms: bool, base: dict[str, Any], arms: Mappi
         raise GptlabError(f"worth: must be a mapping (lengths, seeds, retune) or true, got {shown(raw)}")
     for key in raw:
         if key not in KEYS:
-            raise GptlabError(f"worth: unknown key {shown(key)}{closest(str(key), KEYS)}; valid: {', '.join(KEYS)}")
+            raise unknown_key(key, KEYS, "worth")
     lengths = _numbers(raw.get("lengths", list(DEFAULT_LENGTHS)), "lengths", "[0.5, 1, 2, 4]")
     if len(lengths) < 3 or 1.0 not in lengths:
         raise _fail("lengths", f"needs 3 or more lengths, 1 (the study's own) among them, got {list(lengths)}")
