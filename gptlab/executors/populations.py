@@ -21,6 +21,7 @@ import math
 import time
 from typing import Any, Sequence
 
+from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig, RunResult, Task
 from gptlab.executors.worker import ORPHAN_EXIT, RunStopped, execute_run, gpu_slot, watch_driver
 from gptlab.run.config import resolve_run_config
@@ -62,7 +63,10 @@ def population_note(executor: ExecutorConfig, device: str) -> str:
 
 def population_key(config: Any, auto: bool) -> str | None:
     """What runs of one population share (None: the run trains alone): its model, data and shared train settings."""
-    cfg = resolve_run_config(dict(config))
+    try:
+        cfg = resolve_run_config(dict(config))
+    except GptlabError:  # its worker records why, as for any lone run that cannot start
+        return None
     if auto and cfg.model.dropout > 0:
         return None
     plain = cfg.to_dict()
