@@ -87,7 +87,17 @@ def test_a_population_writes_each_members_lone_run_and_isolates_a_diverging_one(
         assert_same_run(root / "pop" / run.run_id, root / "lone" / run.run_id)
     summary = results[0].summary
     assert summary["population"]["size"] == 3 and summary["population"]["members"] == [r.run_id for r in planned]
-    assert summary["compile_s"] == 0  # not compiled: train.compile is off on CPU
+    assert summary["compile_s"] == 0 and all(r.summary["compile_s"] == 0 for r in lone)  # train.compile: off on CPU
+
+
+def test_a_compiled_lone_run_times_its_first_step_as_compile(corpus, monkeypatch, tmp_path):
+    import torch
+
+    from gptlab.run.runner import train_run
+
+    monkeypatch.setattr(torch, "compile", lambda model: model)  # a stand-in: the first step is still timed
+    summary = train_run(tiny_config(corpus, max_iters=2, eval_interval=2, compile=True), tmp_path / "run")
+    assert 0 < summary["compile_s"] <= summary["wall_s"]
 
 
 class Killed(BaseException):
