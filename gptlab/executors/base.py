@@ -29,6 +29,8 @@ class ExecutorConfig:
     shared_dir: str | None = setting(None, "dask: a folder every worker sees, where runs train (and resume) in place")
     on_worker_lost: str = setting("retry", "dask: retry (once) or fail a run whose worker was lost")
     cluster: SlurmConfig | None = setting(None, "dask: a cluster the sweep starts and releases, {type: slurm, ...}")
+    population: int | str = setting("off", "loky: runs of one architecture trained as one batched model, at most this "
+                                    "many (an integer), off, or auto (only where measured faster: not on CPU)")
 
     @classmethod
     def from_mapping(cls, raw: Any) -> "ExecutorConfig":
@@ -40,7 +42,10 @@ class ExecutorConfig:
             if key not in names:
                 raise unknown_key(key, names, "executor")
         cluster = raw.get("cluster")
-        config = cls(**{**raw, "cluster": SlurmConfig.from_mapping(cluster) if cluster is not None else None})
+        raw = {**raw, "cluster": SlurmConfig.from_mapping(cluster) if cluster is not None else None}
+        if raw.get("population") is False:  # YAML 1.1 reads a bare `off` as false
+            raw["population"] = "off"
+        config = cls(**raw)
         config.validate()
         return config
 
@@ -52,6 +57,9 @@ class ExecutorConfig:
             value = getattr(self, key)
             if value != "auto" and not _positive_int(value):
                 raise _fail(key, f"must be 'auto' or a positive integer, got {shown(value)}")
+        if self.population not in POPULATION_WORDS and not _positive_int(self.population):
+            raise _fail("population", f"must be 'auto', 'off' or a positive integer (the most runs trained as one), "
+                        f"got {shown(self.population)}")
         if not _positive_int(self.runs_per_gpu):
             raise _fail("runs_per_gpu", f"must be a positive integer, got {shown(self.runs_per_gpu)}")
         for key in ("scheduler", "shared_dir"):
@@ -95,17 +103,21 @@ class ExecutorConfig:
     def to_dict(self) -> dict[str, Any]:
         """As recorded in results/NAME/sweep.yaml (unset optional keys left out)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+        if self.population == "off":  # the default: sweep.yaml files written before the key stay as they were
+            del out["population"]
         if self.cluster is not None:
             out["cluster"] = self.cluster.to_dict()
         return out
 
 
 ON_WORKER_LOST = ("retry", "fail")
+POPULATION_WORDS = ("auto", "off")  # executor.population's words; a number is the most members of one population
 # Upper bounds of the counts above: beyond any machine or cluster, they stop an absurd number (a typo) early.
 LIMITS = {
     "n_jobs": 10_000,  # runs at once: a sweep has at most 10,000 runs (sweep/spec.py MAX_RUNS)
     "threads": 4_096,  # threads per run: more cores than the largest machines have
     "runs_per_gpu": 256,  # runs sharing one GPU
+    "population": 256,  # runs trained as one batched model
 }
 
 

@@ -54,6 +54,7 @@ from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Resources,
 from gptlab.executors import scheduler
 from gptlab.executors.slurm import (patience_message, quiet_loggers, refusal_message, slurm_client,
                                     walltime_seconds)
+from gptlab.executors.populations import population_size
 from gptlab.executors.worker import execute_run, failed_result, with_run_dir
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
@@ -260,6 +261,8 @@ class DaskBackend:
                 f"{run_threads(self.config, plan, False)} thread(s) per run")
 
     def run(self, tasks: Sequence[Task], plan: Resources, on_result: OnResult, fail_fast: bool = False) -> None:
+        if tasks and population_size(self.config, plan.device) > 1:
+            log.warning("executor.population: the dask backend trains every run alone (populations: loky only)")
         run_dask(tasks, plan, self.config, on_result, fail_fast)
 
 

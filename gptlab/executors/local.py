@@ -19,7 +19,8 @@ import signal
 from typing import Any, Iterator, Sequence
 
 from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Resources, RunResult, Task
-from gptlab.executors.worker import WORKER_DIED, driver_identity, execute_run, failed_result, watch_driver
+from gptlab.executors.populations import Unit, execute_group, group_tasks, population_note, population_size
+from gptlab.executors.worker import WORKER_DIED, driver_identity, failed_result, watch_driver
 from gptlab.run.rundir import RunDir
 
 log = logging.getLogger("gptlab.executors.local")
@@ -78,8 +79,9 @@ def _quiet_resource_tracker() -> None:
         os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [current, QUIET_TRACKER]))
 
 
-def _parallel(tasks: Sequence[Task], workers: int, threads: int) -> Iterator[RunResult]:
-    """Results of `tasks` as they finish, each trained in a loky worker process.
+def _parallel(units: Sequence[Unit], workers: int, threads: int) -> Iterator[RunResult]:
+    """Results of the runs of `units` (a lone run, or a population: `populations.group_tasks`) as they finish,
+    each unit trained in a loky worker process.
 
     joblib's `Parallel` runs a single job in the calling process; the loky executor it is built on
     always uses worker processes, so a run that crashes its process never takes the sweep with it.
@@ -93,10 +95,11 @@ def _parallel(tasks: Sequence[Task], workers: int, threads: int) -> Iterator[Run
     with _terminal_signals_blocked():
         executor = get_reusable_executor(max_workers=workers, env=thread_env(threads), reuse=True,
                                          initializer=init_worker, initargs=(driver,))
-        futures = [executor.submit(execute_run, dataclasses.replace(task, driver=driver)) for task in tasks]
+        futures = [executor.submit(execute_group, tuple(dataclasses.replace(task, driver=driver) for task in unit))
+                   for unit in units]
     try:
         for future in as_completed(futures):
-            yield future.result()
+            yield from future.result()
     except BaseException:  # a dead worker, Ctrl-C, --fail-fast: stop everything still in flight
         _stop(executor)
         raise
@@ -140,7 +143,8 @@ class FailFast(Exception):
 
 @BACKENDS.register("loky")
 class LocalBackend:
-    """Worker processes on this machine (joblib's loky), one run per worker."""
+    """Worker processes on this machine (joblib's loky), one run (or one population: `executor.population`) per
+    worker."""
 
     def __init__(self, config: ExecutorConfig) -> None:
         self.config = config
@@ -149,18 +153,20 @@ class LocalBackend:
         """Nothing to check: this machine is always there."""
 
     def describe(self, plan: Resources, dry_run: bool = False) -> str | None:
-        return plan.describe()
-
+        note = population_note(self.config, plan.device)
+        return plan.describe() + (f"\n{note}" if note else "")
 
     def run(self, tasks: Sequence[Task], plan: Resources, on_result: OnResult, fail_fast: bool = False) -> None:
         died = _worker_died_errors()
         queue = list(tasks)
+        size, auto = population_size(self.config, plan.device), self.config.population == "auto"
         while queue:
             for task in queue:
                 RunDir(task.run_dir).clear_running()
             done: set[str] = set()
             try:
-                for result in _parallel(queue, min(plan.workers, len(queue)), plan.threads):
+                units = group_tasks(queue, size, auto)
+                for result in _parallel(units, min(plan.workers, len(units)), plan.threads):
                     done.add(result.run_id)
                     on_result(result)
                     if fail_fast and result.status == "failed":
@@ -185,6 +191,6 @@ class LocalBackend:
 def _run_alone(task: Task, threads: int, died: tuple[type[BaseException], ...]) -> RunResult:
     """Retry one suspect in a worker of its own: if that worker dies too, the run is the cause."""
     try:
-        return next(iter(_parallel([task], 1, threads)))
+        return next(iter(_parallel([(task,)], 1, threads)))
     except died:
         return failed_result(task, WORKER_DIED)

@@ -113,6 +113,9 @@ class Population:
         self._grad_norms = torch.zeros_like(self._losses)
         self._pending = 0
         self.resumed = False
+        # Objects with `on_rows(population, step, is_eval)` (after a step's rows and evaluations) and
+        # `on_step(population)` (after each step), either optional: the run folders' writer, a worker's driver watch.
+        self.callbacks: list[Any] = []
 
     @property
     def size(self) -> int:
@@ -136,16 +139,24 @@ class Population:
             is_eval = step > 0 and (step % t.eval_interval == 0 or step == t.max_iters)
             if not skip_bookkeeping and step > 0 and (is_eval or step % t.log_interval == 0):
                 self._bookkeeping(step, is_eval, start)
+                self._call("on_rows", step, is_eval)
             skip_bookkeeping = False
             if step in (t.max_iters, stop_at) or not any(m.training for m in self.members):
                 break
             self.train_step(step)
             self.step += 1
+            self.elapsed_s = time.perf_counter() - start
+            self._call("on_step")
         for m in self.members:
             if m.training and self.step == t.max_iters:
                 m.outcome = Outcome("ok", None)
         self.elapsed_s = time.perf_counter() - start
         return [m.outcome for m in self.members]
+
+    def _call(self, name: str, *args: Any) -> None:
+        for callback in self.callbacks:
+            if hasattr(callback, name):
+                getattr(callback, name)(self, *args)
 
     def train_step(self, step: int, record: bool = True) -> None:
         """One step of every member on its own batch of `step`; frozen members' parameters do not move."""

@@ -180,6 +180,7 @@ def run_summary(trainer: Trainer, outcome: Outcome) -> dict[str, Any]:
         "tokens_per_sec": tokens / trainer.train_s if trainer.train_s > 0 else None,
         "wall_s": round(trainer.elapsed_s, 3),
         "eval_s": round(trainer.eval_s, 3),
+        "compile_s": round(trainer.compile_s, 3),  # in wall_s: first steps through torch.compile (0 uncompiled)
         "peak_rss_mb": peak_rss_mb(),
         "peak_gpu_mb": round(torch.cuda.max_memory_allocated(trainer.device) / 2**20, 1)
         if trainer.device.type == "cuda" else None,  # the plan's memory on CUDA is the GPU's

@@ -120,6 +120,8 @@ class Trainer:
         self.best_test_loss: float | None = None  # test loss at best_step (None without a test split)
         self.best_test_blocks: list[dict[str, Any]] | None = None  # its per-block losses (`test_blocks`)
         self.elapsed_s = self.train_s = self.eval_s = 0.0
+        self.compile_s = 0.0  # the first step through torch.compile (tracing, compiling): the sweep's compile share
+        self._compile_pending = use_compile
         self.resumed = False
         # Rows come at least every min(log_interval, eval_interval) steps, and at max_iters: that
         # many losses wait at most (a log_interval of 1e9 must not allocate 1e9 floats).
@@ -140,6 +142,7 @@ class Trainer:
             "best_test_loss": self.best_test_loss,  # measured at best_step: a resume cannot measure it again
             "best_test_blocks": self.best_test_blocks,
             "times": [self.elapsed_s, self.train_s, self.eval_s],
+            "compile_s": self.compile_s,
             # Losses of the steps since the last row (none at an evaluation): a state taken between
             # rows must carry them, or the next row would average fewer steps than an unbroken run's.
             "pending": {"losses": self._losses[: self._pending].cpu(),
@@ -158,6 +161,7 @@ class Trainer:
         self.best_test_loss = state.get("best_test_loss")  # absent from checkpoints of before test splits
         self.best_test_blocks = state.get("best_test_blocks")  # absent from checkpoints of before test blocks
         self.elapsed_s, self.train_s, self.eval_s = state["times"]
+        self.compile_s += state.get("compile_s", 0.0)  # absent from checkpoints of before the compile share
         pending = state.get("pending")  # absent from checkpoints of before branch points
         self._pending = len(pending["losses"]) if pending else 0
         if pending:
@@ -238,6 +242,9 @@ class Trainer:
             self._grad_norms[self._pending] = grad_norm.detach()
             self._pending += 1
         self.train_s += time.perf_counter() - tick
+        if self._compile_pending:  # this process's first compiled step: its time is the compile's
+            self._compile_pending = False
+            self.compile_s += time.perf_counter() - tick
 
     def recent_train_loss(self) -> float | None:
         """Mean training loss of the steps since the last metrics row (None right after a row)."""

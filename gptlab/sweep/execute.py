@@ -23,6 +23,7 @@ from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
 from gptlab.sweep.reuse import Reuse
 from gptlab.runio import write_yaml
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
+from gptlab.sweep.compile_share import compile_line
 from gptlab.sweep.lock import SweepLock
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
 from gptlab.sweep.progress import Progress
@@ -194,6 +195,9 @@ def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions) -> in
             folder = results_dir.run(row["run_id"])
             log_file = folder / (RunDir.ERROR if row["status"] not in FINISHED else RunDir.LOG)
             print(f"  {row['status']:<8} {row['run_id']}  {row.get('error') or ''}  log: {log_file}", file=out)
+    compiled = compile_line([s for s in (results_dir.run(r.run_id).summary() for r in planned) if s])
+    if compiled:
+        print(compiled, file=options.stream)  # a diagnostic, beside the progress: stdout keeps the results
     if options.write_report is None:
         print(f"summary: {results_dir.summary_csv}", file=out)
     else:

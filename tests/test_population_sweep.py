@@ -1,0 +1,210 @@
+"""`executor.population` in the sweep: members of a population are their lone runs (folders, ids, summary rows,
+metrics to float tolerance), a diverging member is isolated, a killed population resumes (or a member finishes
+alone), `auto` trains lone runs on CPU, bad values are refused in one line, the compile share is reported.
+
+Tolerance: 1e-5 nats, as tests/test_population.py (measured differences ~1e-6: float32 reductions in another order).
+"""
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+import yaml
+
+from gptlab.errors import GptlabError
+from gptlab.executors.base import ExecutorConfig, Resources, Task
+from gptlab.executors.populations import execute_group, group_tasks, population_key, population_size
+from gptlab.executors.worker import execute_run
+from gptlab.run.population_run import train_population
+from gptlab.run.rundir import RunDir
+from gptlab.sweep.compile_share import compile_line
+from gptlab.sweep.execute import SweepOptions, execute
+from gptlab.sweep.spec import load_spec
+from gptlab.sweep_cli import main as sweep_main
+from fakes import write_spec
+from helpers import skip_figures, tiny_config
+
+TOL = 1e-5
+pytestmark = pytest.mark.filterwarnings("ignore:There is a performance drop")  # vmap's attention fallback on CPU
+LRS = [2e-2, 1e-2, 1e3]  # two that learn (ok, not collapsed), one that diverges within a few steps
+TRAIN = {"max_iters": 10, "log_interval": 1, "eval_interval": 5}
+NUMBERS = ("best_val_loss", "final_val_loss", "final_train_loss", "best_test_loss")
+EXACT = ("run_id", "seed", "status", "best_step", "diverged_step", "params", "params_non_embedding", "error")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, corpus):
+    """Three planned runs of one architecture (lrs 2e-2, 1e-2, 1e3, seed 0) and their lone results."""
+    root = tmp_path_factory.mktemp("members")
+    config = tiny_config(corpus, **TRAIN)
+    config["train"].pop("lr")
+    config["data"]["test_fraction"] = 0.05
+    (root / "s.yaml").write_text(yaml.safe_dump({"name": "s", "base": config_sections(config),
+                                                 "grid": {"train.lr": LRS}, "seeds": [0]}))
+    planned = load_spec(root / "s.yaml").runs
+    lone = [execute_run(task) for task in tasks(planned, root / "lone")]
+    return planned, lone, root
+
+
+def config_sections(config):
+    return {k: config[k] for k in ("model", "train", "data")}
+
+
+def tasks(planned, where):
+    return tuple(Task(r.run_id, r.config, str(where / r.run_id), 1) for r in planned)
+
+
+def assert_same_run(folder, lone_folder):
+    """The folder holds what its lone run's holds: the same files, summary fields and metrics rows."""
+    mine, theirs = RunDir(folder).summary(), RunDir(lone_folder).summary()
+    assert {k: mine.get(k) for k in EXACT} == {k: theirs.get(k) for k in EXACT}
+    for key in NUMBERS:
+        assert (mine[key] is None) == (theirs[key] is None), key
+        if theirs[key] is not None:
+            assert mine[key] == pytest.approx(theirs[key], abs=TOL), key
+    assert mine["config"] == theirs["config"]
+    # progress.json: a worker clears it; place.json: a sweep writes it
+    names = ({p.name for p in f.iterdir()} - {RunDir.PROGRESS, RunDir.PLACE} for f in (folder, lone_folder))
+    assert next(names) == next(names)
+    rows, lone_rows = (list(csv.DictReader(open(f / "metrics.csv"))) for f in (folder, lone_folder))
+    assert [r["step"] for r in rows] == [r["step"] for r in lone_rows]
+    if theirs["status"] == "diverged":  # its lr of 1e3 amplifies float32 rounding: only its first row is close
+        rows, lone_rows = rows[:1], lone_rows[:1]
+    for row, lone_row in zip(rows, lone_rows):
+        for key in ("train_loss", "val_loss", "grad_norm"):
+            assert (row[key] == "") == (lone_row[key] == "")
+            if row[key] not in ("", "inf", "nan"):
+                assert float(row[key]) == pytest.approx(float(lone_row[key]), abs=TOL), (row["step"], key)
+
+
+def test_a_population_writes_each_members_lone_run_and_isolates_a_diverging_one(runs):
+    planned, lone, root = runs
+    results = execute_group(tasks(planned, root / "pop"))
+    assert [r.run_id for r in results] == [r.run_id for r in lone]
+    assert [r.status for r in results] == [r.status for r in lone] == ["ok", "ok", "diverged"]
+    for run in planned:
+        assert_same_run(root / "pop" / run.run_id, root / "lone" / run.run_id)
+    summary = results[0].summary
+    assert summary["population"]["size"] == 3 and summary["population"]["members"] == [r.run_id for r in planned]
+    assert summary["compile_s"] == 0 and all(r.summary["compile_s"] == 0 for r in lone)  # train.compile: off on CPU
+
+
+def test_a_compiled_lone_run_times_its_first_step_as_compile(corpus, monkeypatch, tmp_path):
+    import torch
+
+    from gptlab.run.runner import train_run
+
+    monkeypatch.setattr(torch, "compile", lambda model: model)  # a stand-in: the first step is still timed
+    summary = train_run(tiny_config(corpus, max_iters=2, eval_interval=2, compile=True), tmp_path / "run")
+    assert 0 < summary["compile_s"] <= summary["wall_s"]
+
+
+class Killed(BaseException):
+    """Stands in for a kill between two steps (every file written by then is whole: atomic writes)."""
+
+
+class KillAt:
+    def __init__(self, step):
+        self.step = step
+
+    def on_step(self, population):
+        if population.step == self.step:
+            raise Killed()
+
+
+def test_a_killed_population_resumes_and_a_member_without_its_checkpoint_finishes_alone(runs):
+    planned, _, root = runs
+    member_alone = 1
+    where = root / "killed"
+    folders = [where / r.run_id for r in planned]
+    configs = [r.config for r in planned]
+    with pytest.raises(Killed):
+        train_population(configs, folders, callbacks=[KillAt(7)])  # after the checkpoints of step 5
+    assert all((f / RunDir.LAST).exists() and not (f / RunDir.SUMMARY).exists() for f in folders)
+    # Its checkpoints lost: it trains alone from step 0, the other two resume as a population from step 5.
+    for name in (RunDir.LAST, RunDir.BEST):
+        (folders[member_alone] / name).unlink()
+    summaries = train_population(configs, folders)
+    assert [s["status"] for s in summaries] == ["ok", "ok", "diverged"]
+    for run, folder in zip(planned, folders):
+        assert_same_run(folder, root / "lone" / run.run_id)
+    assert "population" not in summaries[member_alone] and summaries[0]["population"]["size"] == 2
+
+
+def test_grouping_by_architecture_and_shared_settings(runs, tmp_path):
+    planned, _, root = runs
+    other = tiny_config(root, **TRAIN)
+    other["model"]["n_layer"] = 1
+    odd = Task("odd", other, str(tmp_path / "odd"), 1)
+    batch = tasks(planned, tmp_path) * 2 + (odd,)  # 6 runs of one architecture (ids repeated: grouping only)
+    units = group_tasks(batch, 4)
+    assert sorted(len(u) for u in units) == [1, 3, 3]  # 6 at most 4 a population: 3 and 3; the other model alone
+    assert (odd,) in units
+    assert group_tasks(batch, 1) == [(t,) for t in batch]
+    dropout = dict(planned[0].config, model={**planned[0].config["model"], "dropout": 0.1})
+    assert population_key(dropout, auto=True) is None and population_key(dropout, auto=False) is not None
+    RunDir(tmp_path / planned[0].run_id).write_branches([{"step": 5, "run_id": "x", "config": {}}])
+    assert any(u == (batch[0],) for u in group_tasks(batch, 4))  # a shared trunk trains alone
+
+
+def test_auto_is_lone_runs_on_cpu_and_off_is_the_default():
+    assert ExecutorConfig().population == "off" and "population" not in ExecutorConfig().to_dict()
+    assert population_size(ExecutorConfig.from_mapping({"population": "auto"}), "cpu") == 1
+    assert population_size(ExecutorConfig.from_mapping({"population": False}), "cuda") == 1  # YAML's bare `off`
+    assert population_size(ExecutorConfig.from_mapping({"population": 3}), "cpu") == 3
+
+
+@pytest.mark.parametrize("value", ["fast", 0, -2, 1.5, True, [3], 10_000])
+def test_bad_population_values_are_one_line_errors(value):
+    with pytest.raises(GptlabError) as err:
+        ExecutorConfig.from_mapping({"population": value})
+    message = str(err.value)
+    assert message.startswith("executor.population:") and "\n" not in message
+
+
+def test_compile_share_line():
+    assert compile_line([]) is None and compile_line([{"wall_s": 3.0}]) is None  # runs of before the field
+    assert compile_line([{"compile_s": 0.0, "wall_s": 3.0}] * 2).startswith("compile: 0 s of 6 s of training over 2")
+    assert "(25% of the workers' time)" in compile_line([{"compile_s": 1.0, "wall_s": 4.0}])
+
+
+def test_a_sweep_trains_its_runs_as_one_population_with_their_lone_ids_and_rows(runs, tmp_path):
+    planned, _, root = runs
+    spec = load_spec(root / "s.yaml", executor_overrides={"population": 3, "n_jobs": 1, "threads": 1})
+    out = io.StringIO()
+    plan = Resources(workers=1, threads=1, device="cpu", gpus=0, reason="test")
+    assert execute(spec, plan, SweepOptions(tmp_path / "s", tmp_path / "reports", stream=out, progress_every_s=60)) == 0
+    assert "populations of up to 3 runs" in out.getvalue() and "compile: 0 s of" in out.getvalue()
+    rows = list(csv.DictReader(open(tmp_path / "s" / "summary.csv")))
+    assert [r["run_id"] for r in rows] == [r.run_id for r in planned]
+    for row in rows:
+        assert RunDir(tmp_path / "s" / "runs" / row["run_id"]).summary()["population"]["size"] == 3
+        assert_same_run(tmp_path / "s" / "runs" / row["run_id"], root / "lone" / row["run_id"])
+
+
+@pytest.mark.slow
+def test_a_sweep_with_populations_gives_the_lone_sweeps_ids_and_rows(tmp_path, corpus, capsys):
+    rows = {}
+    with pytest.MonkeyPatch.context() as mp:
+        skip_figures(mp)
+        for population in ("off", 3, "auto"):
+            spec = write_spec(tmp_path / str(population), corpus, {"train.lr": LRS[:2]}, seeds=2, train=TRAIN,
+                              executor={"backend": "loky", "n_jobs": 2, "threads": 1, "population": population})
+            results = tmp_path / str(population) / "results"
+            assert sweep_main([str(spec), "--results-dir", str(results), "--reports-dir", str(tmp_path / "rep")]) == 0
+            err = capsys.readouterr().err
+            assert "compile: 0 s of" in err and "no run was compiled" in err
+            rows[population] = list(csv.DictReader(open(results / "t" / "summary.csv")))
+            sizes = {(RunDir(results / "t" / "runs" / r["run_id"]).summary().get("population") or {}).get("size")
+                     for r in rows[population]}
+            assert sizes == ({2} if population == 3 else {None})  # 2 seeds x 2 lrs: two populations of 2
+            if population == "auto":
+                assert "executor.population auto: lone runs on cpu" in err
+    for population in (3, "auto"):
+        assert [r["run_id"] for r in rows[population]] == [r["run_id"] for r in rows["off"]]
+        for row, lone in zip(rows[population], rows["off"]):
+            assert {k: row[k] for k in ("seed", "status", "best_step", "params", "train.lr")} == \
+                {k: lone[k] for k in ("seed", "status", "best_step", "params", "train.lr")}
+            for key in ("best_val_loss", "final_val_loss", "final_train_loss"):
+                assert float(row[key]) == pytest.approx(float(lone[key]), abs=TOL)
