@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from calibration.worth_lr_sim import RetuneWorld, verdict_rates
 from calibration.worth_sim import CURVES, WorthWorld, calibrate
 from gptlab.stats.text_share import Blocks
 from gptlab.stats.worth import (ArmLoss, arm_runs, baseline_curve, fit_power, seconds_per_step, step_cost,
@@ -223,3 +224,10 @@ def test_seconds_per_step():
     assert seconds_per_step(np.array([100.0, 210.0]), np.array([1000, 2000])).tolist() == pytest.approx([0.1, 0.105])
     with pytest.raises(ValueError, match="finished runs"):
         seconds_per_step(np.array([100.0, np.nan]), np.array([1000, 2000]))
+
+
+def test_small_retune_simulation_rarely_calls_a_move_and_finds_a_clear_one():
+    null = verdict_rates(RetuneWorld(shift=0.0), 300, rng_seed=1)
+    assert null["moves"] <= 0.05 and null["stays"] >= 0.6
+    steep = verdict_rates(RetuneWorld(shift=1.0, curvature=0.05, sd=0.006), 300, rng_seed=2)
+    assert steep["moves"] >= 0.8
