@@ -22,7 +22,7 @@ from gptlab.stats.scorecard import VERDICTS, verdict
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.runs import arms_allocation
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.tuning import planned_range
+from gptlab.sweep.methods import planned_range
 
 from fakes import FakeBackend, tuned_arms_spec
 from helpers import skip_figures, tiny_config

@@ -13,7 +13,8 @@ from gptlab.run.resultsdir import SUMMARY_CSV
 from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.runs import ESTIMATION
-from gptlab.sweep.tuning import planned_range, runs_at
+from gptlab.sweep.methods import planned_range
+from gptlab.sweep.tuning import runs_at
 
 from helpers import skip_figures, tiny_config
 

@@ -15,7 +15,8 @@ from gptlab.stats.refine import Lattice, RefineRule, decide, decide_all, geometr
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.refine import Refine
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, planned_range
+from gptlab.sweep.methods import planned_range
+from gptlab.sweep.tuning import SELECTION_SEED_OFFSET
 
 from fakes import FakeBackend
 from helpers import tiny_config
@@ -223,7 +224,8 @@ def test_the_dry_run_states_the_rounds_budget_and_worst_case(corpus, capsys, tmp
 PLUGIN = '''
 """A tuning method outside the package: one probe run per cell (role "probe") at the space's middle level,
 then the grid's selection. It is one file, and neither the driver nor the command line names it."""
-from gptlab.sweep.planners import TUNERS, Case, Stage
+from gptlab.sweep.methods import TUNERS
+from gptlab.sweep.planners import Case, Stage
 from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, Grid, runs_at
 
 

@@ -22,7 +22,8 @@ from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, Grid, TunedRun, planned_range
+from gptlab.sweep.methods import planned_range
+from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, Grid, TunedRun
 
 from fakes import FakeBackend
 from helpers import tiny_config

@@ -30,7 +30,8 @@ from gptlab.sweep.progress import Progress
 from gptlab.sweep.summary import write_summary
 from gptlab.sweep.runs import Run, SweepSpec, arms_allocation, noise_df_warning
 from gptlab.sweep.trunks import with_shared_trunks
-from gptlab.sweep.tuning import selects, tuner_of
+from gptlab.sweep.methods import tuner_of
+from gptlab.sweep.tuning import selects
 from gptlab.sweep.worth import WorthStages, known_runs
 
 

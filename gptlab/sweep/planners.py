@@ -9,8 +9,8 @@ make the same decisions. Its runs need not be the spec's: a later stage may make
 the earlier stages' results define (tuning's estimation runs at each cell's pick).
 
 The planners: `FixedSeeds` here (one stage: the spec's runs), `AdaptiveSeeds` in
-`gptlab.sweep.adaptive_seeds` (Stein's two rounds), and the tuning methods in `TUNERS`, one per
-`tune.method` (`grid` in `gptlab.sweep.tuning`, `refine` in `gptlab.sweep.refine`, and a plugin's:
+`gptlab.sweep.adaptive_seeds` (Stein's two rounds), and the tuning methods in `gptlab.sweep.methods.TUNERS`,
+one per `tune.method` (`grid` in `gptlab.sweep.tuning`, `refine` in `gptlab.sweep.refine`, and a plugin's:
 a class extending `tuning.TuneThenEstimate`, registered with `@TUNERS.register("name")` in one
 file the sweep's `plugins:` names). None of them imports the driver (`execute`), and the driver
 names none of the tuning methods: `execute.planner_for` asks the registry.
@@ -20,13 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
-from gptlab.registry import Registry
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.sweep.runs import Run
-
-# tune.method -> the planner class of a tuning method (a `gptlab.sweep.tuning.TuneThenEstimate`), filled by decorators
-TUNERS: Registry[Any] = Registry("tune.method", "How a tuned sweep chooses each cell's setting (its selection runs)")
-
 
 @dataclass(frozen=True)
 class FinishedRuns:

@@ -25,7 +25,7 @@ from gptlab.errors import GptlabError, shown
 from gptlab.runio import write_csv
 from gptlab.stats.cliff import SAYS_NOTHING, trained
 from gptlab.stats.refine import BEATEN, CellDecision, Lattice, RefineRule, decide_all, geometric_ratio
-from gptlab.sweep.planners import TUNERS, Case, FinishedRuns, Stage
+from gptlab.sweep.planners import Case, FinishedRuns, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
 from gptlab.sweep.tuning import SELECTION, SELECTION_SEED_OFFSET, Pairs, TuneSpec, TuneThenEstimate, runs_at
 
@@ -52,7 +52,6 @@ def _lattice(spec: SweepSpec) -> Lattice:
     return Lattice(lattice.levels, lattice.extend, (limits[0], limits[1]))
 
 
-@TUNERS.register("refine")
 class Refine(TuneThenEstimate):
     """The coarse grid, then edges extended, half-step lrs around each optimum and seeds until each pick is trusted."""
 

@@ -28,7 +28,6 @@ from gptlab.stats.levels import grid_level
 from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
 from gptlab.sweep.runs import MAX_RUNS, ReportSettings, SweepSpec, expand
-from gptlab.sweep import refine  # noqa: F401 (registers tune.method refine; grid is registered by sweep.tuning)
 from gptlab.sweep.tune_spec import resolve_tune
 from gptlab.sweep.worth_spec import check_worth
 

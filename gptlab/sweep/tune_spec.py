@@ -2,7 +2,7 @@
 
 Owns the keys every tuning method shares (`space`, `seeds`, `method`), the given picks' entry point
 (`picks`, `picked_by`: `gptlab.sweep.given`), and the hand-off of a method's own keys to its planner's
-`check_options` (`gptlab.sweep.planners.TUNERS`): a method adds keys without an edit here.
+`check_options` (`gptlab.sweep.methods.TUNERS`): a method adds keys without an edit here.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.run.config import SECTIONS, coerce, get_dotted, resolve_run_config, set_dotted, valid_keys
 from gptlab.sweep.given import check_given
-from gptlab.sweep.planners import TUNERS
+from gptlab.sweep.methods import TUNERS
 from gptlab.sweep.runs import MAX_RUNS, SweepSpec
 from gptlab.sweep.tuning import (ESTIMATION, SELECTION, SELECTION_SEED_OFFSET, TuneSpec, expand_cells,
                                  runs_at)

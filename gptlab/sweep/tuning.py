@@ -3,7 +3,7 @@
 Nuisance settings (the learning rate first) are tuned for every cell of the grid, in two parts:
 
 - selection: runs at tuned settings with the selection seeds SELECTION_SEED_OFFSET + i, chosen by
-  the sweep's tuning method (`tune.method`, a `gptlab.sweep.planners.TUNERS` entry). `grid` (here,
+  the sweep's tuning method (`tune.method`, a `gptlab.sweep.methods.TUNERS` entry). `grid` (here,
   the default) trains every cell x every setting of `tune.space` x `tune.seeds` in one stage and
   picks the lowest mean `best_val_loss` (`gptlab.stats.picks`); `refine` (`gptlab.sweep.refine`)
   adds lrs and seeds in rounds. `results/NAME/tuning.csv` records the picks.
@@ -30,7 +30,7 @@ from gptlab.errors import GptlabError
 from gptlab.runio import write_csv
 from gptlab.run.config import set_dotted
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
-from gptlab.sweep.planners import TUNERS, Case, FinishedRuns, Preview, Stage
+from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec, cell_label, expand
 
 SELECTION_SEED_OFFSET = 1_000_000  # selection seed i is 1,000,000 + i; estimation seeds must stay below it
@@ -138,35 +138,9 @@ def candidate_runs(spec: SweepSpec) -> list[TunedRun]:
     return runs_at(spec, spec.tune.settings(), spec.seeds, ESTIMATION)
 
 
-def tuned_known_runs(spec: SweepSpec) -> list[Run]:
-    """The runs a spec may have in its folder, each once: its runs, and a tuned sweep's every possible later run
-    (`gptlab.sweep.worth.known_runs` adds the baseline's lengths)."""
-    runs = list(spec.runs) + (tuner_of(spec).possible_runs(spec) if selects(spec) else [])
-    first: dict[str, Run] = {}
-    for run in runs:  # a refining tuner's possible runs include the first round's
-        first.setdefault(run.run_id, run)
-    return list(first.values())
-
-
 def selects(spec: SweepSpec) -> bool:
     """Whether the sweep selects settings itself (`tune.space`), rather than training given picks or no tune."""
     return spec.tune is not None and not spec.tune.given
-
-
-def tuner_of(spec: SweepSpec) -> type[TuneThenEstimate]:
-    """The planner class of a tuned sweep's method (`tune.method`)."""
-    return TUNERS.get(spec.tune.method)
-
-
-def planned_range(spec: SweepSpec) -> tuple[int, int]:
-    """How many runs the whole sweep trains: (fewest, most); they differ with adaptive seeds and adaptive tuners."""
-    rule, runs = spec.seed_rule, len(spec.runs)
-    if not selects(spec):
-        return (sum(r.seed < spec.seed_count(r.cell, rule.min) for r in spec.runs) if rule else runs), runs
-    cells = list(dict.fromkeys(r.cell for r in spec.runs))
-    low, high = tuner_of(spec).selection_range(spec)
-    seeds = lambda n: sum(spec.seed_count(cell, n) for cell in cells)  # noqa: E731 (an arms baseline: more)
-    return low + seeds(rule.min if rule else len(spec.seeds)), high + seeds(len(spec.seeds))
 
 
 class TuneThenEstimate:
@@ -327,7 +301,6 @@ class TuneThenEstimate:
                  f"settings x {len(spec.seeds)} seeds", tuple(naive))))
 
 
-@TUNERS.register("grid")
 class Grid(TuneThenEstimate):
     """Every cell at every setting of tune.space x tune.seeds in one stage; the pick: the lowest mean val loss."""
 

@@ -25,7 +25,8 @@ from gptlab.statuses import OK
 from gptlab.stats.arms import ARM
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec, cell_label
-from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, TunedRun, tuned_known_runs
+from gptlab.sweep.methods import tuned_known_runs
+from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, TunedRun
 from gptlab.sweep.worth_spec import LENGTH, LR, WORTH, WORTH_TUNING, WorthSpec, length_config, steps_at
 
 
