@@ -1,0 +1,152 @@
+"""The report of a `worth:` study: tables/worth.csv, the scorecard's worth column and speed verdicts, the figure,
+the section and `gptlab.load`'s view, on a synthetic results folder with planted multipliers."""
+from __future__ import annotations
+
+import math
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from calibration.synthetic import make_results
+from gptlab import load
+from gptlab.report import write_report
+from gptlab.run.resultsdir import ResultsDir
+from tests.helpers import skip_figures
+
+S = 1000  # the study's steps
+PER_DOUBLING = 0.1  # the baseline's loss falls this much per doubling of steps (planted, linear in log2 steps)
+ARMS = {"nanogpt": {}, "rotary": {"model.position": "rotary"}, "relu": {"model.activation": "relu"},
+        "post_ln": {"model.norm": "post"}, "rmsnorm": {"model.norm_type": "rmsnorm"}}
+# rotary: 2x; relu: beyond 4x (a gain of 3 doublings' worth); post_ln: worse than the baseline at 0.5x; rmsnorm: 1x
+EFFECTS = {"rotary": -PER_DOUBLING, "relu": -0.3, "post_ln": 0.15, "rmsnorm": 0.0}
+SECONDS = {"rmsnorm": 0.9}  # per step, relative to the baseline (the others cost the same)
+N_BLOCKS = 8
+
+
+def _blocks(run_dir, loss: float, rng) -> float:
+    """Write the run's test_blocks.csv around `loss` and return the loss they add up to."""
+    tokens = np.full(N_BLOCKS, 1000) + np.arange(N_BLOCKS) % 3
+    values = loss + np.linspace(-0.05, 0.05, N_BLOCKS) + rng.normal(0, 0.003, N_BLOCKS)
+    ResultsDir(run_dir.parent.parent).run(run_dir.name).write_test_blocks(
+        [{"block": b, "chars": int(t), "tokens": int(t), "loss": float(v)} for b, (t, v) in enumerate(zip(tokens, values))])
+    return float((values * tokens).sum() / tokens.sum())
+
+
+def worth_results(tmp_path, schedule: str = "wsd", with_worth: bool = True, seeds: int = 4):
+    """An arms study at S steps (its schedule `schedule`) whose baseline trained to 0.5x, 1x, 2x and 4x S
+    (role `worth`) and was re-tuned at 0.5x and 4x (role `worth_tuning`: its best lr at 4x is twice the pick)."""
+    grid = {"arm": list(ARMS)}
+    out = make_results(tmp_path, grid, seeds=seeds, name="worthy", max_iters=S, seed_sd=0.004, noise_sd=0.002,
+                       effects={(("arm", a),): e for a, e in EFFECTS.items()})
+    rd, rng = ResultsDir(out), np.random.default_rng(5)
+    spec = yaml.safe_load(rd.sweep_yaml.read_text())
+    spec["arms"] = ARMS
+    spec["base"]["train"]["schedule"] = schedule
+    spec["claims"] = {"rmsnorm": [{"source": "paper", "claim": "faster", "direction": "better", "about": "speed"},
+                                  {"source": "paper", "claim": "same loss", "direction": "same"}],
+                      "rotary": [{"source": "paper", "claim": "lower loss", "direction": "better"}]}
+    if with_worth:
+        spec["worth"] = {"lengths": [0.5, 1, 2, 4], "seeds": seeds, "retune": [0.5, 2]}
+    rd.sweep_yaml.write_text(yaml.safe_dump(spec, sort_keys=False))
+    summary = pd.read_csv(rd.summary_csv)
+    summary["wall_s"] = [S * 0.05 * SECONDS.get(a, 1.0) * (1 + rng.normal(0, 0.02)) for a in summary["arm"]]
+    summary["best_test_loss"] = [_blocks(rd.run(r).path, v, rng) for r, v in zip(summary["run_id"],
+                                                                                   summary["best_val_loss"])]
+    summary["best_test_bpc"] = summary["best_test_loss"] / math.log(2)
+    summary["best_val_bpc"] = summary["best_val_loss"] / math.log(2)
+    summary["role"], summary["train.lr"] = "estimation", 0.002
+    if with_worth:
+        summary["train.max_iters"] = S
+    rows = []
+    base = summary[summary["arm"] == "nanogpt"].set_index("seed")
+    template = rd.run(base["run_id"].iloc[0]).path
+    lengths = [0.5, 2, 4] if schedule == "wsd" else [0.5, 1, 2, 4]  # wsd: the estimation runs are the 1x points
+
+    def add(run_id: str, seed: int, length: float, lr: float, loss: float, role: str) -> None:
+        shutil.copytree(template, rd.run(run_id).path)
+        test = _blocks(rd.run(run_id).path, loss, rng)
+        rows.append({**base.iloc[0].to_dict(), "run_id": run_id, "seed": seed, "train.lr": lr, "role": role,
+                     "train.max_iters": int(round(length * S)), "best_val_loss": loss, "best_test_loss": test,
+                     "best_test_bpc": test / math.log(2), "wall_s": length * S * 0.05})
+    for seed in range(seeds):
+        anchor = base.loc[seed, "best_val_loss"] - (0.05 if schedule != "wsd" else 0.0)  # wsd ends lower than cosine
+        for length in lengths:
+            loss = anchor - PER_DOUBLING * math.log2(length) + rng.normal(0, 0.002)
+            add(f"worth{length:g}s{seed}", seed, length, 0.002, loss, "worth")
+    for length in (0.5, 4):
+        for factor in (0.5, 1, 2):
+            gain = {(4, 2): -0.03, (4, 0.5): 0.02, (0.5, 2): 0.01, (0.5, 0.5): 0.02}.get((length, factor), 0.0)
+            loss = 1.5 - PER_DOUBLING * math.log2(length) + gain
+            add(f"tune{length:g}x{factor:g}", 1_000_000, length, 0.002 * factor, loss, "worth_tuning")
+    if with_worth:
+        summary = pd.concat([summary, pd.DataFrame(rows)], ignore_index=True)
+    summary.to_csv(rd.summary_csv, index=False)
+    return out
+
+
+@pytest.fixture
+def wsd_study(tmp_path):
+    return worth_results(tmp_path)
+
+
+def test_worth_csv_has_each_arm_with_its_multiplier_and_right_censoring(tmp_path, wsd_study, monkeypatch):
+    skip_figures(monkeypatch, keep=("worth_plot",))
+    report = write_report(wsd_study, tmp_path / "reports")
+    worth = pd.read_csv(report / "tables" / "worth.csv", keep_default_na=False).set_index("arm")
+    assert list(worth.index) == ["rotary", "relu", "post_ln", "rmsnorm"]
+    rotary = worth.loc["rotary"]
+    assert 1.6 < float(rotary["multiplier"]) < 2.5 and float(rotary["multiplier_low"]) < 2 < float(rotary["multiplier_high"])
+    assert rotary["censored"] == "" and rotary["worth"].startswith(f"{float(rotary['multiplier']):.2f}x (")
+    assert worth.loc["relu", "censored"] == "above" and worth.loc["relu", "worth"] == "beyond 4x"
+    assert worth.loc["relu", "multiplier"] == ""  # never extrapolated
+    assert worth.loc["post_ln", "censored"] == "below" and worth.loc["post_ln", "worth"] == "below 0.5x"
+    assert float(worth.loc["rmsnorm", "multiplier_low"]) < 1 < float(worth.loc["rmsnorm", "multiplier_high"])
+    cost = worth.loc["rmsnorm"]
+    assert float(cost["step_cost_high"]) < 1 and 0.85 < float(cost["step_cost"]) < 0.95
+    assert float(worth.loc["rotary", "step_cost_low"]) < 1 < float(worth.loc["rotary", "step_cost_high"])
+    assert (worth["lengths"] == "0.5, 1, 2, 4").all() and (worth["curve_seeds"] == 4).all()
+    assert not worth["anchored"].astype(str).eq("True").any()  # a wsd study: its own runs are the 1x points
+    assert (report / "figures" / "worth.png").is_file()
+    retune = pd.read_csv(report / "tables" / "worth_retune.csv")
+    assert list(retune["length"]) == [0.5, 4] and list(retune["best_factor"]) == [1, 2]
+    # the re-tuned curve is 0.03 lower at 4x: rotary's multiplier can only shrink
+    assert float(worth.loc["rotary", "retuned_multiplier"]) <= float(rotary["multiplier"])
+
+    text = (report / "report.md").read_text()
+    section = text.split("## What each arm is worth")[1].split("\n## ")[0]
+    assert text.index("## Summary") < text.index("## What each arm is worth") < text.index("## Scorecard")
+    assert f"the baseline needs {rotary['worth']} its steps" in section
+    assert "beyond 4x" in section and "below 0.5x" in section and "warmup-stable-decay" in section
+    assert "2 at a time" in section and "cpu" in section  # where and how the times were measured
+    card = pd.read_csv(report / "tables" / "scorecard.csv", keep_default_na=False)
+    speed = card[(card["arm"] == "rmsnorm") & (card["about"] == "speed")].iloc[0]
+    assert speed["verdict"] == "holds" and speed["worth"] == worth.loc["rmsnorm", "worth"]
+    assert card.set_index("claim").loc["lower loss", "worth"] == rotary["worth"]
+    study = load(wsd_study)
+    assert list(study.worth["arm"]) == list(worth.index)
+    assert list(study.worth_retune["best_factor"]) == [1, 2]
+
+
+def test_a_cosine_study_places_each_arm_on_the_curve_with_the_anchor(tmp_path, monkeypatch):
+    skip_figures(monkeypatch)
+    report = write_report(worth_results(tmp_path, schedule="cosine"), tmp_path / "reports")
+    worth = pd.read_csv(report / "tables" / "worth.csv", keep_default_na=False).set_index("arm")
+    assert worth["anchored"].astype(str).eq("True").all()
+    # the wsd runs end 0.05 lower than the cosine ones (unanchored, rotary would read 1.4x): the anchor takes it off
+    assert 1.7 < float(worth.loc["rotary", "multiplier"]) < 2.4
+    section = (report / "report.md").read_text().split("## What each arm is worth")[1].split("\n## ")[0]
+    assert "cosine" in section and "anchor" in section
+
+
+def test_without_the_key_no_worth_and_speed_claims_are_not_tested(tmp_path, monkeypatch):
+    skip_figures(monkeypatch)
+    report = write_report(worth_results(tmp_path, with_worth=False), tmp_path / "reports")
+    assert not (report / "tables" / "worth.csv").exists() and not (report / "figures" / "worth.png").exists()
+    text = (report / "report.md").read_text()
+    assert "What each arm is worth" not in text
+    card = pd.read_csv(report / "tables" / "scorecard.csv", keep_default_na=False)
+    assert "worth" not in card.columns
+    assert card.loc[card["about"] == "speed", "verdict"].eq("not tested here").all()
