@@ -14,6 +14,14 @@ L: the curve (`CURVES`); g: a block's difficulty (cancels); a[k, .]: the length 
 random walk over lengths (neighbouring lengths alike), a[arm, .] each arm's own; u: the seed's share
 across its lengths (shared trunks, rho); h: the seed's taste in text; e: run x block noise. The truth
 is the multiplier m itself (on all text: a, h and e have mean 0 over the population of blocks).
+
+An anchored world (`anchor_offset` set: a study on cosine, its baseline's curve on wsd) adds the baseline's
+cosine runs at S on the same seeds and moves every arm by the same offset (cosine against wsd at S):
+
+    y[s, b] = L(S) + offset + g[b] + a[S, b] + c[b] + sd (sqrt(q) z[s, S] + sqrt(1 - q) v'[s]) + h[s, b] + e'[s, b]
+
+z[s, S] the seed's standardised level in its wsd run at S (q = `schedule_rho`: the two schedules share a
+seed's data order and start), c the schedule's own x block interaction; the same h (the seed's taste).
 """
 from __future__ import annotations
 
@@ -48,34 +56,49 @@ class WorthWorld:
     study_steps: float = 2000.0
     lengths: tuple = (1000.0, 2000.0, 4000.0, 8000.0)
     multipliers: tuple = field(default=MULTIPLIERS)
+    anchor_offset: float | None = None  # cosine's loss over wsd's at S; None: the study runs wsd, no anchor
+    schedule_rho: float = 0.8  # share of a seed's level common to its cosine and wsd runs at S
+    schedule_inter_sd: float = 0.005  # the cosine anchor's own x block interaction
 
 
 def simulate(w: WorthWorld, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, Blocks | None,
-                                                               list[tuple[np.ndarray, Blocks | None]]]:
-    """One study: the baseline's (steps, seeds, losses, blocks) and each planted arm's (losses, blocks)."""
+                                                               list[tuple[np.ndarray, Blocks | None]],
+                                                               tuple[np.ndarray, Blocks | None] | None]:
+    """One study: the baseline's (steps, seeds, losses, blocks), each planted arm's (losses, blocks), the anchor's."""
     L, K, B = CURVES[w.curve], len(w.lengths), w.n_blocks
     g = rng.normal(0, 0.1, B)
     walk = np.cumsum(rng.normal(0, w.inter_sd / 2, (K, B)), axis=0) + rng.normal(0, w.inter_sd, B)
     u = rng.normal(0, 1, w.n0)
-    rows, steps, seeds = [], [], []
+    rows, steps, seeds, tastes, at_study = [], [], [], [], []
+    k0 = list(w.lengths).index(w.study_steps)
     for s in range(w.n0):
         taste = rng.normal(0, w.taste_sd, B)
+        tastes.append(taste)
         for k, n in enumerate(w.lengths):
             level = w.seed_sd * (np.sqrt(w.rho) * u[s] + np.sqrt(1 - w.rho) * rng.normal())
+            if k == k0:
+                at_study.append(level / w.seed_sd if w.seed_sd > 0 else 0.0)
             rows.append(L(n) + g + walk[k] + level + taste + rng.normal(0, w.err_sd, B))
             steps.append(n)
             seeds.append(s)
     Y = np.array(rows)
     weights = np.ones_like(Y)
     base_blocks = Blocks(Y, weights) if w.use_blocks else None
+    anchor, offset = None, 0.0
+    if w.anchor_offset is not None:
+        offset, q = w.anchor_offset, w.schedule_rho
+        c = rng.normal(0, w.schedule_inter_sd, B)
+        A = np.array([L(w.study_steps) + offset + g + walk[k0] + c + tastes[s] + rng.normal(0, w.err_sd, B)
+                      + w.seed_sd * (np.sqrt(q) * at_study[s] + np.sqrt(1 - q) * rng.normal()) for s in range(w.n0)])
+        anchor = (A.mean(axis=1), Blocks(A, np.ones_like(A)) if w.use_blocks else None)
     arms = []
     for m in w.multipliers:
         a = rng.normal(0, w.inter_sd, B)
-        A = np.array([L(m * w.study_steps) + g + a + w.seed_sd * rng.normal() + rng.normal(0, w.taste_sd, B)
+        A = np.array([L(m * w.study_steps) + offset + g + a + w.seed_sd * rng.normal() + rng.normal(0, w.taste_sd, B)
                       + rng.normal(0, w.err_sd, B) for _ in range(w.n_arm)])
         arms.append((A.mean(axis=1), Blocks(A, np.ones_like(A)) if w.use_blocks else None))
     base = Y.mean(axis=1)
-    return np.array(steps), np.array(seeds), base, base_blocks, arms
+    return np.array(steps), np.array(seeds), base, base_blocks, arms, anchor
 
 
 @dataclass(frozen=True)
@@ -87,6 +110,7 @@ class WorthScore:
     censored_below: float
     log2_half_width: float  # median half-width of the CI in doublings (closed CIs only; NaN if none)
     median_estimate: float  # of the uncensored estimates
+    excludes_one: float  # share of CIs (open ends extended) without 1: power where m != 1, false calls where m = 1
 
 
 def calibrate(w: WorthWorld, studies: int, rng_seed: int = 0, curve: str = "pchip") -> list[WorthScore]:
@@ -94,10 +118,11 @@ def calibrate(w: WorthWorld, studies: int, rng_seed: int = 0, curve: str = "pchi
     rng = np.random.default_rng(rng_seed)
     results: list[list] = [[] for _ in w.multipliers]
     for _ in range(studies):
-        steps, seeds, base, blocks, arms = simulate(w, rng)
+        steps, seeds, base, blocks, arms, anchor = simulate(w, rng)
         fit = baseline_curve(steps, seeds, base, blocks, curve)
+        base_at_s = None if anchor is None else arm_runs(*anchor)
         for i, (losses, arm_blocks) in enumerate(arms):
-            results[i].append(step_multiplier(fit, w.study_steps, arm_runs(losses, arm_blocks)))
+            results[i].append(step_multiplier(fit, w.study_steps, arm_runs(losses, arm_blocks), anchor=base_at_s))
     scores = []
     for m, res in zip(w.multipliers, results):
         closed = [np.log2(r.ci_high / r.ci_low) / 2 for r in res if not (r.ci_low_open or r.ci_high_open)]
@@ -106,7 +131,8 @@ def calibrate(w: WorthWorld, studies: int, rng_seed: int = 0, curve: str = "pchi
                                  float(np.mean([r.censored == "above" for r in res])),
                                  float(np.mean([r.censored == "below" for r in res])),
                                  float(np.median(closed)) if closed else float("nan"),
-                                 float(np.median(est)) if est else float("nan")))
+                                 float(np.median(est)) if est else float("nan"),
+                                 float(np.mean([not r.covers(1.0) for r in res]))))
     return scores
 
 
@@ -120,4 +146,13 @@ WORLDS = {  # name -> (world, studies, rng seed): benchmarks/worth_calibration.p
     "saturating curve, 9 seeds": (WorthWorld(curve="saturating"), 200, 7),
     "two power laws, 9 seeds": (WorthWorld(curve="two laws"), 200, 8),
     "two power laws, 16 seeds (5 per arm)": (WorthWorld(curve="two laws", n0=16, n_arm=5), 200, 9),
+    "lab curve, 9 seeds, cosine anchor": (WorthWorld(anchor_offset=0.04), 200, 10),
+    "lab curve, 9 seeds, cosine anchor, schedules alike 0.95": (WorthWorld(anchor_offset=0.04, schedule_rho=0.95),
+                                                                 200, 11),
+    "lab curve, 9 seeds, cosine anchor, schedules unrelated": (WorthWorld(anchor_offset=0.04, schedule_rho=0.0),
+                                                              200, 12),
+    "lab curve, 3 seeds, cosine anchor": (WorthWorld(n0=3, anchor_offset=0.04), 200, 13),
+    "lab curve, 16 seeds (5 per arm), cosine anchor": (WorthWorld(n0=16, n_arm=5, anchor_offset=0.04), 200, 14),
+    "two power laws, 9 seeds, cosine anchor": (WorthWorld(curve="two laws", anchor_offset=0.04), 200, 15),
+    "lab curve, 9 seeds, cosine anchor, seed SD 0.03": (WorthWorld(seed_sd=0.03, anchor_offset=0.04), 200, 16),
 }

@@ -134,3 +134,38 @@ def test_step_cost_ci_covers_a_planted_ratio():
     hits = [step_cost(1.2 * rng.lognormal(0, 0.15, 3), rng.lognormal(0, 0.15, 9)) for _ in range(400)]
     coverage = np.mean([c.ci_low <= 1.2 <= c.ci_high for c in hits])
     assert 0.9 <= coverage <= 0.99
+
+
+def test_anchor_without_effect_gives_one_and_places_the_arm_on_the_shape():
+    fit = baseline(sd=0.004)
+    offset = 0.05  # the study's schedule (cosine) sits above the wsd curve at S: the shape alone matters
+    anchor = arm_runs(lab(2000) + offset + np.array([-0.003, 0.0, 0.003, 0.001]))
+    same = step_multiplier(fit, 2000, arm_runs(anchor.runs + 0.0005 * np.array([1, -1, 1, -1])), anchor=anchor)
+    assert same.multiplier == pytest.approx(1.0, rel=0.02) and same.covers(1.0)
+    shifted = arm_runs(anchor.runs + float(lab(1.4 * 2000) - lab(2000)))  # the arm's effect = the curve's 1.4x gain
+    w = step_multiplier(fit, 2000, shifted, anchor=anchor)
+    assert w.multiplier == pytest.approx(1.4, rel=0.03) and w.covers(1.4)
+    unanchored = step_multiplier(fit, 2000, shifted)  # read against the wsd curve itself, the offset misplaces it
+    assert not unanchored.covers(1.4)
+
+
+def test_anchored_ci_covers_a_planted_truth_and_the_anchor_widens_it():
+    rng = np.random.default_rng(7)
+    n0, B = 8, 20
+    steps, seeds = np.repeat(LENGTHS, n0), np.tile(np.arange(n0), 4)
+    Y = lab(steps)[:, None] + rng.normal(0, 0.004, (len(steps), 1)) + rng.normal(0, 0.01, (len(steps), B))
+    fit = baseline_curve(steps, seeds, Y.mean(axis=1), Blocks(Y, np.ones_like(Y)))
+    def cell(loss, n, sd):
+        A = loss + rng.normal(0, sd, (n, 1)) + rng.normal(0, 0.01, (n, B))
+        return arm_runs(A.mean(axis=1), Blocks(A, np.ones_like(A)))
+    arm = cell(lab(2800) + 0.04, 4, 0.004)
+    quiet, noisy = cell(lab(2000) + 0.04, n0, 0.001), cell(lab(2000) + 0.04, n0, 0.03)
+    w_quiet, w_noisy = (step_multiplier(fit, 2000, arm, anchor=a) for a in (quiet, noisy))
+    assert w_quiet.covers(1.4) and w_noisy.covers(1.4)
+    assert w_noisy.ci_high / w_noisy.ci_low > 1.1 * w_quiet.ci_high / w_quiet.ci_low
+
+
+def test_small_anchored_calibration_covers():
+    world = WorthWorld(n0=6, multipliers=(0.7, 1.4), anchor_offset=0.04)
+    for s in calibrate(world, 30, rng_seed=12):
+        assert s.coverage >= 0.85 and s.median_estimate == pytest.approx(s.multiplier, rel=0.1)

@@ -23,6 +23,16 @@ per-seed curve contrast): the variance over blocks of the per-block contrast les
 noise, times sum w^2; Satterthwaite df over all terms. Never extrapolated: an arm beyond the longest length
 is censored `above` (multiplier NaN), one worse than the shortest `below`; a CI that reaches a range end is
 open there (`ci_low_open`, `ci_high_open`: its bound is the range's end, the truth may lie beyond).
+
+The anchor (`step_multiplier(..., anchor=)`: the baseline's runs at S under the study's own schedule, e.g.
+cosine, when the curve's are wsd) places the arm on the curve's shape: diff(x) = (arm - anchor) -
+(curve(x) - curve(x0)), x0 = log2 S; the gradient rows become C(x) - C(x0) (summing to 0), the anchor's seed
+variance is a term of its own and, with blocks, the per-block contrast is arm - anchor - the curve's (each
+side's run x block noise subtracted). The anchor's seeds are the curve's, so they covary; leaving that out
+is conservative: diff holds -anchor + sum_k (C_k(x0) - C_k(x)) y_k, whose covariance term is
+-2 (c_0 - sum_k C_k(x) c_k), c_k = cov(anchor, y_k), c_0 at S: <= 0 when a cosine run covaries with its
+seed's wsd run at the same length at least as much as with its other lengths (C(x) is nearly a convex
+weighting). calibration/worth_sim.py plants that correlation and measures coverage and width.
 """
 from __future__ import annotations
 
@@ -51,6 +61,7 @@ class BaselineCurve:
     weights: np.ndarray | None = None  # (B,) block weights, sum 1
     curve: str = "pchip"
     left_out: int = 0  # runs of seeds lacking a length
+    extra_var: np.ndarray | None = None  # (K,) a known variance of each length's mean beyond its seeds' (a shift)
 
     @property
     def means(self) -> np.ndarray:
@@ -168,29 +179,35 @@ def _double_centred_s2(z: np.ndarray) -> np.ndarray:
     return (r ** 2).sum(axis=(0, -1)) / ((n - 1) * (b - 1))
 
 
-def _variance(curve: BaselineCurve, arm: ArmLoss, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Variance and Satterthwaite df of arm - curve(x) at each grid row of C (the curve's gradients)."""
+def _variance(curve: BaselineCurve, arm: ArmLoss, C: np.ndarray, anchor: ArmLoss | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Variance and Satterthwaite df of arm [- anchor] - curve contrast at each grid row of C (its gradients)."""
     n0 = curve.losses.shape[0]
     z = curve.losses @ C.T  # (n0, G): each seed's curve contrast
     v0, df0 = z.var(axis=0, ddof=1) / n0, n0 - 1.0
-    va = np.full(len(C), arm.se ** 2)
-    terms, dfs = [va, v0], [arm.df, df0]
-    if curve.blocks is not None and arm.blocks is not None:
-        B, sw2 = curve.blocks.shape[2], float(curve.weights @ curve.weights)
-        zb = np.einsum("skb,gk->sgb", curve.blocks, C)  # each seed's per-block curve contrast
-        d = arm.blocks.mean(axis=0)[None, :] - zb.mean(axis=0)  # (G, B)
-        q = d.var(axis=1, ddof=1) * sw2
-        na = arm.blocks.shape[0]
-        ka = np.full(len(C), float(_double_centred_s2(arm.blocks)) / na * sw2)
-        k0 = _double_centred_s2(zb) / n0 * sw2
-        text = np.maximum(q - ka - k0, 0.0)
-        total = va + v0 + text
-        denom = va ** 2 / arm.df + v0 ** 2 / df0 + q ** 2 / (B - 1) + ka ** 2 / ((na - 1) * (B - 1)) \
-            + k0 ** 2 / ((n0 - 1) * (B - 1))
-        seed_df = (va + v0) ** 2 / (va ** 2 / arm.df + v0 ** 2 / df0)
-        return total, np.where(text > 0, total ** 2 / denom, seed_df)
-    total = sum(terms)
-    return total, total ** 2 / sum(t ** 2 / f for t, f in zip(terms, dfs))
+    sides = [arm] if anchor is None else [arm, anchor]  # the cells measured at the study's length
+    seeds = [np.full(len(C), a.se ** 2) for a in sides] + [v0]
+    dfs = [a.df for a in sides] + [df0]
+    if curve.extra_var is not None:  # known (infinite df) variance of shifted means: no df term
+        seeds.append(C ** 2 @ curve.extra_var)
+        dfs.append(math.inf)
+    seed_var = sum(seeds)
+    seed_den = sum(t ** 2 / f for t, f in zip(seeds, dfs))
+    seed_df = np.divide(seed_var ** 2, seed_den, out=np.full(len(C), math.inf), where=seed_den > 0)
+    if curve.blocks is None or any(a.blocks is None for a in sides):
+        return seed_var, seed_df
+    B, sw2 = curve.blocks.shape[2], float(curve.weights @ curve.weights)
+    zb = np.einsum("skb,gk->sgb", curve.blocks, C)  # each seed's per-block curve contrast
+    cells = arm.blocks.mean(axis=0) - (0.0 if anchor is None else anchor.blocks.mean(axis=0))
+    q = (cells[None, :] - zb.mean(axis=0)).var(axis=1, ddof=1) * sw2  # over blocks, (G,)
+    noise = [np.full(len(C), float(_double_centred_s2(a.blocks)) / a.blocks.shape[0] * sw2) for a in sides]
+    noise_df = [(a.blocks.shape[0] - 1.0) * (B - 1) for a in sides]
+    noise += [_double_centred_s2(zb) / n0 * sw2]
+    noise_df += [(n0 - 1.0) * (B - 1)]
+    text = np.maximum(q - sum(noise), 0.0)
+    total = seed_var + text
+    denom = seed_den + q ** 2 / (B - 1) + sum(k ** 2 / f for k, f in zip(noise, noise_df))
+    return total, np.where(text > 0, total ** 2 / np.where(denom > 0, denom, 1.0), seed_df)
 
 
 def _crossing(x: np.ndarray, f: np.ndarray, i: int) -> float:
@@ -198,16 +215,26 @@ def _crossing(x: np.ndarray, f: np.ndarray, i: int) -> float:
     return float(x[i] + (x[i + 1] - x[i]) * f[i] / (f[i] - f[i + 1]))
 
 
-def step_multiplier(curve: BaselineCurve, study_steps: float, arm: ArmLoss, level: float = 0.95) -> Worth:
-    """The baseline's steps that match the arm's loss, over `study_steps`, with its CI by test inversion."""
+def step_multiplier(curve: BaselineCurve, study_steps: float, arm: ArmLoss, level: float = 0.95,
+                    anchor: ArmLoss | None = None) -> Worth:
+    """The baseline's steps that match the arm's loss, over `study_steps`, with its CI by test inversion.
+
+    `anchor`: the baseline's own runs at `study_steps` under the study's schedule when the curve's are another
+    (cosine against wsd): the arm is then placed on the curve's shape only, arm - anchor = curve(x) - curve(x0).
+    """
     if not curve.steps[0] <= study_steps <= curve.steps[-1]:
         raise ValueError(f"worth: the study's {study_steps:g} steps lie outside the lengths {curve.steps.tolist()}")
     x = np.linspace(curve.x[0], curve.x[-1], GRID)
-    diff = arm.mean - curve.at(x)  # increases with x where the curve falls
-    var, df = _variance(curve, arm, curve.gradient(x))
+    x0 = math.log2(study_steps)
+    C = curve.gradient(x)
+    if anchor is None:
+        diff = arm.mean - curve.at(x)  # increases with x where the curve falls
+    else:
+        diff = (arm.mean - anchor.mean) - (curve.at(x) - float(curve.at(np.array([x0]))[0]))
+        C = C - curve.gradient(np.array([x0]))  # rows sum to 0: a shift of every mean cancels
+    var, df = _variance(curve, arm, C, anchor)
     half = st.t.ppf(0.5 + level / 2, df) * np.sqrt(np.maximum(var, 0.0))
     g_lo, g_hi = diff + half, diff - half  # x is in the CI where g_lo >= 0 and g_hi <= 0 (each rises with x)
-    x0 = math.log2(study_steps)
     notes = [f"{curve.left_out} baseline runs of seeds without every length left out"] if curve.left_out else []
     flips = np.flatnonzero(np.sign(diff[:-1]) != np.sign(diff[1:]))
     if diff[0] > 0 and len(flips) == 0:
