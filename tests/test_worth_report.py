@@ -12,8 +12,16 @@ import yaml
 
 from calibration.synthetic import make_results
 from gptlab import load
-from gptlab.report import write_report
+from gptlab.report import sentences, write_report
+from gptlab.report.document import build
+from gptlab.report.figures import Figures
+from gptlab.report.figures.worth_figure import worth_plot
+from gptlab.report.load import load_results
+from gptlab.report.sentences import worth as worth_words
+from gptlab.report.tables import compute_tables
+from gptlab.report.tables.worth import worth_view
 from gptlab.run.resultsdir import ResultsDir
+from gptlab.stats.scorecard import NOT_TESTED
 from tests.helpers import skip_figures
 
 S = 1000  # the study's steps
@@ -87,66 +95,96 @@ def worth_results(tmp_path, schedule: str = "wsd", with_worth: bool = True, seed
     return out
 
 
-@pytest.fixture
-def wsd_study(tmp_path):
-    return worth_results(tmp_path)
+@pytest.fixture(scope="module")
+def wsd_study(tmp_path_factory):
+    return worth_results(tmp_path_factory.mktemp("wsd"))
 
 
-def test_worth_csv_has_each_arm_with_its_multiplier_and_right_censoring(tmp_path, wsd_study, monkeypatch):
-    skip_figures(monkeypatch, keep=("worth_plot",))
-    report = write_report(wsd_study, tmp_path / "reports")
-    worth = pd.read_csv(report / "tables" / "worth.csv", keep_default_na=False).set_index("arm")
+@pytest.fixture(scope="module")
+def wsd_tables(wsd_study):
+    res = load_results(wsd_study)
+    tables = compute_tables(res, 0.01)
+    return res, tables, sentences.write(res, tables)
+
+
+def test_worth_csv_has_each_arm_with_its_multiplier_and_right_censoring(wsd_tables):
+    res, tables, _ = wsd_tables
+    worth = tables.files({})["worth"].set_index("arm")
     assert list(worth.index) == ["rotary", "relu", "post_ln", "rmsnorm"]
     rotary = worth.loc["rotary"]
-    assert 1.6 < float(rotary["multiplier"]) < 2.5 and float(rotary["multiplier_low"]) < 2 < float(rotary["multiplier_high"])
-    assert rotary["censored"] == "" and rotary["worth"].startswith(f"{float(rotary['multiplier']):.2f}x (")
+    assert 1.6 < rotary["multiplier"] < 2.5 and rotary["multiplier_low"] < 2 < rotary["multiplier_high"]
+    assert rotary["censored"] == "" and rotary["worth"].startswith(f"{rotary['multiplier']:.2f}x (")
     assert worth.loc["relu", "censored"] == "above" and worth.loc["relu", "worth"] == "beyond 4x"
-    assert worth.loc["relu", "multiplier"] == ""  # never extrapolated
+    assert math.isnan(worth.loc["relu", "multiplier"])  # never extrapolated
     assert worth.loc["post_ln", "censored"] == "below" and worth.loc["post_ln", "worth"] == "below 0.5x"
-    assert float(worth.loc["rmsnorm", "multiplier_low"]) < 1 < float(worth.loc["rmsnorm", "multiplier_high"])
+    assert worth.loc["rmsnorm", "multiplier_low"] < 1 < worth.loc["rmsnorm", "multiplier_high"]
     cost = worth.loc["rmsnorm"]
-    assert float(cost["step_cost_high"]) < 1 and 0.85 < float(cost["step_cost"]) < 0.95
-    assert float(worth.loc["rotary", "step_cost_low"]) < 1 < float(worth.loc["rotary", "step_cost_high"])
+    assert cost["step_cost_high"] < 1 and 0.85 < cost["step_cost"] < 0.95
+    assert worth.loc["rotary", "step_cost_low"] < 1 < worth.loc["rotary", "step_cost_high"]
     assert (worth["lengths"] == "0.5, 1, 2, 4").all() and (worth["curve_seeds"] == 4).all()
-    assert not worth["anchored"].astype(str).eq("True").any()  # a wsd study: its own runs are the 1x points
-    assert (report / "figures" / "worth.png").is_file()
-    retune = pd.read_csv(report / "tables" / "worth_retune.csv")
+    assert not worth["anchored"].any()  # a wsd study: its own estimation runs are the 1x points
+    retune = tables.worth.retune
     assert list(retune["length"]) == [0.5, 4] and list(retune["best_factor"]) == [1, 2]
     # the re-tuned curve is 0.03 lower at 4x: rotary's multiplier can only shrink
-    assert float(worth.loc["rotary", "retuned_multiplier"]) <= float(rotary["multiplier"])
+    assert worth.loc["rotary", "retuned_multiplier"] <= rotary["multiplier"]
 
-    text = (report / "report.md").read_text()
-    section = text.split("## What each arm is worth")[1].split("\n## ")[0]
-    assert text.index("## Summary") < text.index("## What each arm is worth") < text.index("## Scorecard")
-    assert f"the baseline needs {rotary['worth']} its steps" in section
-    assert "beyond 4x" in section and "below 0.5x" in section and "warmup-stable-decay" in section
-    assert "2 at a time" in section and "cpu" in section  # where and how the times were measured
-    card = pd.read_csv(report / "tables" / "scorecard.csv", keep_default_na=False)
+
+def test_the_scorecard_gains_worth_and_a_speed_claim_its_verdict(wsd_tables):
+    _, tables, words = wsd_tables
+    card, worth = tables.scorecard, tables.worth.table.set_index("arm")
     speed = card[(card["arm"] == "rmsnorm") & (card["about"] == "speed")].iloc[0]
     assert speed["verdict"] == "holds" and speed["worth"] == worth.loc["rmsnorm", "worth"]
-    assert card.set_index("claim").loc["lower loss", "worth"] == rotary["worth"]
-    study = load(wsd_study)
-    assert list(study.worth["arm"]) == list(worth.index)
-    assert list(study.worth_retune["best_factor"]) == [1, 2]
+    assert speed["reason"] != NOT_TESTED["speed"] and speed["step_cost_high"] < 1
+    assert card.set_index("claim").loc["lower loss", "worth"] == worth.loc["rotary", "worth"]
+    assert any("time per step 0.9" in line and "**holds**" in line for line in words.scorecard)
 
 
-def test_a_cosine_study_places_each_arm_on_the_curve_with_the_anchor(tmp_path, monkeypatch):
-    skip_figures(monkeypatch)
-    report = write_report(worth_results(tmp_path, schedule="cosine"), tmp_path / "reports")
-    worth = pd.read_csv(report / "tables" / "worth.csv", keep_default_na=False).set_index("arm")
-    assert worth["anchored"].astype(str).eq("True").all()
+def test_the_section_says_each_multiplier_the_machine_and_the_re_tune(wsd_tables):
+    res, tables, words = wsd_tables
+    worth = tables.worth.table.set_index("arm")
+    assert words.worth[0].startswith(f"rotary: the baseline needs {worth.loc['rotary', 'worth']} its steps")
+    assert "beyond 4x" in words.worth[1] and "below 0.5x" in words.worth[2]
+    assert "the CI holds 1x" in words.worth[3]  # rmsnorm: no gain in steps is shown
+    curve, machine = words.worth_notes
+    assert "warmup-stable-decay" in curve and "same schedule" in curve
+    assert "cpu (x86_64), 2 thread(s) per run" in machine and "2 at a time" in machine
+    assert "its optimum moves with length" in words.retune[0]
+    text = "\n".join(str(getattr(b, "text", "")) for b in build(res, tables, words, Figures(), []))
+    assert text.index("Summary") < text.index("What each arm is worth") < text.index("Scorecard")
+    png = worth_plot(res, tables.worth)
+    assert png is not None and png.startswith(b"\x89PNG")
+
+
+def test_a_cosine_study_places_each_arm_on_the_curve_with_the_anchor(tmp_path):
+    res = load_results(worth_results(tmp_path, schedule="cosine", seeds=3))
+    view = worth_view(res)
+    worth = view.table.set_index("arm")
+    assert worth["anchored"].all() and view.schedule == "cosine"
     # the wsd runs end 0.05 lower than the cosine ones (unanchored, rotary would read 1.4x): the anchor takes it off
-    assert 1.7 < float(worth.loc["rotary", "multiplier"]) < 2.4
-    section = (report / "report.md").read_text().split("## What each arm is worth")[1].split("\n## ")[0]
-    assert "cosine" in section and "anchor" in section
+    assert 1.7 < worth.loc["rotary", "multiplier"] < 2.4
+    assert "anchor" in worth_words.curve_note(view, res) and "cosine" in worth_words.curve_note(view, res)
 
 
-def test_without_the_key_no_worth_and_speed_claims_are_not_tested(tmp_path, monkeypatch):
-    skip_figures(monkeypatch)
-    report = write_report(worth_results(tmp_path, with_worth=False), tmp_path / "reports")
-    assert not (report / "tables" / "worth.csv").exists() and not (report / "figures" / "worth.png").exists()
-    text = (report / "report.md").read_text()
+def test_without_the_key_no_worth_and_speed_claims_are_not_tested(tmp_path):
+    res = load_results(worth_results(tmp_path, with_worth=False, seeds=3))
+    tables = compute_tables(res, 0.01)
+    words = sentences.write(res, tables)
+    assert tables.worth is None and "worth" not in tables.files({}) and not words.worth
+    assert "worth" not in tables.scorecard.columns
+    assert tables.scorecard.loc[tables.scorecard["about"] == "speed", "verdict"].eq("not tested here").all()
+    text = "\n".join(str(getattr(b, "text", "")) for b in build(res, tables, words, Figures(), []))
     assert "What each arm is worth" not in text
+
+
+@pytest.mark.slow
+def test_the_report_writes_worth_csv_its_figure_and_load_gives_it(tmp_path, wsd_study, monkeypatch):
+    skip_figures(monkeypatch, keep=("worth_plot",))
+    report = write_report(wsd_study, tmp_path / "reports")
+    worth = pd.read_csv(report / "tables" / "worth.csv", keep_default_na=False)
+    assert (report / "figures" / "worth.png").is_file() and (report / "tables" / "worth_retune.csv").is_file()
+    text = (report / "report.md").read_text()
+    assert f"the baseline needs {worth['worth'][0]} its steps" in text and "![" in text.split("## What each")[1]
     card = pd.read_csv(report / "tables" / "scorecard.csv", keep_default_na=False)
-    assert "worth" not in card.columns
-    assert card.loc[card["about"] == "speed", "verdict"].eq("not tested here").all()
+    assert list(card.columns[card.columns.get_loc("call") + 1:][:2]) == ["worth", "step_cost"]
+    study = load(wsd_study)
+    assert list(study.worth["arm"]) == list(worth["arm"]) and list(study.worth_retune["best_factor"]) == [1, 2]
