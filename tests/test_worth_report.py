@@ -43,15 +43,18 @@ def _blocks(run_dir, loss: float, rng) -> float:
     return float((values * tokens).sum() / tokens.sum())
 
 
-def worth_results(tmp_path, schedule: str = "wsd", with_worth: bool = True, seeds: int = 4):
+def worth_results(tmp_path, schedule: str = "wsd", with_worth: bool = True, seeds: int = 4,
+                  corpora: tuple[str, ...] = ()):
     """An arms study at S steps (its schedule `schedule`) whose baseline trained to 0.5x, 1x, 2x and 4x S
     (role `worth`) and was re-tuned at 0.5x and 4x (role `worth_tuning`: its best lr at 4x is twice the pick)."""
-    grid = {"arm": list(ARMS)}
+    grid = {"arm": list(ARMS), **({"data.dataset": list(corpora)} if corpora else {})}
     out = make_results(tmp_path, grid, seeds=seeds, name="worthy", max_iters=S, seed_sd=0.004, noise_sd=0.002,
                        effects={(("arm", a),): e for a, e in EFFECTS.items()})
     rd, rng = ResultsDir(out), np.random.default_rng(5)
     spec = yaml.safe_load(rd.sweep_yaml.read_text())
     spec["arms"] = ARMS
+    if corpora:
+        spec["scale"] = {"data.dataset": list(corpora)}
     spec["base"]["train"]["schedule"] = schedule
     spec["claims"] = {"rmsnorm": [{"source": "paper", "claim": "faster", "direction": "better", "about": "speed"},
                                   {"source": "paper", "claim": "same loss", "direction": "same"}],
@@ -69,26 +72,29 @@ def worth_results(tmp_path, schedule: str = "wsd", with_worth: bool = True, seed
     if with_worth:
         summary["train.max_iters"] = S
     rows = []
-    base = summary[summary["arm"] == "nanogpt"].set_index("seed")
-    template = rd.run(base["run_id"].iloc[0]).path
     lengths = [0.5, 2, 4] if schedule == "wsd" else [0.5, 1, 2, 4]  # wsd: the estimation runs are the 1x points
+    for corpus in corpora or ("",):
+        base = summary[(summary["arm"] == "nanogpt") & (summary["data.dataset"] == corpus if corpus else True)]
+        base = base.set_index("seed")
+        template = rd.run(base["run_id"].iloc[0]).path
 
-    def add(run_id: str, seed: int, length: float, lr: float, loss: float, role: str) -> None:
-        shutil.copytree(template, rd.run(run_id).path)
-        test = _blocks(rd.run(run_id).path, loss, rng)
-        rows.append({**base.iloc[0].to_dict(), "run_id": run_id, "seed": seed, "train.lr": lr, "role": role,
-                     "train.max_iters": int(round(length * S)), "best_val_loss": loss, "best_test_loss": test,
-                     "best_test_bpc": test / math.log(2), "wall_s": length * S * 0.05})
-    for seed in range(seeds):
-        anchor = base.loc[seed, "best_val_loss"] - (0.05 if schedule != "wsd" else 0.0)  # wsd ends lower than cosine
-        for length in lengths:
-            loss = anchor - PER_DOUBLING * math.log2(length) + rng.normal(0, 0.002)
-            add(f"worth{length:g}s{seed}", seed, length, 0.002, loss, "worth")
-    for length in (0.5, 4):
-        for factor in (0.5, 1, 2):
-            gain = {(4, 2): -0.03, (4, 0.5): 0.02, (0.5, 2): 0.01, (0.5, 0.5): 0.02}.get((length, factor), 0.0)
-            loss = 1.5 - PER_DOUBLING * math.log2(length) + gain
-            add(f"tune{length:g}x{factor:g}", 1_000_000, length, 0.002 * factor, loss, "worth_tuning")
+        def add(run_id: str, seed: int, length: float, lr: float, loss: float, role: str) -> None:
+            run_id += corpus
+            shutil.copytree(template, rd.run(run_id).path)
+            test = _blocks(rd.run(run_id).path, loss, rng)
+            rows.append({**base.iloc[0].to_dict(), "run_id": run_id, "seed": seed, "train.lr": lr, "role": role,
+                         "train.max_iters": int(round(length * S)), "best_val_loss": loss, "best_test_loss": test,
+                         "best_test_bpc": test / math.log(2), "wall_s": length * S * 0.05})
+        for seed in range(seeds):
+            anchor = base.loc[seed, "best_val_loss"] - (0.05 if schedule != "wsd" else 0.0)  # wsd ends lower
+            for length in lengths:
+                loss = anchor - PER_DOUBLING * math.log2(length) + rng.normal(0, 0.002)
+                add(f"worth{length:g}s{seed}", seed, length, 0.002, loss, "worth")
+        for length in (0.5, 4):
+            for factor in (0.5, 1, 2):
+                gain = {(4, 2): -0.03, (4, 0.5): 0.02, (0.5, 2): 0.01, (0.5, 0.5): 0.02}.get((length, factor), 0.0)
+                loss = 1.5 - PER_DOUBLING * math.log2(length) + gain
+                add(f"tune{length:g}x{factor:g}", 1_000_000, length, 0.002 * factor, loss, "worth_tuning")
     if with_worth:
         summary = pd.concat([summary, pd.DataFrame(rows)], ignore_index=True)
     summary.to_csv(rd.summary_csv, index=False)
@@ -163,6 +169,22 @@ def test_a_cosine_study_places_each_arm_on_the_curve_with_the_anchor(tmp_path):
     # the wsd runs end 0.05 lower than the cosine ones (unanchored, rotary would read 1.4x): the anchor takes it off
     assert 1.7 < worth.loc["rotary", "multiplier"] < 2.4
     assert "anchor" in worth_words.curve_note(view, res) and "cosine" in worth_words.curve_note(view, res)
+
+
+@pytest.mark.slow  # two corpora: every table twice (seconds under load)
+def test_each_corpus_gets_its_own_curve_and_multipliers(tmp_path):
+    res = load_results(worth_results(tmp_path, seeds=3, corpora=("tinyshakespeare", "austen")))
+    tables = compute_tables(res, 0.01)
+    worth = tables.worth.table
+    assert list(zip(worth["arm"], worth["scale_level"]))[:2] == [("rotary", "tinyshakespeare"), ("relu", "tinyshakespeare")]
+    assert len(worth) == 8 and set(worth["scale_level"]) == {"tinyshakespeare", "austen"}
+    rotary = worth[worth["arm"] == "rotary"]
+    assert rotary["multiplier_low"].lt(2).all() and rotary["multiplier_high"].gt(2).all()  # bits/char: still 2x
+    assert len(tables.worth.retune) == 4 and set(tables.worth.curves["scale_level"]) == set(worth["scale_level"])
+    card = tables.scorecard
+    speed = card[card["about"] == "speed"]
+    assert len(speed) == 2 and speed["verdict"].eq("holds").all()
+    assert sentences.write(res, tables).worth[0].startswith("rotary (dataset=tinyshakespeare): the baseline")
 
 
 def test_without_the_key_no_worth_and_speed_claims_are_not_tested(tmp_path):
