@@ -7,10 +7,12 @@ import math
 import numpy as np
 import pytest
 
+from calibration.worth_lr_sim import RetuneWorld, verdict_rates
 from calibration.worth_sim import CURVES, WorthWorld, calibrate
 from gptlab.stats.text_share import Blocks
-from gptlab.stats.worth import (ArmLoss, arm_runs, baseline_curve, fit_power, step_cost, step_multiplier,
-                                wall_multiplier)
+from gptlab.stats.worth import (ArmLoss, arm_runs, baseline_curve, fit_power, seconds_per_step, step_cost,
+                                step_multiplier, wall_multiplier)
+from gptlab.stats.worth_lr import retune_check, retuned_curve, retuned_multiplier
 
 LENGTHS = (1000.0, 2000.0, 4000.0, 8000.0)
 
@@ -169,3 +171,63 @@ def test_small_anchored_calibration_covers():
     world = WorthWorld(n0=6, multipliers=(0.7, 1.4), anchor_offset=0.04)
     for s in calibrate(world, 30, rng_seed=12):
         assert s.coverage >= 0.85 and s.median_estimate == pytest.approx(s.multiplier, rel=0.1)
+
+
+def lr_curve(f, optimum, c=0.03):
+    """A planted loss against the lr factor of the pick: a parabola in log2 lr, 1 nat at its optimum."""
+    return 1.0 + c * np.log2(np.asarray(f, float) / optimum) ** 2
+
+
+def test_retune_verdicts_on_planted_curves():
+    f = np.array([0.5, 1.0, 2.0] * 2)
+    steps = np.repeat([1000.0, 8000.0], 3)
+    losses = np.concatenate([lr_curve(f[:3], 1.0), lr_curve(f[3:], 2.0 ** 1.2)])  # short: stays; long: moved
+    short, long = retune_check(steps, f, losses, noise_sd=0.005)
+    assert short.steps == 1000 and short.verdict == "stays" and short.gap == 0 and short.best_factor == 1
+    assert short.optimum == pytest.approx(1.0) and short.threshold == pytest.approx(1.96 * math.sqrt(2) * 0.005, rel=1e-3)
+    assert long.verdict == "moves" and long.best_factor == 2 and long.beyond_noise
+    assert long.gap == pytest.approx(0.03 * (1.2 ** 2 - 0.2 ** 2)) and long.optimum is None  # its vertex lies beyond 2
+    flat = retune_check(steps[:3], f[:3], lr_curve(f[:3], 2.0 ** 0.8, c=0.002), noise_sd=0.005)[0]
+    assert flat.verdict == "unclear" and flat.best_factor == 2 and not flat.beyond_noise
+    assert flat.optimum == pytest.approx(2.0 ** 0.8)
+    concave = retune_check(steps[:3], f[:3], np.array([1.0, 1.01, 0.99]), noise_sd=0.001)[0]
+    assert concave.optimum is None and concave.verdict == "moves"
+    diverged = retune_check(steps[:3], f[:3], np.array([1.02, 1.0, np.nan]), noise_sd=0.005)[0]
+    assert diverged.verdict == "stays" and diverged.factors == (0.5, 1.0)
+    lost_pick = retune_check(steps[:3], f[:3], np.array([1.02, np.nan, 1.1]), noise_sd=0.005)[0]
+    assert lost_pick.verdict == "unclear" and math.isnan(lost_pick.gap)
+    with pytest.raises(ValueError, match="lacks the pick"):
+        retune_check(steps[:2], f[::2][:2], np.ones(2), noise_sd=0.005)
+    with pytest.raises(ValueError, match="noise SD"):
+        retune_check(steps[:3], f[:3], np.ones(3), noise_sd=0.0)
+
+
+def test_a_retuned_curve_moves_the_multipliers():
+    fit = baseline(sd=0.004)
+    arm = arm_runs(lab(2.4 * 2000) + np.array([-0.003, 0.0, 0.003]))
+    f = np.array([0.5, 1.0, 2.0] * 2)
+    steps = np.repeat([1000.0, 8000.0], 3)
+    stays = retune_check(steps, f, np.concatenate([lr_curve(f[:3], 1.0)] * 2), noise_sd=0.004)
+    assert retuned_multiplier(fit, 2000, arm, stays).multiplier == pytest.approx(step_multiplier(fit, 2000,
+                                                                                              arm).multiplier)
+    moved = retune_check(steps, f, np.concatenate([lr_curve(f[:3], 1.0), lr_curve(f[3:], 2.0)]), noise_sd=0.004)
+    curve = retuned_curve(fit, moved)
+    assert curve.means[-1] == pytest.approx(fit.means[-1] - 0.03) and curve.means[0] == pytest.approx(fit.means[0])
+    assert curve.extra_var.tolist() == pytest.approx([0, 0, 0, 2 * 0.004 ** 2])
+    before, after = step_multiplier(fit, 2000, arm), retuned_multiplier(fit, 2000, arm, moved)
+    assert after.multiplier < before.multiplier  # a better long baseline reaches the arm sooner
+    with pytest.raises(ValueError, match="not among"):
+        retuned_curve(fit, retune_check(np.full(3, 3000.0), f[:3], np.ones(3), noise_sd=0.004))
+
+
+def test_seconds_per_step():
+    assert seconds_per_step(np.array([100.0, 210.0]), np.array([1000, 2000])).tolist() == pytest.approx([0.1, 0.105])
+    with pytest.raises(ValueError, match="finished runs"):
+        seconds_per_step(np.array([100.0, np.nan]), np.array([1000, 2000]))
+
+
+def test_small_retune_simulation_rarely_calls_a_move_and_finds_a_clear_one():
+    null = verdict_rates(RetuneWorld(shift=0.0), 300, rng_seed=1)
+    assert null["moves"] <= 0.05 and null["stays"] >= 0.6
+    steep = verdict_rates(RetuneWorld(shift=1.0, curvature=0.05, sd=0.006), 300, rng_seed=2)
+    assert steep["moves"] >= 0.8
