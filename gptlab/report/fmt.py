@@ -27,9 +27,10 @@ _EXACT = {"p_value": "sig", "p_adjusted": "sig", "bartlett_p": "sig", "divergenc
           "test_fraction_needed": 2, "df": 1, **{c: 3 for c in (
               "multiplier", "multiplier_low", "multiplier_high", "lowest", "highest", "step_cost", "step_cost_low",
               "step_cost_high", "wall_multiplier", "wall_low", "wall_high", "retuned_multiplier", "retuned_low",
-              "retuned_high", "length", "best_factor")}, "multiplier_df": 1, "study_steps": "int",
+              "retuned_high", "length", "best_factor", "optimum")}, "multiplier_df": 1, "study_steps": "int",
           "steps": "int", "arm_loss": LOSS_DECIMALS, "placed_loss": LOSS_DECIMALS, "best_loss": LOSS_DECIMALS,
-          "pick_loss": LOSS_DECIMALS, "gain": LOSS_DECIMALS}
+          "pick_loss": LOSS_DECIMALS, "gap": LOSS_DECIMALS, "threshold": LOSS_DECIMALS,
+          "noise_sd": LOSS_DECIMALS}
 _LOSS_LIKE = ("loss", "bpc", "ci95", "ci90_low", "ci90_high", "ci_low", "ci_high", "estimate", "gap", "mde80",
               "resid_sd")
 

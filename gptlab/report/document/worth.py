@@ -16,7 +16,7 @@ from gptlab.report.tables import ReportTables
 
 WORTH_MD_COLS = ["arm", "scale_level", "worth", "step_cost", "step_cost_low", "step_cost_high", "wall_worth",
                  "retuned_worth"]
-RETUNE_MD_COLS = ["scale_level", "length", "steps", "pick_lr", "best_factor", "pick_loss", "best_loss", "factors"]
+RETUNE_MD_COLS = ["scale_level", "length", "steps", "pick_lr", "factors", "best_factor", "gap", "threshold", "verdict"]
 FIGURE_ALT = ("The baseline's loss against its training steps (log2; faint: each seed's runs; dots: the means; line: "
               "the curve), each arm placed at the steps that match its loss with its 95% CI as a horizontal bar "
               "(open markers with an arrow: beyond the lengths trained)")

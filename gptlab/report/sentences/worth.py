@@ -113,32 +113,45 @@ def machine_note(res: Results) -> str:
             "hardware.")
 
 
+VERDICT_WORDS = {"stays": "its optimum stays at the pick",
+                 "moves": "its optimum moves: the pick's loss is beyond noise above the best tried",
+                 "unclear": "unclear: another factor is lowest, within noise of the pick"}
+
+
+def _end(r: dict, unit: str) -> str:
+    """One length's re-tune in words."""
+    best, gap = _num(r["best_factor"]), _num(r["gap"])
+    head = f"at {_num(r['length']):g}x the best lr factor tried (of {r['factors']}) is "
+    if not math.isfinite(best):
+        return head + "unknown (the pick or every other factor has no loss)"
+    line = head + f"{best:g}"
+    if math.isfinite(gap) and gap > 0:
+        line += f", {fmt_loss(gap)} {unit} below the pick (noise threshold {fmt_loss(_num(r['threshold']))})"
+    return f"{line}: {VERDICT_WORDS.get(str(r['verdict']), str(r['verdict']))}"
+
+
 def retune_lines(view: WorthView, res: Results) -> list[str]:
-    """Per scale level: the baseline's best lr factor at the shortest and longest length, whether it moves, and the
-    multipliers with the re-tuned ends."""
+    """Per scale level: the baseline's best lr factor at the shortest and longest length, whether its optimum
+    moves, and the multipliers with the re-tuned ends."""
     out = []
     retune, table = view.retune, view.table
     groups = retune.groupby("scale_level", sort=False) if "scale_level" in retune else [("", retune)]
     for level, mine in groups:
         rows = mine.to_dict("records")
-        if len(rows) < 1:
+        if not rows:
             continue
         at = f" ({res.label(view.scale_factor, level)})" if level != "" else ""
-        ends = "; ".join(f"at {_num(r['length']):g}x its best lr factor is {_num(r['best_factor']):g} "
-                         f"(of {r['factors']})" + (f", {fmt_loss(-_num(r['gain']))} {res.unit} below the pick"
-                                                    if _num(r["gain"]) < 0 else "") for r in rows)
-        factors = {f"{_num(r['best_factor']):g}" for r in rows}
-        moves = ("its optimum moves with length" if len(factors) > 1 else
-                 "its optimum stays" + (" at the pick" if factors == {"1"} else ""))
-        line = (f"Re-tune{at}: the baseline on the tuning seed: {ends}: {moves} (one seed each: a lead, not a CI).")
+        line = (f"Re-tune{at}, the baseline on its tuning seed (one run per factor; noise: the SD of one estimation "
+                f"run over seeds, {fmt_loss(_num(rows[0]['noise_sd']))} {res.unit}): "
+                + "; ".join(_end(r, res.unit) for r in rows) + ".")
         arms = table[table["scale_level"].astype(str) == str(level)] if "scale_level" in table else table
-        mine = [r for r in arms.to_dict("records") if r.get("retuned_worth")]
-        if any(r["retuned_worth"] != r["worth"] for r in mine):
-            line += (" With the curve's ends moved to the re-tuned losses, the baseline needs: "
-                     + "; ".join(f"{r['arm']} {r['retuned_worth']} (at the pick {r['worth']})" for r in mine)
+        moved = [r for r in arms.to_dict("records") if r.get("retuned_worth")]
+        if any(r["retuned_worth"] != r["worth"] for r in moved):
+            line += (" With the curve's re-tuned lengths at the best lr tried, the baseline needs: "
+                     + "; ".join(f"{r['arm']} {r['retuned_worth']} (at the pick {r['worth']})" for r in moved)
                      + " its steps.")
-        elif mine:
-            line += " With the curve's ends moved to the re-tuned losses, no multiplier changes at this precision."
+        elif moved:
+            line += " With the curve's re-tuned lengths at the best lr tried, no multiplier changes at this precision."
         out.append(line)
     return out
 

@@ -31,6 +31,7 @@ from gptlab.run.config import TrainConfig
 from gptlab.stats import worth as stats_worth
 from gptlab.stats.arms import ARM
 from gptlab.stats.text_share import Blocks
+from gptlab.stats.worth_lr import Retune, retune_check, retuned_multiplier
 
 LENGTH_KEY, LR_KEY = "train.max_iters", "train.lr"
 WSD = "wsd"
@@ -40,7 +41,8 @@ WORTH_COLS = ["arm", "baseline", "study_steps", "lengths", "curve_seeds", "n_arm
               "multiplier_df", "step_cost", "step_cost_low", "step_cost_high", "wall_multiplier", "wall_low",
               "wall_high", "worth", "wall_worth", "arm_loss", "placed_loss", "retuned_multiplier", "retuned_low",
               "retuned_high", "retuned_low_open", "retuned_high_open", "retuned_censored", "retuned_worth", "note"]
-RETUNE_COLS = ["steps", "length", "pick_lr", "best_factor", "best_loss", "pick_loss", "gain", "factors"]
+RETUNE_COLS = ["steps", "length", "pick_lr", "factors", "best_factor", "pick_loss", "best_loss", "gap", "noise_sd",
+               "threshold", "verdict", "optimum"]
 GRID_POINTS = 97  # the curve drawn in the figure: points over the lengths' range (log2 steps)
 
 
@@ -107,11 +109,12 @@ def _arm_loss(res: Results, runs: pd.DataFrame) -> stats_worth.ArmLoss:
 
 
 def _per_step(runs: pd.DataFrame, steps: float) -> np.ndarray:
-    """Seconds per training step of each run (its `wall_s` over its steps; runs without a time left out)."""
+    """Seconds per training step of each run (`stats.worth.seconds_per_step`; runs without a time left out)."""
     wall = pd.to_numeric(runs["wall_s"], errors="coerce").to_numpy(float)
     length = runs[LENGTH_KEY].to_numpy(float) if LENGTH_KEY in runs else np.full(len(runs), steps)
-    sec = wall / np.where(np.isfinite(length) & (length > 0), length, steps)
-    return sec[np.isfinite(sec) & (sec > 0)]
+    length = np.where(np.isfinite(length) & (length > 0), length, steps)
+    timed = np.isfinite(wall) & (wall > 0)
+    return stats_worth.seconds_per_step(wall[timed], length[timed])
 
 
 def _curve(res: Results, worth: pd.DataFrame, base: pd.DataFrame, steps: float,
@@ -127,34 +130,20 @@ def _curve(res: Results, worth: pd.DataFrame, base: pd.DataFrame, steps: float,
     return curve, runs
 
 
-def _retune(tuning: pd.DataFrame, outcome: str, pick: float, study_steps: float) -> pd.DataFrame:
-    """The re-tune at each end length: the best lr factor on the tuning seed and its gain over the pick."""
-    rows = []
-    for steps, mine in tuning.groupby(LENGTH_KEY, sort=True):
-        factors = (mine[LR_KEY] / pick).round(6)
-        losses = mine[outcome].to_numpy(float)
-        at_pick = losses[np.isclose(factors, 1.0)]
-        best = int(np.argmin(losses))
-        pick_loss = float(at_pick[0]) if len(at_pick) else math.nan
-        rows.append({"steps": float(steps), "length": float(steps) / study_steps,
-                     "pick_lr": pick, "best_factor": float(factors.iloc[best]), "best_loss": float(losses[best]),
-                     "pick_loss": pick_loss, "gain": min(float(losses[best]) - pick_loss, 0.0),
-                     "factors": ", ".join(f"{f:g}" for f in sorted(factors))})
-    return pd.DataFrame(rows, columns=RETUNE_COLS)
-
-
-def _retuned_curve(curve: stats_worth.BaselineCurve, retune: pd.DataFrame) -> stats_worth.BaselineCurve | None:
-    """The curve with each re-tuned end moved by the re-tune's gain (the best factor's loss less the pick's on the
-    tuning seed); None where the re-tune moved nothing."""
-    shift = np.zeros(len(curve.steps))
-    for r in retune.to_dict("records"):
-        k = np.flatnonzero(np.isclose(curve.steps, r["steps"]))
-        if len(k) and math.isfinite(r["gain"]):
-            shift[k[0]] = r["gain"]
-    if not shift.any():
-        return None
-    blocks = None if curve.blocks is None else curve.blocks + shift[None, :, None]
-    return dataclasses.replace(curve, losses=curve.losses + shift[None, :], blocks=blocks)
+def _retune(tuning: pd.DataFrame, outcome: str, pick: float, study_steps: float,
+            noise_sd: float) -> tuple[pd.DataFrame, tuple[Retune, ...]]:
+    """The re-tune at each length it ran (`stats.worth_lr.retune_check`), as rows of worth_retune.csv."""
+    if not (math.isfinite(noise_sd) and noise_sd > 0):
+        return pd.DataFrame(columns=RETUNE_COLS), ()
+    factors = (tuning[LR_KEY] / pick).to_numpy(float)
+    checks = retune_check(tuning[LENGTH_KEY].to_numpy(float), factors, tuning[outcome].to_numpy(float), noise_sd)
+    rows = [{"steps": r.steps, "length": r.steps / study_steps, "pick_lr": pick,
+             "factors": ", ".join(f"{f:g}" for f in r.factors), "best_factor": r.best_factor,
+             "pick_loss": next((y for f, y in zip(r.factors, r.losses) if math.isclose(f, 1.0)), math.nan),
+             "best_loss": min(r.losses) if r.losses else math.nan, "gap": r.gap, "noise_sd": r.noise_sd,
+             "threshold": r.threshold, "verdict": r.verdict,
+             "optimum": r.optimum if r.optimum is not None else math.nan} for r in checks]
+    return pd.DataFrame(rows, columns=RETUNE_COLS), checks
 
 
 def _multiplier(curve, steps, arm, anchor) -> stats_worth.Worth:
@@ -188,12 +177,16 @@ def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame,
             anchor = _arm_loss(res, base)
         except ValueError as exc:
             curve, notes = None, [f"no anchor: {exc}"]
-    retune = pd.DataFrame(columns=RETUNE_COLS)
-    retuned = None
-    if curve is not None and len(tuning) and len(base) and LR_KEY in base:
-        pick = float(base[LR_KEY].mode().iloc[0])
-        retune = _retune(tuning, res.outcome, pick, steps)
-        retuned = _retuned_curve(curve, retune)
+    retune, checks = pd.DataFrame(columns=RETUNE_COLS), ()
+    if curve is not None and len(tuning) and len(base) > 1 and LR_KEY in base:
+        # the noise of one run's loss: the SD of the baseline's estimation runs over seeds (a re-tune compares
+        # lrs on one seed, whose shared part cancels: conservative)
+        noise = float(base[res.outcome].astype(float).std(ddof=1))
+        try:
+            retune, checks = _retune(tuning[tuning[LENGTH_KEY].isin(curve.steps)], res.outcome,
+                                     float(base[LR_KEY].mode().iloc[0]), steps, noise)
+        except ValueError as exc:
+            notes.append(str(exc))
     base_sec = _per_step(base, steps)
     for arm in [a for a in res.levels[ARM] if a != baseline and a in set(estimation[ARM])]:
         mine = estimation[estimation[ARM] == arm]
@@ -208,8 +201,8 @@ def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame,
                 w = _multiplier(curve, steps, loss, anchor)
                 row.update(_worth_cols(w), placed_loss=_placed(curve, steps, loss, anchor))
                 note += [w.note] if w.note else []
-                if retuned is not None:
-                    r = _multiplier(retuned, steps, loss, anchor)
+                if checks:
+                    r = retuned_multiplier(curve, steps, loss, checks, anchor=anchor)
                     row.update(retuned_multiplier=r.multiplier, retuned_low=r.ci_low, retuned_high=r.ci_high,
                                retuned_low_open=r.ci_low_open, retuned_high_open=r.ci_high_open,
                                retuned_censored=r.censored)
