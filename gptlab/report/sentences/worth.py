@@ -79,8 +79,9 @@ def curve_note(view: WorthView, res: Results) -> str:
             f"from shared trunks) to {lengths}x the study's {steps} steps on {', '.join(map(str, seeds))} seeds, its "
             f"{res.outcome_label} ({res.unit}) against log2 steps through a monotone cubic (PCHIP) of the per-length "
             "means. An arm's multiplier is the baseline's steps that match the arm's loss at the study's length over "
-            "that length (above 1: the arm is worth more steps); its 95% CI inverts a test over the seeds, the text "
-            "blocks and the curve's own error, and an arm outside the lengths trained is only bounded, never "
+            "that length (above 1: the arm is worth more steps); its 95% CI inverts a test over the seeds"
+            + (", the text blocks" if view.text else " (not the text: runs without test blocks)")
+            + " and the curve's own error, and an arm outside the lengths trained is only bounded, never "
             "extrapolated (docs/STATISTICS.md, \"What each choice is worth\").")
     if view.schedule == WSD:
         return text + (" The arms trained with the same schedule at the study's length (the baseline's estimation "

@@ -56,6 +56,7 @@ class WorthView:
     retune: pd.DataFrame  # worth_retune.csv: per scale level and end length, the baseline's best lr factor
     schedule: str  # the study's own schedule (cosine: the arms are placed on the curve by the anchor)
     scale_factor: str  # the scale factor the levels are of ("" without one)
+    text: bool = False  # whether the CIs count the text (every run of the curve and of the arms has test blocks)
 
 
 def has_worth(res: Results) -> bool:
@@ -130,6 +131,21 @@ def _curve(res: Results, worth: pd.DataFrame, base: pd.DataFrame, steps: float,
     return curve, runs
 
 
+def _tuning_at_study_length(res: Results, tuning: pd.DataFrame, selection: pd.DataFrame, pick: float,
+                            steps: float) -> pd.DataFrame:
+    """The re-tune's runs, with, where the study is wsd and an end length is its own (1x), the baseline's selection
+    runs there: the same config and seed, trained once, as selection runs (the sweep does not train them twice)."""
+    worth = res.spec.get("worth") or {}
+    lengths = [float(v) for v in worth.get("lengths") or []] if isinstance(worth.get("lengths"), list) else []
+    if study_schedule(res) != WSD or not lengths or 1.0 not in (min(lengths), max(lengths)) or not len(selection):
+        return tuning
+    factors = [1.0, *(float(f) for f in worth.get("retune") or [])]
+    seeds = set(tuning["seed"]) or {int(selection["seed"].min())}
+    mine = selection[(selection[ARM] == res.baseline[ARM]) & selection["seed"].isin(seeds)]
+    mine = mine[[any(math.isclose(lr, pick * f, rel_tol=1e-6) for f in factors) for lr in mine[LR_KEY]]]
+    return pd.concat([tuning, mine.assign(**{LENGTH_KEY: steps})], ignore_index=True)
+
+
 def _retune(tuning: pd.DataFrame, outcome: str, pick: float, study_steps: float,
             noise_sd: float) -> tuple[pd.DataFrame, tuple[Retune, ...]]:
     """The re-tune at each length it ran (`stats.worth_lr.retune_check`), as rows of worth_retune.csv."""
@@ -160,8 +176,8 @@ def _placed(curve: stats_worth.BaselineCurve, steps: float, arm: stats_worth.Arm
     return float(curve.at(np.array([math.log2(steps)]))[0]) + arm.mean - anchor.mean
 
 
-def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame,
-                estimation: pd.DataFrame, schedule: str) -> tuple[list[dict], pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame, estimation: pd.DataFrame,
+                selection: pd.DataFrame, schedule: str) -> tuple[list[dict], pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """worth.csv's rows of one scale level, the curve's points, the curve drawn and the re-tune."""
     baseline = res.baseline[ARM]
     base = estimation[estimation[ARM] == baseline]
@@ -182,9 +198,10 @@ def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame,
         # the noise of one run's loss: the SD of the baseline's estimation runs over seeds (a re-tune compares
         # lrs on one seed, whose shared part cancels: conservative)
         noise = float(base[res.outcome].astype(float).std(ddof=1))
+        pick = float(base[LR_KEY].mode().iloc[0])
+        tuning = _tuning_at_study_length(res, tuning, selection, pick, steps)
         try:
-            retune, checks = _retune(tuning[tuning[LENGTH_KEY].isin(curve.steps)], res.outcome,
-                                     float(base[LR_KEY].mode().iloc[0]), steps, noise)
+            retune, checks = _retune(tuning[tuning[LENGTH_KEY].isin(curve.steps)], res.outcome, pick, steps, noise)
         except ValueError as exc:
             notes.append(str(exc))
     base_sec = _per_step(base, steps)
@@ -257,13 +274,15 @@ def worth_view(res: Results) -> WorthView | None:
     worth = _ok(res.other_roles[role == WORTH], res.outcome)
     tuning = _ok(res.other_roles[role == WORTH_TUNING], res.outcome)
     estimation = _ok(res.runs, res.outcome)
+    selection = _ok(res.selection, res.outcome) if len(res.selection) and LR_KEY in res.selection else \
+        pd.DataFrame(columns=[ARM, "seed", LR_KEY, *res.scale])
     scale = res.scale[0] if res.scale else ""  # one scale factor (e.g. the corpus); its levels in grid order
     levels = [lv for lv in res.levels[scale] if lv in set(worth[scale])] if scale else [""]
     rows, points, curves, retunes = [], [], [], []
     for level in levels:
         def at(frame: pd.DataFrame) -> pd.DataFrame:
             return frame[frame[scale].astype(str) == level] if scale else frame
-        mine, pts, drawn, retune = _level_rows(res, at(worth), at(tuning), at(estimation), schedule)
+        mine, pts, drawn, retune = _level_rows(res, at(worth), at(tuning), at(estimation), at(selection), schedule)
         rows += [{**r, **({"scale_factor": scale, "scale_level": level} if scale else {})} for r in mine]
         points.append(pts.assign(scale_level=level))
         curves.append(drawn.assign(scale_level=level))
@@ -274,4 +293,4 @@ def worth_view(res: Results) -> WorthView | None:
     retune = round_frame(pd.concat(retunes, ignore_index=True).reindex(columns=retune_cols))
     return WorthView(table=table, points=pd.concat(points, ignore_index=True),
                      curves=pd.concat(curves, ignore_index=True), retune=retune, schedule=schedule,
-                     scale_factor=scale)
+                     scale_factor=scale, text=res.test_blocks.present and res.worth_blocks.present)
