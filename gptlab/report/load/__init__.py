@@ -226,7 +226,7 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     _mark_unstable(runs, res.outcome, [str(k) for k in (spec.get("tune") or {}).get("space") or {}
                                        if isinstance(spec.get("tune"), dict) and str(k) in runs])
     res.test_blocks = read_test_blocks(results_dir, runs, res.outcome, res.unit)
-    if isinstance(spec.get("worth"), dict) and len(res.other_roles):  # the baseline's lengths: blocks of their own
+    if spec.get("worth") and len(res.other_roles):  # the baseline's lengths: blocks of their own
         other = res.other_roles
         res.worth_blocks = read_test_blocks(results_dir, other[run_roles(other).isin([WORTH, WORTH_TUNING])],
                                             res.outcome, res.unit)

@@ -61,7 +61,7 @@ class WorthView:
 
 def has_worth(res: Results) -> bool:
     """Whether the report has worth runs to show (the sweep's `worth:` and runs of role `worth`)."""
-    return bool(res.arms) and isinstance(res.spec.get("worth"), dict) and len(res.other_roles) > 0 \
+    return bool(res.arms) and bool(res.spec.get("worth")) and len(res.other_roles) > 0 \
         and bool((run_roles(res.other_roles) == WORTH).any())
 
 
@@ -135,7 +135,7 @@ def _tuning_at_study_length(res: Results, tuning: pd.DataFrame, selection: pd.Da
                             steps: float) -> pd.DataFrame:
     """The re-tune's runs, with, where the study is wsd and an end length is its own (1x), the baseline's selection
     runs there: the same config and seed, trained once, as selection runs (the sweep does not train them twice)."""
-    worth = res.spec.get("worth") or {}
+    worth = res.spec.get("worth") if isinstance(res.spec.get("worth"), dict) else {}
     lengths = [float(v) for v in worth.get("lengths") or []] if isinstance(worth.get("lengths"), list) else []
     if study_schedule(res) != WSD or not lengths or 1.0 not in (min(lengths), max(lengths)) or not len(selection):
         return tuning
