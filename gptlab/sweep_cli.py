@@ -37,7 +37,8 @@ from gptlab.sweep.summary import write_summary
 from gptlab.sweep.reuse import check_sources
 from gptlab.sweep.spec import load_spec, parse_overrides
 from gptlab.sweep.runs import SweepSpec
-from gptlab.sweep.tuning import known_runs, planned_range, selects, tuner_of
+from gptlab.sweep.tuning import planned_range, selects, tuner_of
+from gptlab.sweep.worth import known_runs
 
 log = logging.getLogger("gptlab.sweep")
 

@@ -29,7 +29,8 @@ from gptlab.sweep.progress import Progress
 from gptlab.sweep.summary import write_summary
 from gptlab.sweep.runs import Run, SweepSpec, arms_allocation, noise_df_warning
 from gptlab.sweep.trunks import with_shared_trunks
-from gptlab.sweep.tuning import known_runs, selects, tuner_of
+from gptlab.sweep.tuning import selects, tuner_of
+from gptlab.sweep.worth import WorthStages, known_runs
 
 
 ReportWriter = Callable[..., Path]  # write_report(results_dir, reports_dir, *, margin) -> reports/NAME
@@ -86,7 +87,8 @@ def warn_other_runs(spec: SweepSpec, results_dir: ResultsDir, out: TextIO) -> No
 
 def planner_for(spec: SweepSpec, out: TextIO) -> Planner:
     """The spec's planner (`base_planner`), its stages split into trunks then branches where wsd lengths share trunks."""
-    return with_shared_trunks(spec, base_planner(spec, out), out)
+    base = base_planner(spec, out)
+    return with_shared_trunks(spec, WorthStages(base, spec, out) if spec.worth else base, out)
 
 
 def base_planner(spec: SweepSpec, out: TextIO) -> Planner:

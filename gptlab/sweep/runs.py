@@ -21,6 +21,7 @@ from gptlab.run.config import RunConfig, resolve_run_config, set_dotted
 from gptlab.run.identity import run_sources
 from gptlab.sweep.arms_spec import ArmsDesign
 from gptlab.sweep.duplicates import same_config_message
+from gptlab.sweep.worth_spec import WorthSpec
 
 # A run takes ~1 ms to validate and expand: a mistyped grid (30 factors, seeds pasted twice) must not hang it.
 MAX_RUNS = 10_000  # cells before exclude x seeds (adaptive seeds: x max)
@@ -79,6 +80,7 @@ class SweepSpec:
     runs: tuple[Run, ...] = ()  # expanded grid x seeds minus exclude (a tuned sweep: its first runs)
     arms: ArmsDesign | None = None  # an arms sweep's design (its grid: `arm` x the scale keys), None for a grid
     baseline_extra_seeds: bool = True  # an arms sweep's baseline gets Dunnett's sqrt(k) x seeds (False: selection runs)
+    worth: WorthSpec | None = None  # an arms sweep's `worth:` (the baseline's lengths, `sweep.worth`), else None
 
     def cell_config(self, cell: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
         """`base` with the cell's levels set (an arm: its settings), a copy."""
@@ -113,7 +115,8 @@ class SweepSpec:
                 "base": self.base, "grid": self.grid, **arms,
                 "seeds": self.seed_rule.to_dict() if self.seed_rule else self.seeds, "exclude": self.exclude,
                 "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report.to_dict(),
-                **({"scale": self.scale} if self.scale else {}), **({"tune": self.tune.to_dict()} if self.tune else {})}
+                **({"scale": self.scale} if self.scale else {}), **({"tune": self.tune.to_dict()} if self.tune else {}),
+                **({"worth": self.worth.to_dict()} if self.worth else {})}
 
 
 def arms_allocation(spec: SweepSpec) -> str | None:

@@ -30,9 +30,10 @@ from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_
 from gptlab.sweep.runs import MAX_RUNS, ReportSettings, SweepSpec, expand
 from gptlab.sweep import refine  # noqa: F401 (registers tune.method refine; grid is registered by sweep.tuning)
 from gptlab.sweep.tune_spec import resolve_tune
+from gptlab.sweep.worth_spec import check_worth
 
 TOP_KEYS = ["name", "description", "plugins", "base", "grid", "arms", "scale", "seeds", "tune", "exclude", "baseline",
-            "claims", "executor", "report"]
+            "claims", "worth", "executor", "report"]
 REPORT_KEYS = ["equivalence_margin"]
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: $ would allow a final newline
 MAX_SEEDS = 10_000
@@ -144,9 +145,10 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     report = _check_report({} if raw.get("report") is None else raw["report"], margin)
 
     scale = _check_scale(raw.get("scale") or [], grid) if arms is None else list(arms.scale)
+    worth = check_worth(raw.get("worth"), arms is not None, base, arms.arms if arms else {}, scale)
     spec = SweepSpec(name=name, description=description, plugins=plugins, base=base, grid=dict(grid), seeds=seeds,
                      exclude=exclude, baseline=baseline, executor=executor, report=report, scale=scale,
-                     seed_rule=seed_rule, source=str(path), search_path=search_path, arms=arms)
+                     seed_rule=seed_rule, source=str(path), search_path=search_path, arms=arms, worth=worth)
     spec = resolve_tune(spec, raw["tune"]) if "tune" in raw else dataclasses.replace(spec, runs=tuple(expand(spec)))
     if not any(r.factors == baseline for r in spec.runs):
         raise _fail("baseline", f"the cell {shown(baseline, 200)} is excluded; name a cell that is trained")

@@ -130,16 +130,16 @@ class SharedTrunks:
             return Preview(describe_sharing(self.runs), ())
         cases = []
         for case in base.cases:  # each way the sweep may end, with the steps its runs train
-            shared, separate = steps_trained(case.runs)
+            shared, separate = steps_trained([*case.runs, *case.stand_ins])
             steps = f" ({shared:,} steps with shared trunks, {separate:,} without)" if shared < separate else ""
-            cases.append(Case(case.label + steps, case.runs, whole=case.whole))
+            cases.append(Case(case.label + steps, case.runs, case.stand_ins, whole=case.whole))
         return Preview(f"{base.intro}; wsd runs differing only in train.max_iters share their stable trunks",
                        tuple(cases))
 
 
 def with_shared_trunks(spec: SweepSpec, base: Planner, out: TextIO) -> Planner:
     """`base` with shared trunks when the spec's runs have groups and its backend can share, else `base`."""
-    if not trunk_groups(spec.runs):
+    if not trunk_groups(spec.runs) and spec.worth is None:  # `worth:` plans wsd lengths after the first stages
         return base
     if spec.executor.backend not in SHARING_BACKENDS:
         print(f"note: shared trunks need a backend whose workers train in the results folder "

@@ -138,8 +138,9 @@ def candidate_runs(spec: SweepSpec) -> list[TunedRun]:
     return runs_at(spec, spec.tune.settings(), spec.seeds, ESTIMATION)
 
 
-def known_runs(spec: SweepSpec) -> list[Run]:
-    """The runs a spec may have in its folder, each once: its runs, and a tuned sweep's every possible later run."""
+def tuned_known_runs(spec: SweepSpec) -> list[Run]:
+    """The runs a spec may have in its folder, each once: its runs, and a tuned sweep's every possible later run
+    (`gptlab.sweep.worth.known_runs` adds the baseline's lengths)."""
     runs = list(spec.runs) + (tuner_of(spec).possible_runs(spec) if selects(spec) else [])
     first: dict[str, Run] = {}
     for run in runs:  # a refining tuner's possible runs include the first round's

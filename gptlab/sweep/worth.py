@@ -1,0 +1,150 @@
+"""The `worth:` key of an arms sweep: the baseline trained to several lengths, for what each arm is worth in steps.
+
+After the tuner and the estimation seeds are done (the baseline's pick and seeds are then on disk),
+`WorthStages` adds one stage per sweep: the baseline at its pick, warmup-stable-decay, at each
+length (e.g. 0.5x, 1x, 2x, 4x the study's `train.max_iters`) with its first estimation seeds
+(role `worth`), and at the shortest and longest length at lrs around its pick on the first
+selection seed (role `worth_tuning`: does the optimum move with length? Bjorck et al. 2025).
+Runs of one seed and lr differing only in `train.max_iters` share their stable phase
+(`gptlab.sweep.trunks`): a seed's four lengths cost its longest run plus three cooldowns.
+
+Why wsd and not the study's own schedule: each length must be fully decayed (Kaddour et al. 2023),
+and wsd gives every length from one trunk. When the study trains with cosine, the report places an
+arm's effect (arm - baseline, both cosine at the study's length) on the wsd curve's shape
+(`gptlab.stats.worth.step_multiplier`'s anchor): Hägele et al. 2024 found wsd with a cooldown
+matching cosine at each length. Like every planner, the stage is decided from the runs on disk,
+so a killed sweep, rerun, plans the same runs.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence, TextIO
+
+from gptlab.run.config import get_dotted, resolve_run_config
+from gptlab.run.identity import run_sources
+from gptlab.statuses import OK
+from gptlab.stats.arms import ARM
+from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
+from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec, cell_label
+from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, TunedRun, tuned_known_runs
+from gptlab.sweep.worth_spec import LENGTH, LR, WORTH, WORTH_TUNING, WorthSpec, length_config, steps_at
+
+
+def length_of(run: Run) -> int:
+    """A run's train.max_iters (summary.csv's `train.max_iters` column in a sweep with `worth:`)."""
+    try:
+        return int(get_dotted(run.config, LENGTH))
+    except (KeyError, TypeError):
+        return resolve_run_config(run.config).train.max_iters
+
+
+def _run(spec: SweepSpec, like: Run, lr: float, seed: int, steps: int, role: str) -> TunedRun:
+    config = length_config({**like.config, "seed": seed, "train": {**like.config["train"], "lr": lr}}, steps)
+    resolved = resolve_run_config(config)
+    digest = resolved.run_hash(run_sources(spec.plugins, resolved.data.path))
+    setting = ((LR, lr),)
+    label = cell_label(like.cell + setting + ((LENGTH, f"wsd{steps}"),))
+    return TunedRun(f"{label}_s{seed}_{digest}", like.cell, seed, config, setting, role)
+
+
+def _trained_as(run: Run) -> tuple[int, str]:
+    """What a run trains: its seed and its config's hash (the run id's last part)."""
+    return run.seed, run.run_id.rsplit("_", 1)[-1]
+
+
+def worth_runs(spec: SweepSpec, estimation: Sequence[Run], trained: set[str] | None = None) -> list[TunedRun]:
+    """The worth stage's runs for the baseline's `estimation` runs (those in `trained`, all when None), cell-major."""
+    worth: WorthSpec = spec.worth
+    study = resolve_run_config({**spec.base, "seed": 0}).train.max_iters
+    taken = {_trained_as(r) for r in estimation}
+    out: list[TunedRun] = []
+    by_cell: dict[Any, list[Run]] = {}
+    for run in estimation:
+        if dict(run.cell).get(ARM) == spec.arms.baseline and (trained is None or run.run_id in trained):
+            by_cell.setdefault(run.cell, []).append(run)
+    for runs in by_cell.values():
+        by_lr: dict[float, list[Run]] = {}
+        for run in runs:
+            by_lr.setdefault(float(run.config["train"]["lr"]), []).append(run)
+        for lr, at_lr in by_lr.items():  # one lr per cell once picked; every possible pick for `known_runs`
+            first = sorted(at_lr, key=lambda r: r.seed)[:worth.seeds]
+            for run in first:
+                out += [_run(spec, run, lr, run.seed, steps_at(f, study), WORTH) for f in worth.lengths]
+            ends = (worth.lengths[0], worth.lengths[-1])
+            for factor in (1.0, *worth.retune):
+                if lr * factor >= float(first[0].config["train"]["min_lr"]):  # below min_lr no schedule decays
+                    out += [_run(spec, first[0], lr * factor, SELECTION_SEED_OFFSET, steps_at(end, study),
+                                 WORTH_TUNING) for end in ends]
+    unique: dict[str, TunedRun] = {}
+    for run in out:  # a wsd study's 1x runs are its estimation runs (same config and seed): trained once, as those
+        if _trained_as(run) not in taken:
+            unique.setdefault(run.run_id, run)
+    return list(unique.values())
+
+
+def known_runs(spec: SweepSpec) -> list[Run]:
+    """The runs a spec may have in its folder, each once: `tuned_known_runs`, and the lengths of every possible pick."""
+    runs = tuned_known_runs(spec)
+    if spec.worth is None:
+        return runs
+    return runs + worth_runs(spec, [r for r in runs if r.role == ESTIMATION])
+
+
+class WorthStages:
+    """Wraps a sweep's planner: once it is done, one more stage trains the baseline's lengths (`worth_runs`)."""
+
+    def __init__(self, base: Planner, spec: SweepSpec, out: TextIO) -> None:
+        self.base, self.spec, self.out = base, spec, out
+        self.planned: tuple[Run, ...] = tuple(spec.runs)  # every run planned so far (the base's last stage's)
+        self.state = "base"  # base -> worth -> done
+
+    def next_stage(self, finished: FinishedRuns) -> Stage | None:
+        if self.state == "base":
+            stage = self.base.next_stage(finished)
+            if stage is not None:
+                self.planned = stage.planned
+                return stage
+            self.state = "done"
+            ok = {str(r["run_id"]) for r in finished.rows if str(r.get("status")) == OK}
+            estimation = [r for r in self.planned if r.role == ESTIMATION]
+            runs = worth_runs(self.spec, estimation, ok)
+            if not runs:
+                print("worth: no estimation run of the baseline finished ok: no lengths to train", file=self.out)
+                return None
+            print(describe(self.spec, runs), file=self.out)
+            return Stage("worth: the baseline's lengths", tuple(runs), tuple(self.planned) + tuple(runs), tag="worth",
+                         unfinished="the baseline's lengths did not all finish (rerun to continue)")
+        return None
+
+    def preview(self) -> Preview | None:
+        base = self.base.preview()
+        stand_ins = tuple(worth_runs(self.spec, self._stand_in_estimation()))
+        intro = describe(self.spec, stand_ins)
+        if base is None:
+            return Preview(intro, (Case("the sweep with the baseline's lengths", tuple(self.spec.runs), stand_ins,
+                                        whole=True),))
+        cases = tuple(Case(c.label + (" + the baseline's lengths" if c.whole else ""), c.runs,
+                           c.stand_ins + (stand_ins if c.whole else ()), whole=c.whole) for c in base.cases)
+        return Preview(f"{base.intro}; then {intro}", cases)
+
+    def _stand_in_estimation(self) -> list[Run]:
+        """The baseline's estimation runs as the dry run counts them: at the first lr, its most seeds."""
+        cells = [r for r in self.spec.runs if dict(r.cell).get(ARM) == self.spec.arms.baseline]
+        seen: dict[Any, Run] = {}
+        for run in cells:
+            seen.setdefault(run.cell, run)
+        n = self.spec.seed_rule.max if self.spec.seed_rule else len(self.spec.seeds)
+        runs = []
+        for run in seen.values():
+            count = self.spec.seed_count(run.cell, n)
+            runs += [Run(f"{run.run_id}-stand-in-{s}", run.cell, s, {**run.config, "seed": s})
+                     for s in range(min(count, self.spec.worth.seeds or count))]
+        return runs
+
+
+def describe(spec: SweepSpec, runs: Sequence[Run]) -> str:
+    """One line: what the worth stage trains."""
+    worth: WorthSpec = spec.worth
+    n_worth = sum(r.role == WORTH for r in runs)  # type: ignore[attr-defined]
+    return (f"worth: the baseline {spec.arms.baseline} at its pick under wsd, at {', '.join(f'{f:g}x' for f in worth.lengths)} "
+            f"the study's steps ({n_worth} runs), and at lr x {', '.join(f'{f:g}' for f in (1.0, *worth.retune))} at "
+            f"{worth.lengths[0]:g}x and {worth.lengths[-1]:g}x ({len(runs) - n_worth} runs: does its optimum move?)")

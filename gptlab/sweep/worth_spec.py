@@ -1,0 +1,103 @@
+"""The `worth:` section of an arms sweep, validated into a `WorthSpec` (what `gptlab.sweep.worth` plans from).
+
+`worth: {lengths: [0.5, 1, 2, 4], seeds: 8, retune: [0.5, 2]}`: the lengths as multiples of the study's
+`train.max_iters` (3 or more, 1 among them), how many of the baseline's estimation seeds train them,
+and the lr factors tried beside the pick at the shortest and longest length. `{}` or `true` take the
+defaults. Each length must be a valid warmup-stable-decay run; no arm or scale key may set a length's
+own settings (`FIXED`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from gptlab.errors import GptlabError, closest, shown
+from gptlab.run.config import resolve_run_config
+
+KEYS = ("lengths", "seeds", "retune")
+DEFAULT_LENGTHS = (0.5, 1.0, 2.0, 4.0)
+DEFAULT_RETUNE = (0.5, 2.0)
+MAX_LENGTH = 64.0  # a length of 64x the study's steps is already a study of its own
+LENGTH = "train.max_iters"  # summary.csv's column of every run's length in a sweep with `worth:`
+WORTH, WORTH_TUNING = "worth", "worth_tuning"  # summary.csv's roles of the length runs and of the re-tune runs
+LR = "train.lr"
+FIXED = (LENGTH, "train.schedule", "train.lr_decay_iters")  # the lengths' own settings: no arm or scale key sets them
+
+
+@dataclass(frozen=True)
+class WorthSpec:
+    """A validated `worth:` section."""
+
+    lengths: tuple[float, ...] = DEFAULT_LENGTHS  # multiples of the study's train.max_iters, increasing, 1 among them
+    seeds: int | None = None  # how many of the baseline's estimation seeds train the lengths (None: all that trained)
+    retune: tuple[float, ...] = DEFAULT_RETUNE  # lr factors tried with the pick at the shortest and longest length
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lengths": list(self.lengths), **({"seeds": self.seeds} if self.seeds is not None else {}),
+                "retune": list(self.retune)}
+
+
+def _fail(key: str, message: str) -> GptlabError:
+    return GptlabError(f"worth.{key}: {message}")
+
+
+def _numbers(raw: Any, key: str, example: str) -> tuple[float, ...]:
+    if not isinstance(raw, list) or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in raw):
+        raise _fail(key, f"must be a list of numbers, e.g. {example}, got {shown(raw)}")
+    values = tuple(float(v) for v in raw)
+    if any(not math.isfinite(v) or v <= 0 for v in values):
+        raise _fail(key, f"must hold positive finite numbers, got {shown(raw)}")
+    if len(set(values)) != len(values):
+        raise _fail(key, f"lists a value twice: {shown(raw)}")
+    return tuple(sorted(values))
+
+
+def check_worth(raw: Any, spec_has_arms: bool, base: dict[str, Any], arms: Mapping[str, Mapping[str, Any]],
+                scale: Sequence[str]) -> WorthSpec | None:
+    """Validate `worth:` (a mapping, `{}` or `true` for the defaults; absent, null or false: None)."""
+    if raw is None or raw is False:
+        return None
+    if not spec_has_arms:
+        raise GptlabError("worth: prices each arm in the baseline's steps; it needs an arms sweep (arms:), not a grid")
+    if raw is True:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise GptlabError(f"worth: must be a mapping (lengths, seeds, retune) or true, got {shown(raw)}")
+    for key in raw:
+        if key not in KEYS:
+            raise GptlabError(f"worth: unknown key {shown(key)}{closest(str(key), KEYS)}; valid: {', '.join(KEYS)}")
+    lengths = _numbers(raw.get("lengths", list(DEFAULT_LENGTHS)), "lengths", "[0.5, 1, 2, 4]")
+    if len(lengths) < 3 or 1.0 not in lengths:
+        raise _fail("lengths", f"needs 3 or more lengths, 1 (the study's own) among them, got {list(lengths)}")
+    if lengths[-1] > MAX_LENGTH:
+        raise _fail("lengths", f"at most {MAX_LENGTH:g} times the study's steps, got {lengths[-1]:g}")
+    seeds = raw.get("seeds")
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 2):
+        raise _fail("seeds", f"must be a whole number >= 2 (a curve needs two seeds for its CI), got {shown(seeds)}")
+    retune = _numbers(raw.get("retune", list(DEFAULT_RETUNE)), "retune", "[0.5, 2]")
+    if 1.0 in retune:
+        raise _fail("retune", "lists 1: the pick itself is always tried; give the other factors, e.g. [0.5, 2]")
+    for key in FIXED:
+        where = next((f"arms.{n}" for n, s in arms.items() if key in s), "scale" if key in scale else None)
+        if where is not None:
+            raise GptlabError(f"worth: {where} sets {key}, which the baseline's lengths set themselves; keep one")
+    steps = resolve_run_config({**base, "seed": 0}).train.max_iters
+    for factor in lengths:  # each length must itself be a valid wsd run (a cooldown step at least)
+        try:
+            length_config({**base, "seed": 0}, steps_at(factor, steps))
+        except GptlabError as err:
+            raise _fail("lengths", f"{factor:g} x {steps} steps: {err}") from None
+    return WorthSpec(lengths, seeds, retune)
+
+
+def steps_at(factor: float, study_steps: int) -> int:
+    """The steps of a length `factor` x the study's."""
+    return max(1, round(factor * study_steps))
+
+
+def length_config(config: dict[str, Any], steps: int) -> dict[str, Any]:
+    """A run config at `steps` under wsd (resolved, so validated)."""
+    train = {**config.get("train", {}), "max_iters": steps, "schedule": "wsd"}
+    train.pop("lr_decay_iters", None)
+    return resolve_run_config({**config, "train": train}).to_dict()

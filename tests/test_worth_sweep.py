@@ -1,0 +1,138 @@
+"""`worth:` on the sweep side (`gptlab.sweep.worth_spec`, `gptlab.sweep.worth`): its validation, the baseline's
+lengths planned after the estimation seeds with shared trunks, summary.csv's lengths column and roles, the dry
+run's count, and a sweep that resumes after losing some of its length runs."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from gptlab.errors import GptlabError
+from gptlab.sweep.spec import validate_spec
+from gptlab.sweep.worth import known_runs, worth_runs
+from gptlab.sweep.worth_spec import DEFAULT_LENGTHS, WorthSpec
+
+from helpers import skip_figures, tiny_config
+
+
+def _raw(corpus: Path, worth=None, **extra) -> dict:
+    config = tiny_config(corpus, eval_interval=20)
+    config["train"].pop("lr")
+    config["data"]["test_fraction"] = 0.05
+    raw = {"name": "w", "base": {k: config[k] for k in ("model", "train", "data")},
+           "arms": {"nanogpt": {}, "relu": {"model.activation": "relu"}},
+           "tune": {"space": {"train.lr": [1e-3, 1e-2]}}, "seeds": 2,
+           "worth": {"lengths": [0.5, 1, 2], "seeds": 2, "retune": [2]} if worth is None else worth,
+           "executor": {"backend": "loky", "n_jobs": 2, "threads": 1}, **extra}
+    return raw
+
+
+def _spec(corpus: Path, raw: dict):
+    return validate_spec(raw, corpus.parent / "sweep.yaml", {}, {})
+
+
+@pytest.mark.parametrize("worth, message", [
+    ({"length": [1, 2, 4]}, r"worth: unknown key 'length' \(did you mean 'lengths'\?\)"),
+    ({"lengths": [0.5, 2, 4]}, r"worth.lengths: needs 3 or more lengths, 1 \(the study's own\) among them"),
+    ({"lengths": [1, 2]}, "needs 3 or more lengths"),
+    ({"lengths": [1, 2, 2, 4]}, "lists a value twice"),
+    ({"lengths": [1, 2, "4x"]}, "must be a list of numbers"),
+    ({"lengths": [1, 2, float("nan")]}, "positive finite numbers"),
+    ({"lengths": [1, 2, 1000]}, "at most 64 times the study's steps"),
+    ({"lengths": [0.01, 1, 2]}, r"worth.lengths: 0.01 x 40 steps: .*cooldown"),
+    ({"seeds": 1}, "worth.seeds: must be a whole number >= 2"),
+    ({"seeds": True}, "worth.seeds: must be a whole number"),
+    ({"retune": [1, 2]}, "worth.retune: lists 1: the pick itself is always tried"),
+    ("yes", "worth: must be a mapping"),
+])
+def test_a_bad_worth_section_is_one_line_naming_the_key(corpus, worth, message):
+    with pytest.raises(GptlabError, match=message):
+        _spec(corpus, _raw(corpus, worth))
+
+
+def test_worth_needs_arms_and_leaves_the_lengths_settings_to_itself(corpus):
+    raw = _raw(corpus)
+    raw["grid"] = {"model.activation": ["gelu", "relu"]}
+    del raw["arms"]
+    with pytest.raises(GptlabError, match=r"^worth: prices each arm in the baseline's steps; it needs an arms sweep"):
+        _spec(corpus, raw)
+    raw = _raw(corpus, scale={"train.max_iters": [40, 60]})
+    raw["base"]["train"].pop("max_iters")
+    with pytest.raises(GptlabError, match=r"^worth: scale sets train.max_iters, which the baseline's lengths set"):
+        _spec(corpus, raw)
+    raw = _raw(corpus)
+    raw["arms"]["relu"]["train.schedule"] = "wsd"
+    with pytest.raises(GptlabError, match=r"^worth: arms.relu sets train.schedule"):
+        _spec(corpus, raw)
+
+
+def test_worth_true_takes_the_defaults_and_sweep_yaml_keeps_them(corpus):
+    spec = _spec(corpus, _raw(corpus, True))
+    assert spec.worth == WorthSpec() and spec.worth.lengths == DEFAULT_LENGTHS
+    assert spec.to_dict()["worth"] == {"lengths": [0.5, 1.0, 2.0, 4.0], "retune": [0.5, 2.0]}
+    again = _spec(corpus, {**_raw(corpus), "worth": spec.to_dict()["worth"]})
+    assert again.worth == spec.worth
+    assert "worth" not in _spec(corpus, _raw(corpus, False)).to_dict()
+
+
+def test_the_lengths_are_the_baselines_estimation_seeds_at_its_pick_under_wsd_and_known_to_the_folder(corpus):
+    spec = _spec(corpus, _raw(corpus))
+    estimation = [r for r in known_runs(spec) if r.role == "estimation" and r.config["train"]["lr"] == 1e-2]
+    runs = worth_runs(spec, estimation)
+    worth = [r for r in runs if r.role == "worth"]
+    assert sorted((r.seed, r.config["train"]["max_iters"]) for r in worth) == [(s, n) for s in (0, 1)
+                                                                                for n in (20, 40, 80)]
+    assert {r.config["train"]["schedule"] for r in runs} == {"wsd"}
+    assert {r.factors["arm"] for r in runs} == {"nanogpt"}  # the baseline only
+    tuning = [r for r in runs if r.role == "worth_tuning"]
+    assert sorted((r.config["train"]["lr"], r.config["train"]["max_iters"]) for r in tuning) == [
+        (0.01, 20), (0.01, 80), (0.02, 20), (0.02, 80)]
+    assert {r.seed for r in tuning} == {1_000_000}
+    known = {r.run_id for r in known_runs(spec)}
+    assert {r.run_id for r in runs} <= known  # a finished length run is never taken for a stray
+    # a study trained with wsd: its estimation runs are the 1x points, not trained twice
+    raw = _raw(corpus)
+    raw["base"]["train"]["schedule"] = "wsd"
+    wsd = _spec(corpus, raw)
+    estimation = [r for r in known_runs(wsd) if r.role == "estimation" and r.config["train"]["lr"] == 1e-2]
+    lengths = sorted(r.config["train"]["max_iters"] for r in worth_runs(wsd, estimation) if r.role == "worth")
+    assert lengths == [20, 20, 80, 80]
+
+
+@pytest.mark.slow
+def test_a_sweep_with_worth_trains_the_lengths_from_shared_trunks_and_resumes(tmp_path, corpus, monkeypatch, capsys):
+    from gptlab.sweep_cli import main as sweep_main
+
+    skip_figures(monkeypatch)
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(_raw(corpus)))
+    args = [str(tmp_path / "sweep.yaml"), "--results-dir", str(tmp_path / "results"),
+            "--reports-dir", str(tmp_path / "reports")]
+    assert sweep_main(args + ["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "+ the baseline's lengths (672 steps with shared trunks, 800 without), 18 runs" in out
+    assert sweep_main(args) == 0
+    err = capsys.readouterr().err
+    assert "shared trunks: 4 group(s)" in err and "worth, branches: [6/6]" in err
+    summary = pd.read_csv(tmp_path / "results" / "w" / "summary.csv")
+    assert list(summary.columns[:5]) == ["run_id", "seed", "arm", "train.lr", "train.max_iters"]
+    assert summary.groupby("role").size().to_dict() == {"estimation": 4, "selection": 4, "worth": 6,
+                                                         "worth_tuning": 4}
+    worth = summary[summary["role"] == "worth"]
+    assert sorted(worth["train.max_iters"]) == [20, 20, 40, 40, 80, 80] and (worth["status"] == "ok").all()
+    assert worth["best_test_loss"].notna().all()
+    assert (summary.loc[summary["role"] == "estimation", "train.max_iters"] == 40).all()
+    # a lost trunk and a lost branch train again, nothing else; the numbers do not change
+    lost = worth.sort_values("train.max_iters").iloc[[0, -1]]
+    before = dict(zip(lost["run_id"], lost["best_val_loss"]))
+    for run_id in lost["run_id"]:
+        for file in (tmp_path / "results" / "w" / "runs" / run_id).glob("*.*"):
+            file.unlink()
+    assert sweep_main(args) == 0
+    err = capsys.readouterr().err
+    assert "trunks: 4 runs (1 cells), 3 already finished, 1 to train" in err
+    assert "5 already finished, 1 to train" in err and "not in this spec" not in err
+    again = pd.read_csv(tmp_path / "results" / "w" / "summary.csv").set_index("run_id")
+    assert {k: again.loc[k, "best_val_loss"] for k in before} == pytest.approx(before, rel=1e-6)
