@@ -21,7 +21,8 @@ from gptlab.report.sentences import worth as worth_words
 from gptlab.report.tables import compute_tables
 from gptlab.report.tables.worth import worth_view
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.stats.scorecard import NOT_TESTED
+from gptlab.report.fmt import multiplier_text
+from gptlab.stats.scorecard import NOT_TESTED, speed_verdict
 from tests.helpers import skip_figures
 
 S = 1000  # the study's steps
@@ -211,3 +212,24 @@ def test_the_report_writes_worth_csv_its_figure_and_load_gives_it(tmp_path, wsd_
     assert list(card.columns[card.columns.get_loc("call") + 1:][:2]) == ["worth", "step_cost"]
     study = load(wsd_study)
     assert list(study.worth["arm"]) == list(worth["arm"]) and list(study.worth_retune["best_factor"]) == [1, 2]
+
+
+@pytest.mark.parametrize("direction, low, high, expected", [
+    ("better", 0.85, 0.95, "holds"), ("better", 1.02, 1.2, "opposite"), ("better", 0.9, 1.1, "not shown"),
+    ("worse", 1.02, 1.2, "holds"), ("same", 0.9, 1.1, "not shown"), ("same", 0.8, 0.9, "opposite"),
+    ("better", math.nan, math.nan, "not shown"),
+])
+def test_a_speed_claim_reads_the_step_costs_ci_against_1(direction, low, high, expected):
+    assert speed_verdict(direction, low, high) == expected
+
+
+@pytest.mark.parametrize("args, text", [
+    ((1.43, 1.2, 1.6, "", False, False, 0.5, 4), "1.4x (1.2-1.6)"),
+    ((2.013, 1.97, 2.05, "", False, False, 0.5, 4), "2.01x (1.97-2.05)"),
+    ((3.1, 1.9, 4.0, "", False, True, 0.5, 4), "3.1x (1.9 to >4)"),
+    ((0.6, 0.5, 0.9, "", True, False, 0.5, 4), "0.6x (<0.5 to 0.9)"),
+    ((math.nan, 4.0, 4.0, "above", False, True, 0.5, 4), "beyond 4x"),
+    ((math.nan, 0.5, 0.5, "below", True, False, 0.5, 4), "below 0.5x"),
+])
+def test_a_multiplier_is_written_with_its_ci_and_never_past_the_lengths(args, text):
+    assert multiplier_text(*args) == text

@@ -103,7 +103,7 @@ def fmt_times(value: float, decimals: int = 2) -> str:
 def multiplier_text(m: float, low: float, high: float, censored: str, low_open: bool, high_open: bool,
                     lowest: float, highest: float) -> str:
     """A multiplier and its 95% CI in a few characters: '1.4x (1.2-1.6)' (two decimals where the CI is narrower
-    than 0.5: '2.01x (1.97-2.05)'); an end the CI reaches is open ('1.4x (1.2 to >4)'); a censored one is only
+    than 0.2: '2.01x (1.97-2.05)'); an end the CI reaches is open ('1.4x (1.2 to >4)'); a censored one is only
     its bound ('beyond 4x', 'below 0.5x'): never extrapolated."""
     if censored == "above":
         return f"beyond {highest:.3g}x"
@@ -111,7 +111,7 @@ def multiplier_text(m: float, low: float, high: float, censored: str, low_open: 
         return f"below {lowest:.3g}x"
     if m is None or (isinstance(m, float) and math.isnan(m)):
         return ""
-    d = 2 if (high - low) < 0.5 else 1
+    d = 2 if (high - low) < 0.2 else 1
     lo = f"<{lowest:.3g}" if low_open else fmt_times(low, d)
     hi = f">{highest:.3g}" if high_open else fmt_times(high, d)
     return f"{fmt_times(m, d)}x ({lo} to {hi})" if low_open or high_open else f"{fmt_times(m, d)}x ({lo}-{hi})"
