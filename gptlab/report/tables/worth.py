@@ -162,12 +162,6 @@ def _retune(tuning: pd.DataFrame, outcome: str, pick: float, study_steps: float,
     return pd.DataFrame(rows, columns=RETUNE_COLS), checks
 
 
-def _multiplier(curve, steps, arm, anchor) -> stats_worth.Worth:
-    if anchor is None:
-        return stats_worth.step_multiplier(curve, steps, arm)
-    return stats_worth.step_multiplier(curve, steps, arm, anchor=anchor)
-
-
 def _placed(curve: stats_worth.BaselineCurve, steps: float, arm: stats_worth.ArmLoss,
             anchor: stats_worth.ArmLoss | None) -> float:
     """The arm's loss on the curve's scale: its own, or (with an anchor) the curve at S plus its effect."""
@@ -215,7 +209,7 @@ def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame, estimat
             loss = _arm_loss(res, mine)
             row["arm_loss"] = loss.mean
             if curve is not None:
-                w = _multiplier(curve, steps, loss, anchor)
+                w = stats_worth.step_multiplier(curve, steps, loss, anchor=anchor)
                 row.update(_worth_cols(w), placed_loss=_placed(curve, steps, loss, anchor))
                 note += [w.note] if w.note else []
                 if checks:
