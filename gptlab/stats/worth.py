@@ -221,6 +221,7 @@ def step_multiplier(curve: BaselineCurve, study_steps: float, arm: ArmLoss, leve
 
     `anchor`: the baseline's own runs at `study_steps` under the study's schedule when the curve's are another
     (cosine against wsd): the arm is then placed on the curve's shape only, arm - anchor = curve(x) - curve(x0).
+    The anchor shares seeds with the curve; leaving that covariance out is conservative (the module docstring).
     """
     if not curve.steps[0] <= study_steps <= curve.steps[-1]:
         raise ValueError(f"worth: the study's {study_steps:g} steps lie outside the lengths {curve.steps.tolist()}")
