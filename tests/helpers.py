@@ -53,11 +53,12 @@ def skip_figures(mp, keep: tuple[str, ...] = ()) -> None:
     """Stub the report's figures (seconds each) on a `pytest.MonkeyPatch`: text and tables are still written.
 
     `keep`: the figure functions left alone (`make_figures`, `precision_curves`, `effects_by_scale`,
-    `isolation_plot`)."""
+    `isolation_plot`, `worth_plot`)."""
     from gptlab.report import figures
 
     stubs = {"make_figures": lambda *args, **kw: figures.Figures(), "precision_curves": lambda *args, **kw: None,
-             "effects_by_scale": lambda *args, **kw: None, "isolation_plot": lambda *args, **kw: None}
+             "effects_by_scale": lambda *args, **kw: None, "isolation_plot": lambda *args, **kw: None,
+             "worth_plot": lambda *args, **kw: None}
     for name, stub in stubs.items():
         if name not in keep:
             mp.setattr(figures, name, stub)

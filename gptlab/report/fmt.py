@@ -24,7 +24,13 @@ _EXACT = {"p_value": "sig", "p_adjusted": "sig", "bartlett_p": "sig", "divergenc
           "effect_at_reference": LOSS_DECIMALS, "effect_at_level": LOSS_DECIMALS, "change": LOSS_DECIMALS,
           "text_share": 2, "baseline_seeds_needed": "int", "seeds_at_test_fraction": "int",
           "baseline_seeds_at_test_fraction": "int", "test_fraction": 3, "test_fraction_min": 3,
-          "test_fraction_needed": 2, "df": 1}
+          "test_fraction_needed": 2, "df": 1, **{c: 3 for c in (
+              "multiplier", "multiplier_low", "multiplier_high", "lowest", "highest", "step_cost", "step_cost_low",
+              "step_cost_high", "wall_multiplier", "wall_low", "wall_high", "retuned_multiplier", "retuned_low",
+              "retuned_high", "length", "best_factor", "optimum")}, "multiplier_df": 1, "study_steps": "int",
+          "steps": "int", "arm_loss": LOSS_DECIMALS, "placed_loss": LOSS_DECIMALS, "best_loss": LOSS_DECIMALS,
+          "pick_loss": LOSS_DECIMALS, "gap": LOSS_DECIMALS, "threshold": LOSS_DECIMALS,
+          "noise_sd": LOSS_DECIMALS}
 _LOSS_LIKE = ("loss", "bpc", "ci95", "ci90_low", "ci90_high", "ci_low", "ci_high", "estimate", "gap", "mde80",
               "resid_sd")
 
@@ -87,3 +93,25 @@ def fmt_loss(value: float) -> str:
 def fmt_p(p: float) -> str:
     """'< 0.001' or '= 0.041' for use after the letter p."""
     return "< 0.001" if p < 0.001 else f"= {p:.2g}"
+
+
+def fmt_times(value: float, decimals: int = 2) -> str:
+    """A multiplier: '1.4' (1 decimal), '1.43' (2), '12' at 10 or more."""
+    return f"{value:.{decimals if abs(value) < 10 else 0}f}"
+
+
+def multiplier_text(m: float, low: float, high: float, censored: str, low_open: bool, high_open: bool,
+                    lowest: float, highest: float) -> str:
+    """A multiplier and its 95% CI in a few characters: '1.4x (1.2-1.6)' (two decimals where the CI is narrower
+    than 0.2: '2.01x (1.97-2.05)'); an end the CI reaches is open ('1.4x (1.2 to >4)'); a censored one is only
+    its bound ('beyond 4x', 'below 0.5x'): never extrapolated."""
+    if censored == "above":
+        return f"beyond {highest:.3g}x"
+    if censored == "below":
+        return f"below {lowest:.3g}x"
+    if m is None or (isinstance(m, float) and math.isnan(m)):
+        return ""
+    d = 2 if (high - low) < 0.2 else 1
+    lo = f"<{lowest:.3g}" if low_open else fmt_times(low, d)
+    hi = f">{highest:.3g}" if high_open else fmt_times(high, d)
+    return f"{fmt_times(m, d)}x ({lo} to {hi})" if low_open or high_open else f"{fmt_times(m, d)}x ({lo}-{hi})"

@@ -113,6 +113,19 @@ class Study:
         return self.tables.get("scorecard", pd.DataFrame(columns=["arm", "verdict"]))
 
     @cached_property
+    def worth(self) -> pd.DataFrame:
+        """A `worth:` study's arms in the baseline's training steps and wall time (`tables/worth.csv`: each arm's
+        step multiplier with its 95% CI, censored beyond the lengths trained, its relative time per step and
+        its wall-time multiplier); no rows without `worth:`."""
+        return self.tables.get("worth", pd.DataFrame(columns=["arm", "baseline", "multiplier"]))
+
+    @cached_property
+    def worth_retune(self) -> pd.DataFrame:
+        """A `worth:` study's re-tune: the baseline's best lr factor at the shortest and longest length
+        (`tables/worth_retune.csv`); no rows without it."""
+        return self.tables.get("worth_retune", pd.DataFrame(columns=["steps", "best_factor"]))
+
+    @cached_property
     def effects_by_step(self) -> pd.DataFrame:
         """Main effects (or cells against the baseline) at every evaluated step, each step its own Holm family."""
         return self._bundle.by_step

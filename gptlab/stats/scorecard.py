@@ -2,7 +2,8 @@
 
 A claim has a direction, the arm against the baseline as the paper states it: `better` (lower
 loss), `worse` or `same`. Claims about speed, memory or length extrapolation (`about`) are not
-claims about the loss at the training length that the lab measures: they are `not tested here`.
+claims about the loss at the training length that the lab measures: they are `not tested here`, except a
+speed claim in a study that measured each arm's time per step (`worth:`): `speed_verdict` reads its CI.
 Otherwise the verdict reads the tuned effect's call (`calls`) after the tuning check (`robustness`):
 
 - `holds`: the lab calls what the paper claims (better or worse as claimed; equivalent for `same`);
@@ -18,6 +19,8 @@ Otherwise the verdict reads the tuned effect's call (`calls`) after the tuning c
 """
 from __future__ import annotations
 
+import math
+
 DIRECTIONS = ("better", "worse", "same")  # the arm against the baseline, as the paper claims it
 ABOUT = ("quality", "speed", "memory", "length")  # what a claim is about; only quality is scored on the loss
 AT_PICKS = {"holds": "agrees at the picks only", "opposite": "opposite at the picks only",
@@ -31,6 +34,21 @@ NOT_TESTED = {
     "length": "a claim about sequences longer than the training context: every run here is scored at its "
               "training length",
 }
+
+MEASURED = {"speed": "from each arm's time per training step over the baseline's (`step_cost` in worth.csv, 95% CI): "
+                     "wall times on the machine the report names, not the paper's hardware"}
+
+
+def speed_verdict(direction: str, cost_low: float, cost_high: float) -> str:
+    """The verdict on a speed claim from the 95% CI of the arm's time per step over the baseline's: `holds` when
+    it lies on the claimed side of 1 (`better`: below, faster; `worse`: above), `opposite` on the other side,
+    `not shown` where it holds 1 or is missing (no margin is set on time: `same` is never more than `not shown`)."""
+    if not (math.isfinite(cost_low) and math.isfinite(cost_high)):
+        return "not shown"
+    side = "better" if cost_high < 1 else "worse" if cost_low > 1 else ""
+    if not side or direction == "same":
+        return "opposite" if side and direction == "same" else "not shown"
+    return "holds" if side == direction else "opposite"
 
 
 def verdict(direction: str | None, about: str, call: str, at_picks: str | None = None) -> str:

@@ -19,6 +19,7 @@ import yaml
 
 from gptlab.report.document import quotes
 from gptlab.report.document.blocks import Block, Bullets, Code, Heading, Markdown, Para, Table, image
+from gptlab.report.document.worth import worth_section
 from gptlab.report.document.sections import (MAX_MD_ROWS, SNAPSHOT, adaptive_section, effects_sections,
                                              scale_section, scorecard_section, table_blocks, training_sections,
                                              tuning_section)
@@ -212,7 +213,8 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures
           samples: Sequence[Sample]) -> list[Block]:
     """All blocks of the report, in order: its numbers (`tables`), its sentences (`words`), its figures (one
     field each) and its text samples (one per cell)."""
-    blocks = header(res, words) + summary(res, tables, words, figures) + scorecard_section(res, tables, words)
+    blocks = header(res, words) + summary(res, tables, words, figures) + worth_section(res, tables, words, figures)
+    blocks += scorecard_section(res, tables, words)
     blocks += adaptive_section(tables.adaptive, words, figures)
     blocks += discussion(res, tables.files(words.verdicts))
     blocks += stability_section(tables, words)

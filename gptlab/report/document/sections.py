@@ -50,7 +50,7 @@ def table_blocks(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list
 # The page's `call` column keeps the direction through the tuning check (`call_phrase`), so no `tuning` column
 ARMS_MD_COLS = ["arm", "scale_level", "pick"] + EFFECT_COLS + ["n_ok", "n_ok_baseline", "n_diverged", "n_failed"]
 SCORECARD_MD_COLS = ["arm", "scale_level", "source", "direction", "size", "untuned_estimate", "estimate", "ci_low",
-                     "ci_high", "call", "verdict"]
+                     "ci_high", "call", "worth", "verdict"]  # worth: a `worth:` study's only
 
 
 def scorecard_section(res: Results, tables: ReportTables, words: Sentences) -> list[Block]:
@@ -67,6 +67,10 @@ def scorecard_section(res: Results, tables: ReportTables, words: Sentences) -> l
         + " and at each arm's own tuned setting (`estimate`, 95% CI, call after the tuning check), and the verdict: "
         "the legend under the table defines each word, docs/STATISTICS.md says more. Table: `tables/scorecard.csv` "
         "(with each claim's words and setting).")]
+    if "worth" in card.columns:  # a `worth:` study
+        blocks.append(Para("`worth`: the baseline's training steps that match the arm, as a multiple of the study's "
+                           "(95% CI; the worth section above). A claim about speed is judged on the arm's time per "
+                           "step over the baseline's: `holds` when its 95% CI lies on the claimed side of 1."))
     blocks += table_blocks(with_call_phrases(card), SCORECARD_MD_COLS, "scorecard.csv", "claims")
     blocks += [Para(words.scorecard_legend)] if words.scorecard_legend else []
     blocks += [Bullets(list(words.scorecard))] if words.scorecard else []

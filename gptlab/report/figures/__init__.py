@@ -2,7 +2,8 @@
 
 Owns which figures a report has and their file names (`Figures`: one field per figure, the file
 `figures/FIELD.png`, named in `Figures.of` alone). `run_figures` draws the figures of the runs,
-`effect_figures` those of the effects, `tuning_figure` the tuned sweep's isolation plot, and
+`effect_figures` those of the effects, `tuning_figure` the tuned sweep's isolation plot, `worth_figure` a
+`worth:` study's curve with its arms, and
 `figstyle` holds what they share. Every figure is drawn from the report's tables
 (`tables.ReportTables`) and its runs, after the sentences and before the document.
 """
@@ -15,6 +16,7 @@ from gptlab.report.figures import effect_figures
 from gptlab.report.figures.run_figures import (effects_by_scale, forest_rows, level_effects, precision_curves,
                                                throughput, val_curves)
 from gptlab.report.figures.tuning_figure import isolation_plot
+from gptlab.report.figures.worth_figure import worth_plot
 from gptlab.report.load import Results
 from gptlab.report.tables import ReportTables
 
@@ -41,6 +43,7 @@ class Figures:
     precision: Png | None = None  # an adaptive sweep: each called effect's half-width against seeds
     effects_by_scale: Png | None = None  # a sweep with `scale:`: effects at each scale level
     isolation: Png | None = None  # a tuned sweep: the isolation plot
+    worth: Png | None = None  # a `worth:` study: the baseline's loss against length, each arm placed on it
 
     @classmethod
     def of(cls, **pngs: bytes | None) -> Figures:
@@ -80,4 +83,5 @@ def report_figures(res: Results, tables: ReportTables) -> Figures:
         precision=precision_curves(adaptive.curve) if adaptive is not None else None,
         effects_by_scale=effects_by_scale(tables.by_scale, res) if len(tables.by_scale) else None,
         isolation=isolation_plot(res, tuned.table, tuned.keys, tuned.ceiling, tuned.curves)
-        if tuned is not None and tuned.n_selection else None)
+        if tuned is not None and tuned.n_selection else None,
+        worth=worth_plot(res, tables.worth) if tables.worth is not None else None)

@@ -23,7 +23,8 @@ import yaml
 
 from gptlab.report.load.block_losses import read_test_blocks
 from gptlab.report.load.ceiling import unigram_ceiling
-from gptlab.report.load.results import TEST_OUTCOME, VAL_OUTCOME, ReportError, Results, read_text
+from gptlab.report.load.results import (TEST_OUTCOME, VAL_OUTCOME, WORTH, WORTH_TUNING, ReportError, Results,
+                                        read_text)
 from gptlab.report.load.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_json
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SummaryCheck, check_summary
@@ -33,7 +34,7 @@ from gptlab.stats.levels import grid_level, level_key
 from gptlab.stats.adaptive_seeds import ROUND_COLS
 from gptlab.statuses import UNSTABLE
 
-__all__ = ["load_results", "Results", "ReportError", "read_text", "run_roles"]
+__all__ = ["load_results", "Results", "ReportError", "read_text", "run_roles", "WORTH", "WORTH_TUNING"]
 log = logging.getLogger(__name__)
 NUMERIC = ["seed", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
            "params_non_embedding", "tokens_per_sec", "wall_s", "best_val_bpc", "best_test_loss", "best_test_bpc"]
@@ -225,6 +226,10 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     _mark_unstable(runs, res.outcome, [str(k) for k in (spec.get("tune") or {}).get("space") or {}
                                        if isinstance(spec.get("tune"), dict) and str(k) in runs])
     res.test_blocks = read_test_blocks(results_dir, runs, res.outcome, res.unit)
+    if spec.get("worth") and len(res.other_roles):  # the baseline's lengths: blocks of their own
+        other = res.other_roles
+        res.worth_blocks = read_test_blocks(results_dir, other[run_roles(other).isin([WORTH, WORTH_TUNING])],
+                                            res.outcome, res.unit)
     res.curves = read_curves(results_dir, runs)
     res.ceiling, res.ceiling_note = unigram_ceiling(results_dir, runs, per_token=res.unit == "nats/token",
                                              split="test" if res.has_test_split else "val")

@@ -23,6 +23,7 @@ from gptlab.stats.design import effect_label, factor_short
 from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule
 
 VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
+WORTH, WORTH_TUNING = "worth", "worth_tuning"  # summary.csv's `role` of a `worth:` study's length runs and their re-tune
 
 
 class ReportError(GptlabError):
@@ -58,6 +59,7 @@ class Results:
     selection_ceiling: float = math.nan  # a tuned sweep's cap: unigram loss of the selection runs' validation split
     rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLS))  # rounds.csv (adaptive)
     summary_check: SummaryCheck = field(default_factory=SummaryCheck)  # summary.csv against the run folders
+    worth_blocks: BlockLosses = field(default_factory=BlockLosses)  # the test blocks of the `worth:` runs, or why none
 
     def short(self, factor: str) -> str:
         """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""

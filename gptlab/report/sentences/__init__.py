@@ -14,7 +14,7 @@ import pandas as pd
 
 from gptlab.report.load import Results
 from gptlab.stats.arms import ARM
-from gptlab.report.sentences import notes, overview, sweeps, to_decide, verdicts
+from gptlab.report.sentences import notes, overview, sweeps, to_decide, verdicts, worth
 from gptlab.report.tables import ReportTables
 
 
@@ -60,6 +60,9 @@ class Sentences:
     to_decide: tuple[str, ...] = ()  # per row of `tables.to_decide`: what would decide that inconclusive effect
     to_decide_summary: str = ""  # the summary's one line on them when there are many ("" otherwise)
     stability: tuple[str, ...] = ()  # where runs did not train (diverged or collapsed), and runs reclassified on read
+    worth: tuple[str, ...] = ()  # a `worth:` study: one line per row of worth.csv (the arm in the baseline's steps)
+    worth_notes: tuple[str, ...] = ()  # a `worth:` study: how the curve was trained, the schedule, the machine
+    retune: tuple[str, ...] = ()  # a `worth:` study: per scale level, whether the baseline's lr optimum moves
 
     @property
     def verdicts(self) -> dict[str, list[str]]:
@@ -73,6 +76,7 @@ class Sentences:
 def write(res: Results, tables: ReportTables) -> Sentences:
     """Every sentence of the report of `res`, from its `tables`."""
     margin = tables.margin
+    worth_lines, worth_notes, retune = worth.lines(tables.worth, res)
     main = [verdicts.main(r, res, margin, tables.simple) for r in tables.main.to_dict("records")]
     interactions = [verdicts.interaction(r, res, margin) for r in tables.interactions.to_dict("records")]
     design_notes, warnings = notes.design_notes(res, tables.effects, margin)
@@ -89,7 +93,8 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         changes=sweeps.change_verdicts(tables.changes, res), given=sweeps.given_sentence(res, tables.given),
         error_model=notes.error_model(res, tables.effects), tuning_checks=tuple(_tuning_checks(res, tables)),
         arms=tuple(verdicts.arm(r, res, margin) for r in tables.arms.to_dict("records")),
-        scorecard=tuple(sweeps.scorecard_lines(tables.scorecard, res.unit)), untuned=sweeps.untuned_note(res),
+        scorecard=tuple(worth.scorecard_lines(tables.scorecard, sweeps.scorecard_lines(
+            tables.scorecard, res.unit), res.unit)), untuned=sweeps.untuned_note(res),
         scorecard_legend=sweeps.legend(tables.scorecard, margin), arms_legend=sweeps.legend(tables.arms, margin),
         calls_legend=sweeps.legend(tables.arms if len(tables.arms.columns) else pd.concat(
             [tables.main, tables.interactions]), margin, only=sweeps.TUNING_WORDS),
@@ -105,7 +110,8 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         lr_noise=sweeps.lr_noise(tuned.curves, res.unit) if tuned is not None else "",
         to_decide=tuple(to_decide.sentences(tables.to_decide, res, margin)),
         to_decide_summary=to_decide.summary(tables.to_decide, res, margin),
-        stability=tuple(notes.stability(res, tables.stability)))
+        stability=tuple(notes.stability(res, tables.stability)), worth=worth_lines, worth_notes=worth_notes,
+        retune=retune)
 
 
 def _summary_calls(tables: ReportTables) -> dict[tuple[str, str], str]:

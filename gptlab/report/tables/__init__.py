@@ -23,6 +23,7 @@ from gptlab.report.tables.scale import effect_changes_by_scale, effects_by_scale
 from gptlab.report.tables.to_decide import to_decide_table
 from gptlab.report.tables.stability import stability_table
 from gptlab.report.tables.tuned_comparison import TuningView, given_picks, loss_left_high, tuning_view, with_effects
+from gptlab.report.tables.worth import WorthView, worth_view
 from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis
 
 ALWAYS = ("main_effects", "interactions", "failures")  # tables the report writes even when they have no rows
@@ -59,6 +60,7 @@ class ReportTables:
     scorecard: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: claims and verdicts
     to_decide: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # inconclusive effects: what would decide
     stability: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # runs trained/collapsed/... per setting
+    worth: WorthView | None = None  # a `worth:` study: each arm's step and wall-time multipliers, the re-tune
 
     def _effects(self, name: str, empty: Sequence[str] = ()) -> pd.DataFrame:
         return getattr(self.effects, name) if self.effects is not None else pd.DataFrame(columns=list(empty))
@@ -114,7 +116,8 @@ class ReportTables:
         effects = {"main_effects": self.main, "interactions": self.interactions, "higher_order": self.higher,
                    "simple_effects": self.simple}
         if len(self.arms.columns):  # a design of arms has no main effects or interactions: each arm vs the baseline
-            effects = {"arms": self.arms, "scorecard": self.scorecard}
+            effects = {"arms": self.arms, "scorecard": self.scorecard,
+                       **({"worth": self.worth.table, "worth_retune": self.worth.retune} if self.worth else {})}
         every = {"cells": self.cells, "levels": self.levels, **effects,
                  "cells_vs_baseline": self.cells_vs_baseline, "aliases": self.aliases,
                  "effects_by_step": self.by_step, "divergence": self.divergence, "sensitivity": self.sensitivity,
@@ -153,7 +156,9 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
     by_scale = effects_by_scale(res, margin, left)
     arms = arms_table(res, main, by_scale, tuned) if res.arms else pd.DataFrame()
     changes = effect_changes_by_scale(res, margin, left)
-    scorecard = scorecard_table(res, arms, tuned, changes) if res.arms else pd.DataFrame()
+    worth = worth_view(res)
+    scorecard = scorecard_table(res, arms, tuned, changes, worth.table if worth else None) if res.arms \
+        else pd.DataFrame()
     to_decide = to_decide_table(res, a, main, interactions, arms, margin, tuned.curves if tuned else None)
     return ReportTables(
         margin=margin, cells=analyses.cell_table(res), levels=analyses.level_table(res),
@@ -162,4 +167,4 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
         sensitivity=analyses.sensitivity(res, a, margin), adaptive=adaptive_view(res), by_scale=by_scale,
         tuned=with_effects(tuned, res, main, interactions) if tuned else None, has_scale=bool(res.scale),
         changes=changes, given=given_picks(res), arms=arms, scorecard=scorecard, to_decide=to_decide,
-        stability=stability_table(res))
+        stability=stability_table(res), worth=worth)

@@ -1,0 +1,185 @@
+"""The sentences of a `worth:` study: each arm in the baseline's steps and wall time, how, where the times were taken.
+
+Owns the words of the report's worth section (`document.worth`), from the rounded tables of
+`tables.worth.WorthView`: one line per arm (per scale level) saying no more than its CI (an open end is
+"beyond"/"below" a length trained, a censored arm only its bound, a CI that holds 1x says no gain is shown),
+the curve and the schedule it was trained with (the confound when the arms trained with another), the
+machine the times come from and that runs shared it, and the re-tune of the baseline at the end lengths.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pandas as pd
+
+from gptlab.report.fmt import fmt_loss, fmt_times
+from gptlab.report.load import Results
+from gptlab.report.tables.worth import WSD, WorthView
+
+
+def _num(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _flag(value: Any) -> bool:
+    """A flag of the table (True, or "True" once read back)."""
+    return value is True or str(value) == "True"
+
+
+def _at(res: Results, r: dict) -> str:
+    return f" ({res.label(r['scale_factor'], r['scale_level'])})" if r.get("scale_factor") else ""
+
+
+def holds_one(low: float, high: float, low_open: bool, high_open: bool) -> bool:
+    """Whether a multiplier's CI (open ends extended) holds 1x."""
+    return (low_open or low <= 1) and (high_open or high >= 1)
+
+
+def arm_line(r: dict, res: Results) -> str:
+    """One arm at one scale level: its step multiplier, its step cost and its wall-time multiplier."""
+    who = f"{r['arm']}{_at(res, r)}"
+    if r["censored"] == "above":
+        line = (f"{who}: the baseline does not reach its loss within {_num(r['highest']):g}x its steps, the "
+                f"longest length trained: the baseline needs {r['worth']} its steps (not extrapolated)")
+        low = _num(r["multiplier_low"])
+        line += f"; the 95% CI starts at {fmt_times(low)}x" if math.isfinite(low) and low < _num(r["highest"]) else ""
+    elif r["censored"] == "below":
+        line = (f"{who}: worse than the baseline at {_num(r['lowest']):g}x its steps, the shortest length "
+                f"trained: {r['worth']} (not extrapolated)")
+    elif r["worth"]:
+        line = f"{who}: the baseline needs {r['worth']} its steps to match it (95% CI)"
+        if holds_one(_num(r["multiplier_low"]), _num(r["multiplier_high"]), _flag(r["low_open"]),
+                     _flag(r["high_open"])):
+            line += "; the CI holds 1x: no gain or loss in steps is shown"
+    else:
+        return f"{who}: no multiplier ({r['note'] or 'no runs'})"
+    cost = _num(r.get("step_cost"))
+    if math.isfinite(cost):
+        low, high = _num(r["step_cost_low"]), _num(r["step_cost_high"])
+        line += (f". Its steps take {fmt_times(cost)}x ({fmt_times(low)}-{fmt_times(high)}) the baseline's time"
+                 + (" (the CI holds 1x: no difference in speed is shown)" if low <= 1 <= high else ""))
+        if r["wall_worth"]:
+            line += f"; in wall time the baseline needs {r['wall_worth']} its time"
+    return line + "."
+
+
+def curve_note(view: WorthView, res: Results) -> str:
+    """How the curve was trained and fitted, and what the multiplier compares (the schedule's confound named)."""
+    table = view.table
+    first = table.iloc[0] if len(table) else None
+    steps = int(first["study_steps"]) if first is not None else 0
+    lengths = first["lengths"] if first is not None else ""
+    seeds = sorted({int(n) for n in table["curve_seeds"]}) if len(table) else []
+    text = (f"The curve: the baseline at its picked lr, trained with warmup-stable-decay (each length fully decayed, "
+            f"from shared trunks) to {lengths}x the study's {steps} steps on {', '.join(map(str, seeds))} seeds, its "
+            f"{res.outcome_label} ({res.unit}) against log2 steps through a monotone cubic (PCHIP) of the per-length "
+            "means. An arm's multiplier is the baseline's steps that match the arm's loss at the study's length over "
+            "that length (above 1: the arm is worth more steps); its 95% CI inverts a test over the seeds"
+            + (", the text blocks" if view.text else " (not the text: runs without test blocks)")
+            + " and the curve's own error, and an arm outside the lengths trained is only bounded, never "
+            "extrapolated (docs/STATISTICS.md, \"What each choice is worth\").")
+    if view.schedule == WSD:
+        return text + (" The arms trained with the same schedule at the study's length (the baseline's estimation "
+                       "runs are the curve's 1x points), so the decay matches and the multiplier compares "
+                       "architectures.")
+    return text + (f" The confound: the arms trained with the study's {view.schedule} schedule, the curve with "
+                   "warmup-stable-decay. Each arm's effect over the baseline's own estimation runs (the anchor, same "
+                   f"{view.schedule} schedule) is placed on the curve's shape: the curve at the study's length plus "
+                   "the effect. This assumes the schedule shifts the loss at each length but not its fall with "
+                   "length (Hagele et al. 2024: a wsd cooldown matches cosine at each length); where it does not, "
+                   "the multiplier carries the difference.")
+
+
+def machine_note(res: Results) -> str:
+    """Where the times were measured (device, architecture, threads: never a host name) and that runs shared it."""
+    env = res.environment
+    device = ", ".join(env.get("device", [])) or "an unrecorded device"
+    arch = sorted({m.group(1) for p in env.get("platform", [])
+                   if (m := re.search(r"(x86_64|aarch64|arm64|ppc64le|s390x)", p))})
+    threads = ", ".join(env.get("threads", []))
+    executor = res.spec.get("executor") or {}
+    jobs = executor.get("n_jobs") if isinstance(executor, dict) else None
+    shared = (f"the sweep ran {jobs} at a time" if isinstance(jobs, int) and jobs > 1 else
+              f"the sweep ran them {jobs} at a time" if jobs else "the sweep may have run several at a time")
+    return (f"Times: the wall seconds of each arm's estimation runs over their steps (`wall_s / train.max_iters`; the "
+            f"ratio of means with a 95% CI over runs), measured on {device}"
+            + (f" ({', '.join(arch)})" if arch else "") + (f", {threads} thread(s) per run" if threads else "")
+            + f". The run records say nothing of other load: these are wall times of runs that shared the machine "
+            f"with other runs ({shared}), so a ratio holds for this machine under this load, not for the papers' "
+            "hardware.")
+
+
+VERDICT_WORDS = {"stays": "its optimum stays at the pick",
+                 "moves": "its optimum moves: the pick's loss is beyond noise above the best tried",
+                 "unclear": "unclear: another factor is lowest, within noise of the pick"}
+
+
+def _end(r: dict, unit: str) -> str:
+    """One length's re-tune in words."""
+    best, gap = _num(r["best_factor"]), _num(r["gap"])
+    head = f"at {_num(r['length']):g}x the best lr factor tried (of {r['factors']}) is "
+    if not math.isfinite(best):
+        return head + "unknown (the pick or every other factor has no loss)"
+    line = head + f"{best:g}"
+    if math.isfinite(gap) and gap > 0:
+        line += f", {fmt_loss(gap)} {unit} below the pick (noise threshold {fmt_loss(_num(r['threshold']))})"
+    return f"{line}: {VERDICT_WORDS.get(str(r['verdict']), str(r['verdict']))}"
+
+
+def retune_lines(view: WorthView, res: Results) -> list[str]:
+    """Per scale level: the baseline's best lr factor at the shortest and longest length, whether its optimum
+    moves, and the multipliers with the re-tuned ends."""
+    out = []
+    retune, table = view.retune, view.table
+    groups = retune.groupby("scale_level", sort=False) if "scale_level" in retune else [("", retune)]
+    for level, mine in groups:
+        rows = mine.to_dict("records")
+        if not rows:
+            continue
+        at = f" ({res.label(view.scale_factor, level)})" if level != "" else ""
+        line = (f"Re-tune{at}, the baseline on its tuning seed (one run per factor; noise: the SD of one estimation "
+                f"run over seeds, {fmt_loss(_num(rows[0]['noise_sd']))} {res.unit}): "
+                + "; ".join(_end(r, res.unit) for r in rows) + ".")
+        arms = table[table["scale_level"].astype(str) == str(level)] if "scale_level" in table else table
+        moved = [r for r in arms.to_dict("records") if r.get("retuned_worth")]
+        if any(r["retuned_worth"] != r["worth"] for r in moved):
+            line += (" With the curve's re-tuned lengths at the best lr tried, the baseline needs: "
+                     + "; ".join(f"{r['arm']} {r['retuned_worth']} (at the pick {r['worth']})" for r in moved)
+                     + " its steps.")
+        elif moved:
+            line += " With the curve's re-tuned lengths at the best lr tried, no multiplier changes at this precision."
+        out.append(line)
+    return out
+
+
+def lines(view: WorthView | None, res: Results) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(one line per row of worth.csv, the notes on the curve and the machine, the re-tune's lines)."""
+    if view is None:
+        return (), (), ()
+    rows = [arm_line(r, res) for r in view.table.to_dict("records")]
+    return tuple(rows), (curve_note(view, res), machine_note(res)), tuple(retune_lines(view, res))
+
+
+def scorecard_lines(card: pd.DataFrame, lines: list[str], unit: str) -> list[str]:
+    """The scorecard's lines (`sweeps.scorecard_lines`) of a `worth:` study: a speed claim read on the arm's time per
+    step, and every arm's worth in the baseline's steps after its effect."""
+    if "worth" not in card.columns:
+        return lines
+    out = []
+    for r, line in zip(card.to_dict("records"), lines):
+        cost = _num(r.get("step_cost"))
+        if r.get("about") == "speed" and math.isfinite(cost):
+            at = f" at {r['scale_factor']}={r['scale_level']}" if r.get("scale_factor") else ""
+            why = f": {r['reason']}" if r.get("reason") else ""
+            line = (f"{r['arm']}{at}: {r['source']} claims {r['direction']} (speed); time per step "
+                    f"{fmt_times(cost)}x ({fmt_times(_num(r['step_cost_low']))}-{fmt_times(_num(r['step_cost_high']))})"
+                    f" the baseline's -> **{r['verdict']}**{why}.")
+        elif r.get("worth"):
+            line = f"{line[:-1]}; the baseline needs {r['worth']} its steps."
+        out.append(line)
+    return out

@@ -1,0 +1,290 @@
+"""`tables/worth.csv` and `tables/worth_retune.csv`: what each arm is worth in the baseline's training steps and wall time.
+
+Owns, for an arms sweep with `worth:` (the lead's contract: its runs have role `worth`, the baseline at its pick
+trained with warmup-stable-decay to several lengths, and `worth_tuning`, the baseline at lr factors around its
+pick at the shortest and longest length), per scale level:
+
+- the baseline's curve (`stats.worth.baseline_curve`: its test loss against steps, each seed's lengths paired)
+  from the `worth` runs, and, where the study's own schedule is wsd, the baseline's estimation runs as its 1x
+  points; otherwise the baseline's estimation runs are the anchor, and each arm's effect is placed on the
+  curve's shape (`stats.worth.step_multiplier`'s `anchor`);
+- each arm's step multiplier with its CI (censored outside the lengths trained, never extrapolated), its
+  relative time per step from the estimation runs' `wall_s / train.max_iters` (`stats.worth.step_cost`) and
+  the wall-time multiplier (`stats.worth.wall_multiplier`);
+- the re-tune: the baseline's best lr factor at the shortest and longest length, and each arm's multiplier
+  again with those ends of the curve moved to the re-tuned loss.
+
+Numbers only (and the multiplier's compact text, `fmt.multiplier_text`); the words are `sentences.worth`'s.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gptlab.report.fmt import multiplier_text, round_frame
+from gptlab.report.load import WORTH, WORTH_TUNING, Results, run_roles
+from gptlab.run.config import TrainConfig
+from gptlab.stats import worth as stats_worth
+from gptlab.stats.arms import ARM
+from gptlab.stats.text_share import Blocks
+from gptlab.stats.worth_lr import Retune, retune_check, retuned_multiplier
+
+LENGTH_KEY, LR_KEY = "train.max_iters", "train.lr"
+WSD = "wsd"
+SCALE_COLS = ["scale_factor", "scale_level"]
+WORTH_COLS = ["arm", "baseline", "study_steps", "lengths", "curve_seeds", "n_arm", "anchored", "multiplier",
+              "multiplier_low", "multiplier_high", "low_open", "high_open", "censored", "lowest", "highest",
+              "multiplier_df", "step_cost", "step_cost_low", "step_cost_high", "wall_multiplier", "wall_low",
+              "wall_high", "worth", "wall_worth", "arm_loss", "placed_loss", "retuned_multiplier", "retuned_low",
+              "retuned_high", "retuned_low_open", "retuned_high_open", "retuned_censored", "retuned_worth", "note"]
+RETUNE_COLS = ["steps", "length", "pick_lr", "factors", "best_factor", "pick_loss", "best_loss", "gap", "noise_sd",
+               "threshold", "verdict", "optimum"]
+GRID_POINTS = 97  # the curve drawn in the figure: points over the lengths' range (log2 steps)
+
+
+@dataclass(frozen=True)
+class WorthView:
+    """The worth of each arm, per scale level: the tables and what the figure draws."""
+
+    table: pd.DataFrame  # worth.csv: one row per arm (per scale level), rounded
+    points: pd.DataFrame  # the curve's runs: scale_level, seed, steps, loss
+    curves: pd.DataFrame  # the curve drawn: scale_level, steps, loss (PCHIP through the per-length means)
+    retune: pd.DataFrame  # worth_retune.csv: per scale level and end length, the baseline's best lr factor
+    schedule: str  # the study's own schedule (cosine: the arms are placed on the curve by the anchor)
+    scale_factor: str  # the scale factor the levels are of ("" without one)
+    text: bool = False  # whether the CIs count the text (every run of the curve and of the arms has test blocks)
+
+
+def has_worth(res: Results) -> bool:
+    """Whether the report has worth runs to show (the sweep's `worth:` and runs of role `worth`)."""
+    return bool(res.arms) and bool(res.spec.get("worth")) and len(res.other_roles) > 0 \
+        and bool((run_roles(res.other_roles) == WORTH).any())
+
+
+def study_schedule(res: Results) -> str:
+    """The schedule the arms trained with: sweep.yaml's `base.train.schedule`, else the run config's default."""
+    train = (res.spec.get("base") or {}).get("train") or {}
+    return str(train.get("schedule") or TrainConfig().schedule)
+
+
+def _ok(runs: pd.DataFrame, outcome: str) -> pd.DataFrame:
+    """The ok runs with a finite outcome, lengths and lrs as numbers."""
+    runs = runs[runs["ok"] & np.isfinite(pd.to_numeric(runs[outcome], errors="coerce"))].copy()
+    for key in (LENGTH_KEY, LR_KEY):
+        if key in runs:
+            runs[key] = pd.to_numeric(runs[key], errors="coerce")
+    return runs
+
+
+def _study_steps(res: Results, base: pd.DataFrame) -> float:
+    """The study's length S: the baseline's estimation runs' `train.max_iters`, else sweep.yaml's, else the default."""
+    if LENGTH_KEY in base and base[LENGTH_KEY].notna().any():
+        return float(base[LENGTH_KEY].mode().iloc[0])
+    train = (res.spec.get("base") or {}).get("train") or {}
+    return float(train.get("max_iters") or TrainConfig().max_iters)
+
+
+def _blocks(res: Results, runs: pd.DataFrame) -> Blocks | None:
+    """The blocks of `runs` (estimation runs' from `res.test_blocks`, worth runs' from `res.worth_blocks`), or None."""
+    frames, weights = [], []
+    for source in (res.test_blocks, res.worth_blocks):
+        if source.present:
+            frames.append(source.losses)
+            weights.append(source.weights)
+    if not frames:
+        return None
+    losses, w = pd.concat(frames), pd.concat(weights)
+    losses, w = losses[~losses.index.duplicated()], w[~w.index.duplicated()]
+    ids = list(runs["run_id"])
+    if not set(ids) <= set(losses.index) or losses.reindex(ids).isna().to_numpy().any():
+        return None  # a run without blocks, or blocks unlike the others': the seeds alone
+    return Blocks(losses.reindex(ids).to_numpy(float), w.reindex(ids).to_numpy(float))
+
+
+def _arm_loss(res: Results, runs: pd.DataFrame) -> stats_worth.ArmLoss:
+    return stats_worth.arm_runs(runs[res.outcome].to_numpy(float), _blocks(res, runs))
+
+
+def _per_step(runs: pd.DataFrame, steps: float) -> np.ndarray:
+    """Seconds per training step of each run (`stats.worth.seconds_per_step`; runs without a time left out)."""
+    wall = pd.to_numeric(runs["wall_s"], errors="coerce").to_numpy(float)
+    length = runs[LENGTH_KEY].to_numpy(float) if LENGTH_KEY in runs else np.full(len(runs), steps)
+    length = np.where(np.isfinite(length) & (length > 0), length, steps)
+    timed = np.isfinite(wall) & (wall > 0)
+    return stats_worth.seconds_per_step(wall[timed], length[timed])
+
+
+def _curve(res: Results, worth: pd.DataFrame, base: pd.DataFrame, steps: float,
+           schedule: str) -> tuple[stats_worth.BaselineCurve, pd.DataFrame]:
+    """The baseline's curve and its runs; in a wsd study the baseline's estimation runs give the 1x points."""
+    runs = worth
+    if schedule == WSD:
+        have = set(worth.loc[np.isclose(worth[LENGTH_KEY], steps), "seed"])
+        ones = base[base["seed"].isin(set(worth["seed"]) - have)].assign(**{LENGTH_KEY: steps})
+        runs = pd.concat([worth, ones], ignore_index=True)
+    curve = stats_worth.baseline_curve(runs[LENGTH_KEY].to_numpy(float), runs["seed"].to_numpy(),
+                                       runs[res.outcome].to_numpy(float), _blocks(res, runs))
+    return curve, runs
+
+
+def _tuning_at_study_length(res: Results, tuning: pd.DataFrame, selection: pd.DataFrame, pick: float,
+                            steps: float) -> pd.DataFrame:
+    """The re-tune's runs, with, where the study is wsd and an end length is its own (1x), the baseline's selection
+    runs there: the same config and seed, trained once, as selection runs (the sweep does not train them twice)."""
+    worth = res.spec.get("worth") if isinstance(res.spec.get("worth"), dict) else {}
+    lengths = [float(v) for v in worth.get("lengths") or []] if isinstance(worth.get("lengths"), list) else []
+    if study_schedule(res) != WSD or not lengths or 1.0 not in (min(lengths), max(lengths)) or not len(selection):
+        return tuning
+    factors = [1.0, *(float(f) for f in worth.get("retune") or [])]
+    seeds = set(tuning["seed"]) or {int(selection["seed"].min())}
+    mine = selection[(selection[ARM] == res.baseline[ARM]) & selection["seed"].isin(seeds)]
+    mine = mine[[any(math.isclose(lr, pick * f, rel_tol=1e-6) for f in factors) for lr in mine[LR_KEY]]]
+    return pd.concat([tuning, mine.assign(**{LENGTH_KEY: steps})], ignore_index=True)
+
+
+def _retune(tuning: pd.DataFrame, outcome: str, pick: float, study_steps: float,
+            noise_sd: float) -> tuple[pd.DataFrame, tuple[Retune, ...]]:
+    """The re-tune at each length it ran (`stats.worth_lr.retune_check`), as rows of worth_retune.csv."""
+    if not (math.isfinite(noise_sd) and noise_sd > 0):
+        return pd.DataFrame(columns=RETUNE_COLS), ()
+    factors = (tuning[LR_KEY] / pick).to_numpy(float)
+    checks = retune_check(tuning[LENGTH_KEY].to_numpy(float), factors, tuning[outcome].to_numpy(float), noise_sd)
+    rows = [{"steps": r.steps, "length": r.steps / study_steps, "pick_lr": pick,
+             "factors": ", ".join(f"{f:g}" for f in r.factors), "best_factor": r.best_factor,
+             "pick_loss": next((y for f, y in zip(r.factors, r.losses) if math.isclose(f, 1.0)), math.nan),
+             "best_loss": min(r.losses) if r.losses else math.nan, "gap": r.gap, "noise_sd": r.noise_sd,
+             "threshold": r.threshold, "verdict": r.verdict,
+             "optimum": r.optimum if r.optimum is not None else math.nan} for r in checks]
+    return pd.DataFrame(rows, columns=RETUNE_COLS), checks
+
+
+def _placed(curve: stats_worth.BaselineCurve, steps: float, arm: stats_worth.ArmLoss,
+            anchor: stats_worth.ArmLoss | None) -> float:
+    """The arm's loss on the curve's scale: its own, or (with an anchor) the curve at S plus its effect."""
+    if anchor is None:
+        return arm.mean
+    return float(curve.at(np.array([math.log2(steps)]))[0]) + arm.mean - anchor.mean
+
+
+def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame, estimation: pd.DataFrame,
+                selection: pd.DataFrame, schedule: str) -> tuple[list[dict], pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """worth.csv's rows of one scale level, the curve's points, the curve drawn and the re-tune."""
+    baseline = res.baseline[ARM]
+    base = estimation[estimation[ARM] == baseline]
+    steps = _study_steps(res, base)
+    rows, notes = [], []
+    try:
+        curve, runs = _curve(res, worth, base, steps, schedule)
+    except ValueError as exc:
+        curve, runs, notes = None, worth, [str(exc)]
+    anchor = None
+    if curve is not None and schedule != WSD:
+        try:
+            anchor = _arm_loss(res, base)
+        except ValueError as exc:
+            curve, notes = None, [f"no anchor: {exc}"]
+    retune, checks = pd.DataFrame(columns=RETUNE_COLS), ()
+    if curve is not None and len(tuning) and len(base) > 1 and LR_KEY in base:
+        # the noise of one run's loss: the SD of the baseline's estimation runs over seeds (a re-tune compares
+        # lrs on one seed, whose shared part cancels: conservative)
+        noise = float(base[res.outcome].astype(float).std(ddof=1))
+        pick = float(base[LR_KEY].mode().iloc[0])
+        tuning = _tuning_at_study_length(res, tuning, selection, pick, steps)
+        try:
+            retune, checks = _retune(tuning[tuning[LENGTH_KEY].isin(curve.steps)], res.outcome, pick, steps, noise)
+        except ValueError as exc:
+            notes.append(str(exc))
+    base_sec = _per_step(base, steps)
+    for arm in [a for a in res.levels[ARM] if a != baseline and a in set(estimation[ARM])]:
+        mine = estimation[estimation[ARM] == arm]
+        row = {"arm": arm, "baseline": baseline, "study_steps": steps, "n_arm": len(mine), "anchored": anchor is not None,
+               "curve_seeds": curve.losses.shape[0] if curve is not None else 0,
+               "lengths": ", ".join(f"{s / steps:g}" for s in curve.steps) if curve is not None else ""}
+        note = list(notes)
+        try:
+            loss = _arm_loss(res, mine)
+            row["arm_loss"] = loss.mean
+            if curve is not None:
+                w = stats_worth.step_multiplier(curve, steps, loss, anchor=anchor)
+                row.update(_worth_cols(w), placed_loss=_placed(curve, steps, loss, anchor))
+                note += [w.note] if w.note else []
+                if checks:
+                    r = retuned_multiplier(curve, steps, loss, checks, anchor=anchor)
+                    row.update(retuned_multiplier=r.multiplier, retuned_low=r.ci_low, retuned_high=r.ci_high,
+                               retuned_low_open=r.ci_low_open, retuned_high_open=r.ci_high_open,
+                               retuned_censored=r.censored)
+                try:
+                    cost = stats_worth.step_cost(_per_step(mine, steps), base_sec)
+                    wall = stats_worth.wall_multiplier(w, cost)
+                    row.update(step_cost=cost.ratio, step_cost_low=cost.ci_low, step_cost_high=cost.ci_high,
+                               wall_multiplier=wall.multiplier, wall_low=wall.ci_low, wall_high=wall.ci_high)
+                except ValueError as exc:
+                    note.append(str(exc))
+        except ValueError as exc:
+            note.append(str(exc))
+        rows.append({**row, "note": "; ".join(note)})
+    points = runs[["seed", LENGTH_KEY, res.outcome]].set_axis(["seed", "steps", "loss"], axis=1) \
+        if curve is not None else pd.DataFrame(columns=["seed", "steps", "loss"])
+    drawn = pd.DataFrame(columns=["steps", "loss"])
+    if curve is not None:
+        x = np.linspace(curve.x[0], curve.x[-1], GRID_POINTS)
+        drawn = pd.DataFrame({"steps": np.exp2(x), "loss": curve.at(x)})
+    return rows, points, drawn, retune
+
+
+def _worth_cols(w: stats_worth.Worth) -> dict:
+    return {"multiplier": w.multiplier, "multiplier_low": w.ci_low, "multiplier_high": w.ci_high,
+            "low_open": w.ci_low_open, "high_open": w.ci_high_open, "censored": w.censored, "lowest": w.lowest,
+            "highest": w.highest, "multiplier_df": w.df}
+
+
+def _with_texts(table: pd.DataFrame) -> pd.DataFrame:
+    """The compact texts of the rounded multipliers ("1.4x (1.2-1.6)", "beyond 4x"): `worth`, `wall_worth` and
+    `retuned_worth`, from the rounded numbers, so that every later sentence agrees with the CSV."""
+    def text(r: dict, m: str, pre: str, cens: str, opened: str, scale: float) -> str:
+        if not isinstance(r.get(cens), str) or (not r[cens] and pd.isna(r.get(m))):
+            return ""
+        return multiplier_text(r[m], r[f"{pre}_low"], r[f"{pre}_high"], r[cens], bool(r[f"{opened}low_open"]),
+                               bool(r[f"{opened}high_open"]), r["lowest"] / scale, r["highest"] / scale)
+    rows = table.to_dict("records")
+    table["worth"] = [text(r, "multiplier", "multiplier", "censored", "", 1.0) for r in rows]
+    table["wall_worth"] = [text(r, "wall_multiplier", "wall", "censored", "", r["step_cost"])
+                           if pd.notna(r.get("step_cost")) else "" for r in rows]
+    table["retuned_worth"] = [text(r, "retuned_multiplier", "retuned", "retuned_censored", "retuned_", 1.0)
+                              for r in rows]
+    return table
+
+
+def worth_view(res: Results) -> WorthView | None:
+    """The worth of each arm (per scale level); None where the sweep has no `worth:` runs."""
+    if not has_worth(res):
+        return None
+    schedule = study_schedule(res)
+    role = run_roles(res.other_roles)
+    worth = _ok(res.other_roles[role == WORTH], res.outcome)
+    tuning = _ok(res.other_roles[role == WORTH_TUNING], res.outcome)
+    estimation = _ok(res.runs, res.outcome)
+    selection = _ok(res.selection, res.outcome) if len(res.selection) and LR_KEY in res.selection else \
+        pd.DataFrame(columns=[ARM, "seed", LR_KEY, *res.scale])
+    scale = res.scale[0] if res.scale else ""  # one scale factor (e.g. the corpus); its levels in grid order
+    levels = [lv for lv in res.levels[scale] if lv in set(worth[scale])] if scale else [""]
+    rows, points, curves, retunes = [], [], [], []
+    for level in levels:
+        def at(frame: pd.DataFrame) -> pd.DataFrame:
+            return frame[frame[scale].astype(str) == level] if scale else frame
+        mine, pts, drawn, retune = _level_rows(res, at(worth), at(tuning), at(estimation), at(selection), schedule)
+        rows += [{**r, **({"scale_factor": scale, "scale_level": level} if scale else {})} for r in mine]
+        points.append(pts.assign(scale_level=level))
+        curves.append(drawn.assign(scale_level=level))
+        retunes.append(retune.assign(**({"scale_factor": scale, "scale_level": level} if scale else {})))
+    cols = WORTH_COLS[:2] + (SCALE_COLS if scale else []) + WORTH_COLS[2:]
+    table = _with_texts(round_frame(pd.DataFrame(rows, columns=cols)))
+    retune_cols = (SCALE_COLS if scale else []) + RETUNE_COLS
+    retune = round_frame(pd.concat(retunes, ignore_index=True).reindex(columns=retune_cols))
+    return WorthView(table=table, points=pd.concat(points, ignore_index=True),
+                     curves=pd.concat(curves, ignore_index=True), retune=retune, schedule=schedule,
+                     scale_factor=scale, text=res.test_blocks.present and res.worth_blocks.present)
