@@ -12,7 +12,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gptlab"
 CALIBRATION = PACKAGE.parent / "calibration"  # beside the package, not installed: it imports gptlab, never the reverse
-BASICS = {"errors", "registry", "fields", "runio", "plugins", "statuses"}
+BASICS = {"errors", "registry", "fields", "runio", "plugins", "statuses", "roles"}
 # Which rooms each room may import from (docs/ARCHITECTURE.md, "Rooms").
 ALLOWED = {
     "basics": {"basics"},

@@ -16,6 +16,7 @@ from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import design_cells
 from gptlab.stats.models import MIN_RESIDUAL_DF, planned_df, t_quantile
 from gptlab.errors import GptlabError
+from gptlab.roles import ESTIMATION
 from gptlab.executors.base import ExecutorConfig
 from gptlab.run.config import RunConfig, resolve_run_config, set_dotted
 from gptlab.run.identity import run_sources
@@ -25,7 +26,6 @@ from gptlab.sweep.worth_spec import WorthSpec
 
 # A run takes ~1 ms to validate and expand: a mistyped grid (30 factors, seeds pasted twice) must not hang it.
 MAX_RUNS = 10_000  # cells before exclude x seeds (adaptive seeds: x max)
-ESTIMATION = "estimation"  # summary.csv's `role` of a run whose result enters the effects (the only one that does)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Sequence, TextIO
 
 from gptlab.errors import GptlabError
+from gptlab.roles import SELECTION
 from gptlab.runio import write_csv
 from gptlab.run.config import set_dotted
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
@@ -34,7 +35,6 @@ from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec, cell_label, expand
 
 SELECTION_SEED_OFFSET = 1_000_000  # selection seed i is 1,000,000 + i; estimation seeds must stay below it
-SELECTION = "selection"  # summary.csv's `role` of a run that chooses a setting (ESTIMATION: one that gives the verdict)
 Pairs = tuple[tuple[str, Any], ...]
 
 

@@ -27,7 +27,8 @@ from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec, cell_label
 from gptlab.sweep.methods import tuned_known_runs
 from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, TunedRun
-from gptlab.sweep.worth_spec import LENGTH, LR, WORTH, WORTH_TUNING, WorthSpec, length_config, steps_at
+from gptlab.roles import WORTH, WORTH_TUNING
+from gptlab.sweep.worth_spec import LENGTH, LR, WorthSpec, length_config, steps_at
 
 
 def length_of(run: Run) -> int:

@@ -20,7 +20,6 @@ DEFAULT_LENGTHS = (0.5, 1.0, 2.0, 4.0)
 DEFAULT_RETUNE = (0.5, 2.0)
 MAX_LENGTH = 64.0  # a length of 64x the study's steps is already a study of its own
 LENGTH = "train.max_iters"  # summary.csv's column of every run's length in a sweep with `worth:`
-WORTH, WORTH_TUNING = "worth", "worth_tuning"  # summary.csv's roles of the length runs and of the re-tune runs
 LR = "train.lr"
 FIXED = (LENGTH, "train.schedule", "train.lr_decay_iters")  # the lengths' own settings: no arm or scale key sets them
 

@@ -23,9 +23,10 @@ import yaml
 
 from gptlab.report.load.block_losses import read_test_blocks
 from gptlab.report.load.ceiling import unigram_ceiling
-from gptlab.report.load.results import (TEST_OUTCOME, VAL_OUTCOME, WORTH, WORTH_TUNING, ReportError, Results,
+from gptlab.report.load.results import (TEST_OUTCOME, VAL_OUTCOME, ReportError, Results,
                                         read_text)
 from gptlab.report.load.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_json
+from gptlab.roles import WORTH, WORTH_TUNING
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SummaryCheck, check_summary
 from gptlab.stats.cliff import unstable
@@ -34,7 +35,7 @@ from gptlab.stats.levels import grid_level, level_key
 from gptlab.stats.adaptive_seeds import ROUND_COLS
 from gptlab.statuses import UNSTABLE
 
-__all__ = ["load_results", "Results", "ReportError", "read_text", "run_roles", "WORTH", "WORTH_TUNING"]
+__all__ = ["load_results", "Results", "ReportError", "read_text", "run_roles"]
 log = logging.getLogger(__name__)
 NUMERIC = ["seed", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
            "params_non_embedding", "tokens_per_sec", "wall_s", "best_val_bpc", "best_test_loss", "best_test_bpc"]

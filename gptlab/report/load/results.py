@@ -23,7 +23,6 @@ from gptlab.stats.design import effect_label, factor_short
 from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule
 
 VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
-WORTH, WORTH_TUNING = "worth", "worth_tuning"  # summary.csv's `role` of a `worth:` study's length runs and their re-tune
 
 
 class ReportError(GptlabError):

@@ -18,7 +18,6 @@ Numbers only (and the multiplier's compact text, `fmt.multiplier_text`); the wor
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -26,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from gptlab.report.fmt import multiplier_text, round_frame
-from gptlab.report.load import WORTH, WORTH_TUNING, Results, run_roles
+from gptlab.report.load import Results, run_roles
+from gptlab.roles import WORTH, WORTH_TUNING
 from gptlab.run.config import TrainConfig
 from gptlab.stats import worth as stats_worth
 from gptlab.stats.arms import ARM
