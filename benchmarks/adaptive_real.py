@@ -41,8 +41,8 @@ def seed_runs(work: Path) -> int:
 
 def widest_fixed(results: Path, n_seeds: int, precision_for: str) -> tuple[float, str]:
     """Widest called half-width of a fixed-seed sweep with seeds 0..n-1 (pure error of all its runs)."""
-    from gptlab.report.tables.analyses import analyse_runs
     from gptlab.report.load import load_results
+    from gptlab.report.tables.analyses import analyse_runs
     from gptlab.stats.adaptive_seeds import SeedRule, Widest, called_rows
 
     res = load_results(results)

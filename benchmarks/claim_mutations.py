@@ -2,7 +2,8 @@
 
 Every typed number of every reference study's discussion (results/NAME/discussion.md), of its
 paragraph of docs/FINDINGS.md and of its row of the README's findings table is mutated one at a
-time: its sign flipped (not a half-width typed as +/-x, nor a zero) and shifted by one unit in its last digit, up and down. A mutant is caught when
+time: its sign flipped (not a half-width typed as +/-x, nor a zero) and shifted by one unit in its last digit, up and
+down. A mutant is caught when
 `tests/test_reference_studies.py::check_quotes` reports a problem that the unmutated text does not;
 a number the check cannot trace in the unmutated text (a "problem", which fails the test) is not mutated.
 Numbers inside `{{table: row}}` references are rendered from the tables and are not typed, so not
@@ -13,6 +14,7 @@ mutated. Prints one line per document and the totals; `--show` lists the mutants
 By default the committed reports/NAME (tables and report.md) are the source of truth; `--regenerate`
 first writes every report afresh from results/NAME into a temporary folder (as the test does).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from test_reference_studies import (DECLARED, STUDIES, Study, blank_references, check_quotes,  # noqa: E402
-                                    documents, mutants, quoted_numbers)
+from test_reference_studies import DECLARED, STUDIES, Study, blank_references, check_quotes, documents, mutants, quoted_numbers  # noqa: E402
 
 KINDS = ("sign", "up", "down")
 

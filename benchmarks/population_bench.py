@@ -22,7 +22,6 @@ from gptlab.run.data import load_run_dataset
 from gptlab.run.population import Population
 from gptlab.run.trainer import Trainer
 
-
 MODELS = {"default": ({}, 12), "tiny": ({"n_layer": 2, "n_head": 2, "n_embd": 32, "block_size": 32}, 8)}
 
 

@@ -282,7 +282,9 @@ def main() -> None:
             print(row(name, s), flush=True)
             if s.tuner in ("refine", "refine (stats/refine.py)"):
                 verdicts.append(f"- {name}: {goals(s, world.effect == 0)}")
-    print("\nGoals for refine (tolerance 0.001, the default when first measured; 0.002 is the default now):\n" + "\n".join(verdicts))
+    print(
+        "\nGoals for refine (tolerance 0.001, the default when first measured; 0.002 is the default now):\n" + "\n".join(verdicts)
+    )
     print(f"\n{time.perf_counter() - start:.0f} s")
 
 

@@ -117,10 +117,13 @@ def main() -> None:
             ours = run_gptlab(workdir, args.iters, 100_000, args.threads, compile_)
             ratio = ref["ms_per_iter"] / ours["ms_per_iter"]
             ratios.append(ratio)
-            print(f"round {r + 1}: nanoGPT {ref['ms_per_iter']:.1f} ms/iter ({TOKENS_PER_ITER / ref['ms_per_iter'] * 1000:.0f} tok/s, "
-                  f"{ref['wall_s']:.1f} s wall), gptlab {ours['ms_per_iter']:.1f} ms/iter "
-                  f"({TOKENS_PER_ITER / ours['ms_per_iter'] * 1000:.0f} tok/s, {ours['wall_s']:.1f} s wall): ratio {ratio:.2f}x",
-                  flush=True)
+            print(
+                f"round {r + 1}: nanoGPT {ref['ms_per_iter']:.1f} ms/iter "
+                f"({TOKENS_PER_ITER / ref['ms_per_iter'] * 1000:.0f} tok/s, "
+                f"{ref['wall_s']:.1f} s wall), gptlab {ours['ms_per_iter']:.1f} ms/iter "
+                f"({TOKENS_PER_ITER / ours['ms_per_iter'] * 1000:.0f} tok/s, {ours['wall_s']:.1f} s wall): ratio {ratio:.2f}x",
+                flush=True,
+            )
         print(f"tokens/s ratio gptlab/nanoGPT over {args.rounds} rounds: median {statistics.median(ratios):.2f}x "
               f"(min {min(ratios):.2f}, max {max(ratios):.2f}); {args.threads} thread(s), {args.iters} iterations")
         if args.loss_check:

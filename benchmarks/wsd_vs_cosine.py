@@ -16,9 +16,11 @@ from step 0: optimizer steps and wall time of each, and whether both give the sa
 
 Every run trains in this process, one after another, on `--threads` torch threads (equal results
 need equal thread counts). Warmup and logging scale with `--iters` (100 and 50 steps at 2000);
-an evaluation (the whole validation split) comes every `--eval-interval` steps (250) and at the end. The full benchmark trains 12,000 + 15,000 + 9,400 steps: about an hour on one core.
+an evaluation (the whole validation split) comes every `--eval-interval` steps (250) and at the end. The full
+benchmark trains 12,000 + 15,000 + 9,400 steps: about an hour on one core.
 Run folders go to `--out` (default: a temporary folder, deleted).
 """
+
 from __future__ import annotations
 
 import argparse

@@ -12,8 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from calibration.arms_sim import (DIRECTIONAL, ArmsWorld, Records, Setup, dunnett, equal, pooled, seeds_only,
-                                   setups, simulate)
+from calibration.arms_sim import DIRECTIONAL, ArmsWorld, Records, Setup, dunnett, equal, pooled, seeds_only, setups, simulate
 from gptlab.stats.calls import DEFAULT_MARGIN
 
 NOISY = "rho 0, arm5 (an arm at 0) 5x the run SD"  # the world with one noisy arm

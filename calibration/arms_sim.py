@@ -33,7 +33,8 @@ import numpy as np
 from scipy import stats as st
 
 from gptlab.stats import calls
-from gptlab.stats.arms import ARM as FACTOR, baseline_seed_count
+from gptlab.stats.arms import ARM as FACTOR
+from gptlab.stats.arms import baseline_seed_count
 from gptlab.stats.calls import ALPHA, DEFAULT_MARGIN
 from gptlab.stats.design import Design
 from gptlab.stats.effects import Analysis, analyse

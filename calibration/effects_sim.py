@@ -79,9 +79,11 @@ class PlantedTruth:
         names = [f for f, _ in term]
         if averaged:
             means = self.frame.groupby(names)["mu"].mean()
-            at = lambda levels: float(means.loc[levels if len(levels) > 1 else levels[0]])
+            def at(levels):
+                return float(means.loc[levels if len(levels) > 1 else levels[0]])
         else:
-            at = lambda levels: self._cell(dict(zip(names, levels)))
+            def at(levels):
+                return self._cell(dict(zip(names, levels)))
         total = 0.0
         for mask in itertools.product((0, 1), repeat=len(term)):
             levels = tuple(lv if m else self.baseline[f] for (f, lv), m in zip(term, mask))

@@ -5,7 +5,8 @@ simulated sweep has `cells` cells; each cell a planted curve in d = log2(lr / op
     loss = best + c d^2 exp(asymmetry d),
 with c drawn uniformly from `curvature` (nats per octave^2, `lr_curves`' curvature at the optimum),
 the optimum uniformly over the grid's log2 span `inset` octaves inside its ends, and the bend a
-(the high-lr side steeper when a > 0; a parabola when 0) from N(asymmetry, asymmetry_sd^2). Selection runs: `seeds` per lr of the grid (factor 2,
+(the high-lr side steeper when a > 0; a parabola when 0) from N(asymmetry, asymmetry_sd^2). Selection runs: `seeds`
+per lr of the grid (factor 2,
 five lrs, as the `tuned` study's), each loss + N(0, noise_sd^2) + its seed's offset N(0, seed_sd^2)
 (shared by every run of the seed, as the lab's batch order is). With `midpoints`, refine's second
 round: the geometric midpoints on both sides of each cell's pick, and one grid step beyond a pick on
@@ -18,6 +19,7 @@ each optimum (uniform over the range) a run fails with a probability rising line
 unigram loss (status collapsed); the pick is then `stats.picks`' (its cliff rule). Deterministic for a
 given RNG seed.
 """
+
 from __future__ import annotations
 
 import math

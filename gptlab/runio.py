@@ -6,10 +6,10 @@ so an interrupted writer leaves either the old file or the new one, never half o
 from __future__ import annotations
 
 import csv
+import errno
 import glob
 import io
 import json
-import errno
 import math
 import os
 import shutil
@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, Callable, Iterable
 import yaml
 
 from gptlab.errors import GptlabError
+
 
 def _current_umask() -> int:
     mask = os.umask(0)

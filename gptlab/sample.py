@@ -32,8 +32,8 @@ NANOGPT_PREFIX = "_orig_mod."  # what torch.compile puts before every key of a c
 def load_nanogpt_checkpoint(path: str | Path, dataset: str = "tinyshakespeare",
                             data_path: str | None = None) -> tuple[GPT, CharTokenizer, torch.Tensor]:
     """A nanoGPT checkpoint as the lab's baseline model, with the tokenizer and val split of its text."""
-    from gptlab.run.data import load_dataset
     from gptlab.model import ModelConfig
+    from gptlab.run.data import load_dataset
     path = Path(path)
     if not path.is_file():
         raise GptlabError(f"--nanogpt-ckpt: no file at {path}")

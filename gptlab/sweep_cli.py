@@ -5,7 +5,8 @@ report (`gptlab.report`, handed to `execute` as the step that ends a sweep).
 
 The console shows the runs in flight (step, loss, ETA) and one line per finished run on stderr (progress and
 logging); the results go to stdout: the verdict of each effect, the runs that did not finish ok, where the
-report is and whether to rerun. Each run logs to its own directory. Exit status: 0 when every run finished (ok, diverged or collapsed), 1 when some
+report is and whether to rerun. Each run logs to its own directory. Exit status: 0 when every run finished (ok,
+diverged or collapsed), 1 when some
 run failed, 2 on invalid input, 130 when interrupted (rerun the same command to resume).
 
 Interrupted means stopped by Ctrl-C (SIGINT), `kill` (SIGTERM) or a closed terminal (SIGHUP): all
@@ -14,6 +15,7 @@ number tells a script "stopped, resumable". The workers are killed (every file t
 whole), summary.csv is rebuilt and one line says how to resume. Further stop signals are ignored
 while that happens. A signal the caller set to be ignored (`nohup`, a background job) stays ignored.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,16 +30,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
+from gptlab import report
 from gptlab.errors import GptlabError, exit_status
 from gptlab.run.resultsdir import ResultsDir
-from gptlab import report
 from gptlab.sweep.dry_run import dry_run
 from gptlab.sweep.execute import SweepOptions, execute
-from gptlab.sweep.summary import write_summary
-from gptlab.sweep.reuse import check_sources
-from gptlab.sweep.spec import load_spec, parse_overrides
-from gptlab.sweep.runs import SweepSpec
 from gptlab.sweep.methods import planned_range, tuner_of
+from gptlab.sweep.reuse import check_sources
+from gptlab.sweep.runs import SweepSpec
+from gptlab.sweep.spec import load_spec, parse_overrides
+from gptlab.sweep.summary import write_summary
 from gptlab.sweep.tuning import selects
 from gptlab.sweep.worth import known_runs
 
@@ -47,12 +49,20 @@ log = logging.getLogger("gptlab.sweep")
 def build_parser() -> argparse.ArgumentParser:
     from gptlab.executors import BACKENDS
 
-    p = argparse.ArgumentParser(prog="python -m gptlab.sweep", description="Train every cell of an ablation grid x seeds, then report.")
+    p = argparse.ArgumentParser(
+        prog="python -m gptlab.sweep", description="Train every cell of an ablation grid x seeds, then report."
+    )
     p.add_argument("spec", nargs="?", help="sweep YAML, e.g. ablations/quick.yaml")
     p.add_argument("--dry-run", action="store_true", help="print the runs and a time estimate, train nothing")
     p.add_argument("--jobs", type=int, metavar="N", help="runs trained at once (overrides executor.n_jobs)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a run setting of base (e.g. train.max_iters=500; "
-                   "python -m gptlab.train --help lists them) or the seeds (seeds=4)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a run setting of base (e.g. train.max_iters=500; "
+        "python -m gptlab.train --help lists them) or the seeds (seeds=4)",
+    )
     p.add_argument("--results-dir", default="results", help="parent folder of results/NAME (default: results)")
     p.add_argument("--reports-dir", default="reports", help="parent folder of reports/NAME (default: reports)")
     p.add_argument("--rerun-failed", action="store_true", help="train failed runs again (from their last checkpoint)")
@@ -154,7 +164,9 @@ def _main(argv: list[str] | None) -> int:
             return 0
         if not args.spec:
             raise GptlabError("give a sweep YAML (e.g. ablations/quick.yaml), or --list")
-        executor = {k: v for k, v in {"n_jobs": args.jobs, "backend": args.backend, "scheduler": args.scheduler}.items() if v is not None}
+        executor = {
+            k: v for k, v in {"n_jobs": args.jobs, "backend": args.backend, "scheduler": args.scheduler}.items() if v is not None
+        }
         spec = load_spec(args.spec, parse_overrides(args.set), executor, margin=args.margin)  # frozen from here on
         from gptlab.executors import plan_resources
         from gptlab.sweep.preflight import check_folders, preflight

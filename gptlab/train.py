@@ -36,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="YAML file with model/train/data sections and seed")
     parser.add_argument("--out", help="run directory (default: results/train/<run hash>)")
     for key in valid_keys():
-        parser.add_argument(f"--{key}", dest=key, metavar="VALUE", help=flag_help(key) if "." in key else "random seed (default: 0)")
+        parser.add_argument(
+            f"--{key}", dest=key, metavar="VALUE", help=flag_help(key) if "." in key else "random seed (default: 0)"
+        )
     return parser
 
 

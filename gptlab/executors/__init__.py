@@ -10,8 +10,10 @@
 Both backends are imported here, explicitly, so registration is deterministic; neither imports
 joblib or dask until it runs.
 """
-from gptlab.executors import local  # noqa: F401  (registers loky, the default, first)
-from gptlab.executors import dask_backend  # noqa: F401  (registers dask)
+from gptlab.executors import (
+           dask_backend,  # noqa: F401  (registers dask)
+           local,  # noqa: F401  (registers loky, the default, first)
+)
 from gptlab.executors.base import BACKENDS, Backend, ExecutorConfig, Resources, RunResult, Task
 from gptlab.executors.plan import available_cores, estimate_run_bytes, plan_resources
 from gptlab.executors.worker import WORKER_DIED, execute_run

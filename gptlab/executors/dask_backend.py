@@ -50,11 +50,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from gptlab.errors import GptlabError
-from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Resources, RunResult, Task
 from gptlab.executors import scheduler
-from gptlab.executors.slurm import (patience_message, quiet_loggers, refusal_message, slurm_client,
-                                    walltime_seconds)
+from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Resources, RunResult, Task
 from gptlab.executors.populations import population_size
+from gptlab.executors.slurm import patience_message, quiet_loggers, refusal_message, slurm_client, walltime_seconds
 from gptlab.executors.worker import execute_run, failed_result, with_run_dir
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir

@@ -13,9 +13,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gptlab.model.activations import ACTIVATIONS
 from gptlab.errors import GptlabError
 from gptlab.fields import setting
+from gptlab.model.activations import ACTIVATIONS
 from gptlab.model.norms import NORM_TYPES, make_norm, norm_at
 from gptlab.model.placements import NORM_PLACEMENTS
 from gptlab.model.positions import EMBEDDING_INIT_STD, POSITIONS, PositionEncoding

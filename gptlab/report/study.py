@@ -20,7 +20,6 @@ import pandas as pd
 from gptlab.report.load import Results, load_results
 from gptlab.report.load.runfiles import read_all_curves
 
-
 INTERNAL = ("loss_scale",)  # columns of `Results.runs` that only the loader needs
 CALL_COLS = ["table", "effect", "baseline", "estimate", "ci_low", "ci_high", "p_adjusted", "call", "verdict"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import math
 import re
-import json
 import types
 import typing
 from dataclasses import dataclass
@@ -22,7 +22,6 @@ from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.fields import setting
 from gptlab.model import ModelConfig
 from gptlab.run.tokenizers import TOKENIZERS, check_vocab_size
-
 
 DEVICE_PATTERN = re.compile(r"auto|cpu|mps|cuda(:[0-9]{1,3})?")
 MAX_SEED = 2**63  # seeds are int64 for torch: [0, 2**63)
@@ -123,7 +122,9 @@ class TrainConfig:
 class DataConfig:
     """Which corpus to train on and how it is split."""
 
-    dataset: str = setting("tinyshakespeare", "a corpus in the data.dataset registry (tinyshakespeare, austen) or a label for data.path")
+    dataset: str = setting(
+        "tinyshakespeare", "a corpus in the data.dataset registry (tinyshakespeare, austen) or a label for data.path"
+    )
     path: str | None = setting(None, "explicit path to a UTF-8 text file (overrides the dataset lookup)")
     val_fraction: float = setting(0.1, "last fraction of the text held out for validation (and test)")
     tokenizer: str = setting("char", "how text becomes tokens: char | bpe | a plugin's (--list)")

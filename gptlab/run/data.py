@@ -267,7 +267,9 @@ def unigram_loss(data: TextDataset, split: str = "val") -> float:
 class BatchSampler:
     """Random training windows whose positions depend only on (seed, step)."""
 
-    def __init__(self, data: torch.Tensor, block_size: int, batch_size: int, seed: int, device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self, data: torch.Tensor, block_size: int, batch_size: int, seed: int, device: str | torch.device = "cpu"
+    ) -> None:
         if len(data) <= block_size + 1:
             raise GptlabError(
                 f"the training split has {len(data)} tokens, too few for block_size {block_size}"

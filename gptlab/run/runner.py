@@ -14,8 +14,8 @@ import os
 import platform
 import subprocess
 import sys
-from pathlib import Path
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch

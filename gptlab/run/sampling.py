@@ -17,8 +17,8 @@ from gptlab.model import GPT, build_model
 from gptlab.plugins import import_plugins, resolve_plugin, stored_plugins
 from gptlab.run.config import resolve_run_config
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.tokenizers import Tokenizer, tokenizer_from_state
 from gptlab.run.rundir import RunDir
+from gptlab.run.tokenizers import Tokenizer, tokenizer_from_state
 
 # The sample a run writes at its end and the report shows: same prompt, length and seed everywhere.
 PROMPT, MAX_NEW_TOKENS, SEED = "\n", 200, 0

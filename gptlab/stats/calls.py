@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 import numpy as np
+
 from gptlab.errors import GptlabError
 
 ALPHA = 0.05

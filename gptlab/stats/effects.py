@@ -19,10 +19,11 @@ import numpy as np
 import pandas as pd
 
 from gptlab.stats import calls
-from gptlab.stats.design import Design, Term, estimability
 from gptlab.stats.arms import baseline_ratio
+from gptlab.stats.design import Design, Term, estimability
 from gptlab.stats.models import OWN, CellFit, Test, fit_cells, mde80
-from gptlab.stats.robustness import check as tuning_check, tuning_word
+from gptlab.stats.robustness import check as tuning_check
+from gptlab.stats.robustness import tuning_word
 from gptlab.stats.text_share import Blocks, TextError, text_error
 from gptlab.stats.to_decide import ErrorParts, error_parts, seeds_needed
 

@@ -7,7 +7,8 @@ The fit, per cell, from its selection runs (lr, loss, status; `fit_curves`):
   LR sensitivity caps it). Each lr with ok runs is one point: the mean of its runs, weighted by their number.
 - The window: the lowest mean and every point within one coarse grid `step` (octaves) of it on
   each side, `step` being the spacing of `tune.space` (default: the widest gap between the cell's
-  sampled lrs; give or take `stats.cliff.TOLERANCE`: lrs have 6 digits). On a factor-2 grid that is the lowest point and its two neighbours, the fewest a
+  sampled lrs; give or take `stats.cliff.TOLERANCE`: lrs have 6 digits). On a factor-2 grid that is the lowest point
+  and its two neighbours, the fewest a
   parabola needs and the closest to the minimum (a loss curve is a parabola only near it: a wider
   window trades noise for shape bias), plus refine's half-step midpoints. With fewer than 3
   distinct lrs (the lowest at an edge, a diverged neighbour), the nearest other points join, one
@@ -35,7 +36,8 @@ quantiles on its df: every value whose best fit constrained to it is within t^2 
   (`REACH`) beyond the window, or on a confined side (`lr_support.confine`: a tried lr there is clearly
   above the lowest mean) up to that lr, which then ends the CI (flag `confined`); an open side that the
   set reaches is unbounded (lr 0 or inf), flag `ci_unbounded` (an estimate beyond the search gets no
-  CIs). For a parabola (a = 0) it is Fieller's interval, exact under normal noise. Coverage by simulation: `calibration.lr_curve_sim`, docs/STATISTICS.md.
+  CIs). For a parabola (a = 0) it is Fieller's interval, exact under normal noise. Coverage by simulation:
+  `calibration.lr_curve_sim`, docs/STATISTICS.md.
 - The loss the pick leaves on the table, L = c (x_pick - x*)^2 exp(a (x_pick - x*)) = the curve at
   the pick minus its minimum: every L0 >= 0 for which the best fit with L = L0 (c = L0 / that
   shape) is within the bound. Its upper end is inf when the optimum's CI is unbounded.
@@ -47,6 +49,7 @@ Flags: `edge` (the lowest mean is the cell's smallest or largest ok lr: the wind
 `pick_outside_window` (no loss left reported), `no_noise_estimate`, `confined`, `pooled_noise`.
 Numbers only: no files, no sentences.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,7 +63,8 @@ from scipy import stats
 from gptlab.stats.cliff import SAYS_NOTHING, TOLERANCE, TRAINED, beyond, cliff_edge
 from gptlab.stats.lr_profile import Scan, interval, left_ci
 from gptlab.stats.lr_support import POOLED, NoiseSums, confine, own_noise, replicate_sums
-from gptlab.stats.picks import Trial, pick_rows, picks as picked_rows
+from gptlab.stats.picks import Trial, pick_rows
+from gptlab.stats.picks import picks as picked_rows
 
 LEVEL = 0.95
 ASYMMETRY = 0.25  # prior SD of the bend a (per octave)

@@ -93,7 +93,9 @@ def interval(inside: np.ndarray, grid: np.ndarray, at: float) -> tuple[float, fl
 
 def left_ci(scan: Scan, zp: float, left: float, floor: float, bound: float, bounded: bool) -> tuple[float, float]:
     """The loss left's profile CI: {L0 >= 0: (best penalised RSS with L = L0) - floor <= bound}."""
-    excess = lambda L0: float(scan.with_left(L0).min()) - floor - bound
+    def excess(L0: float) -> float:
+        return float(scan.with_left(L0).min()) - floor - bound
+
     lower = 0.0
     spp, spy, syy = scan._sums(np.array([zp]), scan.a)  # L = 0: the minimum at the pick
     c = np.maximum(spy / np.where(spp > 0, spp, 1.0), 0.0)

@@ -11,10 +11,12 @@ trained (status ok), among the settings on the trained side of the cell's stabil
 (`stats.cliff`, where one numeric key is tuned: those beyond are `beyond_cliff` and never picked).
 A run that did not train (diverged, collapsed) counts as an infinite loss: a setting with one is
 picked only when every setting of the cell has one (then the fewest such runs, then the lowest mean
-of the ok runs); a failed run (a crash) says nothing and is skipped. Ties go to the setting listed first. A pick is `at_edge` when, for some tuned key
+of the ok runs); a failed run (a crash) says nothing and is skipped. Ties go to the setting listed first. A pick is
+`at_edge` when, for some tuned key
 with numeric levels, its value is the smallest or largest level of that key (the best setting may
 lie beyond the space: widen it); keys with non-numeric levels have no edge.
 """
+
 from __future__ import annotations
 
 import math

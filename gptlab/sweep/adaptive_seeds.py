@@ -17,10 +17,10 @@ from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import CHAR_BPC_FACTOR, read_rows
 from gptlab.runio import write_csv
+from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule, Widest, widest_called
 from gptlab.stats.cliff import unstable
 from gptlab.stats.design import Design, design_cells, effect_label
 from gptlab.stats.levels import grid_level
-from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule, Widest, widest_called
 from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
 

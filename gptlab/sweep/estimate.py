@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 
-
 def time_train_steps(trainer: Any, steps: int, warmup: int = 1) -> float:
     """Seconds per training step of `trainer`, timed over `steps` after `warmup` untimed ones.
 

@@ -19,21 +19,20 @@ from gptlab.run.identity import check_unchanged, sweep_sources
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.run.summary_csv import SOURCES
-from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
-from gptlab.sweep.reuse import Reuse
 from gptlab.runio import write_yaml
+from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.compile_share import compile_line
 from gptlab.sweep.lock import SweepLock
+from gptlab.sweep.methods import tuner_of
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
 from gptlab.sweep.progress import Progress
-from gptlab.sweep.summary import write_summary
+from gptlab.sweep.reuse import Reuse
 from gptlab.sweep.runs import Run, SweepSpec, arms_allocation, noise_df_warning
+from gptlab.sweep.summary import write_summary
 from gptlab.sweep.trunks import with_shared_trunks
-from gptlab.sweep.methods import tuner_of
 from gptlab.sweep.tuning import selects
 from gptlab.sweep.worth import WorthStages, known_runs
-
 
 ReportWriter = Callable[..., Path]  # write_report(results_dir, reports_dir, *, margin) -> reports/NAME
 
@@ -152,7 +151,9 @@ def train(spec: SweepSpec, stage: Stage, plan: Resources, options: SweepOptions,
         results_dir.run(run.run_id).clear_failure()  # a failed run the user asked to rerun
     seeds, cells = max(1, len({r.seed for r in runs})), max(1, len({r.cell for r in runs}))
     settings = len(runs) // (cells * seeds)  # a tuned sweep's selection trains each cell at several settings
-    shape = f"{cells} cells x {settings} settings x {seeds} seeds" if settings > 1 else f"{len(runs) // seeds} cells x {seeds} seeds"
+    shape = (
+        f"{cells} cells x {settings} settings x {seeds} seeds" if settings > 1 else f"{len(runs) // seeds} cells x {seeds} seeds"
+    )
     if len(runs) != cells * max(settings, 1) * seeds:  # an uneven stage (a refining tuner's round)
         shape = f"{cells} cells"
     print(f"{stage.title}: {len(runs)} runs ({shape}), "

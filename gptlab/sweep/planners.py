@@ -23,6 +23,7 @@ from typing import Any, Mapping, Protocol, Sequence
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.sweep.runs import Run
 
+
 @dataclass(frozen=True)
 class FinishedRuns:
     """What a planner decides its next stage from: the results folder and the runs finished so far."""

@@ -64,7 +64,9 @@ class Progress:
         self.stage = f"{stage}: " if stage else ""  # e.g. "round 2 of 2" in an adaptive sweep
         self.runs, self.workers, self.stream = list(runs), max(1, workers), stream
         self.results_dir = ResultsDir(results_dir)
-        self.labels = {r.run_id: f"{cell_label(r.cell + getattr(r, 'setting', ()))} seed {r.seed}" for r in runs}  # tuned: + setting
+        self.labels = {
+            r.run_id: f"{cell_label(r.cell + getattr(r, 'setting', ()))} seed {r.seed}" for r in runs
+        }  # tuned: + setting
         self.open = {r.run_id: r for r in todo}  # runs of this session not finished yet
         self.total, self.done = len(self.runs), len(self.runs) - len(todo)
         self.every_s = LIVE_EVERY_S if every_s is None else every_s
@@ -106,9 +108,12 @@ class Progress:
             loss = f"best val {best:.4f}" if isinstance(best, float) else "no val loss"
             took = f"{result.seconds:.1f} s" if math.isfinite(result.seconds) else "-"
             filled = round(20 * self.done / self.total)
-            line = (f"{self.stage}[{self.done:>{len(str(self.total))}}/{self.total}] {self.labels.get(result.run_id, result.run_id)}: "
-                    f"{result.status}, {loss}, {took}  |{'#' * filled}{'.' * (20 - filled)}| "
-                    f"elapsed {clock(self._elapsed())}, ETA {clock(self._eta(self._in_flight()))}{self.tally()}")
+            line = (
+                f"{self.stage}[{self.done:>{len(str(self.total))}}/{self.total}] "
+                f"{self.labels.get(result.run_id, result.run_id)}: "
+                f"{result.status}, {loss}, {took}  |{'#' * filled}{'.' * (20 - filled)}| "
+                f"elapsed {clock(self._elapsed())}, ETA {clock(self._eta(self._in_flight()))}{self.tally()}"
+            )
             self._print(line)
             if self.live is not None:
                 self.live.update(self._table(self._in_flight()), refresh=True)

@@ -12,14 +12,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from gptlab.errors import GptlabError
+from gptlab.executors.base import ExecutorConfig
+from gptlab.roles import ESTIMATION
+from gptlab.run.config import RunConfig, resolve_run_config, set_dotted
+from gptlab.run.identity import run_sources
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import design_cells
 from gptlab.stats.models import MIN_RESIDUAL_DF, planned_df, t_quantile
-from gptlab.errors import GptlabError
-from gptlab.roles import ESTIMATION
-from gptlab.executors.base import ExecutorConfig
-from gptlab.run.config import RunConfig, resolve_run_config, set_dotted
-from gptlab.run.identity import run_sources
 from gptlab.sweep.arms_spec import ArmsDesign
 from gptlab.sweep.duplicates import same_config_message
 from gptlab.sweep.worth_spec import WorthSpec

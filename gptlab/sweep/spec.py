@@ -16,15 +16,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gptlab.run.config import MAX_SEED, resolve_run_config, set_dotted, valid_keys
 from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
-from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
+from gptlab.run.config import MAX_SEED, resolve_run_config, set_dotted, valid_keys
 from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.arms import ARM
-from gptlab.sweep.arms_spec import check_arm_configs, check_arms
+from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
 from gptlab.stats.levels import grid_level
+from gptlab.sweep.arms_spec import check_arm_configs, check_arms
 from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
 from gptlab.sweep.runs import MAX_RUNS, ReportSettings, SweepSpec, expand

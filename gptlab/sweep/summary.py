@@ -10,14 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gptlab.run import summary_csv
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
-from gptlab.run import summary_csv
 from gptlab.run.summary_csv import METRIC_FIELDS, TEST_FIELDS
 from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.tuning import TunedRun, tuned_columns
 from gptlab.sweep.worth import length_of
 from gptlab.sweep.worth_spec import LENGTH
+
 
 def run_dir(results_dir: ResultsDir | Path, run: Run) -> RunDir:
     """The folder of a sweep's run."""

@@ -16,8 +16,7 @@ from gptlab.run.config import SECTIONS, coerce, get_dotted, resolve_run_config, 
 from gptlab.sweep.given import check_given
 from gptlab.sweep.methods import TUNERS
 from gptlab.sweep.runs import MAX_RUNS, SweepSpec
-from gptlab.sweep.tuning import (ESTIMATION, SELECTION, SELECTION_SEED_OFFSET, TuneSpec, expand_cells,
-                                 runs_at)
+from gptlab.sweep.tuning import ESTIMATION, SELECTION, SELECTION_SEED_OFFSET, TuneSpec, expand_cells, runs_at
 
 MAX_TUNE_SEEDS = 100  # selection seeds per cell and setting
 TUNE_KEYS = ["space", "seeds", "method", "picks", "picked_by"]  # and each method's own (its planner's OPTIONS)

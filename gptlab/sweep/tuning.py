@@ -28,8 +28,8 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence, TextIO
 
 from gptlab.errors import GptlabError
 from gptlab.roles import SELECTION
-from gptlab.runio import write_csv
 from gptlab.run.config import set_dotted
+from gptlab.runio import write_csv
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec, cell_label, expand

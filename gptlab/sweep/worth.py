@@ -19,15 +19,15 @@ from __future__ import annotations
 
 from typing import Any, Sequence, TextIO
 
+from gptlab.roles import WORTH, WORTH_TUNING
 from gptlab.run.config import get_dotted, resolve_run_config
 from gptlab.run.identity import run_sources
-from gptlab.statuses import OK
 from gptlab.stats.arms import ARM
+from gptlab.statuses import OK
+from gptlab.sweep.methods import tuned_known_runs
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec, cell_label
-from gptlab.sweep.methods import tuned_known_runs
 from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, TunedRun
-from gptlab.roles import WORTH, WORTH_TUNING
 from gptlab.sweep.worth_spec import LENGTH, LR, WorthSpec, length_config, steps_at
 
 

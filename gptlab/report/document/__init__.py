@@ -19,10 +19,18 @@ import yaml
 
 from gptlab.report.document import quotes
 from gptlab.report.document.blocks import Block, Bullets, Code, Heading, Markdown, Para, Table, image
+from gptlab.report.document.sections import (
+    MAX_MD_ROWS,
+    SNAPSHOT,
+    adaptive_section,
+    effects_sections,
+    scale_section,
+    scorecard_section,
+    table_blocks,
+    training_sections,
+    tuning_section,
+)
 from gptlab.report.document.worth import worth_section
-from gptlab.report.document.sections import (MAX_MD_ROWS, SNAPSHOT, adaptive_section, effects_sections,
-                                             scale_section, scorecard_section, table_blocks, training_sections,
-                                             tuning_section)
 from gptlab.report.figures import Figures
 from gptlab.report.fmt import fmt_value
 from gptlab.report.load import Results
@@ -33,8 +41,8 @@ from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.report.tables.stability import LOST
 from gptlab.stats.calls import ALPHA
 from gptlab.stats.cliff import RISE
-from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.models import FORMULAS
+from gptlab.stats.robustness import DEPENDS
 from gptlab.statuses import COLLAPSE_MARGIN
 
 CELL_MD_COLS = ["rank", "cell", "baseline", "best_val_loss", "best_val_loss_ci95", "best_val_bpc",
@@ -62,8 +70,10 @@ METHOD = (
     "tests); otherwise `inconclusive`; no call when there is no error estimate. `mde80`: minimum detectable "
     "effect at 80% power, (t_0.975 + t_0.8) x SE; `seeds_needed`: seeds per cell for a 95% CI half-width of "
     "the margin, from the same error. Effects over training use the same model on the val loss at each "
-    "evaluated step, each step its own Holm family (tested alone, not adjusted with the summary's tests). Cell tables: mean over ok seeds with 95% t interval "
-    "half-width (`*_ci95`); bpc = bits per character (summed validation NLL / characters / ln 2); gap = final_val_loss - final_train_loss; params = unique parameters."
+    "evaluated step, each step its own Holm family (tested alone, not adjusted with the summary's tests). Cell "
+    "tables: mean over ok seeds with 95% t interval "
+    "half-width (`*_ci95`); bpc = bits per character (summed validation NLL / characters / ln 2); gap = "
+    "final_val_loss - final_train_loss; params = unique parameters."
 )
 
 
@@ -194,13 +204,18 @@ def stability_section(tables: ReportTables, words: Sentences) -> list[Block]:
     """Where runs trained, collapsed, diverged or failed, per cell, role and tuned setting (after the findings)."""
     if not len(tables.stability):
         return []
-    blocks: list[Block] = [Heading("Stability"), Para(
-        "Per cell (or arm), role and tuned setting: runs that trained (`n_ok`), that finished without learning "
-        f"(`n_collapsed`: best val loss not {COLLAPSE_MARGIN:.0%} below the unigram loss of the validation split), "
-        f"that learned but ended more than {RISE:.0%} above the median of the other seeds at the same setting "
-        "(`n_unstable`: the edge of stability, crossed by that seed), that diverged (a non-finite loss) and that failed (crashed). A run that did not train is a failure of its "
-        "setting: it enters no pick, fit, noise estimate or effect. Table: `tables/stability.csv`."),
-        Bullets(list(words.stability))]
+    blocks: list[Block] = [
+        Heading("Stability"),
+        Para(
+            "Per cell (or arm), role and tuned setting: runs that trained (`n_ok`), that finished without learning "
+            f"(`n_collapsed`: best val loss not {COLLAPSE_MARGIN:.0%} below the unigram loss of the validation split), "
+            f"that learned but ended more than {RISE:.0%} above the median of the other seeds at the same setting "
+            "(`n_unstable`: the edge of stability, crossed by that seed), that diverged (a non-finite loss) and that "
+            "failed (crashed). A run that did not train is a failure of its "
+            "setting: it enters no pick, fit, noise estimate or effect. Table: `tables/stability.csv`."
+        ),
+        Bullets(list(words.stability)),
+    ]
     failing = tables.stability[tables.stability[[*LOST, "n_failed"]].sum(axis=1) > 0]
     if not len(failing):
         return blocks

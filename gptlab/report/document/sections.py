@@ -10,16 +10,17 @@ Every number comes from `tables.ReportTables`, every sentence about the results 
 from __future__ import annotations
 
 import math
+
 import pandas as pd
 
-from gptlab.report.load import Results
 from gptlab.report.document.blocks import Block, Bullets, Heading, Para, Table, image
 from gptlab.report.figures import Figures
-from gptlab.report.tables.rounds import AdaptiveView
+from gptlab.report.load import Results
 from gptlab.report.sentences import Sentences
 from gptlab.report.sentences.overview import too_long
 from gptlab.report.sentences.verdicts import with_call_phrases
 from gptlab.report.tables import ReportTables
+from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.stats.transfer import PAIRED, UNPAIRED
 

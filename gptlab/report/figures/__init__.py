@@ -13,8 +13,14 @@ import dataclasses
 from dataclasses import dataclass
 
 from gptlab.report.figures import effect_figures
-from gptlab.report.figures.run_figures import (effects_by_scale, forest_rows, level_effects, precision_curves,
-                                               throughput, val_curves)
+from gptlab.report.figures.run_figures import (
+    effects_by_scale,
+    forest_rows,
+    level_effects,
+    precision_curves,
+    throughput,
+    val_curves,
+)
 from gptlab.report.figures.tuning_figure import isolation_plot
 from gptlab.report.figures.worth_figure import worth_plot
 from gptlab.report.load import Results

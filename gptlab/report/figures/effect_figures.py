@@ -7,7 +7,6 @@ Figure | None` that tests can inspect; the numbers come in as DataFrames of the 
 """
 from __future__ import annotations
 
-from gptlab.report.figures import figstyle  # noqa: F401  first: it selects Agg before seaborn loads pyplot
 import textwrap
 
 import numpy as np
@@ -17,10 +16,31 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from gptlab.report.figures import figstyle  # noqa: F401  first: it selects Agg before seaborn loads pyplot
 from gptlab.report.figures.figstyle import (
-    MEAN_LABEL, EFFECT_LABEL, CALL_COLOURS, CALL_MARKERS, MAX_LEGEND, MAX_FOREST_ROWS, MAX_TICK_LABELS,
-    png_or_none, figsize, panel_grid, in_order, call_of, numeric_rows, errorbars, shade_band, band_handle,
-    call_handles, legend_outside, wrapped_suptitle, short_at, level_text, factor_palette)
+    CALL_COLOURS,
+    CALL_MARKERS,
+    EFFECT_LABEL,
+    MAX_FOREST_ROWS,
+    MAX_LEGEND,
+    MAX_TICK_LABELS,
+    MEAN_LABEL,
+    band_handle,
+    call_handles,
+    call_of,
+    errorbars,
+    factor_palette,
+    figsize,
+    in_order,
+    legend_outside,
+    level_text,
+    numeric_rows,
+    panel_grid,
+    png_or_none,
+    shade_band,
+    short_at,
+    wrapped_suptitle,
+)
 from gptlab.report.load import Results
 
 

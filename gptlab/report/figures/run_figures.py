@@ -11,19 +11,32 @@ training. Every `X(...) -> bytes | None` returns PNG bytes (None when there is n
 """
 from __future__ import annotations
 
-from gptlab.report.figures import figstyle  # noqa: F401  first: it selects Agg before seaborn loads pyplot
-
 import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from gptlab.report.figures import figstyle  # noqa: F401  first: it selects Agg before seaborn loads pyplot
 from gptlab.report.figures.figstyle import (
-    LOSS_LABEL, BEST_LABEL, MAX_CELL_LINES, to_png, png_or_none, figsize, panel_grid, in_order, numeric_rows,
-    legend_outside, wrapped_suptitle, level_text, factor_palette, cell_palette, level_palette)
+    BEST_LABEL,
+    LOSS_LABEL,
+    MAX_CELL_LINES,
+    cell_palette,
+    factor_palette,
+    figsize,
+    in_order,
+    legend_outside,
+    level_palette,
+    level_text,
+    numeric_rows,
+    panel_grid,
+    png_or_none,
+    to_png,
+    wrapped_suptitle,
+)
 from gptlab.report.load import Results
-from gptlab.stats.arms import ARM
 from gptlab.report.tables import ReportTables
+from gptlab.stats.arms import ARM
 
 
 def val_curves(res: Results, level_curves: pd.DataFrame | None = None) -> bytes | None:

@@ -23,16 +23,15 @@ import yaml
 
 from gptlab.report.load.block_losses import read_test_blocks
 from gptlab.report.load.ceiling import unigram_ceiling
-from gptlab.report.load.results import (TEST_OUTCOME, VAL_OUTCOME, ReportError, Results,
-                                        read_text)
+from gptlab.report.load.results import TEST_OUTCOME, VAL_OUTCOME, ReportError, Results, read_text
 from gptlab.report.load.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_json
 from gptlab.roles import WORTH, WORTH_TUNING
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SummaryCheck, check_summary
+from gptlab.stats.adaptive_seeds import ROUND_COLS
 from gptlab.stats.cliff import unstable
 from gptlab.stats.design import design_cells
 from gptlab.stats.levels import grid_level, level_key
-from gptlab.stats.adaptive_seeds import ROUND_COLS
 from gptlab.statuses import UNSTABLE
 
 __all__ = ["load_results", "Results", "ReportError", "read_text", "run_roles"]

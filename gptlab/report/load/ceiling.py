@@ -16,7 +16,9 @@ from gptlab.run.rundir import RunDir
 from gptlab.runio import read_json
 
 
-def unigram_ceiling(results_dir: ResultsDir, runs: pd.DataFrame, per_token: bool = False, split: str = "val") -> tuple[float, str]:
+def unigram_ceiling(
+    results_dir: ResultsDir, runs: pd.DataFrame, per_token: bool = False, split: str = "val"
+) -> tuple[float, str]:
     """Unigram loss of the validation (or test) split of the runs' dataset (from the runs' config.yaml; never downloads).
 
     Per character (a char unigram) unless `per_token`: then per token of the runs' own tokenizer. A sweep over
@@ -35,8 +37,8 @@ def unigram_ceiling(results_dir: ResultsDir, runs: pd.DataFrame, per_token: bool
             sections.setdefault(key, data)
     if not sections:
         return math.nan, "no run's config.yaml names its data"
-    from gptlab.run.data import unigram_val_loss
     from gptlab.errors import GptlabError
+    from gptlab.run.data import unigram_val_loss
     losses = []
     for data in sections.values():
         name = str(data.get("dataset") or "tinyshakespeare")

@@ -18,9 +18,9 @@ from gptlab.report.load.block_losses import BlockLosses
 from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SummaryCheck
+from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import effect_label, factor_short
-from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule
 
 VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
 

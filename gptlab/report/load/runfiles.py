@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from gptlab.report.load.results import Results
-from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.reclassify import RECLASSIFIED
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.run.summary_csv import CHAR_BPC_FACTOR  # a run.json without a factor: a char run's (from before tokenizers)
 from gptlab.statuses import OK

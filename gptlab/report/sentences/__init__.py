@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from gptlab.report.load import Results
-from gptlab.stats.arms import ARM
 from gptlab.report.sentences import notes, overview, sweeps, to_decide, verdicts, worth
 from gptlab.report.tables import ReportTables
+from gptlab.stats.arms import ARM
 
 
 @dataclass(frozen=True)
@@ -83,25 +83,39 @@ def write(res: Results, tables: ReportTables) -> Sentences:
     tuned, adaptive = tables.tuned, tables.adaptive
     edge = sweeps.tuning_warnings(tuned) if tuned is not None else []
     return Sentences(
-        main=main, interactions=interactions,
+        main=main,
+        interactions=interactions,
         called=verdicts.called(tables, res, {"main_effects": main, "interactions": interactions}),
-        trajectory=verdicts.trajectories(tables.by_step, res, _summary_calls(tables)), sensitivity=notes.sensitivity(res, tables.sensitivity),
-        notes=design_notes, warnings=warnings + edge, schedule=notes.schedule_note(res),
+        trajectory=verdicts.trajectories(tables.by_step, res, _summary_calls(tables)),
+        sensitivity=notes.sensitivity(res, tables.sensitivity),
+        notes=design_notes,
+        warnings=warnings + edge,
+        schedule=notes.schedule_note(res),
         scale=sweeps.scale_verdicts(tables.by_scale, res),
         rule=sweeps.rule_sentence(adaptive.rule) if adaptive is not None else "",
-        tuning_changes=sweeps.tuning_changes(tuned) if tuned is not None else [], tuning_warnings=edge,
-        changes=sweeps.change_verdicts(tables.changes, res), given=sweeps.given_sentence(res, tables.given),
-        error_model=notes.error_model(res, tables.effects), tuning_checks=tuple(_tuning_checks(res, tables)),
+        tuning_changes=sweeps.tuning_changes(tuned) if tuned is not None else [],
+        tuning_warnings=edge,
+        changes=sweeps.change_verdicts(tables.changes, res),
+        given=sweeps.given_sentence(res, tables.given),
+        error_model=notes.error_model(res, tables.effects),
+        tuning_checks=tuple(_tuning_checks(res, tables)),
         arms=tuple(verdicts.arm(r, res, margin) for r in tables.arms.to_dict("records")),
-        scorecard=tuple(worth.scorecard_lines(tables.scorecard, sweeps.scorecard_lines(
-            tables.scorecard, res.unit), res.unit)), untuned=sweeps.untuned_note(res),
-        scorecard_legend=sweeps.legend(tables.scorecard, margin), arms_legend=sweeps.legend(tables.arms, margin),
-        calls_legend=sweeps.legend(tables.arms if len(tables.arms.columns) else pd.concat(
-            [tables.main, tables.interactions]), margin, only=sweeps.TUNING_WORDS),
-        header=tuple(overview.header(res)), lead=overview.lead(res),
+        scorecard=tuple(worth.scorecard_lines(tables.scorecard, sweeps.scorecard_lines(tables.scorecard, res.unit), res.unit)),
+        untuned=sweeps.untuned_note(res),
+        scorecard_legend=sweeps.legend(tables.scorecard, margin),
+        arms_legend=sweeps.legend(tables.arms, margin),
+        calls_legend=sweeps.legend(
+            tables.arms if len(tables.arms.columns) else pd.concat([tables.main, tables.interactions]),
+            margin,
+            only=sweeps.TUNING_WORDS,
+        ),
+        header=tuple(overview.header(res)),
+        lead=overview.lead(res),
         best=tuple(overview.best_and_baseline(res, tables.cells)),
-        call_counts=tuple(overview.call_counts(tables)), failures=overview.failures(res, tables.failures),
-        divergence=notes.divergence_caveat(tables.divergence), no_divergence=notes.no_divergence(tables.divergence),
+        call_counts=tuple(overview.call_counts(tables)),
+        failures=overview.failures(res, tables.failures),
+        divergence=notes.divergence_caveat(tables.divergence),
+        no_divergence=notes.no_divergence(tables.divergence),
         allocation=sweeps.allocation(res) if res.arms else "",
         precision_reached=sweeps.precision_reached(adaptive) if adaptive is not None else "",
         tuned_design=sweeps.tuned_design(tuned, res) if tuned is not None else "",
@@ -110,8 +124,11 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         lr_noise=sweeps.lr_noise(tuned.curves, res.unit) if tuned is not None else "",
         to_decide=tuple(to_decide.sentences(tables.to_decide, res, margin)),
         to_decide_summary=to_decide.summary(tables.to_decide, res, margin),
-        stability=tuple(notes.stability(res, tables.stability)), worth=worth_lines, worth_notes=worth_notes,
-        retune=retune)
+        stability=tuple(notes.stability(res, tables.stability)),
+        worth=worth_lines,
+        worth_notes=worth_notes,
+        retune=retune,
+    )
 
 
 def _summary_calls(tables: ReportTables) -> dict[tuple[str, str], str]:

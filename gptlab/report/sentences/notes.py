@@ -15,9 +15,9 @@ import pandas as pd
 
 from gptlab.report.fmt import fmt_loss, fmt_p
 from gptlab.report.load import Results
+from gptlab.report.sentences.verdicts import absent
 from gptlab.report.tables.scale import unpaired_scale
 from gptlab.report.tables.stability import COUNTS, LOST
-from gptlab.report.sentences.verdicts import absent
 from gptlab.stats.effects import Analysis
 from gptlab.stats.models import FORMULAS, HETERO_P, OWN
 from gptlab.stats.to_decide import MAX_SEEDS

@@ -22,10 +22,10 @@ from gptlab.report.sentences.verdicts import AT_PICKS, ROBUST, UNCHECKED, call_p
 from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.run.config import TrainConfig, get_dotted
-from gptlab.stats.arms import ARM
-from gptlab.stats.picks import pairs_text
 from gptlab.stats.adaptive_seeds import SeedRule
+from gptlab.stats.arms import ARM
 from gptlab.stats.calls import ALPHA
+from gptlab.stats.picks import pairs_text
 from gptlab.stats.robustness import DEPENDS, NOT_CHECKED
 from gptlab.stats.scorecard import AT_PICKS as VERDICT_AT_PICKS
 from gptlab.stats.transfer import CHANGES, HOLDS, INCONCLUSIVE, REVERSES, UNPAIRED
@@ -295,13 +295,16 @@ def tuned_design(view: TuningView, res: Results) -> str:
     """What a tuned sweep tuned, on how many selection runs, and what its effects are on."""
     keys = ", ".join(f"`{k}`" for k in view.keys)
     sel = res.selection
-    return (f"Every cell's {keys} was tuned on its own selection runs: {len(view.settings)} settings x {view.seeds} "
-            f"seed(s) per cell (seeds 1,000,000 and up; {len(sel)} runs, {float(sel['wall_s'].sum()):.0f} s of compute, "
-            "counted in the header's runs and compute). Each cell's pick is the setting with the lowest mean best val loss (a setting "
-            "with a run that diverged or did not learn only when every setting has one). The estimation runs (seeds "
-            f"{', '.join(map(str, res.seeds))}) then trained at each cell's pick; they alone make every effect, interaction "
-            f"and call above, on the {res.outcome_label}: the effects at the tuned optima. The selection runs never "
-            "enter them.")
+    return (
+        f"Every cell's {keys} was tuned on its own selection runs: {len(view.settings)} settings x {view.seeds} "
+        f"seed(s) per cell (seeds 1,000,000 and up; {len(sel)} runs, {float(sel['wall_s'].sum()):.0f} s of compute, "
+        "counted in the header's runs and compute). Each cell's pick is the setting with the lowest mean best val "
+        "loss (a setting "
+        "with a run that diverged or did not learn only when every setting has one). The estimation runs (seeds "
+        f"{', '.join(map(str, res.seeds))}) then trained at each cell's pick; they alone make every effect, interaction "
+        f"and call above, on the {res.outcome_label}: the effects at the tuned optima. The selection runs never "
+        "enter them."
+    )
 
 
 def tuned_extra(view: TuningView) -> str:

@@ -14,14 +14,14 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from gptlab.report.tables import analyses
-from gptlab.report.tables.arms import arms_table, scorecard_table
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
+from gptlab.report.tables import analyses
+from gptlab.report.tables.arms import arms_table, scorecard_table
 from gptlab.report.tables.rounds import AdaptiveView, adaptive_view
 from gptlab.report.tables.scale import effect_changes_by_scale, effects_by_scale
-from gptlab.report.tables.to_decide import to_decide_table
 from gptlab.report.tables.stability import stability_table
+from gptlab.report.tables.to_decide import to_decide_table
 from gptlab.report.tables.tuned_comparison import TuningView, given_picks, loss_left_high, tuning_view, with_effects
 from gptlab.report.tables.worth import WorthView, worth_view
 from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis

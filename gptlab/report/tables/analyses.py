@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-
 from typing import Mapping
 
 import numpy as np

@@ -3,21 +3,23 @@
 `widest_at(res, n)` is the rule's input: the widest 95% half-width among the called effects
 (`stats.adaptive_seeds.called_rows`) of the runs with seeds 0..n-1, with the first round's error (`stein`).
 The sweep computes the same from summary.csv's rows (`sweep.adaptive_seeds.widest_in_summary`; tests check
-that the two agree); the report calls `half_width_curve` for its figure and shows rounds.csv (`Results.rounds`) as its table. rounds.csv
+that the two agree); the report calls `half_width_curve` for its figure and shows rounds.csv (`Results.rounds`) as
+its table. rounds.csv
 is written by the sweep (`gptlab.sweep.adaptive_seeds`) and read by the load step.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import pandas as pd
 
-from gptlab.report.tables.analyses import analyse_runs
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
+from gptlab.report.tables.analyses import analyse_runs
+from gptlab.stats.adaptive_seeds import SeedRule, Widest, called_rows
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN
-from gptlab.stats.adaptive_seeds import SeedRule, Widest, called_rows
 
 
 def _called(res: Results, rule: SeedRule, n_seeds: int) -> pd.DataFrame:

@@ -26,15 +26,15 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from gptlab.report.tables.analyses import analyse_runs
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
+from gptlab.report.tables.analyses import analyse_runs
 from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.stats.effects import TUNING_COLS, Analysis
-from gptlab.stats.robustness import DEPENDS, check as tuning_check, tuning_word
+from gptlab.stats.robustness import DEPENDS, tuning_word
+from gptlab.stats.robustness import check as tuning_check
 from gptlab.stats.scale_change import CHANGE_COLS, effect_changes
-from gptlab.stats.transfer import (CHANGES, HOLDS, PAIRED, REVERSES, UNPAIRED, UnpairedChange, transfer_calls,
-                                   unpaired_change)
+from gptlab.stats.transfer import CHANGES, HOLDS, PAIRED, REVERSES, UNPAIRED, UnpairedChange, transfer_calls, unpaired_change
 
 SCALE_COLS = ["factor", "level", "baseline", "scale_factor", "scale_level", "estimate", "ci_low", "ci_high",
               "p_adjusted", "call", "n_runs"]

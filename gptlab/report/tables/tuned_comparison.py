@@ -34,16 +34,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gptlab.report.tables.analyses import design_for
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
-from gptlab.stats.levels import grid_level, level_key, same_level
-from gptlab.stats.effects import analyse
+from gptlab.report.tables.analyses import design_for
 from gptlab.stats.cliff import SAYS_NOTHING
+from gptlab.stats.effects import analyse
+from gptlab.stats.levels import grid_level, level_key, same_level
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
+from gptlab.stats.picks import Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows, tuning_columns
 from gptlab.statuses import FAILED_TO_TRAIN
-from gptlab.stats.picks import (Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows,
-                                tuning_columns)
 
 LR_KEY = "train.lr"  # the tuned key whose curves lr_curves.csv fits
 SELECTION_LOSS = "best_val_loss"  # validation: the split that chose the checkpoints and the settings
