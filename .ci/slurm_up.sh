@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A single-node SLURM on this machine (Debian/Ubuntu, as root, no systemd needed), for tests/test_slurm.py.
+# A single-node SLURM on this machine (Debian/Ubuntu, as root, no systemd needed), for tests/executors/test_slurm.py.
 #
 # Installs slurm-wlm and munge when missing, writes a minimal slurm.conf (one node "localhost" with this
 # machine's CPUs and memory, one partition "debug", no cgroups, no accounting) and starts munged, slurmctld

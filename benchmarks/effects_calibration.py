@@ -1,6 +1,6 @@
 """Print how the report's statistics do on simulated sweeps with planted effects.
 
-For each design of `calibration.effects_sim.CALIBRATION_DESIGNS` (the ones tests/test_calibration.py
+For each design of `calibration.effects_sim.CALIBRATION_DESIGNS` (the ones tests/simulations/test_effects_sim.py
 checks): datasets, model chosen, CI coverage of the planted effects, false better/worse calls on
 truly-zero effects, and mean 95% CI half-width of the main effects.
 

@@ -1,6 +1,6 @@
 """Fuzz campaign of the sweep spec loader: thousands of generated specs through `--dry-run`.
 
-The generators and the property are those of `tests/test_fuzz_spec.py` (which runs a few hundred
+The generators and the property are those of `tests/scenarios/test_fuzz_spec.py` (which runs a few hundred
 specs in CI): specs mutated from the shipped ablations, specs of the right shape with random
 contents, shipped specs with generated `tune:` and `executor:` sections (SLURM's `cluster` included),
 and mutated specs with bytes inserted, cut or doubled (often not UTF-8); the first three with
@@ -45,6 +45,8 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import gptlab.sweep.estimate  # noqa: E402
+from helpers import SHARED_DATA  # noqa: E402
+from scenarios import test_fuzz_spec as fuzz  # noqa: E402  (the generators and the property of the CI tests)
 
 # A spec whose mutation drops its corpus falls back to Tiny Shakespeare: found where the tests find it (the
 # shared data, or $GPTLAB_DATA_DIR), never downloaded (a failed download is a second line, the INFO that announced it)

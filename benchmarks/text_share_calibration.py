@@ -1,7 +1,7 @@
 """Print how the seed-only and the seed x block CIs do on simulated sweeps with planted arm x block interactions.
 
 For each scenario of `calibration.text_share_sim.TEXT_SCENARIOS` (2x2 designs like results/tuned, 3 or 5
-seeds, 20 test blocks per run; tests/test_text_share.py checks small versions): for each method, the
+seeds, 20 test blocks per run; tests/stats/test_text_share.py checks small versions): for each method, the
 coverage of the planted effects on the whole population of text (main effects, the interaction and the
 simple effects), false better/worse calls on truly-zero effects, the mean 95% CI half-width of the main
 effects and their mean text share. The paired seed x block bootstrap (main effects only, paired seeds

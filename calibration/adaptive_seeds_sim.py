@@ -1,12 +1,12 @@
 """Simulated adaptive sweeps with no real effect: the check that a seed rule keeps its CIs exact.
 
-Owns the null simulation behind `benchmarks/adaptive_null.py` and `tests/test_adaptive.py`. Each
+Owns the null simulation behind `benchmarks/adaptive_null.py` and `tests/stats/test_adaptive_seeds.py`. Each
 simulated sweep is a 2^k factorial (2 to 16 cells) whose runs are
     y[cell, seed] = b[seed] + e,   e ~ N(0, sigma^2),   b[seed] ~ N(0, seed_sd^2)
 (every effect is zero; a seed shifts every cell alike, as the lab's shared batch order does).
 Each sweep is analysed with the report's model, y ~ 0 + C(cell) + C(seed), in closed form (the
 balanced design makes every main-effect contrast c have variance sigma^2 * sum(c^2) / n), so tens
-of thousands of sweeps take seconds. `tests/test_adaptive.py` checks the closed form against
+of thousands of sweeps take seconds. `tests/stats/test_adaptive_seeds.py` checks the closed form against
 `models.fit_cells` on the same data. Two rules are compared:
 
 - `stein`: the lab's rule (`precision.SeedRule.seeds_needed` on round 1's widest half-width; the

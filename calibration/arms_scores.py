@@ -2,7 +2,7 @@
 
 Owns `Summary` and `summarise` (one setup's `arms_sim.Records` of one world), `run` (simulate and summarise),
 `calibrate` (a world null and planted, on separate draws) and `WORLDS` (benchmarks/arms_calibration.py's rows,
-the world with one arm five times noisier among them; tests/test_arms_sim.py runs small versions).
+the world with one arm five times noisier among them; tests/simulations/test_arms_sim.py runs small versions).
 """
 from __future__ import annotations
 

@@ -226,7 +226,7 @@ def comparisons(data: np.ndarray, setup: Setup, counts: np.ndarray, design: Desi
 
     The models are the report's own (`models.fit_cells`, `text_share.text_error`); only `CellFit.test`,
     `TextError.test`, Holm and the calls are applied to the k comparisons at once, with the same formulas
-    (tests/test_arms_sim.py checks them against `effects.analyse` to 1e-9, Welch fits included): the
+    (tests/simulations/test_arms_sim.py checks them against `effects.analyse` to 1e-9, Welch fits included): the
     minimum detectable effects and seeds needed that `analyse` also computes are most of its time."""
     cell, seed, blocks = _runs(data, counts)
     fit = fit_cells(blocks.run_losses, cell, seed, design, True, None, setup.paired, setup.own_variance)

@@ -1,6 +1,6 @@
 """Simulated selection runs on planted loss-against-lr curves: how often `lr_curves`' 95% CIs cover the truth.
 
-Owns the check behind `benchmarks/lr_curve_calibration.py` and `tests/test_lr_curves.py`. Each
+Owns the check behind `benchmarks/lr_curve_calibration.py` and `tests/stats/test_lr_curves.py`. Each
 simulated sweep has `cells` cells; each cell a planted curve in d = log2(lr / optimum),
     loss = best + c d^2 exp(asymmetry d),
 with c drawn uniformly from `curvature` (nats per octave^2, `lr_curves`' curvature at the optimum),

@@ -1,6 +1,6 @@
 """Simulated tuned 2x2 studies on planted asymmetric lr curves: the calibration of the refining tuner against the grid.
 
-Owns the simulation behind `benchmarks/refine_calibration.py` and `tests/test_refine_sim.py` (issue 28,
+Owns the simulation behind `benchmarks/refine_calibration.py` and `tests/simulations/test_refine_sim.py` (issue 28,
 point 4). A study is the `tuned` reference study's design: activation (gelu, relu) x tying (tied,
 untied), each cell with a true loss curve in u = log2(lr / lr*) (`Curve`): a quadratic steeper on the
 low-lr side (right-side curvature log-uniform in `World.curvature`, the left side `skew` times it;

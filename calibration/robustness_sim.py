@@ -1,6 +1,6 @@
 """Simulated tuned 2x2 studies with planted effects: the tuning check's calls scored against the truth at the cells' true optima.
 
-Owns the simulation behind `benchmarks/robustness_calibration.py` and `tests/test_robustness_sim.py`.
+Owns the simulation behind `benchmarks/robustness_calibration.py` and `tests/simulations/test_robustness_sim.py`.
 The world is `calibration.refine_sim`'s, reused as it is (`World`, `Curve`, `Noise`, `grid_picks`): the
 `tuned` study's 2x2, activation (gelu, relu) x tying (tied, untied), each cell a true loss curve in
 log2(lr) steeper below its optimum, selection runs on the grid 5e-4 .. 8e-3 (factor 2) at one or two

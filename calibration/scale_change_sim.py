@@ -2,7 +2,7 @@
 
 Owns `SIM_DESIGN` (a 2 x 2), `ChangeSim` (one simulated study, the model of `gptlab.stats.scale_change`'s
 docstring), `simulate_changes` and `calibrate_changes`, which scores `change_table`'s rows against the
-planted changes and compares the paired interval with Welch's (tests/test_scale_change.py,
+planted changes and compares the paired interval with Welch's (tests/stats/test_scale_change.py,
 benchmarks/scale_change_calibration.py).
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ Owns `TextScenario` (a 2x2 design like results/tuned with its noise and its plan
 of the planted effects on the whole population of text, false calls on effects that are 0, and CI
 width, for the seed-only CI against the seed x block CI, both from `effects.analyse`), with the paired
 seed x block bootstrap as a third method on the main effects. `TEXT_SCENARIOS` are the rows of
-benchmarks/text_share_calibration.py; tests/test_text_share.py runs small versions.
+benchmarks/text_share_calibration.py; tests/stats/test_text_share.py runs small versions.
 
 The planted model, for cell c, seed s and block b of the test text (every term drawn afresh per
 dataset, so each dataset scores a new sample of text and the truth is the effect on all text):

@@ -2,7 +2,7 @@
 
 Owns `se_from_ci`, `TransferWorld` (two corpora, each an arms study of `calibration.arms_sim`), `simulate_transfer`,
 `calibrate_transfer` (the verdicts scored against the planted changes) and `TRANSFER_WORLDS`
-(benchmarks/transfer_calibration.py's rows; tests/test_transfer.py runs small versions).
+(benchmarks/transfer_calibration.py's rows; tests/stats/test_transfer.py runs small versions).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Simulated tuned comparisons with planted loss-against-lr curves: the check of the tuned protocol.
 
-Owns the simulation behind `benchmarks/tuning_calibration.py` and `tests/test_tuning_calibration.py`
+Owns the simulation behind `benchmarks/tuning_calibration.py` and `tests/simulations/test_tuning_sim.py`
 (issue 21, point 5). Two arms (one factor, baseline first) each have a planted curve, a parabola in
 log2 of the tuned setting (`Curve`). Every simulated study has runs at every arm x setting x seed:
     y[arm, setting, seed] = curve_arm(setting) + b[seed] + e,   b ~ N(0, seed_sd^2), e ~ N(0, noise_sd^2)

@@ -1,6 +1,7 @@
-"""Shared fixtures: an isolated data cache, a small generated corpus, one torch thread, `no_figures`.
+"""Shared fixtures: an isolated data cache, a small generated corpus, one torch thread, `no_figures`; and the
+grouping of tests for pytest-xdist (`-n`, on by default in pyproject.toml).
 
-Plain helpers (paths, `make_corpus`, `tiny_config`) live in helpers.py; only fixtures are here.
+Plain helpers (paths, `make_corpus`, `tiny_config`) live in helpers.py; only fixtures and hooks are here.
 No test uses the network: downloads go to a local HTTP server, the real text comes from
 `../shared/data` (or $GPTLAB_DATA_DIR), and most tests train on a corpus generated here.
 """
@@ -11,6 +12,25 @@ from pathlib import Path
 import pytest
 
 from helpers import SHARED_DATA, make_corpus, skip_figures
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`--dist loadgroup`), the tests that share a module-scoped fixture of their own module
+    (a trained sweep, a simulation, a SLURM or dask cluster) run on one worker, so the fixture is built once, and two
+    workers never share what it holds (a cluster, SLURM's job name); the module's other tests spread freely.
+    An explicit `xdist_group` mark wins. Without xdist the mark does nothing."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        module = item.nodeid.split("::", 1)[0]
+        for name in getattr(info, "names_closure", ()):
+            defs = info.name2fixturedefs.get(name) or ()
+            fixture = defs[-1] if defs else None
+            if (fixture is not None and fixture.scope in ("module", "class") and not getattr(fixture, "_autouse", False)
+                    and fixture.baseid.split("::", 1)[0] == module):
+                item.add_marker(pytest.mark.xdist_group(module))
+                break
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -67,7 +67,7 @@ def make_optimizer(model: GPT, cfg: TrainConfig, device: torch.device) -> torch.
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
     # One fused kernel for the whole update (CPU and CUDA): ~3.5x faster than the foreach path
-    # on the nanoGPT CPU model, equal to it within float rounding (tests/test_fastpaths.py).
+    # on the nanoGPT CPU model, equal to it within float rounding (tests/scenarios/test_fastpaths.py).
     fused = device.type in ("cpu", "cuda")
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=fused)
 

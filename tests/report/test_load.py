@@ -138,7 +138,7 @@ def test_the_example_notebook_runs_and_writes_nothing(monkeypatch):
     notebook = nbformat.read(REPO / "docs" / "example.ipynb", as_version=4)
     watched = (REPO / "docs", FOUR_AXES, REPO / "reports" / "four_axes")
     before = _snapshot(*watched)
-    NotebookClient(notebook, timeout=120, kernel_name="python3",
+    NotebookClient(notebook, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(REPO / "docs")}}).execute()
     assert _snapshot(*watched) == before
     outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]

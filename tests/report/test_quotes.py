@@ -3,7 +3,6 @@ included, and refused when they name no row or several; the report says effects 
 snapshots, and that a training-length factor changes the schedule too."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -14,6 +13,8 @@ from gptlab.errors import GptlabError
 from gptlab.report import document, figures, load_results, write_report
 from gptlab.report.document import quotes
 from gptlab.report.tables import compute_tables
+
+from helpers import REPO
 
 GRID = {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"], "train.max_iters": [2000, 6000]}
 # relu: better at 2000 iterations, worse at 6000 (opposite signs); untied: worse everywhere
@@ -120,7 +121,7 @@ def test_the_report_renders_references_and_refuses_a_missing_row_before_writing(
 def test_a_change_across_scale_levels_is_quoted_by_its_effect_and_level():
     from gptlab.report.load import ReportError
 
-    res = load_results(Path(__file__).resolve().parents[1] / "results" / "transfer")
+    res = load_results(REPO / "results" / "transfer")
     files = compute_tables(res, 0.01).files({})
     row = files["effect_changes"].set_index(["factor", "scale_level"]).loc[("model.activation", "6000")]
     text = quotes.render("{{effect_changes: activation=relu @ max_iters=6000}}", files, res)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +21,8 @@ from calibration.refine_sim import (DESIGN, GRID_RUNS, LATTICE, TUNERS, WORLDS, 
                                      grid_picks, refine_picks, simulate, summarise)
 from gptlab.stats import refine
 from gptlab.stats.refine import RefineRule
+
+from helpers import REPO
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
@@ -136,7 +137,7 @@ def test_a_pick_one_half_step_off_fails_the_checks():
 
 def test_the_benchmarks_copy_of_the_decisions_decides_as_stats_refine_does():
     """`--variants` measures changes on a copy of `judge` and `decide`: unchanged, it adds and picks the same."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "refine_calibration.py"
+    path = REPO / "benchmarks" / "refine_calibration.py"
     spec = importlib.util.spec_from_file_location("refine_calibration", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

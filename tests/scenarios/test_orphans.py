@@ -55,11 +55,11 @@ def start(spec: Path, results: Path, ready: Callable[[Path], bool]) -> subproces
                             preexec_fn=_terminal_signals,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     runs = results / "t" / "runs"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # a bound, not a budget (a busy machine, other tests beside under xdist)
     while time.monotonic() < deadline and proc.poll() is None and not ready(runs):
         time.sleep(0.02)
     assert proc.poll() is None, proc.communicate()[1]
-    assert ready(runs), "the sweep never got there within 120 s"
+    assert ready(runs), "the sweep never got there within 300 s"
     return proc
 
 
@@ -147,7 +147,7 @@ def test_sighup_stops_the_sweep_like_sigterm_and_a_rerun_resumes_it(reference, t
     results = tmp_path / "results"
     proc = start(spec, results, checkpointed)
     os.killpg(proc.pid, signal.SIGHUP)  # a closed terminal hangs up the whole job: driver, workers, trackers
-    err = proc.communicate(timeout=60)[1]
+    err = proc.communicate(timeout=300)[1]
     assert proc.returncode == 130, err
     assert "interrupted: " in err and "run the same command again to resume" in err
     assert "Traceback" not in err and "Error" not in err, err
@@ -173,7 +173,7 @@ def test_ctrl_c_pressed_three_times_stops_once_without_a_traceback(tmp_path, cor
     for _ in range(3):  # Ctrl-C reaches the whole foreground job
         os.killpg(proc.pid, signal.SIGINT)
         time.sleep(0.1)
-    err = proc.communicate(timeout=60)[1]
+    err = proc.communicate(timeout=300)[1]
     assert proc.returncode == 130, err
     assert err.count("interrupted: ") == 1 and "of 4 runs finished" in err
     assert "Traceback" not in err and "Error" not in err, err

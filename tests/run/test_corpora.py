@@ -65,7 +65,7 @@ def test_a_sweep_refuses_an_altered_corpus_before_anything_is_written(tmp_path):
                     "grid: {model.activation: [gelu, relu]}\nseeds: [0]\n")
     env = {"GPTLAB_DATA_DIR": str(tmp_path / "data"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "gptlab.sweep", str(spec), "--results", str(tmp_path / "r")],
-                          capture_output=True, text=True, env=env, timeout=120)
+                          capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
     assert "is not the published file" in proc.stderr and not (tmp_path / "r").exists()
 
@@ -105,7 +105,7 @@ def test_prepare_writes_nothing_when_the_text_differs(monkeypatch, tmp_path, cap
 
 def test_datasets_are_listed_with_what_they_are():
     proc = subprocess.run([sys.executable, "-m", "gptlab.sweep", "--list"], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)
+                          cwd=REPO, timeout=300)
     lines = proc.stdout.splitlines()
     at = lines.index(next(line for line in lines if line.startswith("data.dataset:")))
     assert lines[at + 1].split()[0] == "tinyshakespeare" and lines[at + 2].split()[0] == "austen"

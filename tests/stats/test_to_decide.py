@@ -23,7 +23,7 @@ from gptlab.stats.text_share import Blocks
 from gptlab.stats.to_decide import (MAX_TEST_FRACTION, ErrorParts, SeedPart, decide, error_parts, half_width,
                                     seeds_needed, text_half_width)
 
-from test_text_share import planted
+from tests.stats.test_text_share import planted
 
 
 def _t(df: float) -> float:

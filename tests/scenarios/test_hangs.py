@@ -72,5 +72,5 @@ def test_importing_dask_jobqueue_keeps_the_sigint_handler():
             "from gptlab.executors.slurm import import_jobqueue\n"
             "import_jobqueue()\n"
             "print(signal.getsignal(signal.SIGINT) is mine)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert out.stdout.strip() == "True", out.stderr

@@ -140,7 +140,7 @@ def test_a_slurm_sweep_stops_releases_resumes_survives_a_cancelled_job_and_equal
         wait_for(lambda: list(runs.glob("*/ckpt_last.pt")), 120, "checkpoint", proc, log1)
         assert our_jobs(), "the sweep's jobs should be in the queue while it trains"
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 130, log1.read_text()
+        assert proc.wait(timeout=300) == 130, log1.read_text()
     finally:
         proc.kill()
     assert "plan: SLURM jobs on the default partition (2 job(s))" in log1.read_text()

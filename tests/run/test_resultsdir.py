@@ -13,7 +13,9 @@ from gptlab.errors import GptlabError
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 
-PACKAGE = Path(__file__).resolve().parents[1] / "gptlab"
+from helpers import REPO
+
+PACKAGE = REPO / "gptlab"
 # The contract (docs/RESULTS.md "Results layout", docs/CONTRACTS.md), spelled out here on purpose: a renamed file fails.
 LAYOUT = {"sweep_yaml": "sweep.yaml", "summary_csv": "summary.csv", "runs_dir": "runs", "rounds_csv": "rounds.csv",
           "tuning_csv": "tuning.csv", "samples_json": "samples.json", "discussion_md": "discussion.md",
