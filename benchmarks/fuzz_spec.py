@@ -39,14 +39,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-import test_fuzz_spec as fuzz  # noqa: E402  (the generators and the property of the CI tests)
 from helpers import SHARED_DATA  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from scenarios import test_fuzz_spec as fuzz  # noqa: E402  (the generators and the property of the CI tests)
 
 import gptlab.sweep.estimate  # noqa: E402
-from helpers import SHARED_DATA  # noqa: E402
-from scenarios import test_fuzz_spec as fuzz  # noqa: E402  (the generators and the property of the CI tests)
 
 # A spec whose mutation drops its corpus falls back to Tiny Shakespeare: found where the tests find it (the
 # shared data, or $GPTLAB_DATA_DIR), never downloaded (a failed download is a second line, the INFO that announced it)

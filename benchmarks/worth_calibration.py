@@ -6,7 +6,7 @@ saturating power law): per planted multiplier (0.35 and 5 lie beyond the range a
 coverage of the 95% CI (open ends extended), the shares censored above and below, the median CI half-width in
 doublings, the median estimate and the share of CIs excluding 1 (power where m != 1, false calls at m = 1).
 Worlds with a cosine anchor place the arms on the wsd curve's shape (`step_multiplier(..., anchor=)`).
-tests/test_worth.py runs a small version.
+tests/stats/test_worth.py runs a small version.
 
     python benchmarks/worth_calibration.py [--scale 1] [--curves pchip,power] [--worlds REGEX]
 """

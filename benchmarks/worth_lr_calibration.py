@@ -2,7 +2,7 @@
 
 For each world of `calibration.worth_lr_sim.WORLDS` (the lab's lr curve, three runs at 0.5, 1 and 2 times
 the pick) and each shift of the true optimum from the pick (0: a `moves` is false; +-1 octave: the power),
-the share of each verdict (`stays`, `moves`, `unclear`). tests/test_worth.py runs a small version.
+the share of each verdict (`stays`, `moves`, `unclear`). tests/stats/test_worth.py runs a small version.
 
     python benchmarks/worth_lr_calibration.py [--trials 4000] [--shifts -1,-0.5,0,0.5,1]
 """

@@ -2,7 +2,7 @@
 
 Owns `RetuneWorld` (the planted lr curve, how far its optimum sits from the pick, the noise), `verdict_rates`
 (the share of each verdict over simulated re-tunes) and `WORLDS`, the rows of benchmarks/worth_lr_calibration.py;
-tests/test_worth.py runs a small version.
+tests/stats/test_worth.py runs a small version.
 
 The planted curve is the lab's (docs/STATISTICS.md, the lr curves): loss(f) = 1.8 + c d^2 exp(a d),
 d = log2(f) - shift, the optimum `shift` octaves from the pick (f = 1). Each factor tried (0.5, 1, 2) is one

@@ -3,7 +3,7 @@
 Owns `WorthWorld` (a planted curve, the seeds, the noise), `simulate` (one study: the baseline's runs at
 each length, and one arm per planted multiplier, with their test blocks), `calibrate` (each multiplier's
 CI coverage, censoring and width, for the PCHIP or the power-law curve) and `WORLDS`, the rows of
-benchmarks/worth_calibration.py; tests/test_worth.py runs a small version.
+benchmarks/worth_calibration.py; tests/stats/test_worth.py runs a small version.
 
 The planted model, for seed s at length k on block b (and an arm's run r):
 

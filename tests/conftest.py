@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from helpers import SHARED_DATA, make_corpus, skip_figures
 
 

@@ -6,11 +6,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import yaml
+from helpers import tiny_config
 
 from gptlab.executors import RunResult
 from gptlab.run.rundir import RunDir
-
-from helpers import tiny_config
 
 
 class FakeBackend:

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import tiny_config
 
 from gptlab.model.activations import ACTIVATIONS
 from gptlab.report import load_results
 from gptlab.report.load.samples import gather
 from gptlab.sample import main as sample_main
 from gptlab.sweep_cli import main as sweep_main
-
-from helpers import tiny_config
 
 
 @pytest.mark.parametrize("body, message", [

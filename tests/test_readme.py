@@ -32,9 +32,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from packaging.requirements import Requirement
-
 from helpers import REPO
+from packaging.requirements import Requirement
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 

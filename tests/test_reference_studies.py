@@ -31,10 +31,9 @@ from typing import Iterator, Mapping
 
 import pandas as pd
 import pytest
+from helpers import REPO, shipped_studies, skip_figures
 
 from gptlab.report import write_report
-
-from helpers import REPO, shipped_studies, skip_figures
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
@@ -67,7 +66,7 @@ def test_the_reference_studies_are_shipped():
 @pytest.fixture(scope="module")
 def regenerated(tmp_path_factory):
     """Each study's report regenerated without its figures: the tests compare tables and read report.md's
-    sentences, and the figures (tested in test_report_output.py) were two thirds of the time."""
+    sentences, and the figures (tested in tests/report/test_render.py) were two thirds of the time."""
     root = tmp_path_factory.mktemp("reports")
     with pytest.MonkeyPatch.context() as mp:
         skip_figures(mp)

@@ -11,6 +11,8 @@ import math
 import pandas as pd
 import pytest
 import yaml
+from fakes import write_spec
+from helpers import skip_figures, tiny_config
 
 from gptlab.executors import RunResult
 from gptlab.report import write_report
@@ -19,14 +21,22 @@ from gptlab.run.data import load_dataset, unigram_loss, unigram_val_loss
 from gptlab.run.reclassify import unigram_of
 from gptlab.run.rundir import RunDir
 from gptlab.stats.picks import Trial, pick_rows
-from gptlab.statuses import (COLLAPSE_MARGIN, COLLAPSED, DIVERGED, FAILED_TO_TRAIN, FINISHED, OK, STATUSES, UNSTABLE,
-                             classify, collapse_note, is_collapsed)
+from gptlab.statuses import (
+    COLLAPSE_MARGIN,
+    COLLAPSED,
+    DIVERGED,
+    FAILED_TO_TRAIN,
+    FINISHED,
+    OK,
+    STATUSES,
+    UNSTABLE,
+    classify,
+    collapse_note,
+    is_collapsed,
+)
 from gptlab.sweep.progress import Progress
 from gptlab.sweep.spec import load_spec
 from gptlab.sweep_cli import main as sweep_main
-
-from fakes import write_spec
-from helpers import skip_figures, tiny_config
 
 NEVER_TRAINS = 1e-9  # an lr at which 40 steps leave the tiny model where it started (worse than the unigram loss)
 

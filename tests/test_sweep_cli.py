@@ -7,17 +7,17 @@ import dataclasses
 import io
 
 import pytest
+from fakes import write_spec
 
+from gptlab import sweep_cli
 from gptlab.stats.models import MIN_RESIDUAL_DF, planned_df
 from gptlab.sweep import execute as execute_module
 from gptlab.sweep.dry_run import bottom_line
 from gptlab.sweep.execute import SweepOptions, finish
 from gptlab.sweep.runs import noise_df_warning
 from gptlab.sweep.spec import load_spec
-from gptlab import sweep_cli
-from gptlab.sweep_cli import main as sweep_main, report_with_calls
-
-from fakes import write_spec
+from gptlab.sweep_cli import main as sweep_main
+from gptlab.sweep_cli import report_with_calls
 
 
 def test_the_residual_df_of_a_plan_is_the_one_the_model_fits():
@@ -39,7 +39,10 @@ def test_a_design_with_too_few_residual_df_is_warned_about_with_the_seeds_that_f
 
 
 def test_the_bottom_line_says_the_cost_from_scratch_and_what_is_left():
-    assert bottom_line([(4, 20.0, 4, 20.0)]) == "\nfrom scratch: 4 runs, about 0:00:20; with what is on disk: 4 to train, about 0:00:20"
+    assert (
+        bottom_line([(4, 20.0, 4, 20.0)])
+        == "\nfrom scratch: 4 runs, about 0:00:20; with what is on disk: 4 to train, about 0:00:20"
+    )
     line = bottom_line([(127, 31159.0, 0, None), (154, 42843.0, 0, None)], picked=True)
     assert line.startswith("\nfrom scratch: 127 to 154 runs, about 8:39:19 to 11:54:03; with what is on disk: "
                            "nothing to train (counting the finished runs on disk")

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from gptlab.sweep_cli import main as sweep_main
-
 from fakes import LOKY_EXECUTOR, boom_activation, write_spec
 from helpers import REPO
+
+from gptlab.sweep_cli import main as sweep_main
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
@@ -140,7 +139,9 @@ def test_dask_sweep_matches_the_loky_sweep(cluster, tmp_path, corpus, capsys):
         assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "metrics.csv", "place.json", "sample.txt",
                                                          "summary.json", "train.log"]
         assert metrics(run) == metrics(tmp_path / "loky" / "results" / "t" / "runs" / run_id)
-        assert (run / "config.yaml").read_text() == (tmp_path / "loky" / "results" / "t" / "runs" / run_id / "config.yaml").read_text()
+        assert (run / "config.yaml").read_text() == (
+            tmp_path / "loky" / "results" / "t" / "runs" / run_id / "config.yaml"
+        ).read_text()
     resolved = yaml.safe_load((tmp_path / "dask" / "results" / "t" / "sweep.yaml").read_text())
     assert resolved["executor"]["backend"] == "dask" and resolved["executor"]["on_worker_lost"] == "retry"
 
@@ -299,7 +300,8 @@ def test_a_worker_address_is_not_taken_for_a_scheduler(cluster, tmp_path, corpus
 
 @pytest.mark.parametrize("executor, message", [
     ({"backend": "dask"}, "executor.scheduler: the dask backend needs a scheduler address"),
-    ({"backend": "dask", "scheduler": "local", "on_worker_lost": "ignore"}, "executor.on_worker_lost: must be one of retry, fail"),
+    ({"backend": "dask", "scheduler": "local", "on_worker_lost": "ignore"},
+     "executor.on_worker_lost: must be one of retry, fail"),
     ({"backend": "dask", "scheduler": "local", "shared_dir": 3}, "executor.shared_dir: must be a non-empty string"),
 ])
 def test_dask_executor_keys_are_validated(executor, message, tmp_path, corpus, capsys):

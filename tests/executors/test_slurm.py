@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fakes import write_spec
+from helpers import REPO, python_m
 
 from gptlab.errors import GptlabError
 from gptlab.executors import ExecutorConfig, plan_resources
 from gptlab.executors.slurm import SlurmConfig
 from gptlab.sweep_cli import main as sweep_main
-
-from fakes import write_spec
-from helpers import REPO, python_m
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
@@ -261,7 +260,9 @@ def test_a_missing_sbatch_is_one_line_before_anything_is_written(tmp_path, corpu
 
 
 def test_dry_run_shows_the_slurm_plan(tmp_path, corpus, capsys):
-    spec = write_spec(tmp_path, corpus, executor={"backend": "dask", "cluster": {"type": "slurm", "partition": "gpu", "cores": 2}})
+    spec = write_spec(
+        tmp_path, corpus, executor={"backend": "dask", "cluster": {"type": "slurm", "partition": "gpu", "cores": 2}}
+    )
     assert sweep_main([str(spec), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0
     assert ("plan: SLURM jobs on partition gpu (adaptive, 0 job(s) up to one per run), each 2 core(s), 4GB, "
             "walltime 01:00:00; one run per job at a time, 2 thread(s) per run; stops if no job has started for "
@@ -283,8 +284,12 @@ def test_a_job_sbatch_refuses_is_one_line_quoting_it_before_any_run(slurm, tmp_p
 
 def test_jobs_that_never_start_stop_the_sweep_after_its_patience_naming_squeue(slurm, tmp_path, corpus, capsys):
     # --begin an hour from now: accepted by sbatch, pending in squeue (reason BeginTime) for the whole test
-    spec = write_spec(tmp_path, corpus, train=SLURM_TRAIN, executor=slurm_executor(tmp_path, job_extra_directives=["--begin=now+1hour"],
-                                                       patience="0:03"))
+    spec = write_spec(
+        tmp_path,
+        corpus,
+        train=SLURM_TRAIN,
+        executor=slurm_executor(tmp_path, job_extra_directives=["--begin=now+1hour"], patience="0:03"),
+    )
     started = time.monotonic()
     code = sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "r")])
     waited = time.monotonic() - started

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import itertools
+import math
 
 import pytest
 import torch

@@ -7,12 +7,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import REPO
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from calibration.synthetic import make_results
 from gptlab.report.export import cell_folder, main
-
-from helpers import REPO
 
 FOUR_AXES = REPO / "results" / "four_axes"
 CELL = "norm=post,activation=relu,position=learned,tying=untied"

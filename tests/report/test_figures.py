@@ -16,10 +16,10 @@ from matplotlib.colors import to_hex
 from matplotlib.patches import Rectangle
 
 from calibration.synthetic import make_results
+from gptlab.report import load_results, write_report
 from gptlab.report.figures import effect_figures as E
 from gptlab.report.figures import figstyle as S
 from gptlab.report.figures import run_figures as F
-from gptlab.report import load_results, write_report
 from gptlab.report.tables import analyses
 
 PNG = b"\x89PNG"

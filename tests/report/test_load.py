@@ -7,12 +7,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from calibration.synthetic import make_results
-import gptlab
-from gptlab.errors import GptlabError
-
 from helpers import REPO
+
+import gptlab
+from calibration.synthetic import make_results
+from gptlab.errors import GptlabError
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 

@@ -3,18 +3,16 @@ included, and refused when they name no row or several; the report says effects 
 snapshots, and that a training-length factor changes the schedule too."""
 from __future__ import annotations
 
-
 import pandas as pd
 import pytest
 import yaml
+from helpers import REPO
 
 from calibration.synthetic import make_results
 from gptlab.errors import GptlabError
 from gptlab.report import document, figures, load_results, write_report
 from gptlab.report.document import quotes
 from gptlab.report.tables import compute_tables
-
-from helpers import REPO
 
 GRID = {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"], "train.max_iters": [2000, 6000]}
 # relu: better at 2000 iterations, worse at 6000 (opposite signs); untied: worse everywhere

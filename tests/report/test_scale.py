@@ -7,16 +7,15 @@ import math
 import pandas as pd
 import pytest
 import yaml
+from helpers import tiny_config
 
 from calibration.synthetic import make_results
 from gptlab.errors import GptlabError
 from gptlab.report import figures, write_report
 from gptlab.report.load import load_results
-from gptlab.report.tables.scale import effects_by_scale
 from gptlab.report.sentences.sweeps import scale_verdicts
+from gptlab.report.tables.scale import effects_by_scale
 from gptlab.sweep.spec import load_spec
-
-from helpers import tiny_config
 
 GRID = {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"], "train.max_iters": [2000, 6000]}
 # relu: -0.03 at 2000 iterations, +0.03 at 6000 (it reverses); untied: -0.02 at both (it holds)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from calibration.synthetic import make_results
 from gptlab.report import load_results, sentences, write_report
 from gptlab.report.sentences import overview, verdicts
-from calibration.synthetic import make_results
 from gptlab.report.tables import compute_tables
 
 GRID = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-
 from types import SimpleNamespace
 
 import pytest
@@ -12,9 +11,9 @@ import statsmodels.formula.api as smf
 
 from calibration.synthetic import make_results
 from gptlab.report import load_results, sentences
-from gptlab.report.tables.analyses import cell_table
 from gptlab.report.load.samples import NO_CHECKPOINT, SAMPLES_JSON, gather
 from gptlab.report.tables import compute_tables
+from gptlab.report.tables.analyses import cell_table
 
 GRID = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}
 POST = (("model.norm", "post"),)
@@ -188,9 +187,9 @@ def test_samples_use_best_seed_and_tolerate_missing_checkpoints(tmp_path, monkey
 
 
 def test_a_report_keeps_drawn_samples_in_its_own_folder_and_writes_nothing_into_the_results(tmp_path, monkeypatch):
-    from gptlab.report import write_report
-
     from helpers import skip_figures
+
+    from gptlab.report import write_report
 
     skip_figures(monkeypatch)
     results = make_results(tmp_path / "results", {"model.norm": ["pre", "post"]}, 2, name="drawn")

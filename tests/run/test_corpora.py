@@ -10,14 +10,13 @@ import sys
 import numpy as np
 import pytest
 import rdata
+from helpers import REPO, SHARED_DATA, with_dataset
 
 from gptlab.errors import GptlabError
 from gptlab.prepare import main as prepare_main
 from gptlab.run.corpora import AUSTEN_BOOKS, DATASETS, DatasetSource, prepare_austen, prepare_dataset
 from gptlab.run.data import load_dataset, resolve_dataset
 from gptlab.run.tokenizers import CharTokenizer
-
-from helpers import REPO, SHARED_DATA, with_dataset
 
 AUSTEN = SHARED_DATA / "austen" / "input.txt"
 AUSTEN_SHA = "32432b75ad045648fc586b923f9d38cddee6ecfa14cfe8968b9a028c36a19c23"

@@ -8,14 +8,13 @@ import threading
 
 import pytest
 import torch
+from helpers import SHAKESPEARE, SHARED_DATA, with_dataset
 
+from gptlab.errors import GptlabError
 from gptlab.run import data as gdata
 from gptlab.run.corpora import DATASETS, DatasetSource
 from gptlab.run.data import BatchSampler, eval_windows, load_dataset, resolve_dataset
 from gptlab.run.tokenizers import CharTokenizer
-from gptlab.errors import GptlabError
-
-from helpers import SHAKESPEARE, SHARED_DATA, with_dataset
 
 PAYLOAD = b"To be, or not to be, that is the question.\n" * 50
 

@@ -11,24 +11,22 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from helpers import REPO, SHAKESPEARE, tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.model import ModelConfig, build_model
 from gptlab.report import write_report
-from gptlab.report.tables import analyses
 from gptlab.report.load import load_results
-from gptlab.report.tables import compute_tables
+from gptlab.report.tables import analyses, compute_tables
 from gptlab.run.config import resolve_run_config
 from gptlab.run.data import load_dataset, split_points
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.run.runner import RunDirWriter, train_run
 from gptlab.run.trainer import Trainer
-from gptlab.sweep.summary import write_summary
 from gptlab.sweep.spec import load_spec
+from gptlab.sweep.summary import write_summary
 from gptlab.train import main as train_main
-
-from helpers import REPO, SHAKESPEARE, tiny_config
 
 LN2 = math.log(2)
 

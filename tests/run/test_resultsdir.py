@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import REPO
 
 from gptlab.errors import GptlabError
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
-
-from helpers import REPO
 
 PACKAGE = REPO / "gptlab"
 # The contract (docs/RESULTS.md "Results layout", docs/CONTRACTS.md), spelled out here on purpose: a renamed file fails.

@@ -13,16 +13,15 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from helpers import REPO, tiny_config, with_dataset
 
+from gptlab.model import GPT, ModelConfig, build_model
 from gptlab.run.config import TrainConfig, resolve_run_config
 from gptlab.run.corpora import DATASETS, DatasetSource
-from gptlab.model import GPT, ModelConfig, build_model
-from gptlab.sample import sample_from_run
 from gptlab.run.runner import train_run
 from gptlab.run.trainer import lr_at, make_optimizer
+from gptlab.sample import sample_from_run
 from gptlab.train import main as train_main
-
-from helpers import REPO, tiny_config, with_dataset
 
 LOSS_COLUMNS = ("step", "train_loss", "val_loss", "grad_norm", "lr", "tokens")
 

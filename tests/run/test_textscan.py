@@ -15,7 +15,6 @@ import yaml
 
 from gptlab.run.data import MAX_CORPUS_ENV, check_corpus_file
 from gptlab.sweep_cli import main as sweep_main
-
 from tests.scenarios.test_hardening import base_spec, setting
 
 HANG_GUARD_S = 20  # far above the few milliseconds a refusal takes: only a hang trips it

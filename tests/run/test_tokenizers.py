@@ -14,22 +14,21 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from fakes import write_spec
+from helpers import REPO, make_corpus, skip_figures, tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.run import data as gdata
 from gptlab.run import tokenizers as gtok
 from gptlab.run.config import resolve_run_config
 from gptlab.run.data import load_dataset
+from gptlab.run.evaluation import evaluate
 from gptlab.run.rundir import RunDir
 from gptlab.run.runner import train_run
 from gptlab.run.sampling import load_checkpoint_model, sample_from_run
 from gptlab.run.tokenizers import TOKENIZERS, BPETokenizer, tokenizer_cache
-from gptlab.run.evaluation import evaluate
 from gptlab.statuses import FINISHED
 from gptlab.sweep_cli import main as sweep_main
-
-from fakes import write_spec
-from helpers import REPO, make_corpus, skip_figures, tiny_config
 
 LN2 = math.log(2)
 ALIEN = "zxjv"  # letters make_corpus never writes: a word built from them can only come from the validation text

@@ -8,12 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from fakes import tuned_arms_spec
+from helpers import make_corpus, skip_figures, tiny_config
 
 from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.transfer import TRANSFER_CALLS, UNPAIRED
-
-from fakes import tuned_arms_spec
-from helpers import make_corpus, skip_figures, tiny_config
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import tiny_config
 
 from gptlab.run.rundir import RunDir
 from gptlab.run.runner import train_run
 from gptlab.sample import main as sample_main
-
-from helpers import tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +81,9 @@ def test_a_run_folder_holding_another_runs_files_is_not_that_runs_result(two_run
     import shutil
 
     import pandas as pd
+    from helpers import skip_figures
 
     from gptlab.sweep_cli import main as sweep_main
-    from helpers import skip_figures
 
     skip_figures(monkeypatch)
     results, _ = two_runs
@@ -152,12 +151,12 @@ def test_a_folder_the_sweep_may_not_write_is_one_line(which, tmp_path, monkeypat
     """Permissions through os.access (this suite may run as root, which no chmod stops)."""
     import os
 
+    import yaml
+
     from gptlab.errors import GptlabError
     from gptlab.run.resultsdir import ResultsDir
     from gptlab.sweep import preflight
     from gptlab.sweep.spec import load_spec
-
-    import yaml
 
     config = tiny_config(corpus)
     spec_path = tmp_path / "s.yaml"
@@ -277,8 +276,8 @@ def test_a_summary_csv_that_agrees_is_left_alone_and_old_or_foreign_runs_stay_ou
     import json
     import shutil
 
-    from gptlab.run.summary_csv import check_summary
     from gptlab.run.resultsdir import ResultsDir
+    from gptlab.run.summary_csv import check_summary
 
     copy, original = _damaged_copy(two_runs, tmp_path, lambda path, text: None)
     assert check_summary(ResultsDir(copy)).text is None

@@ -26,6 +26,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from helpers import REPO
 
 from gptlab import REGISTRIES, GptlabError, ModelConfig, build_model
 from gptlab.model import Block
@@ -34,10 +35,8 @@ from gptlab.model.norms import make_norm
 from gptlab.model.positions import ALiBiPosition, RotaryPosition, alibi_slopes
 from gptlab.run.corpora import DATASETS
 from gptlab.run.tokenizers import TOKENIZERS
-from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep.spec import load_spec
-
-from helpers import REPO
+from gptlab.sweep_cli import main as sweep_main
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
@@ -257,7 +256,9 @@ def test_a_newly_registered_entry_gets_the_generic_checks(batches):
         ACTIVATIONS.register(broken)(LooksAhead)
         assert {good, broken} <= set(REGISTRIES["activation"].names())
         check_entry("activation", good, batches)
-        check_combination({"norm": "post", "norm_type": "rmsnorm", "activation": good, "position": "rotary", "tying": "untied"}, batches)
+        check_combination(
+            {"norm": "post", "norm_type": "rmsnorm", "activation": good, "position": "rotary", "tying": "untied"}, batches
+        )
         with pytest.raises(AssertionError, match="position 0 saw 1"):
             check_entry("activation", broken, batches)
     finally:

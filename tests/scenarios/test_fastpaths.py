@@ -12,17 +12,16 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import tiny_config
 
+from gptlab.model import build_model
 from gptlab.run.config import resolve_run_config
 from gptlab.run.data import BatchSampler, load_dataset
-from gptlab.model import build_model
 from gptlab.run.evaluation import evaluate
-from gptlab.run.trainer import lr_at
 from gptlab.run.runner import train_run
-from gptlab.sweep.estimate import build_trainer, time_train_steps
+from gptlab.run.trainer import lr_at
 from gptlab.runio import read_json
-
-from helpers import tiny_config
+from gptlab.sweep.estimate import build_trainer, time_train_steps
 
 
 def test_gather_batches_equal_a_python_loop_over_offsets():

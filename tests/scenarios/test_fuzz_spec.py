@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 import torch
 import yaml
+from helpers import REPO, make_corpus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -38,11 +39,9 @@ from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig
 from gptlab.model import REGISTRIES
 from gptlab.run.config import LIMITS, SECTIONS, coerce, resolve_run_config, valid_keys
-from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep.loader import MAX_SPEC_BYTES, load_yaml, parse_overrides, read_spec_file
 from gptlab.sweep.spec import TOP_KEYS
-
-from helpers import REPO, make_corpus
+from gptlab.sweep_cli import main as sweep_main
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
@@ -617,7 +616,9 @@ def test_two_spellings_of_one_key_are_a_duplicate_and_a_merge_key_may_be_overrid
 def test_set_values_go_through_the_same_loader_and_a_key_may_be_set_once():
     assert parse_overrides(["train.lr=3e-4", "model.norm=post", "train.max_iters=1e3"]) == {
         "train.lr": "3e-4", "model.norm": "post", "train.max_iters": "1e3"}  # YAML 1.1: strings, read as numbers later
-    with pytest.raises(GptlabError, match=r"--set 'x': invalid YAML at line 1, column 8: key 'a' at the top level is written twice"):
+    with pytest.raises(
+        GptlabError, match=r"--set 'x': invalid YAML at line 1, column 8: key 'a' at the top level is written twice"
+    ):
         parse_overrides(["x={a: 1, a: 2}"])
     with pytest.raises(GptlabError, match="--set 'train.lr': given twice"):
         parse_overrides(["train.lr=1e-3", "train.lr = 2e-3"])
@@ -685,7 +686,8 @@ def test_a_non_utf8_sweep_file_is_refused_naming_the_byte(tmp_path):
 
 # ---- absurd but finite numbers -------------------------------------------------------------------
 
-@pytest.mark.parametrize("written, shown", [("340282366920938463463374607431768211456", "340282366920938463463374607431768211456"),
+@pytest.mark.parametrize("written, shown", [("340282366920938463463374607431768211456",
+"340282366920938463463374607431768211456"),
                                             ("2e30", "'2e30'"), ("2.0e+30", "2e+30"), ("100000001", "100000001")])
 def test_an_absurd_step_count_is_refused_naming_the_key_the_bound_and_the_value(written, shown, tmp_path, corpus):
     text = _spec_text(corpus).replace("max_iters: 20", f"max_iters: {written}")

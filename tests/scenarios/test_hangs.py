@@ -8,11 +8,10 @@ import threading
 
 import pytest
 import yaml
+from helpers import tiny_config
 
 from gptlab.executors import scheduler
 from gptlab.sweep_cli import main as sweep_main
-
-from helpers import tiny_config
 
 
 @pytest.fixture

@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from helpers import REPO, tiny_config
 
 from gptlab.run.config import resolve_run_config
 from gptlab.sweep_cli import main as sweep_main
-
-from helpers import REPO, tiny_config
 
 
 def base_spec(corpus: Path) -> dict:
@@ -49,8 +48,11 @@ CASES = [
     ("name-newline", lambda s, d: {**s, "name": "quick\n"}, "name: must be a folder-safe name"),
     ("name-300", lambda s, d: {**s, "name": "a" * 300}, "1 to 100 characters"),
     ("name-101", lambda s, d: {**s, "name": "a" * 101}, "... (101 characters)"),
-    ("grid-40-and-40.0", lambda s, d: {**s, "grid": {"train.max_iters": [40, 40.0]}},
-     "grid.train.max_iters: lists a level twice (40 and 40.0 are one level)"),
+    (
+        "grid-40-and-40.0",
+        lambda s, d: {**s, "grid": {"train.max_iters": [40, 40.0]}},
+        "grid.train.max_iters: lists a level twice (40 and 40.0 are one level)",
+    ),
     ("seed-2^64", lambda s, d: {**s, "seeds": [2**64]}, "seeds: each seed must be in [0, 2**63)"),
     ("seeds-billion", lambda s, d: {**s, "seeds": 1_000_000_000}, "seeds: a count must be between 1 and 10,000"),
     ("binary-corpus", lambda s, d: setting(s, "base.data.path", binary_file(d)), "is not UTF-8 text"),
@@ -60,26 +62,54 @@ CASES = [
     ("min_lr-nan", lambda s, d: setting(s, "base.train.min_lr", float("nan")), "train.min_lr must be a finite number"),
     ("grad_clip-nan", lambda s, d: setting(s, "base.train.grad_clip", float("nan")), "train.grad_clip must be a finite"),
     ("weight_decay-nan", lambda s, d: setting(s, "base.train.weight_decay", float("nan")), "train.weight_decay must be a finite"),
-    ("grid-level-nan", lambda s, d: {**s, "grid": {"train.weight_decay": [0.1, float("nan")]}}, "train.weight_decay must be a finite number"),
+    (
+        "grid-level-nan",
+        lambda s, d: {**s, "grid": {"train.weight_decay": [0.1, float("nan")]}},
+        "train.weight_decay must be a finite number",
+    ),
     ("threads-100000", lambda s, d: setting(s, "executor.threads", 100_000), "executor.threads: 100000 threads per run"),
-    ("shared_dir-relative", lambda s, d: {**s, "executor": {"backend": "dask", "scheduler": "local", "shared_dir": "scratch"}},
-     "executor.shared_dir: must be an absolute path"),
-    ("scheduler-with-loky", lambda s, d: setting(s, "executor.scheduler", "tcp://127.0.0.1:8786"),
-     "executor.scheduler: only the dask backend uses it"),
-    ("exclude-int-for-bool", lambda s, d: {**s, "grid": {"model.bias": [True, False]}, "exclude": [{"model.bias": 1}]},
-     "model.bias level 1 (int) is not in the grid"),
-    ("baseline-str-for-float", lambda s, d: {**s, "grid": {"train.beta2": [0.95, 0.99]}, "baseline": {"train.beta2": "0.999"}},
-     "level '0.999' (str) is not in the grid"),
+    (
+        "shared_dir-relative",
+        lambda s, d: {**s, "executor": {"backend": "dask", "scheduler": "local", "shared_dir": "scratch"}},
+        "executor.shared_dir: must be an absolute path",
+    ),
+    (
+        "scheduler-with-loky",
+        lambda s, d: setting(s, "executor.scheduler", "tcp://127.0.0.1:8786"),
+        "executor.scheduler: only the dask backend uses it",
+    ),
+    (
+        "exclude-int-for-bool",
+        lambda s, d: {**s, "grid": {"model.bias": [True, False]}, "exclude": [{"model.bias": 1}]},
+        "model.bias level 1 (int) is not in the grid",
+    ),
+    (
+        "baseline-str-for-float",
+        lambda s, d: {**s, "grid": {"train.beta2": [0.95, 0.99]}, "baseline": {"train.beta2": "0.999"}},
+        "level '0.999' (str) is not in the grid",
+    ),
     ("block_size-1M", lambda s, d: setting(s, "base.model.block_size", 1_000_000), "too few for model.block_size"),
-    ("n_layer-1000", lambda s, d: setting(setting(setting(s, "base.model.n_layer", 1_000), "base.model.n_embd", 1024),
-                                         "base.model.n_head", 4), "more than the"),
+    (
+        "n_layer-1000",
+        lambda s, d: setting(setting(setting(s, "base.model.n_layer", 1_000), "base.model.n_embd", 1024), "base.model.n_head", 4),
+        "more than the",
+    ),
     ("n_layer-10000", lambda s, d: setting(s, "base.model.n_layer", 10_000), "model.n_layer must be at most 1,024"),
-    *([("device-mps", lambda s, d: setting(s, "base.train.device", "mps"), "MPS (Apple GPUs) is not available")]
-      if not torch.backends.mps.is_available() else []),
-    *([("device-cuda", lambda s, d: setting(s, "base.train.device", "cuda:0"), "CUDA is not available here")]
-      if not torch.cuda.is_available() else [("device-cuda-99", lambda s, d: setting(s, "base.train.device", "cuda:99"),
-                                              "GPU(s): cuda:0 to")]),
-    ("n_embd-huge", lambda s, d: setting(setting(s, "base.model.n_embd", 65536), "base.model.n_head", 1), "make the model or the batches smaller"),
+    *(
+        [("device-mps", lambda s, d: setting(s, "base.train.device", "mps"), "MPS (Apple GPUs) is not available")]
+        if not torch.backends.mps.is_available()
+        else []
+    ),
+    *(
+        [("device-cuda", lambda s, d: setting(s, "base.train.device", "cuda:0"), "CUDA is not available here")]
+        if not torch.cuda.is_available()
+        else [("device-cuda-99", lambda s, d: setting(s, "base.train.device", "cuda:99"), "GPU(s): cuda:0 to")]
+    ),
+    (
+        "n_embd-huge",
+        lambda s, d: setting(setting(s, "base.model.n_embd", 65536), "base.model.n_head", 1),
+        "make the model or the batches smaller",
+    ),
 ]
 
 

@@ -8,15 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import REPO, tiny_config
 
-from calibration.synthetic import make_results
 import gptlab.report
+from calibration.synthetic import make_results
 from gptlab.errors import GptlabError
 from gptlab.report.__main__ import main as report_main
 from gptlab.sweep.spec import load_spec
 from gptlab.sweep_cli import main as sweep_main
-
-from helpers import REPO, tiny_config
 
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 GRID = {"model.norm": ["pre", "post"]}

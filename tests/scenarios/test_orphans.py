@@ -19,13 +19,12 @@ from typing import Callable
 
 import psutil
 import pytest
+from fakes import write_spec
+from helpers import REPO
 
 from gptlab.executors.worker import ORPHAN_EXIT, DriverWatch, RunStopped, driver_identity
 from gptlab.runio import atomic_write_text, remove_temp_files
 from gptlab.sweep_cli import main as sweep_main
-
-from fakes import write_spec
-from helpers import REPO
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fakes import FakeBackend, write_spec
 
 from gptlab.executors import Resources
 from gptlab.report.load import ReportError, load_results
@@ -14,8 +15,6 @@ from gptlab.run.rundir import RunDir
 from gptlab.sweep import execute as execute_module
 from gptlab.sweep.execute import SweepOptions, execute
 from gptlab.sweep.spec import load_spec
-
-from fakes import FakeBackend, write_spec
 
 PLAN = Resources(workers=1, threads=1, device="cpu", gpus=0, reason="test")
 
@@ -117,9 +116,9 @@ def _tuned_spec(folder: Path, corpus: Path, method: str) -> Path:
 
 @pytest.mark.parametrize("method", ["grid", "refine"])
 def test_a_cell_whose_selection_runs_all_diverge_is_not_estimable(tmp_path, corpus, monkeypatch, method):
-    from gptlab.report import write_report
-
     from helpers import skip_figures
+
+    from gptlab.report import write_report
 
     skip_figures(monkeypatch)
     spec = _tuned_spec(tmp_path, corpus, method)
@@ -143,9 +142,10 @@ def test_a_cell_whose_selection_runs_all_diverge_is_not_estimable(tmp_path, corp
 
 def test_an_arms_study_whose_selection_failed_is_reported_and_the_sweep_says_rerun_failed(tmp_path, corpus,
                                                                                          monkeypatch):
-    from gptlab.report import write_report
     from fakes import tuned_arms_spec
     from helpers import skip_figures, tiny_config
+
+    from gptlab.report import write_report
 
     skip_figures(monkeypatch)
     config = tiny_config(corpus)
@@ -188,8 +188,9 @@ def test_a_refine_space_spanning_a_floats_range_dry_runs(tmp_path, corpus, capsy
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory, corpus):
-    from gptlab.run.runner import train_run
     from helpers import tiny_config
+
+    from gptlab.run.runner import train_run
 
     folder = tmp_path_factory.mktemp("sampled") / "run"
     train_run(tiny_config(corpus, max_iters=4, eval_interval=2), folder)
@@ -220,9 +221,10 @@ def test_sample_of_a_hand_made_bad_checkpoint_is_one_line(trained_run, tmp_path,
 def test_a_foreign_architectures_checkpoint_in_a_run_folder_is_refused(trained_run, tmp_path, corpus, capsys):
     import shutil
 
+    from helpers import tiny_config
+
     from gptlab.run.runner import train_run
     from gptlab.sample import main as sample_main
-    from helpers import tiny_config
 
     other = tmp_path / "other"
     config = tiny_config(corpus, max_iters=2, eval_interval=2)

@@ -9,12 +9,11 @@ import time
 import pandas as pd
 import pytest
 import yaml
+from fakes import write_spec
+from helpers import REPO, python_m
 
 from gptlab.statuses import FINISHED
 from gptlab.sweep_cli import main as sweep_main
-
-from fakes import write_spec
-from helpers import REPO, python_m
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
@@ -43,7 +42,9 @@ def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_p
     gate = tmp_path / "gate"
     plugin = tmp_path / "gate_plugin.py"
     plugin.write_text(GATE_PLUGIN.format(gate=str(gate)))
-    spec = write_spec(tmp_path, corpus, **SAFE, train={"max_iters": 10, "eval_interval": 10})  # how long it trains is not the point
+    spec = write_spec(
+        tmp_path, corpus, **SAFE, train={"max_iters": 10, "eval_interval": 10}
+    )  # how long it trains is not the point
     raw = yaml.safe_load(spec.read_text())
     raw["plugins"] = [str(plugin)]
     raw["base"]["model"]["activation"] = "gated_gelu"  # the first sweep trains only once the gate is open
@@ -107,8 +108,8 @@ def test_rerunning_a_changed_spec_warns_and_keeps_the_runs_it_no_longer_names(tm
 # -- result identity -------------------------------------------------------------------------------
 def test_the_shipped_studies_still_name_all_their_finished_runs():
     """Their YAMLs, resolved by today's code, find every committed run finished (no orphans)."""
-    from gptlab.sweep.summary import run_dir
     from gptlab.sweep.spec import load_spec
+    from gptlab.sweep.summary import run_dir
 
     for name in ("four_axes", "postln_warmup", "beyond", "transfer"):
         spec = load_spec(REPO / "ablations" / f"{name}.yaml")
@@ -203,7 +204,7 @@ def test_the_report_warns_when_runs_come_from_different_code():
 def test_the_report_removes_only_what_its_previous_generation_wrote(tmp_path, monkeypatch):
     import json
 
-    # What the figures show is not tested here (test_report_output.py): one stand-in, drawn in no time
+    # What the figures show is not tested here (tests/report/test_render.py): one stand-in, drawn in no time
     from gptlab.report.figures import Figures
 
     monkeypatch.setattr("gptlab.report.figures.make_figures", lambda *a, **k: Figures.of(val_curves=b"\x89PNG stand-in"))

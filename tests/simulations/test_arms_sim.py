@@ -16,8 +16,20 @@ import pytest
 from scipy import stats as st
 
 from calibration.arms_scores import WORLDS, calibrate, run, summarise
-from calibration.arms_sim import (ArmsWorld, Setup, analyse_study, arms_design, comparisons, dunnett, equal,
-                                   equal_total, planted_effects, pooled, seeds_only, simulate)
+from calibration.arms_sim import (
+    ArmsWorld,
+    Setup,
+    analyse_study,
+    arms_design,
+    comparisons,
+    dunnett,
+    equal,
+    equal_total,
+    planted_effects,
+    pooled,
+    seeds_only,
+    simulate,
+)
 from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.effects import analyse
 from gptlab.stats.text_share import Blocks

@@ -16,13 +16,25 @@ import math
 
 import numpy as np
 import pytest
+from helpers import REPO
 
-from calibration.refine_sim import (DESIGN, GRID_RUNS, LATTICE, TUNERS, WORLDS, Curve, Noise, Tuner, World,
-                                     grid_picks, refine_picks, simulate, summarise)
+from calibration.refine_sim import (
+    DESIGN,
+    GRID_RUNS,
+    LATTICE,
+    TUNERS,
+    WORLDS,
+    Curve,
+    Noise,
+    Tuner,
+    World,
+    grid_picks,
+    refine_picks,
+    simulate,
+    summarise,
+)
 from gptlab.stats import refine
 from gptlab.stats.refine import RefineRule
-
-from helpers import REPO
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 

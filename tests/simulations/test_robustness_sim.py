@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 from calibration.refine_sim import LATTICE, Noise, World, grid_picks
-from calibration.robustness_sim import (MAIN, WORLDS, ArmOptima, Setup, false_call, selection_frame, simulate,
-                                         summarise, true_call)
+from calibration.robustness_sim import MAIN, WORLDS, ArmOptima, Setup, false_call, selection_frame, simulate, summarise, true_call
 from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.robustness import DEPENDS
 

@@ -3,10 +3,12 @@
 `benchmarks/robustness_calibration.py` prints the full tables (docs/STATISTICS.md); here a handful of
 simulated studies (`calibration.robustness_sim`, 2 selection seeds, 5 estimation seeds) check the two
 promises loosely: in world a' (every effect 0 at the optima, relu's picks always missing) the calls at
-the picks are often false (curves steeper than the benchmark's) and the check keeps few of them (a check that certified everything would
+the picks are often false (curves steeper than the benchmark's) and the check keeps few of them (a check that
+certified everything would
 fail), and an effect of 5 standard errors at near-optimal picks is certified more often than by the
 rule the check replaced (each cell's 95% upper end added to the test).
 """
+
 from __future__ import annotations
 
 from calibration.robustness_sim import ArmOptima, Setup, power_world, run

@@ -18,8 +18,7 @@ import pytest
 
 from calibration import tuning_sim
 from calibration.effects_sim import simulate_runs
-from calibration.tuning_sim import (FACTOR, FIXED, NAIVE, SCENARIOS, TUNED, Curve, Scenario, run_protocols,
-                                      simulate, summarise)
+from calibration.tuning_sim import FACTOR, FIXED, NAIVE, SCENARIOS, TUNED, Curve, Scenario, run_protocols, simulate, summarise
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
 

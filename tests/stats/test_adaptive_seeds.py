@@ -13,19 +13,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers import REPO, python_m, skip_figures, tiny_config
 from scipy import stats as st
 
 from calibration.adaptive_seeds_sim import main_effect_contrasts, precision_for_seeds, simulate_null
 from gptlab.errors import GptlabError
 from gptlab.report.load import load_results
 from gptlab.report.tables.rounds import widest_at
+from gptlab.stats.adaptive_seeds import SeedRule, Widest, called_rows
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
-from gptlab.stats.adaptive_seeds import SeedRule, Widest, called_rows
-from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep.spec import load_spec
-
-from helpers import REPO, python_m, skip_figures, tiny_config
+from gptlab.sweep_cli import main as sweep_main
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
@@ -99,7 +98,9 @@ def _through_the_report(k_factors: int, rule: SeedRule, y: np.ndarray) -> tuple[
     levels = {f: ("0", "1") for f in names}
     grid = list(itertools.product(*levels.values()))  # main_effect_contrasts' cell order
     design = Design(names, levels, {f: "0" for f in names}, tuple(grid))
-    label = lambda f, lv: f"{f}={lv}"
+    def label(f, lv):
+        return f"{f}={lv}"
+
     first = any_ = effects = total_n = at_max = 0
     for sweep in y:
         def analysis(n: int):

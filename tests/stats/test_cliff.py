@@ -16,8 +16,7 @@ from gptlab.stats import cliff as cliff_rule
 from gptlab.stats.cliff import RISE, beyond, cliff_edge
 from gptlab.stats.lr_curves import fit_curves
 from gptlab.stats.picks import Trial, pick_rows, picks
-from gptlab.stats.refine import (BEATEN, Lattice, RefineRule, cliff, decide, judge, open_sides, pooled_sigma,
-                                 residual_ss)
+from gptlab.stats.refine import BEATEN, Lattice, RefineRule, cliff, decide, judge, open_sides, pooled_sigma, residual_ss
 
 SWIGLU = {5e-4: 1.827607565650009, 1e-3: 1.7625156023573787, 2e-3: 1.7179991360552378, 4e-3: 1.701333782697635,
           5.65685e-3: 1.7041314834780505, 8e-3: 1.6850406037474117, 1.13137e-2: 2.4315047316511964,

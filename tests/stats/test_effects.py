@@ -182,7 +182,9 @@ def test_seeds_needed_matches_a_brute_force_search(factors, n_seeds, noise_sd, m
         r = _two_way_residuals(Y)
         per_cell_df = (n_seeds - 1) * (K - 1) / K  # the seed block's df spread over the cells
         cell_var = (r ** 2).sum(1) / per_cell_df
-        df_at = lambda n, parts: parts.sum(-1) ** 2 / np.sum(parts ** 2, -1) * ((n - 1) * (K - 1) / K)
+        def df_at(n, parts):
+            return parts.sum(-1) ** 2 / np.sum(parts ** 2, -1) * ((n - 1) * (K - 1) / K)
+
     else:
         r = _two_way_residuals(Y[:, :first])
         df0 = (K - 1) * (first - 1)

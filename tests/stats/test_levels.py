@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from helpers import tiny_config
 
 from calibration.synthetic import make_results
 from gptlab.errors import GptlabError
@@ -11,7 +12,6 @@ from gptlab.report.load import load_results
 from gptlab.stats.design import design_cells
 from gptlab.stats.levels import grid_level, level_key, same_level
 from gptlab.sweep.spec import validate_spec
-from helpers import tiny_config
 
 
 def base_spec(corpus) -> dict:

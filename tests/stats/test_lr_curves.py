@@ -232,9 +232,9 @@ def test_the_report_writes_lr_curves_and_keeps_settings_outside_the_space(tmp_pa
 
 def test_the_isolation_plot_draws_fits_and_an_edge_marker_no_cell_uses(tmp_path, corpus):
     from gptlab.report.figures.figstyle import cell_palette
+    from gptlab.report.figures.tuning_figure import EDGE_COLOUR, isolation_figure
     from gptlab.report.load import load_results
     from gptlab.report.tables import compute_tables
-    from gptlab.report.figures.tuning_figure import EDGE_COLOUR, isolation_figure
 
     for n in (4, 12, 20):  # tab10, then tab20
         palette = cell_palette(SimpleNamespace(cells=pd.DataFrame({"cell": [f"c{i}" for i in range(n)]})))

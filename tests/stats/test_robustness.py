@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
+from gptlab.stats.calls import ALPHA
 from gptlab.stats.design import Design
 from gptlab.stats.effects import TUNING_COLS, analyse
-from gptlab.stats.calls import ALPHA
 from gptlab.stats.robustness import DEPENDS, NOT_CHECKED, check, tuning_word
 
 W = np.array([-0.5, -0.5, 0.5, 0.5])  # a main effect over a 2x2: the last two cells against the first two

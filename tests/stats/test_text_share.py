@@ -15,8 +15,8 @@ from scipy import stats as st
 from calibration.synthetic import make_results
 from calibration.text_share_sim import DESIGN, TextScenario, calibrate_text, simulate_blocks
 from gptlab.report import write_report
-from gptlab.report.load.block_losses import BlockLosses, read_test_blocks
 from gptlab.report.load import load_results
+from gptlab.report.load.block_losses import BlockLosses, read_test_blocks
 from gptlab.report.tables import compute_tables
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.stats.design import Design

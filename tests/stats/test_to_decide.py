@@ -20,9 +20,16 @@ from gptlab.stats.arms import baseline_seed_count
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
 from gptlab.stats.text_share import Blocks
-from gptlab.stats.to_decide import (MAX_TEST_FRACTION, ErrorParts, SeedPart, decide, error_parts, half_width,
-                                    seeds_needed, text_half_width)
-
+from gptlab.stats.to_decide import (
+    MAX_TEST_FRACTION,
+    ErrorParts,
+    SeedPart,
+    decide,
+    error_parts,
+    half_width,
+    seeds_needed,
+    text_half_width,
+)
 from tests.stats.test_text_share import planted
 
 

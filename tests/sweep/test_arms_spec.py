@@ -9,23 +9,22 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from fakes import FakeBackend, tuned_arms_spec
+from helpers import skip_figures, tiny_config
 
 from calibration.synthetic import make_results
+from gptlab import load
 from gptlab.errors import GptlabError
 from gptlab.executors import Resources
-from gptlab import load
 from gptlab.report import write_report
 from gptlab.stats.arms import baseline_seed_count
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
 from gptlab.stats.scorecard import VERDICTS, verdict
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
+from gptlab.sweep.methods import planned_range
 from gptlab.sweep.runs import arms_allocation
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.methods import planned_range
-
-from fakes import FakeBackend, tuned_arms_spec
-from helpers import skip_figures, tiny_config
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 

@@ -7,16 +7,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import skip_figures, tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.run.resultsdir import SUMMARY_CSV
-from gptlab.sweep_cli import main as sweep_main
-from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.runs import ESTIMATION
 from gptlab.sweep.methods import planned_range
+from gptlab.sweep.runs import ESTIMATION
+from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.tuning import runs_at
-
-from helpers import skip_figures, tiny_config
+from gptlab.sweep_cli import main as sweep_main
 
 GRID = {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"]}
 PICKS = [{"model.activation": "gelu", "train.lr": 4e-3},

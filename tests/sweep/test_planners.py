@@ -14,16 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from fakes import FakeBackend, fake_spec
 
 from gptlab.executors import Resources
-from gptlab.run.resultsdir import SWEEP_YAML, ROUNDS_CSV, SUMMARY_CSV, ResultsDir
+from gptlab.run.resultsdir import ROUNDS_CSV, SUMMARY_CSV, SWEEP_YAML, ResultsDir
 from gptlab.stats.adaptive_seeds import SeedRule, Widest
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Stage
 from gptlab.sweep.runs import Run, SweepSpec
-
-from fakes import FakeBackend, fake_spec
 
 GRID = {"model.activation": ["gelu", "relu"]}
 
@@ -217,8 +216,8 @@ def test_the_seed_rule_and_the_report_leave_out_the_same_unstable_run(tmp_path):
     """A seed that ended far above its cell's others (`stats.cliff.unstable`) is a failure for both readers."""
     import json
 
-    from gptlab.report.load import load_results
     from calibration.synthetic import make_results
+    from gptlab.report.load import load_results
     from gptlab.run.rundir import RunDir
     from gptlab.statuses import UNSTABLE
 

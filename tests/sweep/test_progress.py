@@ -7,16 +7,15 @@ import re
 from pathlib import Path
 
 import yaml
+from helpers import tiny_config
 
 from gptlab.executors import RunResult
 from gptlab.run.rundir import RunDir
-from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep import progress as progress_module
 from gptlab.sweep.progress import Progress
-from gptlab.sweep.summary import run_dir
 from gptlab.sweep.spec import load_spec
-
-from helpers import tiny_config
+from gptlab.sweep.summary import run_dir
+from gptlab.sweep_cli import main as sweep_main
 
 
 def _spec(folder: Path, corpus: Path, **train) -> Path:

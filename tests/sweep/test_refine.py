@@ -7,19 +7,18 @@ import math
 from pathlib import Path
 
 import pytest
+from fakes import FakeBackend
+from helpers import tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.executors import Resources
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.stats.refine import Lattice, RefineRule, decide, decide_all, geometric_ratio, judge, pooled_sigma
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
+from gptlab.sweep.methods import planned_range
 from gptlab.sweep.refine import Refine
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.methods import planned_range
 from gptlab.sweep.tuning import SELECTION_SEED_OFFSET
-
-from fakes import FakeBackend
-from helpers import tiny_config
 
 LRS = [5e-4, 1e-3, 2e-3, 4e-3, 8e-3]
 LATTICE = Lattice(tuple(LRS))

@@ -5,9 +5,9 @@ import dataclasses
 
 import pytest
 import yaml
+from helpers import tiny_config
 
 from gptlab.sweep.spec import load_spec
-from helpers import tiny_config
 
 
 def _write(tmp_path, corpus, **extra) -> str:

@@ -12,24 +12,23 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from fakes import FakeBackend, fake_spec
+from helpers import REPO, tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.executors import BACKENDS, ExecutorConfig, Resources
-from gptlab.run.resultsdir import SUMMARY_CSV
 from gptlab.run.branching import Branch, record_branches
 from gptlab.run.config import SCHEDULE_NAMES, TrainConfig, resolve_run_config
+from gptlab.run.resultsdir import SUMMARY_CSV
 from gptlab.run.rundir import RunDir
 from gptlab.run.runner import train_run
 from gptlab.run.trainer import SCHEDULES, TrainerCallback, lr_at
-from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Stage
-from gptlab.sweep.spec import load_spec
 from gptlab.sweep.runs import Run, SweepSpec
+from gptlab.sweep.spec import load_spec
 from gptlab.sweep.trunks import SharedTrunks, steps_trained, trunk_groups
-
-from fakes import FakeBackend, fake_spec
-from helpers import REPO, tiny_config
+from gptlab.sweep_cli import main as sweep_main
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 

@@ -12,21 +12,20 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from fakes import FakeBackend
+from helpers import tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.executors import Resources
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
-from gptlab.stats.picks import Trial, edge_keys, pick_rows
 from gptlab.run.rundir import RunDir
-from gptlab.sweep_cli import main as sweep_main
+from gptlab.stats.picks import Trial, edge_keys, pick_rows
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
-from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.methods import planned_range
+from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, Grid, TunedRun
-
-from fakes import FakeBackend
-from helpers import tiny_config
+from gptlab.sweep_cli import main as sweep_main
 
 LRS = [1e-3, 2e-3, 4e-3]
 GRID = {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"]}

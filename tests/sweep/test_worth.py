@@ -3,19 +3,17 @@ lengths planned after the estimation seeds with shared trunks, summary.csv's len
 run's count, and a sweep that resumes after losing some of its length runs."""
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from helpers import skip_figures, tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.worth import known_runs, worth_runs
 from gptlab.sweep.worth_spec import DEFAULT_LENGTHS, WorthSpec
-
-from helpers import skip_figures, tiny_config
 
 
 def _raw(corpus: Path, worth=None, **extra) -> dict:

@@ -16,12 +16,12 @@ from gptlab.report import sentences, write_report
 from gptlab.report.document import build
 from gptlab.report.figures import Figures
 from gptlab.report.figures.worth_figure import worth_plot
+from gptlab.report.fmt import multiplier_text
 from gptlab.report.load import load_results
 from gptlab.report.sentences import worth as worth_words
 from gptlab.report.tables import compute_tables
 from gptlab.report.tables.worth import worth_view
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.report.fmt import multiplier_text
 from gptlab.stats.scorecard import NOT_TESTED, speed_verdict
 from tests.helpers import skip_figures
 

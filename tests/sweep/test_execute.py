@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fakes import boom_activation, write_spec
+from helpers import REPO, python_m, skip_figures
 
 from gptlab.executors import WORKER_DIED, ExecutorConfig, plan_resources
 from gptlab.sweep_cli import main as sweep_main
-
-from fakes import boom_activation, write_spec
-from helpers import REPO, python_m, skip_figures
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 

@@ -2,7 +2,7 @@
 metrics to float tolerance), a diverging member is isolated, a killed population resumes (or a member finishes
 alone), `auto` trains lone runs on CPU, bad values are refused in one line, the compile share is reported.
 
-Tolerance: 1e-5 nats, as tests/test_population.py (measured differences ~1e-6: float32 reductions in another order).
+Tolerance: 1e-5 nats, as tests/run/test_population.py (measured differences ~1e-6: float32 reductions in another order).
 """
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import io
 
 import pytest
 import yaml
+from fakes import write_spec
+from helpers import skip_figures, tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig, Resources, Task
@@ -22,8 +24,6 @@ from gptlab.sweep.compile_share import compile_line
 from gptlab.sweep.execute import SweepOptions, execute
 from gptlab.sweep.spec import load_spec
 from gptlab.sweep_cli import main as sweep_main
-from fakes import write_spec
-from helpers import skip_figures, tiny_config
 
 TOL = 1e-5
 pytestmark = pytest.mark.filterwarnings("ignore:There is a performance drop")  # vmap's attention fallback on CPU

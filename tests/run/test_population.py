@@ -12,6 +12,7 @@ import math
 
 import pytest
 import torch
+from helpers import make_corpus, tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.run.config import resolve_run_config
@@ -20,7 +21,6 @@ from gptlab.run.population import Population, check_population
 from gptlab.run.population_cache import StepCache
 from gptlab.run.population_optim import StackedAdamW, clip_per_member, max_norms
 from gptlab.run.trainer import Trainer, make_optimizer
-from helpers import make_corpus, tiny_config
 
 TOL = 1e-5  # nats; see the module docstring
 pytestmark = pytest.mark.filterwarnings("ignore:There is a performance drop")  # vmap's attention fallback on CPU

@@ -10,8 +10,16 @@ import pytest
 from calibration.worth_lr_sim import RetuneWorld, verdict_rates
 from calibration.worth_sim import CURVES, WorthWorld, calibrate
 from gptlab.stats.text_share import Blocks
-from gptlab.stats.worth import (ArmLoss, arm_runs, baseline_curve, fit_power, seconds_per_step, step_cost,
-                                step_multiplier, wall_multiplier)
+from gptlab.stats.worth import (
+    ArmLoss,
+    arm_runs,
+    baseline_curve,
+    fit_power,
+    seconds_per_step,
+    step_cost,
+    step_multiplier,
+    wall_multiplier,
+)
 from gptlab.stats.worth_lr import retune_check, retuned_curve, retuned_multiplier
 
 LENGTHS = (1000.0, 2000.0, 4000.0, 8000.0)
