@@ -17,12 +17,14 @@ so a killed sweep, rerun, plans the same runs.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence, TextIO
+import math
+from typing import Any, Mapping, Sequence, TextIO
 
 from gptlab.roles import WORTH, WORTH_TUNING
 from gptlab.run.config import get_dotted, resolve_run_config
 from gptlab.run.identity import run_sources
 from gptlab.stats.arms import ARM
+from gptlab.stats.cliff import unstable
 from gptlab.statuses import OK
 from gptlab.sweep.methods import tuned_known_runs
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
@@ -51,6 +53,25 @@ def _run(spec: SweepSpec, like: Run, lr: float, seed: int, steps: int, role: str
 def _trained_as(run: Run) -> tuple[int, str]:
     """What a run trains: its seed and its config's hash (the run id's last part)."""
     return run.seed, run.run_id.rsplit("_", 1)[-1]
+
+
+def learned(runs: Sequence[Run], rows: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The ids of `runs` that finished ok and are not `unstable` among their cell's runs (`stats.cliff.unstable`, on
+    the test loss where the runs have one): the seeds a curve may take, as every statistic takes them."""
+    by_id = {str(r["run_id"]): r for r in rows}
+
+    def loss(run: Run) -> float:
+        row = by_id[run.run_id]
+        value = row.get("best_test_loss")
+        value = row.get("best_val_loss") if value in (None, "") or not math.isfinite(float(value)) else value
+        return float(value) if value not in (None, "") else math.nan
+
+    ok = [r for r in runs if r.run_id in by_id and str(by_id[r.run_id].get("status")) == OK]
+    keep: set[str] = set()
+    for cell in dict.fromkeys(r.cell for r in ok):
+        at = [r for r in ok if r.cell == cell]
+        keep |= {r.run_id for r, flag in zip(at, unstable([loss(r) for r in at])) if not flag}
+    return keep
 
 
 def worth_runs(spec: SweepSpec, estimation: Sequence[Run], trained: set[str] | None = None) -> list[TunedRun]:
@@ -106,9 +127,8 @@ class WorthStages:
                 self.planned = stage.planned
                 return stage
             self.state = "done"
-            ok = {str(r["run_id"]) for r in finished.rows if str(r.get("status")) == OK}
             estimation = [r for r in self.planned if r.role == ESTIMATION]
-            runs = worth_runs(self.spec, estimation, ok)
+            runs = worth_runs(self.spec, estimation, learned(estimation, finished.rows))
             if not runs:
                 print("worth: no estimation run of the baseline finished ok: no lengths to train", file=self.out)
                 return None

@@ -12,7 +12,7 @@ from helpers import skip_figures, tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.worth import known_runs, worth_runs
+from gptlab.sweep.worth import known_runs, learned, worth_runs
 from gptlab.sweep.worth_spec import DEFAULT_LENGTHS, WorthSpec
 
 
@@ -134,3 +134,16 @@ def test_a_sweep_with_worth_trains_the_lengths_from_shared_trunks_and_resumes(tm
     assert "5 already finished, 1 to train" in err and "not in this spec" not in err
     again = pd.read_csv(tmp_path / "results" / "w" / "summary.csv").set_index("run_id")
     assert {k: again.loc[k, "best_val_loss"] for k in before} == pytest.approx(before, rel=1e-6)
+
+
+def test_the_lengths_take_only_the_baseline_seeds_that_learned_and_stayed_with_the_others(corpus):
+    spec = _spec(corpus, _raw(corpus, seeds=3))
+    estimation = [r for r in known_runs(spec) if r.role == "estimation" and r.config["train"]["lr"] == 1e-2
+                  and r.factors["arm"] == "nanogpt"]
+    losses = {0: 1.50, 1: 1.52, 2: 1.90}  # seed 2: 25% above the others' median: unstable
+    rows = [{"run_id": r.run_id, "status": "ok", "best_test_loss": losses[r.seed]} for r in estimation]
+    kept = learned(estimation, rows)
+    assert sorted(r.seed for r in estimation if r.run_id in kept) == [0, 1]
+    assert sorted({r.seed for r in worth_runs(spec, estimation, kept) if r.role == "worth"}) == [0, 1]
+    rows[1]["status"] = "diverged"  # a failure is never a seed of the curve; two left: nothing judged unstable
+    assert sorted(r.seed for r in estimation if r.run_id in learned(estimation, rows)) == [0, 2]
