@@ -41,7 +41,7 @@ from gptlab.sweep.runs import SweepSpec
 from gptlab.sweep.spec import load_spec, parse_overrides
 from gptlab.sweep.summary import write_summary
 from gptlab.sweep.tuning import selects
-from gptlab.sweep.worth import known_runs
+from gptlab.sweep.worth import known_runs, planned_count
 
 log = logging.getLogger("gptlab.sweep")
 
@@ -196,7 +196,7 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         if spec is not None and results_dir is not None and results_dir.path.exists():
             rows = write_summary(spec, results_dir, known_runs(spec))  # tuned: the estimation runs too
-            low, high = planned_range(spec)
+            low, high = (n + planned_count(spec) for n in planned_range(spec))
             planned = f"{low} to {high} ({why_a_range(spec)})" if low != high else str(high)
             with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) cannot show it
                 print(f"\ninterrupted: {len(rows)} of {planned} runs finished; run the same command "

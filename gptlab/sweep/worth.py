@@ -112,6 +112,26 @@ def known_runs(spec: SweepSpec) -> list[Run]:
     return runs + worth_runs(spec, [r for r in runs if r.role == ESTIMATION])
 
 
+def stand_in_estimation(spec: SweepSpec) -> list[Run]:
+    """The baseline's estimation runs as the dry run counts them, before any pick: at the first lr, its most seeds."""
+    seen: dict[Any, Run] = {}
+    for run in spec.runs:
+        if dict(run.cell).get(ARM) == spec.arms.baseline:
+            seen.setdefault(run.cell, run)
+    n = spec.seed_rule.max if spec.seed_rule else len(spec.seeds)
+    runs = []
+    for run in seen.values():
+        count = spec.seed_count(run.cell, n)
+        runs += [Run(f"{run.run_id}-stand-in-{s}", run.cell, s, {**run.config, "seed": s})
+                 for s in range(min(count, spec.worth.seeds or count))]
+    return runs
+
+
+def planned_count(spec: SweepSpec) -> int:
+    """How many runs the worth stage trains at most (0 without `worth:`), for the count of a whole sweep."""
+    return len(worth_runs(spec, stand_in_estimation(spec))) if spec.worth is not None else 0
+
+
 class WorthStages:
     """Wraps a sweep's planner: once it is done, one more stage trains the baseline's lengths (`worth_runs`)."""
 
@@ -139,7 +159,7 @@ class WorthStages:
 
     def preview(self) -> Preview | None:
         base = self.base.preview()
-        stand_ins = tuple(worth_runs(self.spec, self._stand_in_estimation()))
+        stand_ins = tuple(worth_runs(self.spec, stand_in_estimation(self.spec)))
         intro = describe(self.spec, stand_ins)
         if base is None:
             return Preview(intro, (Case("the sweep with the baseline's lengths", tuple(self.spec.runs), stand_ins,
@@ -147,20 +167,6 @@ class WorthStages:
         cases = tuple(Case(c.label + (" + the baseline's lengths" if c.whole else ""), c.runs,
                            c.stand_ins + (stand_ins if c.whole else ()), whole=c.whole) for c in base.cases)
         return Preview(f"{base.intro}; then {intro}", cases)
-
-    def _stand_in_estimation(self) -> list[Run]:
-        """The baseline's estimation runs as the dry run counts them: at the first lr, its most seeds."""
-        cells = [r for r in self.spec.runs if dict(r.cell).get(ARM) == self.spec.arms.baseline]
-        seen: dict[Any, Run] = {}
-        for run in cells:
-            seen.setdefault(run.cell, run)
-        n = self.spec.seed_rule.max if self.spec.seed_rule else len(self.spec.seeds)
-        runs = []
-        for run in seen.values():
-            count = self.spec.seed_count(run.cell, n)
-            runs += [Run(f"{run.run_id}-stand-in-{s}", run.cell, s, {**run.config, "seed": s})
-                     for s in range(min(count, self.spec.worth.seeds or count))]
-        return runs
 
 
 def describe(spec: SweepSpec, runs: Sequence[Run]) -> str:

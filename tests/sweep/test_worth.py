@@ -12,7 +12,7 @@ from helpers import skip_figures, tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.worth import known_runs, learned, worth_runs
+from gptlab.sweep.worth import known_runs, learned, planned_count, worth_runs
 from gptlab.sweep.worth_spec import DEFAULT_LENGTHS, WorthSpec
 
 
@@ -91,6 +91,7 @@ def test_the_lengths_are_the_baselines_estimation_seeds_at_its_pick_under_wsd_an
     assert {r.seed for r in tuning} == {1_000_000}
     known = {r.run_id for r in known_runs(spec)}
     assert {r.run_id for r in runs} <= known  # a finished length run is never taken for a stray
+    assert planned_count(spec) == len(runs) == 10  # counted in the whole sweep's runs (an interrupted sweep says so)
     # a study trained with wsd: its estimation runs are the 1x points, not trained twice
     raw = _raw(corpus)
     raw["base"]["train"]["schedule"] = "wsd"
