@@ -20,7 +20,8 @@ from typing import Any, Sequence, TextIO
 from gptlab.executors.base import RunResult
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.statuses import COLLAPSED, DIVERGED, FAILED
-from gptlab.sweep.runs import Run, cell_label
+from gptlab.sweep.reuse import run_label
+from gptlab.sweep.runs import Run
 
 LIVE_EVERY_S = 10.0  # seconds between two looks at the runs in flight
 
@@ -64,9 +65,7 @@ class Progress:
         self.stage = f"{stage}: " if stage else ""  # e.g. "round 2 of 2" in an adaptive sweep
         self.runs, self.workers, self.stream = list(runs), max(1, workers), stream
         self.results_dir = ResultsDir(results_dir)
-        self.labels = {
-            r.run_id: f"{cell_label(r.cell + getattr(r, 'setting', ()))} seed {r.seed}" for r in runs
-        }  # tuned: + setting
+        self.labels = {r.run_id: f"{run_label(r.run_id)} seed {r.seed}" for r in runs}  # cell, setting, length
         self.open = {r.run_id: r for r in todo}  # runs of this session not finished yet
         self.total, self.done = len(self.runs), len(self.runs) - len(todo)
         self.every_s = LIVE_EVERY_S if every_s is None else every_s

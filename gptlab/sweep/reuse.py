@@ -28,6 +28,12 @@ def identity(run_id: str) -> str:
     return sep + tail if sep else run_id
 
 
+def run_label(run_id: str) -> str:
+    """The part of a run id before its identity: the cell and any setting or length ('nanogpt-0.004-wsd8000')."""
+    head, sep, _ = run_id.rpartition("_s")
+    return head if sep else run_id
+
+
 def check_sources(sources: Sequence[str | os.PathLike[str]], own: ResultsDir) -> tuple[ResultsDir, ...]:
     """The `--reuse` folders as results folders, or one error naming the first that is not one."""
     out = []

@@ -13,6 +13,7 @@ from gptlab.executors import RunResult
 from gptlab.run.rundir import RunDir
 from gptlab.sweep import progress as progress_module
 from gptlab.sweep.progress import Progress
+from gptlab.sweep.reuse import identity, run_label
 from gptlab.sweep.spec import load_spec
 from gptlab.sweep.summary import run_dir
 from gptlab.sweep_cli import main as sweep_main
@@ -88,3 +89,11 @@ def test_a_sweep_shows_its_runs_while_the_first_ones_are_still_training(tmp_path
     live = [m for m in re.finditer(r"running (pre|post) seed 0: step (\d+)/200 \(\d+%\), train loss (\S+), ETA", err)]
     assert live and live[0].start() < first_finished, err
     assert "sweep: 0/2 runs finished, " in err[:first_finished]
+
+
+def test_a_run_is_labelled_by_its_id_so_a_length_or_setting_shows():
+    """A worth run of 8,000 steps and its 2,000-step sibling read differently in the console."""
+    run_id = "nanogpt-tinyshakespeare-0.00565685-wsd8000_s0_612ebf2837"
+    assert run_label(run_id) == "nanogpt-tinyshakespeare-0.00565685-wsd8000"
+    assert run_label(run_id) + identity(run_id) == run_id
+    assert run_label("a_sb-c_s12_ff00") == "a_sb-c"  # a label holding '_s' keeps it: the seed's is the last
