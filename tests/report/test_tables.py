@@ -11,7 +11,9 @@ import statsmodels.formula.api as smf
 
 from calibration.synthetic import make_results
 from gptlab.report import load_results, sentences
+from gptlab.report.load.results import TEST_OUTCOME
 from gptlab.report.load.samples import NO_CHECKPOINT, SAMPLES_JSON, gather
+from gptlab.report.sentences.overview import best_and_baseline
 from gptlab.report.tables import compute_tables
 from gptlab.report.tables.analyses import cell_table
 
@@ -206,3 +208,17 @@ def test_a_report_keeps_drawn_samples_in_its_own_folder_and_writes_nothing_into_
     out = write_report(results, out)
     assert json.loads((out / SAMPLES_JSON).read_text()) == drawn
     assert all(f"Drawn from {run}" in (out / "report.md").read_text() for run in drawn)
+
+
+def test_a_study_decided_on_test_loss_ranks_its_cells_and_names_its_best_cell_on_test_loss(tmp_path):
+    res = load_results(make_results(tmp_path, {"model.norm": ["pre", "post"]}, 3, effects={POST: -0.05}))
+    # post is best on validation; on the test split (what the effects are estimated on) pre is best
+    res.runs["best_test_loss"] = 3.0 - res.runs["best_val_loss"]
+    res.runs["best_test_bpc"] = res.runs["best_test_loss"] / math.log(2)
+    assert cell_table(res).iloc[0]["model.norm"] == "post"
+    res.outcome = TEST_OUTCOME
+    cells = cell_table(res)
+    assert list(cells["model.norm"]) == ["pre", "post"] and list(cells["rank"]) == [1, 2]
+    (best,) = best_and_baseline(res, cells)
+    assert best.startswith("Best cell: **norm=pre** (the baseline is also the best cell), test loss at the best val step ")
+    assert f"{cells.iloc[0]['best_test_loss']:.4f}" in best

@@ -89,21 +89,22 @@ def text_item(res: Results) -> str:
 
 
 def best_and_baseline(res: Results, cells: pd.DataFrame) -> list[str]:
-    """The summary's first lines: the best cell and the baseline cell, with their losses (from `tables.cells`); one
-    line when the baseline is the best cell."""
+    """The summary's first lines: the best cell and the baseline cell, with their losses on the study's outcome (from
+    `tables.cells`, ranked on it); one line when the baseline is the best cell."""
     items = []
-    ranked = cells.dropna(subset=["best_val_loss"])
+    loss, bpc = res.outcome, res.outcome.replace("_loss", "_bpc")
+    ranked = cells.dropna(subset=[loss])
     base = cells[cells["baseline"]]
-    base = base.iloc[0] if len(base) and not math.isnan(base.iloc[0]["best_val_loss"]) else None
+    base = base.iloc[0] if len(base) and not math.isnan(base.iloc[0][loss]) else None
     if len(ranked):
         best = ranked.iloc[0]
         also = " (the baseline is also the best cell)" if base is not None and base["cell"] == best["cell"] else ""
-        items.append(f"Best cell: **{best['cell']}**{also}, best val loss {fmt_loss(best['best_val_loss'])} {res.unit} "
-                     f"({fmt_loss(best['best_val_bpc'])} bits/char) over {best['n_seeds']} seed(s).")
+        items.append(f"Best cell: **{best['cell']}**{also}, {res.outcome_label} {fmt_loss(best[loss])} {res.unit} "
+                     f"({fmt_loss(best[bpc])} bits/char) over {best['n_seeds']} seed(s).")
         if also:
             return items
     if base is not None:
-        items.append(f"Baseline: {base['cell']}, {fmt_loss(base['best_val_loss'])} {res.unit} (rank {base['rank']}).")
+        items.append(f"Baseline: {base['cell']}, {fmt_loss(base[loss])} {res.unit} (rank {base['rank']}).")
     return items
 
 

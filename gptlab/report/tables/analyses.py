@@ -55,7 +55,7 @@ def status_counts(runs: pd.DataFrame) -> dict[str, int]:
 
 
 def cell_table(res: Results) -> pd.DataFrame:
-    """One row per cell, ranked by mean best val loss (ok runs only); baseline marked."""
+    """One row per cell, ranked by the mean of the study's outcome (best val or test loss; ok runs only); baseline marked."""
     rows = []
     for cell in res.cells.to_dict("records"):
         runs = res.runs[res.runs["cell"] == cell["cell"]]
@@ -73,8 +73,9 @@ def cell_table(res: Results) -> pd.DataFrame:
                      "n_seeds": len(ok), "n_runs": len(runs), **status_counts(runs),
                      **(_test_columns(ok) if res.has_test_split else {})})
     df = pd.DataFrame(rows)
-    df = df.sort_values("best_val_loss", kind="stable", na_position="last").reset_index(drop=True)
-    df.insert(0, "rank", pd.array([i + 1 if not math.isnan(v) else None for i, v in enumerate(df["best_val_loss"])],
+    # Ranked on the study's outcome: a sweep with a test split is decided on test loss, so its best cell is too.
+    df = df.sort_values(res.outcome, kind="stable", na_position="last").reset_index(drop=True)
+    df.insert(0, "rank", pd.array([i + 1 if not math.isnan(v) else None for i, v in enumerate(df[res.outcome])],
                                   dtype="Int64"))
     return round_frame(df)
 
