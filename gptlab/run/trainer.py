@@ -136,7 +136,7 @@ class Trainer:
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "step": self.step,
-            "rows": self.rows,
+            "rows": list(self.rows),  # a copy: a state handed to a branch must not grow with the trunk's rows
             "best_val_loss": self.best_val_loss,
             "best_step": self.best_step,
             "best_test_loss": self.best_test_loss,  # measured at best_step: a resume cannot measure it again
@@ -156,7 +156,7 @@ class Trainer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.step, self.rows = state["step"], state["rows"]
+        self.step, self.rows = state["step"], list(state["rows"])  # a copy: one state may start several loops
         self.best_val_loss, self.best_step = state["best_val_loss"], state["best_step"]
         self.best_test_loss = state.get("best_test_loss")  # absent from checkpoints of before test splits
         self.best_test_blocks = state.get("best_test_blocks")  # absent from checkpoints of before test blocks

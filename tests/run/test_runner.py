@@ -18,8 +18,9 @@ from helpers import REPO, tiny_config, with_dataset
 from gptlab.model import GPT, ModelConfig, build_model
 from gptlab.run.config import TrainConfig, resolve_run_config
 from gptlab.run.corpora import DATASETS, DatasetSource
+from gptlab.run.data import load_run_dataset
 from gptlab.run.runner import train_run
-from gptlab.run.trainer import lr_at, make_optimizer
+from gptlab.run.trainer import Trainer, lr_at, make_optimizer
 from gptlab.sample import sample_from_run
 from gptlab.train import main as train_main
 
@@ -208,3 +209,21 @@ def test_sample_points_from_a_sweep_folder_to_its_runs_and_refuses_eval_on_a_run
     with pytest.raises(SystemExit) as exit_:
         sample_main([str(tmp_path / "runs" / "a-run_s0_123"), "--eval"])
     assert exit_.value.code == 2 and "--eval works with --nanogpt-ckpt" in capsys.readouterr().err
+
+
+def test_a_state_is_a_snapshot_two_trainers_loaded_from_it_keep_their_own_rows(corpus):
+    """A trunk's state handed to two branches: neither the trunk nor a branch grows the others' rows."""
+    cfg = resolve_run_config({**tiny_config(corpus, max_iters=4, log_interval=1, eval_interval=2), "seed": 0})
+    dataset = load_run_dataset(cfg.data)
+    cfg = cfg.bind_vocab(dataset.tokenizer.vocab_size)
+    trunk = Trainer(cfg, dataset, torch.device("cpu"))
+    trunk.run()
+    state = trunk.state_dict()
+    kept = len(state["rows"])
+    trunk.rows.append({"step": -1})
+    assert len(state["rows"]) == kept
+    first, second = Trainer(cfg, dataset, torch.device("cpu")), Trainer(cfg, dataset, torch.device("cpu"))
+    first.load_state_dict(state)
+    second.load_state_dict(state)
+    first.rows.append({"step": -2})
+    assert len(state["rows"]) == kept and len(second.rows) == kept
