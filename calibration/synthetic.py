@@ -51,8 +51,12 @@ def make_results(root: Path, grid: Mapping[str, Sequence[Any]], seeds: int | Seq
     out = ResultsDir(Path(root) / "results" / name)
     out.runs_dir.mkdir(parents=True, exist_ok=True)
     factors = list(grid)
+    base = {"model": {"n_layer": 2, "n_embd": 64}, "train": {"max_iters": max_iters}}
+    for factor in factors:  # a key lives in base or the grid, never both (as a sweep writes it)
+        section, _, key = factor.partition(".")
+        base.get(section, {}).pop(key, None)
     spec = {"name": name, "description": f"synthetic sweep over {', '.join(factors) or 'nothing'}",
-            "plugins": [], "base": {"model": {"n_layer": 2, "n_embd": 64}, "train": {"max_iters": max_iters}},
+            "plugins": [], "base": base,
             "grid": {f: list(v) for f, v in grid.items()}, "seeds": seeds, "exclude": [dict(e) for e in exclude],
             "executor": {"backend": "loky", "n_jobs": 2}, "command": f"python -m gptlab.sweep ablations/{name}.yaml"}
     if baseline:

@@ -21,7 +21,7 @@ ALLOWED = {
     "cli": {"basics", "model", "run", "cli", "executors", "stats", "report", "sweep"},  # command lines join rooms
     "executors": {"basics", "model", "run", "executors"},
     "stats": {"basics", "stats"},  # numbers only: below the report and the sweep
-    "report": {"basics", "model", "run", "stats", "report"},  # not the CLIs: a report samples through run.sampling
+    "report": {"basics", "model", "run", "stats", "sweep", "report"},  # not the CLIs; the sweep: its load step only
     "sweep": {"basics", "model", "run", "executors", "stats", "sweep"},  # never the report: its command line joins them
 }
 
@@ -101,6 +101,15 @@ def test_imports_point_one_way(path):
     wrong = [f"line {line}: {target} ({room(target)})" for line, target in gptlab_imports(path)
              if room(target) not in ALLOWED[here] and (source, target) not in EXCEPTIONS]
     assert not wrong, f"{source} is in room '{here}', which may import {sorted(ALLOWED[here])}; it imports " + "; ".join(wrong)
+
+
+def test_the_report_reaches_the_sweep_only_to_read_sweep_yaml_back():
+    """The report's load step reads sweep.yaml into the sweep's own `SweepSpec` (`sweep.stored`); no other step of the
+    report imports the sweep, and the load step nothing of it but the spec and its loader."""
+    wrong = [f"{dotted(path)} line {line}: {target}" for path in modules(PACKAGE / "report")
+             for line, target in gptlab_imports(path) if room(target) == "sweep"
+             and not (dotted(path).startswith("gptlab.report.load") and target in ("gptlab.sweep.stored", "gptlab.sweep.runs"))]
+    assert not wrong, "the report imports the sweep beyond its load step's sweep.yaml: " + "; ".join(wrong)
 
 
 def test_the_rules_catch_an_upward_import(tmp_path):

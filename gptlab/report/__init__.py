@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 
 from gptlab.report.load import ReportError, Results, load_results
-from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
+from gptlab.stats.calls import check_margin
 
 __all__ = ["write_report", "default_reports_dir", "load_results", "Results", "ReportError"]
 log = logging.getLogger(__name__)
@@ -32,10 +32,7 @@ def resolve_margin(res: Results, margin: float | None) -> float:
     """The equivalence margin: `margin` if given, else sweep.yaml's report.equivalence_margin, else the default."""
     if margin is not None:
         return check_margin(margin, "--margin")
-    section = res.spec.get("report") or {}
-    if not isinstance(section, dict) or "equivalence_margin" not in section:
-        return DEFAULT_MARGIN
-    return check_margin(section["equivalence_margin"], f"{res.results_dir.sweep_yaml}: report.equivalence_margin")
+    return res.spec.report.equivalence_margin
 
 
 def write_report(results_dir: Path | str, reports_dir: Path | str | None = None, *,

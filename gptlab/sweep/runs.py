@@ -17,6 +17,7 @@ from gptlab.executors.base import ExecutorConfig
 from gptlab.roles import ESTIMATION
 from gptlab.run.config import RunConfig, resolve_run_config, set_dotted
 from gptlab.run.identity import run_sources
+from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import design_cells
 from gptlab.stats.models import MIN_RESIDUAL_DF, planned_df, t_quantile
@@ -73,9 +74,10 @@ class SweepSpec:
     executor: ExecutorConfig  # how and where the runs train
     report: ReportSettings  # report settings, always filled (sweep.yaml records the margin used)
     scale: list[str] = field(default_factory=list)  # grid keys reported as scale (effects per level), not effects
-    seed_rule: Any = None  # stats.adaptive_seeds.SeedRule of an adaptive sweep (seeds 0..max-1), None for fixed seeds
+    seed_rule: SeedRule | None = None  # the rule of an adaptive sweep (seeds 0..max-1), None for fixed seeds
     tune: Any = None  # sweep.tuning.TuneSpec of a tuned sweep (then `runs` are its selection runs), else None
     source: str = ""  # the YAML path it came from
+    command: str = ""  # the command line that ran it, as sweep.yaml records it (`sweep.stored`); "" before a sweep ran
     search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
     runs: tuple[Run, ...] = ()  # expanded grid x seeds minus exclude (a tuned sweep: its first runs)
     arms: ArmsDesign | None = None  # an arms sweep's design (its grid: `arm` x the scale keys), None for a grid

@@ -60,10 +60,11 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None, executo
 
 
 def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], executor_overrides: dict[str, Any],
-                  margin: Any = None) -> SweepSpec:
-    """Validate and expand a loaded spec; every problem is one `GptlabError` on one line, naming the key."""
+                  margin: Any = None, *, plan: bool = True) -> SweepSpec:
+    """Validate and expand a loaded spec; every problem is one `GptlabError` on one line, naming the key.
+    `plan=False` validates without planning its runs (`runs` stays empty: a stored sweep read back, `sweep.stored`)."""
     try:
-        return _validate_spec(raw, path, overrides, executor_overrides, margin)
+        return _validate_spec(raw, path, overrides, executor_overrides, margin, plan)
     except GptlabError as err:
         if one_line(str(err)) == str(err):
             raise
@@ -71,7 +72,7 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
 
 
 def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
-                   executor_overrides: dict[str, Any], margin: Any) -> SweepSpec:
+                   executor_overrides: dict[str, Any], margin: Any, plan: bool = True) -> SweepSpec:
     if "seeds" in overrides:  # `--set seeds=4` (or a list, or {min: .., max: ..}) replaces the top-level seeds
         overrides = dict(overrides)
         raw = {**raw, "seeds": overrides.pop("seeds")}
@@ -147,8 +148,11 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     spec = SweepSpec(name=name, description=description, plugins=plugins, base=base, grid=dict(grid), seeds=seeds,
                      exclude=exclude, baseline=baseline, executor=executor, report=report, scale=scale,
                      seed_rule=seed_rule, source=str(path), search_path=search_path, arms=arms, worth=worth)
-    spec = resolve_tune(spec, raw["tune"]) if "tune" in raw else dataclasses.replace(spec, runs=tuple(expand(spec)))
-    if not any(r.factors == baseline for r in spec.runs):
+    if "tune" in raw:
+        spec = resolve_tune(spec, raw["tune"], plan)
+    elif plan:
+        spec = dataclasses.replace(spec, runs=tuple(expand(spec)))
+    if plan and not any(r.factors == baseline for r in spec.runs):
         raise _fail("baseline", f"the cell {shown(baseline, 200)} is excluded; name a cell that is trained")
     return spec
 

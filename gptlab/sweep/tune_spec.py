@@ -26,8 +26,9 @@ def _fail(key: str, message: str) -> GptlabError:
     return GptlabError(f"{key}: {message}")
 
 
-def resolve_tune(spec: SweepSpec, raw: Any) -> SweepSpec:
-    """`spec` (frozen, without runs) with `tune:` validated against it, its test split's default, and its first runs.
+def resolve_tune(spec: SweepSpec, raw: Any, plan: bool = True) -> SweepSpec:
+    """`spec` (frozen, without runs) with `tune:` validated against it, its test split's default, and its first runs
+    (none with `plan=False`).
 
     A tuned sweep's verdict is on a test split the selection never saw: where neither `base` nor the grid
     sets `data.test_fraction`, it is half the validation text.
@@ -41,6 +42,8 @@ def resolve_tune(spec: SweepSpec, raw: Any) -> SweepSpec:
             base = copy.deepcopy(base)
             set_dotted(base, "data.test_fraction", resolve_run_config(base).data.val_fraction / 2)
     spec = dataclasses.replace(spec, base=base, tune=tune)
+    if not plan:
+        return spec
     if tune.given:  # no selection: the runs are each cell at its given setting, as estimation runs
         runs = [r for cell, setting in tune.given for r in runs_at(spec, [setting], spec.seeds, ESTIMATION, [cell])]
     else:

@@ -38,7 +38,7 @@ def res4(tmp_path_factory):
 def res16(tmp_path_factory):
     root = tmp_path_factory.mktemp("res16")
     grid = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"],
-            "model.position": ["learned", "rope"], "train.warmup": [0, 100]}
+            "model.position": ["learned", "rope"], "train.warmup_iters": [0, 100]}
     return load_results(make_results(root, grid, 2))
 
 
@@ -210,10 +210,10 @@ def test_simple_effects_panels_labels_main_lines(res3):
 
 
 def test_simple_effects_many_combinations_drop_tick_labels(tmp_path):
-    grid = {"model.a": ["x", "y"], "model.b": [1, 2, 3], "model.c": [1, 2, 3], "model.d": [1, 2, 3]}
+    grid = {"model.norm": ["x", "y"], "model.n_layer": [1, 2, 3], "model.n_head": [1, 2, 3], "model.n_embd": [1, 2, 3]}
     res = load_results(make_results(tmp_path, grid, 1))
     simple, main = simple_frame(res)
-    ax = visible(E._draw_simple_effects(simple[simple["factor"] == "model.a"], main, res, MARGIN))[0]
+    ax = visible(E._draw_simple_effects(simple[simple["factor"] == "model.norm"], main, res, MARGIN))[0]
     assert ax.get_yticklabels() == [] and "27 combinations" in ax.get_title(loc="left")
 
 
@@ -249,7 +249,7 @@ def test_effects_by_step_panels_bands_and_labels(res4):
 
 
 def test_effects_by_step_four_panels_a_row_and_short_legends(tmp_path):
-    grid = {f"model.f{i}": ["a", "b"] for i in range(5)}
+    grid = {f"model.{key}": ["a", "b"] for key in ("norm", "activation", "position", "tying", "norm_type")}
     res = load_results(make_results(tmp_path, grid, 1))
     data = pd.concat([by_step_frame(res), by_step_frame(res, cells=True)])
     fig = E._draw_effects_by_step(data, res, MARGIN)
@@ -285,7 +285,7 @@ def test_val_curves_sixteen_cells_one_panel_per_factor(res16, drawn):
     curves = level_curves_frame(res16)
     assert F.val_curves(res16, curves) == PNG
     axes = visible(drawn[0])
-    assert [ax.get_title() for ax in axes] == ["norm", "activation", "position", "warmup"]
+    assert [ax.get_title() for ax in axes] == ["norm", "activation", "position", "warmup_iters"]
     assert [legend_texts(ax) for ax in axes] == [["pre (baseline)", "post"], ["gelu (baseline)", "relu"],
                                                  ["learned (baseline)", "rope"], ["0 (baseline)", "100"]]
     low, high = axes[0].get_ylim()

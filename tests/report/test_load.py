@@ -1,4 +1,5 @@
-"""`gptlab.load(results_dir)`: runs, curves and the report's own tables as DataFrames; the example notebook runs."""
+"""`gptlab.load(results_dir)`: runs, curves and the report's own tables as DataFrames; the example notebook runs; the
+load step reads sweep.yaml back as the sweep's typed spec, and a bad one is one line."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,13 +8,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from helpers import REPO
 
 import gptlab
 from calibration.synthetic import make_results
 from gptlab.errors import GptlabError
+from gptlab.report import ReportError, load_results, resolve_margin
+from gptlab.report.__main__ import main as report_main
+from gptlab.stats.calls import DEFAULT_MARGIN
+from gptlab.sweep.runs import SweepSpec
 
-pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
+slow = pytest.mark.slow  # the shipped study, real sweeps, the notebook: out of the edit loop (-m 'not slow')
 
 FOUR_AXES = REPO / "results" / "four_axes"
 
@@ -23,10 +29,12 @@ def study():
     return gptlab.load(FOUR_AXES)
 
 
+@slow
 def test_load_is_the_public_api():
     assert "load" in gptlab.__all__ and callable(gptlab.load)
 
 
+@slow
 def test_runs_are_summary_csv_one_row_per_run(study):
     summary = pd.read_csv(FOUR_AXES / "summary.csv")
     assert list(study.runs["run_id"]) == list(summary["run_id"])
@@ -37,6 +45,7 @@ def test_runs_are_summary_csv_one_row_per_run(study):
     assert study.levels["model.norm"] == ["pre", "post"] and study.baseline["model.tying"] == "tied"
 
 
+@slow
 def test_curves_are_every_metrics_csv_labelled(study):
     curves = study.curves
     assert list(curves.columns[:8]) == ["run_id", "cell", *study.factors, "seed", "status"]
@@ -51,6 +60,7 @@ def test_curves_are_every_metrics_csv_labelled(study):
     assert (mine["cell"] == run["cell"]).all()
 
 
+@slow
 def test_tables_are_the_reports_tables(study):
     """Computed by the report's code: the same files as the committed report (which regenerates from results)."""
     shipped = REPO / "reports" / "four_axes" / "tables"
@@ -62,6 +72,7 @@ def test_tables_are_the_reports_tables(study):
     assert study.effects_by_scale.empty  # four_axes has no scale: factor
 
 
+@slow
 def test_calls_name_each_effect_in_the_row_syntax(study):
     calls = study.calls
     assert len(calls) == len(study.main_effects) + len(study.interactions)
@@ -72,6 +83,7 @@ def test_calls_name_each_effect_in_the_row_syntax(study):
     assert list(pair["call"]) == [row["call"]] and list(pair["estimate"]) == [row["estimate"]]
 
 
+@slow
 def test_a_study_is_frozen_and_its_tables_lazy(tmp_path):
     s = gptlab.load(make_results(tmp_path, {"model.norm": ["pre", "post"]}, seeds=2))
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -82,6 +94,7 @@ def test_a_study_is_frozen_and_its_tables_lazy(tmp_path):
     assert "_bundle" in vars(s)
 
 
+@slow
 def test_margin_overrides_the_sweeps(tmp_path):
     path = make_results(tmp_path, {"model.norm": ["pre", "post"]}, seeds=3)
     assert gptlab.load(path).margin == 0.01 and gptlab.load(path, margin=0.2).margin == 0.2
@@ -90,6 +103,7 @@ def test_margin_overrides_the_sweeps(tmp_path):
         gptlab.load(path, margin=-1)
 
 
+@slow
 def test_failed_runs_have_no_curve_diverged_runs_keep_theirs(tmp_path):
     path = make_results(tmp_path, {"model.norm": ["pre", "post"]}, seeds=2,
                         status={(("post",), 0): "diverged", (("post",), 1): "failed"})
@@ -99,6 +113,7 @@ def test_failed_runs_have_no_curve_diverged_runs_keep_theirs(tmp_path):
     assert list(s.runs["status"]) == ["ok", "ok", "diverged", "failed"]
 
 
+@slow
 def test_scale_sweeps_mixing_tokenizers(tmp_path):
     """transfer: losses in bits/char in the runs and curves alike; effects_by_scale as the report's."""
     s = gptlab.load(REPO / "results" / "transfer")
@@ -110,6 +125,7 @@ def test_scale_sweeps_mixing_tokenizers(tmp_path):
     assert len(s.effects_by_scale) and s.effects_by_scale.to_csv(index=False) == shipped.read_text(encoding="utf-8")
 
 
+@slow
 @pytest.mark.parametrize("make, words", [
     (lambda tmp: tmp / "nowhere", "not found"),
     (lambda tmp: tmp, "summary.csv"),
@@ -126,6 +142,7 @@ def _snapshot(*folders: Path) -> dict[str, tuple[int, int]]:
             if p.is_file() and "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts}
 
 
+@slow
 def test_the_example_notebook_runs_and_writes_nothing(monkeypatch):
     """docs/example.ipynb executes from docs/ (as Jupyter runs it) on the shipped four_axes study."""
     # The kernel inherits this process's environment: a headless server's MPLBACKEND=Agg would keep
@@ -145,3 +162,34 @@ def test_the_example_notebook_runs_and_writes_nothing(monkeypatch):
     assert any("image/png" in o.get("data", {}) for o in outputs)  # the curves plot
     text = "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "") for o in outputs)
     assert "model.activation" in text and "better" in text  # the main effects and calls tables
+
+
+# -- sweep.yaml read back as the sweep's own spec (`gptlab.sweep.stored`) ------------------------------------------
+def test_the_spec_is_the_sweeps_typed_spec_old_schema_included(tmp_path):
+    """The synthetic folder's sweep.yaml predates `report:` and `executor.on_worker_lost`: their defaults."""
+    res = load_results(make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2, name="typed", max_iters=500))
+    assert isinstance(res.spec, SweepSpec) and res.spec.tune is None and res.spec.seed_rule is None
+    assert res.spec.command == "python -m gptlab.sweep ablations/typed.yaml" and res.spec.runs == ()
+    assert resolve_margin(res, None) == DEFAULT_MARGIN and res.fixed("train.max_iters") == 500
+    assert res.fixed("train.schedule") == "cosine"  # not in base: the run config's default
+
+
+def test_a_bad_sweep_yaml_stops_the_report_in_one_line_and_writes_nothing(tmp_path, capsys):
+    results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2, name="bad")
+    stored = yaml.safe_load((results / "sweep.yaml").read_text())
+    (results / "sweep.yaml").write_text(yaml.safe_dump({**stored, "grid": {"model.norm": ["pre", "post"]},
+                                                        "schema": 9}, sort_keys=False))
+    with pytest.raises(ReportError, match="sweep.yaml: unknown key 'schema'"):
+        gptlab.load(results)
+    assert report_main([str(results)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err and str(results / "sweep.yaml") in err and "'schema'" in err
+    assert not (tmp_path / "reports").exists()
+
+
+def test_a_folder_without_sweep_yaml_takes_its_factors_from_summary_csv(tmp_path):
+    results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2, name="bare")
+    (results / "sweep.yaml").unlink()
+    res = load_results(results)
+    assert res.name == "bare" and res.factors == ["model.norm"] and res.baseline == {"model.norm": "pre"}
+    assert res.spec.grid == {"model.norm": ["pre", "post"]} and res.seeds == res.spec.seeds == [0, 1]

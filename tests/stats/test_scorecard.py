@@ -14,6 +14,7 @@ from gptlab.report.sentences.verdicts import call_phrase, with_call_phrases
 from gptlab.report.tables.arms import scorecard_table
 from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.scorecard import VERDICTS, verdict
+from gptlab.sweep.arms_spec import Claim
 
 
 def test_a_call_the_tuning_check_does_not_certify_reads_at_the_picks_only():
@@ -28,11 +29,10 @@ def test_a_call_the_tuning_check_does_not_certify_reads_at_the_picks_only():
 
 
 def _card() -> pd.DataFrame:
-    def claim(direction: str) -> list[dict]:
-        return [{"source": "paper", "setting": "", "claim": "words", "direction": direction, "size": ""}]
-
-    res = SimpleNamespace(arms=["arm"], scale=[], selection=pd.DataFrame(), spec={"claims": {a: claim(d) for a, d in (
-        ("untied", "worse"), ("relu", "worse"), ("post_ln", "worse"), ("rotary", "better"))}})
+    claims = {a: (Claim("paper", "words", d),) for a, d in (("untied", "worse"), ("relu", "worse"), ("post_ln", "worse"),
+                                                            ("rotary", "better"))}
+    res = SimpleNamespace(arms=["arm"], scale=[], selection=pd.DataFrame(), spec=SimpleNamespace(
+        arms=SimpleNamespace(claims=claims)))
     rows = [("untied", 0.0219, DEPENDS, "worse", DEPENDS), ("relu", 0.0046, "inconclusive", "inconclusive", ""),
             ("post_ln", 0.30, "worse", "worse", ""),  # a pick's loss left had no bound: not certified either
             ("rotary", -0.0316, "better", "better", "robust")]

@@ -165,7 +165,7 @@ def test_more_seeds_decide_it_where_the_text_is_narrow(tmp_path):
 
 
 def test_many_inconclusive_effects_get_one_counting_sentence():
-    res = SimpleNamespace(arms=True, unit="nats/char", spec={"base": {"data": {"val_fraction": 0.1}}})
+    res = SimpleNamespace(arms=True, unit="nats/char", fixed={"data.val_fraction": 0.1}.get)
     base = {"estimate": 0.001, "ci_low": -0.02, "ci_high": 0.022, "ci95": 0.021, "seeds": 5,
             "baseline_seeds_needed": math.nan, "test_fraction": 0.05, "test_fraction_min": math.nan,
             "test_fraction_needed": math.nan, "seeds_at_test_fraction": math.nan,
@@ -191,7 +191,7 @@ def test_an_effect_that_depends_on_the_picks_names_the_run_that_would_close_its_
     from gptlab.stats.robustness import DEPENDS
 
     res = SimpleNamespace(arms=True, scale={}, levels={"arm": ["base", "nope", "untied"]}, unit="nats/char",
-                          has_test_split=False, spec={"tune": {"space": {"train.lr": [1e-3, 2e-3, 4e-3]}}},
+                          has_test_split=False, tuned_space={"train.lr": (1e-3, 2e-3, 4e-3)},
                           label=lambda f, v: f"{f}={v}")
     arms = pd.DataFrame([{"arm": a, "baseline": "base", "estimate": e, "ci_low": e - 0.05, "ci_high": e + 0.05,
                           "call": DEPENDS, "tuning_cell": f"arm={a}"} for a, e in (("nope", 0.25), ("untied", 0.02))])

@@ -86,10 +86,9 @@ def _error_line(text: str, limit: int = 160) -> str:
 def header(res: Results, words: Sentences) -> list[Block]:
     """The title, the sweep's description and the lead line (`words.lead`): what the report is about, in three lines;
     how it was run comes near the end (`provenance`)."""
-    spec = res.spec
     blocks: list[Block] = [Heading(f"Ablation report: {res.name}", 1)]
-    if spec.get("description"):
-        blocks.append(Para(str(spec["description"]).strip()))
+    if res.spec.description:
+        blocks.append(Para(res.spec.description.strip()))
     return blocks + ([Para(words.lead)] if words.lead else [])
 
 
@@ -97,7 +96,7 @@ def provenance(res: Results, words: Sentences) -> list[Block]:
     """How this was run: the sweep's lines (`words.header`: commands, factors, seeds, text, unit, runs, compute,
     environment) and its fixed settings, after the findings: a reader comes for the answer first."""
     return [Heading("How this was run"), Bullets(list(words.header)), Para("Fixed settings (`base`):"),
-            Code(yaml.safe_dump(res.spec.get("base") or {}, sort_keys=False, default_flow_style=False))]
+            Code(yaml.safe_dump(res.spec.base, sort_keys=False, default_flow_style=False))]
 
 
 def _calls_table(tables: ReportTables, res: Results) -> pd.DataFrame:

@@ -1,12 +1,13 @@
 """The report's load step: a sweep's results directory read into one `Results` (`load_results`); no statistics here.
 
-Owns: validating the directory (a missing dir or summary.csv is a `ReportError`; a summary.csv that
-disagrees with the run folders is read from them instead, in memory, by `gptlab.run.summary_csv`: nothing is
-written into results/NAME/), typing factor
-levels back to sweep.yaml's grid (summary.csv holds them as text: "True", "100", "0.001"), level
-order, the baseline, cell labels, run environments, the validation curves of metrics.csv, and the
-outcome the effects are on (`best_val_loss`, or `best_test_loss` when every run has a test split), and
-the `unstable` status of estimation runs beyond the cliff their cell's other seeds did not cross.
+Owns: reading sweep.yaml back as the sweep's own `SweepSpec` (`gptlab.sweep.stored`: a bad one is a one-line
+`ReportError`; without one, the factors are summary.csv's other columns), validating the directory (a missing
+dir or summary.csv is a `ReportError`; a summary.csv that disagrees with the run folders is read from them
+instead, in memory, by `gptlab.run.summary_csv`: nothing is written into results/NAME/), typing factor
+levels back to the grid (summary.csv holds them as text: "True", "100", "0.001"), level order, the
+baseline, cell labels, run environments, the validation curves of metrics.csv, the outcome the effects
+are on (`best_val_loss`, or `best_test_loss` when every run has a test split), and the `unstable` status
+of estimation runs beyond the cliff their cell's other seeds did not cross.
 The load step is the only one of the report that reads files: its modules read each run's own files
 (`runfiles`, `block_losses`), the unigram ceiling's data (`ceiling`) and the text samples (`samples`).
 """
@@ -19,13 +20,13 @@ from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
-import yaml
 
+from gptlab.errors import GptlabError
 from gptlab.report.load.block_losses import read_test_blocks
 from gptlab.report.load.ceiling import unigram_ceiling
 from gptlab.report.load.results import TEST_OUTCOME, VAL_OUTCOME, ReportError, Results, read_text
 from gptlab.report.load.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_json
-from gptlab.roles import WORTH, WORTH_TUNING
+from gptlab.roles import ESTIMATION, WORTH, WORTH_TUNING
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SummaryCheck, check_summary
 from gptlab.stats.adaptive_seeds import ROUND_COLS
@@ -33,6 +34,8 @@ from gptlab.stats.cliff import unstable
 from gptlab.stats.design import design_cells
 from gptlab.stats.levels import grid_level, level_key
 from gptlab.statuses import UNSTABLE
+from gptlab.sweep.runs import SweepSpec
+from gptlab.sweep.stored import spec_from_results, unrecorded_spec
 
 __all__ = ["load_results", "Results", "ReportError", "read_text", "run_roles"]
 log = logging.getLogger(__name__)
@@ -50,18 +53,19 @@ def run_roles(runs: pd.DataFrame) -> pd.Series:
     return roles.replace("", "estimation")
 
 
-def _read_spec(results_dir: ResultsDir) -> dict[str, Any]:
-    path = results_dir.sweep_yaml
-    if not path.exists():
-        log.warning("%s missing: factors are inferred from summary.csv", path)
-        return {}
+def _read_spec(results_dir: ResultsDir, runs: pd.DataFrame) -> SweepSpec:
+    """sweep.yaml as the `SweepSpec` the sweep ran (`sweep.stored`); without one, every column of summary.csv the
+    lab does not write is a factor, its levels in order of appearance."""
     try:
-        spec = yaml.safe_load(read_text(path)) or {}
-    except yaml.YAMLError as exc:
-        raise ReportError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(spec, dict):
-        raise ReportError(f"{path}: expected a mapping at top level")
-    return spec
+        spec = spec_from_results(results_dir)
+    except GptlabError as err:
+        raise ReportError(str(err)) from None
+    if spec is not None:
+        return spec
+    log.warning("%s missing: factors are inferred from summary.csv", results_dir.sweep_yaml)
+    estimation = runs.loc[run_roles(runs) == ESTIMATION, "seed"].dropna()
+    return unrecorded_spec(results_dir.path.resolve().name, {c: list(dict.fromkeys(runs[c])) for c in runs.columns
+                                                             if c not in KNOWN}, sorted({int(s) for s in estimation}))
 
 
 def read_rounds(results_dir: ResultsDir | Path) -> pd.DataFrame:
@@ -106,15 +110,10 @@ def _read_summary(results_dir: ResultsDir) -> tuple[pd.DataFrame, SummaryCheck]:
     return runs, check
 
 
-def _levels(spec: dict[str, Any], runs: pd.DataFrame) -> dict[str, list[str]]:
+def _levels(spec: SweepSpec, runs: pd.DataFrame) -> dict[str, list[str]]:
     """Level labels per factor in grid order, mapping summary.csv text onto the grid's values."""
-    grid = spec.get("grid") or {}
-    if not isinstance(grid, dict):
-        raise ReportError("sweep.yaml: 'grid' must be a mapping")
-    if not grid:  # no sweep.yaml: every unknown column is a factor, levels in order of appearance
-        grid = {c: list(dict.fromkeys(runs[c])) for c in runs.columns if c not in KNOWN}
     levels: dict[str, list[str]] = {}
-    for factor, values in grid.items():
+    for factor, values in spec.grid.items():
         if factor not in runs:
             raise ReportError(f"summary.csv has no column for grid factor '{factor}'")
         labels = [str(v) for v in values]
@@ -132,10 +131,10 @@ def _match(levels: list[str], value: Any) -> str | None:
     return grid_level(levels, value, None)
 
 
-def _cells(spec: dict[str, Any], factors: list[str], levels: dict[str, list[str]],
+def _cells(spec: SweepSpec, factors: list[str], levels: dict[str, list[str]],
            runs: pd.DataFrame, cell_label: Callable[[dict[str, str]], str]) -> pd.DataFrame:
     """Every cell of the design in grid order (grid minus exclude, plus any unexpected ones seen)."""
-    exclude = [{k: _match(levels.get(k, []), v) for k, v in e.items()} for e in spec.get("exclude") or []]
+    exclude = [{k: _match(levels.get(k, []), v) for k, v in e.items()} for e in spec.exclude]
     combos = design_cells({f: levels[f] for f in factors}, exclude)
     seen = set(combos)
     combos += [c for c in dict.fromkeys(map(tuple, runs[factors].to_numpy().tolist())) if c not in seen]
@@ -193,17 +192,16 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     """Read results/NAME/ (see docs/CONTRACTS.md). Raises `ReportError` when it is not one."""
     results_dir = ResultsDir(results_dir)
     runs, check = _read_summary(results_dir)
-    spec = _read_spec(results_dir)
+    spec = _read_spec(results_dir, runs)
     levels = _levels(spec, runs)
     factors = list(levels)
-    base_spec = spec.get("baseline") or {}
     baseline = {}
     for f in factors:
-        lab = _match(levels[f], base_spec[f]) if f in base_spec else levels[f][0]
+        lab = _match(levels[f], spec.baseline[f]) if f in spec.baseline else levels[f][0]
         if lab is None:
-            raise ReportError(f"sweep.yaml: baseline {f}={base_spec[f]} is not a level of the grid")
+            raise ReportError(f"sweep.yaml: baseline {f}={spec.baseline[f]} is not a level of the grid")
         baseline[f] = lab
-    res = Results(results_dir=results_dir, name=str(spec.get("name") or results_dir.path.resolve().name), spec=spec,
+    res = Results(results_dir=results_dir, name=spec.name, spec=spec,
                   factors=factors, levels=levels, baseline=baseline, runs=runs, cells=pd.DataFrame(),
                   curves=pd.DataFrame(), summary_check=check)
 
@@ -223,10 +221,9 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
         role == "selection", role == "estimation", ~role.isin(["selection", "estimation"])))
     runs = res.runs
     res.outcome = _outcome(runs)
-    _mark_unstable(runs, res.outcome, [str(k) for k in (spec.get("tune") or {}).get("space") or {}
-                                       if isinstance(spec.get("tune"), dict) and str(k) in runs])
+    _mark_unstable(runs, res.outcome, [k for k in res.tuned_space if k in runs])
     res.test_blocks = read_test_blocks(results_dir, runs, res.outcome, res.unit)
-    if spec.get("worth") and len(res.other_roles):  # the baseline's lengths: blocks of their own
+    if spec.worth is not None and len(res.other_roles):  # the baseline's lengths: blocks of their own
         other = res.other_roles
         res.worth_blocks = read_test_blocks(results_dir, other[run_roles(other).isin([WORTH, WORTH_TUNING])],
                                             res.outcome, res.unit)
@@ -239,7 +236,7 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     if res.unit == "bits/char":
         res.ceiling *= CHAR_BPC_FACTOR  # a char unigram model, in bits/char
         res.selection_ceiling *= CHAR_BPC_FACTOR
-    if isinstance(spec.get("seeds"), dict):  # an adaptive sweep: the rounds it has run so far
+    if spec.seed_rule is not None:  # an adaptive sweep: the rounds it has run so far
         res.rounds = read_rounds(results_dir)
     if results_dir.discussion_md.is_file():
         res.discussion = read_text(results_dir.discussion_md)

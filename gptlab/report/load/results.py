@@ -1,26 +1,29 @@
 """`Results`: everything the report needs from results/NAME/, as the load step reads it; `ReportError`.
 
 Owns the bundle the later steps read (runs, cells, levels, curves, the ceiling, the unit, the outcome,
-the test blocks) and its derived views (short labels, scale and scientific factors, the seed rule,
-arms), and `read_text`, how any results file is read as text. No statistics here.
+the test blocks) and its derived views (short labels, scale and scientific factors, and from the typed
+`SweepSpec` the seed rule, the arms, the tuned space and the fixed settings), and `read_text`, how any
+results file is read as text. No statistics here.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
 from gptlab.errors import GptlabError
 from gptlab.report.load.block_losses import BlockLosses
+from gptlab.run.config import SECTIONS, get_dotted
 from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SummaryCheck
 from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import effect_label, factor_short
+from gptlab.sweep.runs import SweepSpec
 
 VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
 
@@ -39,7 +42,7 @@ class Results:
     """
     results_dir: ResultsDir  # results/NAME: its files' paths (`.path`, the folder)
     name: str
-    spec: dict[str, Any]
+    spec: SweepSpec  # sweep.yaml read back as the sweep ran it (`sweep.stored`); without one, the grid summary.csv shows
     factors: list[str]
     levels: dict[str, list[str]]
     baseline: dict[str, str]
@@ -85,7 +88,7 @@ class Results:
     @property
     def scale(self) -> list[str]:
         """Grid keys the sweep names as scale (`scale:`): effects are reported per level, never as effects."""
-        return [f for f in (self.spec.get("scale") or []) if f in self.factors]
+        return [f for f in self.spec.scale if f in self.factors]
 
     @property
     def corpora(self) -> list[str]:
@@ -100,14 +103,28 @@ class Results:
     @property
     def seed_rule(self) -> SeedRule | None:
         """The adaptive-seed rule of the sweep (`seeds: {min, max, precision}`), None for fixed seeds."""
-        raw = self.spec.get("seeds")
-        return SeedRule.from_mapping(raw, max_seeds=10**9, key="sweep.yaml: seeds") if isinstance(raw, dict) else None
+        return self.spec.seed_rule
 
     @property
     def arms(self) -> dict[str, dict[str, Any]]:
-        """An arms sweep's arms (sweep.yaml's `arms`: name -> settings); empty for a grid."""
-        arms = self.spec.get("arms")
-        return arms if isinstance(arms, dict) and ARM in self.factors else {}
+        """An arms sweep's arms (name -> settings, in the YAML's order); empty for a grid."""
+        design = self.spec.arms
+        return {n: dict(s) for n, s in design.arms.items()} if design is not None and ARM in self.factors else {}
+
+    @property
+    def tuned_space(self) -> Mapping[str, tuple[Any, ...]]:
+        """The keys the sweep tuned and their levels (`tune.space`); empty for an untuned sweep and for given picks
+        (`tune.picks`: no selection here)."""
+        tune = self.spec.tune
+        return tune.space if tune is not None and not tune.given else {}
+
+    def fixed(self, dotted: str) -> Any:
+        """A fixed run setting of the sweep: `base`'s value, else the run config's default (`train.schedule`: cosine)."""
+        try:
+            return get_dotted(self.spec.base, dotted)
+        except (KeyError, TypeError):
+            section, name = dotted.split(".", 1)
+            return getattr(SECTIONS[section], name)
 
     def first_seeds(self, runs: pd.DataFrame, n_seeds: int) -> pd.Series:
         """Which of `runs` have a seed among their cell's first n_seeds (an arms baseline's: its Dunnett share)."""

@@ -197,18 +197,17 @@ def _ids(run_ids: tuple[str, ...]) -> str:
 def schedule_note(res: Results) -> list[str]:
     """A sentence when `train.max_iters` is a factor: under cosine its levels change the learning-rate schedule too;
     under wsd each level is a finished schedule of its own length."""
-    train = (res.spec.get("base") or {}).get("train") or {}
     if "train.max_iters" not in res.factors or "train.schedule" in res.factors:
         return []
-    if train.get("schedule") == "wsd":
-        cooldown = float(train.get("cooldown_fraction", 0.2))
+    if res.fixed("train.schedule") == "wsd":
+        cooldown = float(res.fixed("train.cooldown_fraction"))
         return [f"Under `train.schedule: wsd` every level of `train.max_iters` is a finished schedule: the same warmup "
                 f"and constant peak learning rate, then a cooldown to `min_lr` over the run's last {cooldown:.0%} of "
                 "steps. So each level is the result of a run of that length (its cooldown in proportion to it), not a "
                 "snapshot of a longer run. Runs of one cell and seed share their initialisation and batch order at "
                 "every length (with shared trunks, a shorter run's steps up to its cooldown are the longer run's), "
                 "so effects at two lengths are compared paired by seed (`tables/effect_changes.csv`)."]
-    if train.get("lr_decay_iters") is not None:
+    if res.fixed("train.lr_decay_iters") is not None:
         return []
     return ["`train.max_iters` is confounded with the learning-rate schedule: it also sets where the decay ends "
             "(`train.lr_decay_iters` defaults to it), so its levels differ in schedule as well as in length, and "

@@ -16,7 +16,6 @@ import yaml
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
 from gptlab.report.tables import ReportTables
-from gptlab.run.config import DataConfig
 
 
 def header(res: Results) -> list[str]:
@@ -25,19 +24,19 @@ def header(res: Results) -> list[str]:
     every = pd.concat([t for t in (res.selection, runs, res.other_roles) if len(t)]) if len(runs) else runs
     total = float(pd.to_numeric(every["wall_s"], errors="coerce").sum())
     rel = f"{res.results_dir.path.resolve().parent.name}/{res.results_dir.path.resolve().name}"
-    items = [f"**Reproduce the sweep**: `{spec.get('command') or f'python -m gptlab.sweep ablations/{res.name}.yaml'}`",
+    items = [f"**Reproduce the sweep**: `{spec.command or f'python -m gptlab.sweep ablations/{res.name}.yaml'}`",
              f"**Regenerate this report**: `python -m gptlab.report {rel}`"]
     for f in res.factors:
         lv = ", ".join(f"**{lvl}** (baseline)" if lvl == res.baseline[f] else lvl for lvl in res.levels[f])
         items.append(f"**Factor** `{f}`: {lv}")
-    seeds = spec.get("seeds") if isinstance(spec.get("seeds"), list) else res.seeds
-    adaptive = f" (adaptive: {yaml.safe_dump(spec['seeds'], default_flow_style=True).strip()})" \
-        if isinstance(spec.get("seeds"), dict) else ""
+    rule = spec.seed_rule
+    seeds = spec.seeds if rule is None else res.seeds
+    adaptive = f" (adaptive: {yaml.safe_dump(rule.to_dict(), default_flow_style=True).strip()})" if rule else ""
     items.append(f"**Seeds**: {', '.join(map(str, seeds))}{adaptive}")
-    for e in spec.get("exclude") or []:
+    for e in spec.exclude:
         items.append("**Excluded cell**: " + ", ".join(f"{k}={v}" for k, v in e.items()))
-    if spec.get("plugins"):
-        items.append(f"**Plugins**: {', '.join(map(str, spec['plugins']))}")
+    if spec.plugins:
+        items.append(f"**Plugins**: {', '.join(spec.plugins)}")
     items.append(text_item(res))
     mixes = "trains on several texts" if res.corpora else "mixes tokenizers"
     items.append(f"**Loss unit**: {res.unit}" + (f" (the sweep {mixes}: every loss is converted to bits per "
@@ -76,15 +75,13 @@ def runs_item(res: Results) -> str:
 
 def text_item(res: Results) -> str:
     """The text(s) the runs trained and were scored on, and how each is split (`data.split_points`)."""
-    data = (res.spec.get("base") or {}).get("data") or {}
-    val = float(data.get("val_fraction", DataConfig.val_fraction))
-    test = float(data.get("test_fraction", DataConfig.test_fraction))
+    val, test = float(res.fixed("data.val_fraction")), float(res.fixed("data.test_fraction"))
     split = (f"the first {1 - val:.0%} trains, the next {val - test:.0%} validates, the last {test:.0%} tests"
              if test > 0 else f"the first {1 - val:.0%} trains, the last {val:.0%} validates")
     if res.corpora:
         key = res.corpora[0]
         return f"**Texts** (`{key}`): {', '.join(res.levels[key])}; each split by characters alike: {split}"
-    name = data.get("path") or data.get("dataset") or DataConfig.dataset
+    name = res.fixed("data.path") or res.fixed("data.dataset")
     return f"**Text**: {name}, split by characters: {split}"
 
 

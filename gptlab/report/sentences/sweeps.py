@@ -21,7 +21,6 @@ from gptlab.report.load import Results
 from gptlab.report.sentences.verdicts import AT_PICKS, ROBUST, UNCHECKED, call_phrase
 from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.tables.tuned_comparison import TuningView
-from gptlab.run.config import TrainConfig, get_dotted
 from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import ALPHA
@@ -174,9 +173,8 @@ def given_sentence(res: Results, given: pd.DataFrame) -> str:
     """Who chose the settings of a sweep with given picks (`tune.picks`), or "" for other sweeps."""
     if not len(given):
         return ""
-    tune = res.spec.get("tune") or {}
     keys = [c for c in given.columns if c not in res.factors and c != "n_ok"]
-    who = tune.get("picked_by") or "not recorded (`tune.picked_by` is empty)"
+    who = res.spec.tune.picked_by or "not recorded (`tune.picked_by` is empty)"
     return (f"Each cell's {', '.join(f'`{k}`' for k in keys)} was given by the sweep (`tune.picks`), not tuned here: "
             f"no selection runs, so nothing in this report chose it. Chosen by: {who}. The effects below compare the "
             "cells each at its own setting; they are the effects at those settings, only as good as that choice.")
@@ -191,15 +189,11 @@ NUISANCE = ("train.lr", "train.min_lr", "train.warmup_iters", "train.weight_deca
 
 def untuned_note(res: Results) -> str:
     """A sweep without `tune:`: the one setting of each nuisance key every cell trained at, and what that means."""
-    if res.spec.get("tune") is not None or not res.factors:
+    if res.spec.tune is not None or not res.factors:
         return ""
-    defaults, base = TrainConfig(), res.spec.get("base") or {}
     settings = []
     for key in (k for k in NUISANCE if k not in res.factors):
-        try:
-            value = get_dotted(base, key)
-        except (KeyError, TypeError):
-            value = getattr(defaults, key.split(".", 1)[1])
+        value = res.fixed(key)
         settings.append(f"`{key}` = {value:g}" if isinstance(value, (int, float)) else f"`{key}` = {value}")
     if not settings:
         return ""

@@ -17,7 +17,6 @@ import pandas as pd
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
 from gptlab.report.sentences.verdicts import UNADJUSTED
-from gptlab.run.config import DataConfig
 from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.to_decide import MAX_SEEDS, MAX_TEST_FRACTION, TEXT_BUDGET
 
@@ -42,8 +41,7 @@ def _seeds(n: object, base: object, per: str) -> str:
 
 
 def _val_fraction(res: Results) -> float:
-    data = (res.spec.get("base") or {}).get("data") or {}
-    return float(data.get("val_fraction", DataConfig.val_fraction))
+    return float(res.fixed("data.val_fraction"))
 
 
 def depends_sentence(r: dict, res: Results) -> str:

@@ -102,10 +102,9 @@ def machine_note(res: Results) -> str:
     arch = sorted({m.group(1) for p in env.get("platform", [])
                    if (m := re.search(r"(x86_64|aarch64|arm64|ppc64le|s390x)", p))})
     threads = ", ".join(env.get("threads", []))
-    executor = res.spec.get("executor") or {}
-    jobs = executor.get("n_jobs") if isinstance(executor, dict) else None
+    jobs = res.spec.executor.n_jobs  # a count, or 'auto' (one per core or GPU slot): how many is then not recorded
     shared = (f"the sweep ran {jobs} at a time" if isinstance(jobs, int) and jobs > 1 else
-              f"the sweep ran them {jobs} at a time" if jobs else "the sweep may have run several at a time")
+              f"the sweep ran them {jobs} at a time" if isinstance(jobs, int) else "the sweep may have run several at a time")
     return (f"Times: the wall seconds of each arm's estimation runs over their steps (`wall_s / train.max_iters`; the "
             f"ratio of means with a 95% CI over runs), measured on {device}"
             + (f" ({', '.join(arch)})" if arch else "") + (f", {threads} thread(s) per run" if threads else "")

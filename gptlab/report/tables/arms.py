@@ -76,17 +76,17 @@ def scorecard_table(res: Results, arms: pd.DataFrame, tuned: TuningView | None,
     it), and a speed claim its verdict from the arm's time per step (`stats.scorecard.speed_verdict`)."""
     if not res.arms or not len(arms):
         return pd.DataFrame(columns=SCORECARD_COLS)
-    claims = res.spec.get("claims") or {}
+    claims = res.spec.arms.claims if res.spec.arms is not None else {}
     untuned_label, untuned = _untuned_effects(res, tuned)
     rows = []
     for effect in arms.to_dict("records"):
         arm = effect[ARM]
         at = {k: effect[k] for k in SCALE_COLS if k in effect}  # one scale factor: (scale_factor, scale_level)
-        for claim in _claims_of(claims.get(arm)) or [None]:
-            direction = claim["direction"] if claim else None
-            about = (claim.get("about") or "quality") if claim else "quality"
+        for claim in claims.get(arm) or [None]:
+            direction = claim.direction if claim else None
+            about = claim.about if claim else "quality"
             call = str(effect.get("call") or "")  # after the tuning check
-            rows.append({"arm": arm, **at, **{k: (claim.get(k, "") if claim else "") for k in
+            rows.append({"arm": arm, **at, **{k: (getattr(claim, k) if claim else "") for k in
                                               ("source", "setting", "claim", "direction", "size")},
                          "about": about if claim else "", "untuned_setting": untuned_label,
                          "untuned_estimate": untuned.get((arm, str(at["scale_level"])) if at else (arm,), math.nan),
@@ -136,13 +136,6 @@ def uncertified(effect: dict[str, Any]) -> str | None:
     if call == DEPENDS or (call in ("better", "worse", "equivalent") and effect.get("tuning") != "robust"):
         return at
     return None
-
-
-def _claims_of(raw: Any) -> list[dict[str, Any]]:
-    """An arm's claims as sweep.yaml stores them: a list of mappings (a single mapping from older files)."""
-    if isinstance(raw, dict):
-        return [raw]
-    return [c for c in raw if isinstance(c, dict)] if isinstance(raw, list) else []
 
 
 def _untuned_effects(res: Results, tuned: TuningView | None) -> tuple[str, dict[tuple[str, ...], float]]:

@@ -24,11 +24,9 @@ ROLE_ORDER = {"selection": 0, "estimation": 1}  # any other role after them
 
 
 def tuned_keys(res: Results) -> list[str]:
-    """The tuned keys (sweep.yaml's `tune.space`) that summary.csv has columns for; none for an untuned sweep."""
-    tune = res.spec.get("tune")
-    space = tune.get("space") if isinstance(tune, dict) else None
+    """The tuned keys (`tune.space`) that summary.csv has columns for; none for an untuned sweep."""
     frames = [f for f in (res.runs, res.selection, res.other_roles) if len(f)]
-    return [str(k) for k in (space or {}) if frames and all(str(k) in f for f in frames)]
+    return [k for k in res.tuned_space if frames and all(k in f for f in frames)]
 
 
 def stability_columns(keys: list[str]) -> list[str]:

@@ -26,7 +26,6 @@ import pandas as pd
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.tables.scale import slices
-from gptlab.run.config import DataConfig
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.effects import Analysis
 from gptlab.stats.robustness import DEPENDS
@@ -42,11 +41,9 @@ def test_fraction(res: Results) -> float:
     """The test split the effects were scored on (`data.test_fraction`; NaN: none, or not one for every run)."""
     if not res.has_test_split:
         return math.nan
-    grid = res.spec.get("grid") or {}
-    if "data.test_fraction" in grid or "data.test_fraction" in res.factors:
+    if "data.test_fraction" in res.spec.grid or "data.test_fraction" in res.factors:
         return math.nan
-    data = (res.spec.get("base") or {}).get("data") or {}
-    fraction = float(data.get("test_fraction", DataConfig.test_fraction))
+    fraction = float(res.fixed("data.test_fraction"))
     return fraction if fraction > 0 else math.nan
 
 
@@ -95,8 +92,7 @@ def _open_curve(res: Results, curves: pd.DataFrame | None, cell: str) -> dict:
 
 def _step(res: Results) -> float:
     """The coarse step of the tuned lrs, in octaves (1: a factor 2, the lab's default)."""
-    tune = res.spec.get("tune") if isinstance(res.spec.get("tune"), dict) else {}
-    lrs = sorted(float(v) for v in ((tune.get("space") or {}).get("train.lr") or []) if float(v) > 0)
+    lrs = sorted(float(v) for v in res.tuned_space.get("train.lr", ()) if float(v) > 0)
     return float(np.median(np.diff(np.log2(lrs)))) if len(lrs) > 1 else 1.0
 
 

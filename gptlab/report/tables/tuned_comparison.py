@@ -74,9 +74,7 @@ class TuningView:
 
 
 def _space(res: Results) -> dict[str, list[Any]] | None:
-    tune = res.spec.get("tune")
-    space = tune.get("space") if isinstance(tune, dict) else None
-    return {str(k): list(v) for k, v in space.items()} if isinstance(space, dict) and space else None
+    return {k: list(v) for k, v in res.tuned_space.items()} or None
 
 
 def _setting_of(row: dict, space: dict[str, list[Any]]) -> Pairs | None:
@@ -141,12 +139,11 @@ def _same(a: Pairs, b: Pairs | None) -> bool:
 def given_picks(res: Results) -> pd.DataFrame:
     """Each cell's setting as `tune.picks` gave it (sweep.yaml records one entry per cell), with its ok runs at that
     setting; no rows unless the sweep trained given picks."""
-    tune = res.spec.get("tune")
-    picks = tune.get("picks") if isinstance(tune, dict) else None
-    if not isinstance(picks, list) or not picks:
+    tune = res.spec.tune
+    if tune is None or not tune.given:
         return pd.DataFrame()
     rows = []
-    for entry in picks:
+    for entry in ({**dict(cell), **dict(setting)} for cell, setting in tune.given):
         at = pd.Series(True, index=res.runs.index)
         for key, value in entry.items():
             if key in res.runs:
@@ -161,8 +158,7 @@ def tuning_view(res: Results, margin: float) -> TuningView | None:
     space = _space(res)
     if space is None:
         return None
-    tune = res.spec["tune"]
-    n_seeds = int(tune.get("seeds") or 1)
+    n_seeds = res.spec.tune.seeds
     sel = res.selection.copy()
     sel["setting"] = [_setting_of(r, space) for r in sel.to_dict("records")]
     sel = sel[sel["setting"].notna()]

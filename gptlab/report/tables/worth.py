@@ -27,7 +27,6 @@ import pandas as pd
 from gptlab.report.fmt import multiplier_text, round_frame
 from gptlab.report.load import Results, run_roles
 from gptlab.roles import WORTH, WORTH_TUNING
-from gptlab.run.config import TrainConfig
 from gptlab.stats import worth as stats_worth
 from gptlab.stats.arms import ARM
 from gptlab.stats.text_share import Blocks
@@ -61,14 +60,13 @@ class WorthView:
 
 def has_worth(res: Results) -> bool:
     """Whether the report has worth runs to show (the sweep's `worth:` and runs of role `worth`)."""
-    return bool(res.arms) and bool(res.spec.get("worth")) and len(res.other_roles) > 0 \
+    return bool(res.arms) and res.spec.worth is not None and len(res.other_roles) > 0 \
         and bool((run_roles(res.other_roles) == WORTH).any())
 
 
 def study_schedule(res: Results) -> str:
-    """The schedule the arms trained with: sweep.yaml's `base.train.schedule`, else the run config's default."""
-    train = (res.spec.get("base") or {}).get("train") or {}
-    return str(train.get("schedule") or TrainConfig().schedule)
+    """The schedule the arms trained with: the sweep's `base.train.schedule`, else the run config's default."""
+    return str(res.fixed("train.schedule"))
 
 
 def _ok(runs: pd.DataFrame, outcome: str) -> pd.DataFrame:
@@ -81,11 +79,10 @@ def _ok(runs: pd.DataFrame, outcome: str) -> pd.DataFrame:
 
 
 def _study_steps(res: Results, base: pd.DataFrame) -> float:
-    """The study's length S: the baseline's estimation runs' `train.max_iters`, else sweep.yaml's, else the default."""
+    """The study's length S: the baseline's estimation runs' `train.max_iters`, else the sweep's, else the default."""
     if LENGTH_KEY in base and base[LENGTH_KEY].notna().any():
         return float(base[LENGTH_KEY].mode().iloc[0])
-    train = (res.spec.get("base") or {}).get("train") or {}
-    return float(train.get("max_iters") or TrainConfig().max_iters)
+    return float(res.fixed(LENGTH_KEY))
 
 
 def _blocks(res: Results, runs: pd.DataFrame) -> Blocks | None:
@@ -135,11 +132,11 @@ def _tuning_at_study_length(res: Results, tuning: pd.DataFrame, selection: pd.Da
                             steps: float) -> pd.DataFrame:
     """The re-tune's runs, with, where the study is wsd and an end length is its own (1x), the baseline's selection
     runs there: the same config and seed, trained once, as selection runs (the sweep does not train them twice)."""
-    worth = res.spec.get("worth") if isinstance(res.spec.get("worth"), dict) else {}
-    lengths = [float(v) for v in worth.get("lengths") or []] if isinstance(worth.get("lengths"), list) else []
+    worth = res.spec.worth
+    lengths = worth.lengths if worth is not None else ()
     if study_schedule(res) != WSD or not lengths or 1.0 not in (min(lengths), max(lengths)) or not len(selection):
         return tuning
-    factors = [1.0, *(float(f) for f in worth.get("retune") or [])]
+    factors = [1.0, *worth.retune]
     seeds = set(tuning["seed"]) or {int(selection["seed"].min())}
     mine = selection[(selection[ARM] == res.baseline[ARM]) & selection["seed"].isin(seeds)]
     mine = mine[[any(math.isclose(lr, pick * f, rel_tol=1e-6) for f in factors) for lr in mine[LR_KEY]]]
