@@ -35,7 +35,7 @@ class Run:
     run_id: str  # deterministic: cell label, seed and a hash of the resolved config
     cell: tuple[tuple[str, Any], ...]  # (dotted factor key, level) pairs in grid order
     seed: int  # the run's seed
-    config: dict[str, Any]  # plain resolved run config, as sent to workers
+    config: RunConfig  # its resolved config (the seed included), as workers train it
 
     @property
     def factors(self) -> dict[str, Any]:
@@ -189,7 +189,7 @@ def expand(spec: SweepSpec) -> list[Run]:
         for seed in spec.cell_seeds(cell):
             run_cfg = RunConfig(resolved.model, resolved.train, resolved.data, seed)
             run_id = f"{cell_label(cell)}_s{seed}_{run_cfg.run_hash(sources)}"
-            runs.append(Run(run_id, cell, seed, run_cfg.to_dict()))
+            runs.append(Run(run_id, cell, seed, run_cfg))
     return runs
 
 
