@@ -22,7 +22,6 @@ import math
 from typing import Any, Mapping, Sequence, TextIO
 
 from gptlab.roles import WORTH, WORTH_TUNING
-from gptlab.run.config import resolve_run_config
 from gptlab.run.identity import run_sources
 from gptlab.stats.arms import ARM
 from gptlab.stats.cliff import unstable
@@ -74,7 +73,7 @@ def learned(runs: Sequence[Run], rows: Sequence[Mapping[str, Any]]) -> set[str]:
 def worth_runs(spec: SweepSpec, estimation: Sequence[Run], trained: set[str] | None = None) -> list[TunedRun]:
     """The worth stage's runs for the baseline's `estimation` runs (those in `trained`, all when None), cell-major."""
     worth: WorthSpec = spec.worth
-    study = resolve_run_config({**spec.base, "seed": 0}).train.max_iters
+    study = spec.base_config.train.max_iters
     taken = {_trained_as(r) for r in estimation}
     out: list[TunedRun] = []
     by_cell: dict[Any, list[Run]] = {}
