@@ -101,7 +101,7 @@ def length_sweep(root: Path, base: RunConfig, lengths: list[int]) -> None:
         if mode == "shared":  # as the sweep's two stages: the trunk with its branch points, then the branches
             for group in groups:
                 record_branches(RunDir(folder / group.trunk.run_id),
-                                [Branch(b, run.run_id, run.config.to_dict()) for run, b in group.branches])
+                                [Branch(b, run.run_id, run.config) for run, b in group.branches])
             order = [g.trunk for g in groups] + [run for g in groups for run, _ in g.branches]
         tick = time.perf_counter()
         results[mode] = {run.run_id: train_run(run.config, folder / run.run_id) for run in order}

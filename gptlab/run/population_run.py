@@ -105,7 +105,7 @@ def _train_locked(cfgs: list[RunConfig], folders: list[RunDir], ids: list[str], 
                   stack: contextlib.ExitStack) -> list[int]:
     """Train the members `todo` (their folders locked) into `summaries`; the members left to train alone."""
     for k in todo:
-        folders[k].claim(cfgs[k].to_dict())
+        folders[k].claim(cfgs[k])
         remove_temp_files(folders[k].path, (RunDir.LAST, RunDir.BEST, RunDir.METRICS, RunDir.PROGRESS, RunDir.SAMPLE))
     for k in todo:
         stack.enter_context(folders[k].logging_to_file())  # the population's records go to every member's train.log

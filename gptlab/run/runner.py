@@ -85,7 +85,7 @@ def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None,
     finished = folder.finished_summary()
     if finished is not None:
         return finished
-    folder.claim(cfg.to_dict())
+    folder.claim(cfg)
     # A trainer killed mid-write (SIGKILL, or its worker's exit on a lost driver) leaves its temp
     # file, which nothing reads but which can be as large as a checkpoint; this lock keeps its writers away.
     remove_temp_files(folder.path, (RunDir.LAST, RunDir.BEST, RunDir.METRICS, RunDir.PROGRESS, RunDir.SAMPLE))

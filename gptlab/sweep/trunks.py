@@ -112,7 +112,7 @@ class SharedTrunks:
             return stage
         for group in groups:  # rewritten at every invocation: a trunk reads it when it (re)starts
             record_branches(finished.results_dir.run(group.trunk.run_id),
-                            [Branch(b, run.run_id, run.config.to_dict()) for run, b in group.branches])
+                            [Branch(b, run.run_id, run.config) for run, b in group.branches])
         later = {run.run_id for group in groups for run, _ in group.branches}
         print(describe_sharing(stage.runs), file=self.out)
         tag = f"{stage.tag}, " if stage.tag else ""

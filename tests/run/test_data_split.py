@@ -111,14 +111,14 @@ def test_default_zero_keeps_the_splits(corpus):
 
 def test_a_run_killed_before_the_key_existed_resumes(corpus, tmp_path):
     folder = tmp_path / "run"
-    config = resolve_run_config(tiny_config(corpus)).to_dict()
-    old = {**config, "data": {k: v for k, v in config["data"].items() if k != "test_fraction"}}
+    config = resolve_run_config(tiny_config(corpus))
+    old = config.to_dict()
+    del old["data"]["test_fraction"]
     folder.mkdir()
     (folder / "config.yaml").write_text(yaml.safe_dump(old))
     RunDir(folder).claim(config)  # the same run: the new key at its default
-    other = {**config, "data": {**config["data"], "test_fraction": 0.05}}
     with pytest.raises(GptlabError, match="different config"):
-        RunDir(folder).claim(other)
+        RunDir(folder).claim(config.with_settings({"data.test_fraction": 0.05}))
 
 
 # -- best_test_loss -----------------------------------------------------------------------------------------------

@@ -146,7 +146,7 @@ def test_a_branch_gives_the_metrics_of_a_run_trained_from_step_0(tmp_path, corpu
     b = resolve_run_config(short).train.cooldown_start
     assert b == 48 and b % 10 and b < resolve_run_config(long).train.cooldown_start
     trunk, branch = RunDir(tmp_path / "trunk"), RunDir(tmp_path / "branch")
-    record_branches(trunk, [Branch(b, "branch", short)])
+    record_branches(trunk, [Branch(b, "branch", resolve_run_config(short))])
     if kill == "handoff":
         save = RunDir.start_branch
 
@@ -179,7 +179,7 @@ def test_a_branch_its_trunk_never_handed_a_state_trains_from_step_0(tmp_path, co
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     branch = RunDir(tmp_path / "branch")
-    branch.claim(_wsd(corpus, 60))
+    branch.claim(resolve_run_config(_wsd(corpus, 60)))
     (branch / RunDir.TRUNK).write_text('{"run_id": "trunk", "step": 48, "shared_s": 1.0}')
     summary = train_run(resolve_run_config(_wsd(corpus, 60)), branch.path)
     torch.set_num_threads(threads)
