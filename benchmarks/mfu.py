@@ -48,7 +48,7 @@ def main() -> None:
         key, value = item.split("=", 1)
         set_dotted(config, key, yaml.safe_load(value))
     cfg = resolve_run_config(config)
-    trainer = build_trainer(cfg.to_dict(), "mfu")
+    trainer = build_trainer(cfg, "mfu")
     per_step = time_train_steps(trainer, args.steps, warmup=5)
     n = trainer.model.num_params(non_embedding=True)
     m = cfg.model

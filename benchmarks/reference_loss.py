@@ -15,7 +15,7 @@ import time
 
 import yaml
 
-from gptlab.run.config import set_dotted
+from gptlab.run.config import resolve_run_config, set_dotted
 from gptlab.run.runner import train_run
 
 NANOGPT_CPU = {
@@ -39,7 +39,7 @@ def main() -> None:
         set_dotted(config, key, yaml.safe_load(value))
     out = args.out or tempfile.mkdtemp(prefix="gptlab-reference-")
     start = time.perf_counter()
-    summary = train_run(config, out)
+    summary = train_run(resolve_run_config(config), out)
     print(f"status {summary['status']}; best val loss {summary['best_val_loss']:.4f} at step "
           f"{summary['best_step']}; final val loss {summary['final_val_loss']:.4f}; "
           f"{summary['tokens_per_sec']:.0f} tokens/s; eval {summary['eval_s']:.1f} s of "

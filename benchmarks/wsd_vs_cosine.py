@@ -35,14 +35,14 @@ from typing import Any
 import torch
 
 from gptlab.run.branching import Branch, record_branches
-from gptlab.run.config import resolve_run_config
+from gptlab.run.config import RunConfig, resolve_run_config
 from gptlab.run.rundir import RunDir
 from gptlab.run.runner import train_run
 from gptlab.sweep.runs import Run
 from gptlab.sweep.trunks import steps_trained, trunk_groups
 
 
-def nanogpt_cpu(iters: int, schedule: str, seed: int, eval_interval: int = 250) -> dict[str, Any]:
+def nanogpt_cpu(iters: int, schedule: str, seed: int, eval_interval: int = 250) -> RunConfig:
     """The nanoGPT CPU setting (as the reference studies train it), its warmup and logging scaled to `iters` steps."""
     scale = iters / 2000
     return resolve_run_config({
@@ -52,12 +52,12 @@ def nanogpt_cpu(iters: int, schedule: str, seed: int, eval_interval: int = 250) 
                   "log_interval": max(1, round(50 * scale)), "device": "cpu"},
         "data": {"dataset": "tinyshakespeare"},
         "seed": seed,
-    }).to_dict()
+    })
 
 
-def with_length(config: dict[str, Any], length: int) -> dict[str, Any]:
+def with_length(config: RunConfig, length: int) -> RunConfig:
     """`config` at another length; warmup and intervals stay those of the sweep's base, as in a grid over max_iters."""
-    return resolve_run_config({**config, "train": {**config["train"], "max_iters": length}}).to_dict()
+    return config.with_settings({"train.max_iters": length})
 
 
 def paired_ci(diffs: list[float]) -> tuple[float, float]:
@@ -74,7 +74,8 @@ def compare_schedules(root: Path, iters: int, seeds: int, eval_interval: int) ->
     best: dict[str, list[float]] = {"cosine": [], "wsd": []}
     for seed in range(seeds):
         for schedule in best:
-            summary = train_run(nanogpt_cpu(iters, schedule, seed, eval_interval), root / "schedules" / f"{schedule}_s{seed}")
+            config = nanogpt_cpu(iters, schedule, seed, eval_interval)
+            summary = train_run(config, root / "schedules" / f"{schedule}_s{seed}")
             best[schedule].append(summary["best_val_loss"])
             print(f"  {schedule:<6} seed {seed}: best val {summary['best_val_loss']:.4f} at step "
                   f"{summary['best_step']}, {summary['wall_s']:.0f} s", flush=True)
@@ -89,8 +90,8 @@ def compare_schedules(root: Path, iters: int, seeds: int, eval_interval: int) ->
     print(f"\nwsd - cosine, paired by seed: {diff:+.4f}, 95% CI {ci}: {verdict}\n")
 
 
-def length_sweep(root: Path, base: dict[str, Any], lengths: list[int]) -> None:
-    runs = [Run(f"{n}", (("train.max_iters", n),), base["seed"], with_length(base, n)) for n in lengths]
+def length_sweep(root: Path, base: RunConfig, lengths: list[int]) -> None:
+    runs = [Run(f"{n}", (("train.max_iters", n),), base.seed, with_length(base, n)) for n in lengths]
     groups = trunk_groups(runs)
     results: dict[str, dict[str, dict[str, Any]]] = {}
     walls: dict[str, float] = {}

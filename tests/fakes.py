@@ -9,6 +9,7 @@ import yaml
 from helpers import tiny_config
 
 from gptlab.executors import RunResult
+from gptlab.run.config import RunConfig
 from gptlab.run.rundir import RunDir
 
 
@@ -16,7 +17,7 @@ class FakeBackend:
     """Finishes every task at once with the loss `loss(config)`, or `loss[run_id]` for a mapping; ids in `fail`
     fail, in `diverge` diverge; `extra` goes into every summary. `trained` lists the run ids it was given, in order."""
 
-    def __init__(self, loss: Callable[[dict], float] | Mapping[str, float], fail=(), diverge=(),
+    def __init__(self, loss: Callable[[RunConfig], float] | Mapping[str, float], fail=(), diverge=(),
                  extra: Mapping[str, Any] | None = None) -> None:
         self.loss, self.fail, self.diverge, self.trained = loss, set(fail), set(diverge), []
         self.extra = dict(extra or {})  # more fields of every summary.json (e.g. unigram_val_loss)

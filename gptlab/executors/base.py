@@ -15,6 +15,7 @@ from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.executors.slurm import SlurmConfig
 from gptlab.fields import setting
 from gptlab.registry import Registry
+from gptlab.run.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ class Task:
     """One run as a worker receives it: everything it needs, nothing it must look up."""
 
     run_id: str  # the run's folder name and label
-    config: Mapping[str, Any]  # the resolved run config (plain, as in config.yaml)
+    config: RunConfig  # the resolved run config (frozen, pickled to the worker as is)
     run_dir: str  # absolute path of the run's folder as the driver sees it
     threads: int  # torch threads for this run
     plugins: tuple[str, ...] = ()  # plugin modules / .py paths to import before training

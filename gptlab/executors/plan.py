@@ -6,10 +6,10 @@ judges the YAML alone (and so never imports this module back).
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
 
 from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig, Resources
+from gptlab.run.config import RunConfig
 
 # Resident memory of a worker beyond its model and its corpus: the Python interpreter and torch.
 WORKER_BASE_BYTES = 600 * 2**20
@@ -22,7 +22,7 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def estimate_run_bytes(config: Mapping[str, Any], vocab_size: int = 256, corpus_bytes: int = 0) -> int:
+def estimate_run_bytes(config: RunConfig, vocab_size: int = 256, corpus_bytes: int = 0) -> int:
     """Rough peak memory of one training run, in bytes (an upper estimate, fp32 throughout).
 
     Weights, gradients and two Adam moments (16 bytes per parameter); activations kept for the
@@ -31,15 +31,15 @@ def estimate_run_bytes(config: Mapping[str, Any], vocab_size: int = 256, corpus_
     buffers; the worker process itself; and the run's copy of its corpus (`corpus_bytes`, from
     `gptlab.run.textscan.TextScan.corpus_bytes`: a 300 MB corpus takes about 3.5 GB).
     """
-    m, t = config["model"], config["train"]
-    C, L, T, H, V = m["n_embd"], m["n_layer"], m["block_size"], m["n_head"], vocab_size
-    B, E = t["batch_size"], t["eval_batch_size"]
+    m, t = config.model, config.train
+    C, L, T, H, V = m.n_embd, m.n_layer, m.block_size, m.n_head, vocab_size
+    B, E = t.batch_size, t.eval_batch_size
     params = 12 * L * C * C + 2 * V * C + T * C
     training = 16 * params
     activations = 4 * B * T * (L * (34 * C + 5 * H * T) + 3 * V)
     evaluation = 4 * E * T * (3 * V + 2 * C + H * T)
     tables = 4 * (T * C + H * T * T)  # sinusoidal / rotary tables, an ALiBi bias
-    loss_buffers = 8 * min(t["log_interval"], t["eval_interval"], t["max_iters"])
+    loss_buffers = 8 * min(t.log_interval, t.eval_interval, t.max_iters)
     return WORKER_BASE_BYTES + training + activations + evaluation + tables + loss_buffers + corpus_bytes
 
 

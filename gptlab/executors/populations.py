@@ -15,16 +15,14 @@ retried as lone runs, each resuming from its own checkpoint, so each records its
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import time
 from typing import Any, Sequence
 
-from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig, RunResult, Task
 from gptlab.executors.worker import ORPHAN_EXIT, RunStopped, execute_run, gpu_slot, watch_driver
-from gptlab.run.config import resolve_run_config
+from gptlab.run.config import RunConfig
 from gptlab.run.population import SHARED_TRAIN
 from gptlab.run.resultsdir import GPU_SLOTS, ResultsDir
 from gptlab.run.rundir import RunDir
@@ -61,17 +59,11 @@ def population_note(executor: ExecutorConfig, device: str) -> str:
     return ""
 
 
-def population_key(config: Any, auto: bool) -> str | None:
+def population_key(config: RunConfig, auto: bool) -> tuple[Any, ...] | None:
     """What runs of one population share (None: the run trains alone): its model, data and shared train settings."""
-    try:
-        cfg = resolve_run_config(dict(config))
-    except GptlabError:  # its worker records why, as for any lone run that cannot start
+    if auto and config.model.dropout > 0:
         return None
-    if auto and cfg.model.dropout > 0:
-        return None
-    plain = cfg.to_dict()
-    return json.dumps([plain["model"], plain["data"], {name: plain["train"][name] for name in SHARED_TRAIN}],
-                      sort_keys=True, default=str)
+    return config.model, config.data, tuple(getattr(config.train, name) for name in SHARED_TRAIN)
 
 
 def trains_with_trunk(task: Task) -> bool:
@@ -84,7 +76,7 @@ def group_tasks(tasks: Sequence[Task], size: int, auto: bool = False) -> list[Un
     """The units of `tasks`: populations of at most `size` runs that may share one, and lone runs; in task order."""
     if size <= 1:
         return [(task,) for task in tasks]
-    by_key: dict[str, list[Task]] = {}
+    by_key: dict[tuple[Any, ...], list[Task]] = {}
     units: list[Unit] = []
     for task in tasks:
         key = None if trains_with_trunk(task) else population_key(task.config, auto)
@@ -112,7 +104,7 @@ def execute_group(unit: Unit) -> list[RunResult]:
     started = time.perf_counter()
     watch = watch_driver(tuple(first.driver)) if first.driver else None
     folders = [RunDir(task.run_dir) for task in unit]
-    configs = [dict(task.config) for task in unit]
+    configs = [task.config for task in unit]
     try:
         with contextlib.ExitStack() as stack:
             for task, folder in zip(unit, folders):
@@ -124,12 +116,12 @@ def execute_group(unit: Unit) -> list[RunResult]:
                 import_plugins(list(first.plugins), list(first.search_path))
                 for task, folder in zip(unit, folders):
                     if not folder.finished_summary():
-                        check_run_identity(task.run_id, dict(task.config), task.plugins)
+                        check_run_identity(task.run_id, task.config, task.plugins)
                 if first.gpus > 1:
                     results = ResultsDir.holding(folders[0].path)
                     slots = results.gpu_slots if results is not None else folders[0].path.parent / GPU_SLOTS
                     gpu = stack.enter_context(gpu_slot(slots, first.gpus, first.runs_per_gpu))
-                    configs = [{**c, "train": {**c["train"], "device": f"cuda:{gpu}"}} for c in configs]
+                    configs = [c.with_settings({"train.device": f"cuda:{gpu}"}) for c in configs]
                 summaries = train_population(configs, [f.path for f in folders], [t.run_id for t in unit],
                                              callbacks=[watch] if watch else [])
             except Exception as err:  # the population as a whole: its members train alone, each to its own outcome

@@ -171,7 +171,7 @@ def execute_run(task: Task) -> RunResult:
     from gptlab.run.runner import train_run
 
     folder = RunDir(task.run_dir)
-    config = dict(task.config)
+    config = task.config
     started = time.perf_counter()
     watch = watch_driver(tuple(task.driver)) if task.driver else None
     callbacks = [watch] if watch else []
@@ -184,12 +184,12 @@ def execute_run(task: Task) -> RunResult:
                     check_run_identity(task.run_id, config, task.plugins)
                 if task.gpus > 1:
                     with gpu_slot(_slots_dir(folder), task.gpus, task.runs_per_gpu) as gpu:
-                        config["train"] = {**config["train"], "device": f"cuda:{gpu}"}
+                        config = config.with_settings({"train.device": f"cuda:{gpu}"})
                         summary = train_run(config, folder.path, run_id=task.run_id, callbacks=callbacks)
                 else:
                     summary = train_run(config, folder.path, run_id=task.run_id, callbacks=callbacks)
             except Exception as err:  # recorded, not raised: one bad run must not stop its siblings
-                summary = folder.record_failure(task.run_id, dict(task.config), err)
+                summary = folder.record_failure(task.run_id, task.config.to_dict(), err)
     except RunStopped:  # the driver is gone: nobody waits for a result; the run's lock and marker are released
         assert watch is not None  # only a watch raises it
         watch.exit(ORPHAN_EXIT)
@@ -207,7 +207,7 @@ def failed_result(task: Task, error: BaseException | str) -> RunResult:
     """Record `task` as failed without training it (its worker died, or never started it)."""
     folder = RunDir(task.run_dir)
     folder.clear_running()
-    summary = folder.record_failure(task.run_id, dict(task.config), error)
+    summary = folder.record_failure(task.run_id, task.config.to_dict(), error)
     return RunResult(task.run_id, summary, math.nan)
 
 

@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from gptlab.run.config import RunConfig, resolve_run_config
 from gptlab.run.rundir import RunDir
 from gptlab.run.trainer import Trainer, TrainerCallback
 
@@ -34,14 +35,15 @@ class Branch:
 
     step: int  # the branch point: the branch's cooldown start, where its schedule leaves the trunk's
     run_id: str  # the branch's folder name, a sibling of the trunk's folder
-    config: Mapping[str, Any]  # the branch's resolved run config (plain, as in its config.yaml)
+    config: RunConfig  # the branch's resolved run config
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "run_id": self.run_id, "config": dict(self.config)}
+        return {"step": self.step, "run_id": self.run_id, "config": self.config.to_dict()}
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> "Branch":
-        return cls(int(raw["step"]), str(raw["run_id"]), dict(raw["config"]))
+        """A branch as `branches.json` records it (a file read back: its config is resolved here)."""
+        return cls(int(raw["step"]), str(raw["run_id"]), resolve_run_config(raw["config"]))
 
 
 def record_branches(trunk: RunDir, branches: Sequence[Branch]) -> None:
@@ -86,10 +88,10 @@ def hand_off(folder: RunDir, branch: Branch, trainer: Trainer, state: dict[str, 
         with FileLock(str(folder / RunDir.LOCK), timeout=0):  # a process training the branch owns its folder
             if folder.state() != "pending":
                 return False
-            config = dict(branch.config)
+            config, settings = branch.config, branch.config.to_dict()  # a checkpoint records the plain settings
             origin = {"run_id": trainer.run_id, "step": trainer.step, "shared_s": round(trainer.elapsed_s, 3)}
-            folder.start_branch(config, origin, list(trainer.rows), {**state, "config": config},
-                                {**best, "config": config} if best is not None else None)
+            folder.start_branch(config, origin, list(trainer.rows), {**state, "config": settings},
+                                {**best, "config": settings} if best is not None else None)
     except Timeout:
         log.warning("branch %s is being trained elsewhere: not handed the state of %s at step %d",
                     branch.run_id, trainer.run_id, trainer.step)

@@ -1,9 +1,9 @@
 """Run configuration: `TrainConfig`, `DataConfig` and the resolution of a plain dict into them.
 
-A run config is a plain nested dict `{model: {...}, train: {...}, data: {...}, seed: int}` (that
-is what the sweep sends to workers and writes as `config.yaml`). `resolve_run_config` fills in
-defaults and rejects unknown keys (suggesting the closest), wrong types and impossible values,
-always naming the dotted key.
+A plain nested dict `{model: {...}, train: {...}, data: {...}, seed: int}` (a sweep's YAML, a config.yaml) is
+resolved once into a frozen `RunConfig` (`resolve_run_config`: defaults filled in; unknown keys, with the closest,
+wrong types and impossible values rejected, naming the dotted key), which then travels typed to the trainer;
+`RunConfig.with_settings` derives a variant by dotted keys under the same checks.
 """
 from __future__ import annotations
 
@@ -39,8 +39,6 @@ LIMITS: dict[str, int] = {
     "model.block_size": 2**20,  # a million-token context
     "data.vocab_size": 2**20,  # the largest vocabularies in use have about 256k tokens
 }
-
-
 SCHEDULE_NAMES = ("cosine", "wsd")  # train.schedule; gptlab.run.trainer.SCHEDULES holds their functions
 
 
@@ -166,6 +164,17 @@ class RunConfig:
         model = dataclasses.replace(self.model, vocab_size=vocab_size)
         return dataclasses.replace(self, model=model, vocab_size=vocab_size)
 
+    def with_settings(self, settings: Mapping[str, Any]) -> "RunConfig":
+        """This config with `settings` ({dotted key or 'seed': value}) set, checked as `resolve_run_config` checks a
+        dict: the same error for an unknown key or a bad value (the settings first, in their order)."""
+        raw, changed = self.to_dict(), {}
+        for dotted, value in settings.items():
+            set_dotted(changed, dotted, value)
+        for section, values in changed.items():  # first in their section: an error names the first bad setting
+            kept = raw.get(section)
+            raw[section] = {**values, **kept, **values} if isinstance(kept, dict) and isinstance(values, dict) else values
+        return resolve_run_config(raw)
+
     def to_dict(self) -> dict[str, Any]:
         """The settings only: the derived vocab_size is left out (and so out of the run's hash)."""
         model = _settings(self.model)
@@ -231,20 +240,13 @@ FIRST_RELEASE_KEYS = frozenset(
 )
 
 SECTIONS: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
-# model.vocab_size is not a user setting: it always comes from the dataset's tokenizer.
-HIDDEN_KEYS = {"model.vocab_size"}
+HIDDEN_KEYS = {"model.vocab_size"}  # not a user setting: it always comes from the dataset's tokenizer
 
 
 def valid_keys() -> list[str]:
     """Every dotted key a run config accepts, e.g. 'model.norm', 'train.lr', and 'seed'."""
     keys = [f"{s}.{f.name}" for s, cls in SECTIONS.items() for f in dataclasses.fields(cls)]
     return [k for k in keys if k not in HIDDEN_KEYS] + ["seed"]
-
-
-def field_help(dotted: str) -> str:
-    section, name = dotted.split(".", 1)
-    f = next(f for f in dataclasses.fields(SECTIONS[section]) if f.name == name)
-    return f.metadata.get("help", "")
 
 
 def coerce(key: str, value: Any, annotation: Any) -> Any:
@@ -278,8 +280,6 @@ def coerce(key: str, value: Any, annotation: Any) -> Any:
             return value
     names = " or ".join("null" if k is type(None) else k.__name__ for k in options)
     raise GptlabError(f"{key} must be {names}, got {shown(value)} ({type(value).__name__})")
-
-
 
 
 def _as_number(value: Any) -> int | float | None:

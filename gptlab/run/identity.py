@@ -12,9 +12,10 @@ import functools
 import os
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from gptlab.errors import GptlabError
+from gptlab.run.config import RunConfig
 
 
 def plugin_sources(plugins: Sequence[str]) -> dict[str, str]:
@@ -70,13 +71,10 @@ def check_unchanged(before: Mapping[str, str], plugins: Sequence[str], data_path
                           "as another sweep (another name:)")
 
 
-def check_run_identity(run_id: str, config: Mapping[str, Any], plugins: Sequence[str]) -> None:
+def check_run_identity(run_id: str, config: RunConfig, plugins: Sequence[str]) -> None:
     """Refuse to train `run_id` when the files it reads are no longer those its id was made from."""
-    from gptlab.run.config import resolve_run_config
-
-    cfg = resolve_run_config(dict(config))
     expected = run_id.rpartition("_")[2]
-    actual = cfg.run_hash(run_sources(plugins, cfg.data.path))
+    actual = config.run_hash(run_sources(plugins, config.data.path))
     if actual != expected:
         what = "the corpus (data.path) or a plugin file" if plugins else "the corpus (data.path)"
         raise GptlabError(f"{what} changed since the sweep planned run {run_id}: it would train other text or code "

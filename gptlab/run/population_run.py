@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from typing import Any, Sequence
 
-from gptlab.run.config import RunConfig, resolve_run_config
+from gptlab.run.config import RunConfig
 from gptlab.run.data import load_run_dataset
 from gptlab.run.device import resolve_device
 from gptlab.run.population import Population
@@ -74,13 +74,13 @@ class MemberWriter:
                     "population": population.size})
 
 
-def train_population(configs: Sequence[dict[str, Any] | RunConfig], run_dirs: Sequence[Any],
+def train_population(configs: Sequence[RunConfig], run_dirs: Sequence[Any],
                      run_ids: Sequence[str] | None = None, callbacks: Sequence[Any] = ()) -> list[dict[str, Any]]:
     """Train the runs of `configs` (one architecture, `check_population`'s rule) in their folders; their summaries.
 
     A finished run's summary is returned as is. `callbacks` join the population's (a worker's driver watch:
     its `on_step` may raise to stop it; every file written by then is whole, and a rerun resumes)."""
-    cfgs = [resolve_run_config(c) for c in configs]
+    cfgs = list(configs)
     folders = [RunDir(d) for d in run_dirs]
     ids = list(run_ids) if run_ids is not None else [f.path.name for f in folders]
     summaries: dict[int, dict[str, Any]] = {}
@@ -105,7 +105,7 @@ def _train_locked(cfgs: list[RunConfig], folders: list[RunDir], ids: list[str], 
                   stack: contextlib.ExitStack) -> list[int]:
     """Train the members `todo` (their folders locked) into `summaries`; the members left to train alone."""
     for k in todo:
-        folders[k].claim(cfgs[k].to_dict())
+        folders[k].claim(cfgs[k])
         remove_temp_files(folders[k].path, (RunDir.LAST, RunDir.BEST, RunDir.METRICS, RunDir.PROGRESS, RunDir.SAMPLE))
     for k in todo:
         stack.enter_context(folders[k].logging_to_file())  # the population's records go to every member's train.log

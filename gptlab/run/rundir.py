@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from gptlab.errors import GptlabError
+from gptlab.run.config import RunConfig, resolve_run_config
 from gptlab.runio import atomic_write, atomic_write_text, read_json, read_yaml, write_csv, write_json, write_yaml
 from gptlab.statuses import FINISHED, STATUSES
 
@@ -94,16 +95,17 @@ class RunDir:
         return summary if summary and summary.get("status") in FINISHED else None
 
     # -- config ------------------------------------------------------------------------------
-    def claim(self, config: dict[str, Any]) -> None:
+    def claim(self, config: RunConfig) -> None:
         """Record `config` as this folder's run; refuse a folder that holds another config."""
         self.path.mkdir(parents=True, exist_ok=True)
         path = self / self.CONFIG
         if path.exists() and not _same_config(read_yaml(path), config):
             raise GptlabError(f"{self.path} holds a run with a different config; use another directory")
-        write_yaml(path, config)
+        write_yaml(path, config.to_dict())
 
-    def holds(self, config: dict[str, Any]) -> bool:
-        """Whether this folder records `config` as its run (its config.yaml; a folder without one records none)."""
+    def holds(self, config: Any) -> bool:
+        """Whether this folder records `config` (a `RunConfig`, or another file's record: a checkpoint's) as its run
+        (its config.yaml; a folder without one records none)."""
         try:
             recorded = read_yaml(self / self.CONFIG)
         except Exception:  # missing, unreadable, not UTF-8 or not YAML: it records no config
@@ -161,7 +163,7 @@ class RunDir:
         """The trunk and step this run's state came from, or None for a run trained from step 0."""
         return _read_mapping(self / self.TRUNK)
 
-    def start_branch(self, config: dict[str, Any], origin: dict[str, Any], rows: list[dict[str, Any]],
+    def start_branch(self, config: RunConfig, origin: dict[str, Any], rows: list[dict[str, Any]],
                      state: dict[str, Any], best: dict[str, Any] | None) -> None:
         """Leave in this folder what a run of `config` killed at `state`'s step would have left.
 
@@ -288,15 +290,14 @@ class RunDir:
             logger.setLevel(previous)
 
 
-def _same_config(recorded: Any, config: dict[str, Any]) -> bool:
-    """Whether a folder's recorded config is `config`, once settings added since it was written
-    take their defaults: a run killed before an upgrade (no `data.test_fraction` in its config.yaml)
-    resumes rather than being refused."""
-    if recorded == config:
+def _same_config(recorded: Any, config: Any) -> bool:
+    """Whether a folder's recorded config is `config` (a `RunConfig`, or another file's record), once settings added
+    since either was written take their defaults: a run killed before an upgrade (no `data.test_fraction` in its
+    config.yaml) resumes rather than being refused. Only what was read from a file is resolved."""
+    settings = config.to_dict() if isinstance(config, RunConfig) else config
+    if recorded == settings:
         return True
-    from gptlab.run.config import resolve_run_config
-
-    try:
+    try:  # a RunConfig resolves to itself
         return resolve_run_config(recorded).to_dict() == resolve_run_config(config).to_dict()
     except GptlabError:  # not a run config at all: another folder's file
         return False

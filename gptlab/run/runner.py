@@ -23,7 +23,7 @@ import torch
 import gptlab
 from gptlab.errors import GptlabError
 from gptlab.run.branching import handoff_for
-from gptlab.run.config import RunConfig, resolve_run_config
+from gptlab.run.config import RunConfig
 from gptlab.run.data import load_run_dataset, unigram_loss
 from gptlab.run.device import resolve_device
 from gptlab.run.rundir import CorruptCheckpoint, RunDir
@@ -65,7 +65,7 @@ class RunDirWriter(TrainerCallback):
         })
 
 
-def train_run(config: dict[str, Any] | RunConfig, run_dir: str | os.PathLike, *, run_id: str | None = None,
+def train_run(config: RunConfig, run_dir: str | os.PathLike, *, run_id: str | None = None,
               callbacks: Sequence[TrainerCallback] = ()) -> dict[str, Any]:
     """Train (or resume, or return the finished result of) one run; returns its summary as a plain dict.
 
@@ -73,12 +73,11 @@ def train_run(config: dict[str, Any] | RunConfig, run_dir: str | os.PathLike, *,
     last checkpoint resumes from it. Exceptions propagate (the sweep records them). `callbacks`
     join the loop after the one writing the run directory (e.g. a worker's stop on a lost driver).
     """
-    cfg = resolve_run_config(config)
     folder = RunDir(run_dir)
     # One trainer per run folder: a worker orphaned by a killed driver, or a second terminal, may
     # be training this run; wait for it (it then leaves a finished run, or a checkpoint to resume).
     with folder.exclusive():
-        return _train_locked(cfg, folder, run_id, callbacks)
+        return _train_locked(config, folder, run_id, callbacks)
 
 
 def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None,
@@ -86,7 +85,7 @@ def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None,
     finished = folder.finished_summary()
     if finished is not None:
         return finished
-    folder.claim(cfg.to_dict())
+    folder.claim(cfg)
     # A trainer killed mid-write (SIGKILL, or its worker's exit on a lost driver) leaves its temp
     # file, which nothing reads but which can be as large as a checkpoint; this lock keeps its writers away.
     remove_temp_files(folder.path, (RunDir.LAST, RunDir.BEST, RunDir.METRICS, RunDir.PROGRESS, RunDir.SAMPLE))

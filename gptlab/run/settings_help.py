@@ -10,7 +10,7 @@ import dataclasses
 
 from gptlab.model import REGISTRIES
 from gptlab.registry import Registry
-from gptlab.run.config import SECTIONS, field_help
+from gptlab.run.config import SECTIONS
 from gptlab.run.corpora import DATASETS
 from gptlab.run.tokenizers import TOKENIZERS
 
@@ -19,6 +19,12 @@ def registries_by_key() -> dict[str, Registry]:
     """Every registry a setting names an entry of, by the setting's dotted key (plugins' entries included once imported)."""
     return {**{f"model.{axis}": registry for axis, registry in REGISTRIES.items()}, "data.dataset": DATASETS,
             "data.tokenizer": TOKENIZERS}
+
+
+def field_help(dotted: str) -> str:
+    """The one line of help of a run setting, e.g. 'train.lr' -> 'peak learning rate'."""
+    section, name = dotted.split(".", 1)
+    return next(f for f in dataclasses.fields(SECTIONS[section]) if f.name == name).metadata.get("help", "")
 
 
 def default_of(dotted: str) -> object:

@@ -10,14 +10,13 @@ scores each against the arm's tuned effect (`gptlab.stats.scorecard`).
 """
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from gptlab.errors import GptlabError, closest, shown, unknown_key
-from gptlab.run.config import get_dotted, resolve_run_config, set_dotted
+from gptlab.run.config import RunConfig, get_dotted
 from gptlab.stats.arms import ARM
 from gptlab.stats.scorecard import ABOUT, DIRECTIONS
 from gptlab.sweep.levels import check_levels
@@ -194,21 +193,13 @@ def _check_claim(raw: Any, where: str) -> Claim:
                  str(size).strip(), about)
 
 
-def arm_config(base: dict[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
-    """`base` with an arm's settings applied (a copy)."""
-    config = copy.deepcopy(base)
-    for dotted, value in settings.items():
-        set_dotted(config, dotted, value)
-    return config
-
-
-def check_arm_configs(design: ArmsDesign, base: dict[str, Any]) -> None:
-    """Every arm resolves (a bad value names its arm), and no two arms resolve to one run config."""
+def check_arm_configs(design: ArmsDesign, base: RunConfig) -> None:
+    """Every arm resolves over the resolved `base` (a bad value names its arm), and no two arms to one run config."""
     seen: dict[str, str] = {}
     trained: dict[str, str] = {}
     for name, settings in design.arms.items():
         try:
-            resolved = resolve_run_config({**arm_config(base, settings), "seed": 0})
+            resolved = base.with_settings(settings)
         except GptlabError as err:
             raise GptlabError(f"arms.{name}: {err}") from None
         other = seen.setdefault(resolved.run_hash(), name)
@@ -222,7 +213,7 @@ def check_arm_configs(design: ArmsDesign, base: dict[str, Any]) -> None:
                         "which say how a run is carried out, not what it trains; drop it or change what it trains")
 
 
-def _what_is_trained(resolved: Any) -> str:
+def _what_is_trained(resolved: RunConfig) -> str:
     """A resolved run config without the settings that do not change what is trained (`NOT_TRAINED`), as text."""
     settings = resolved.to_dict()
     for dotted in NOT_TRAINED:

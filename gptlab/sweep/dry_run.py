@@ -27,12 +27,11 @@ def texts_line(spec: SweepSpec) -> str:
 
     seen: dict[str, str] = {}
     for run in spec.runs:
-        d = run.config["data"]
-        name = d.get("path") or d["dataset"]
+        d = run.config.data
+        name = d.path or d.dataset
         if name not in seen:
-            what = (DATASETS.summary(d["dataset"]) if not d.get("path") and d["dataset"] in DATASETS
-                    else "a user text")
-            val, test = float(d["val_fraction"]), float(d.get("test_fraction") or 0.0)
+            what = DATASETS.summary(d.dataset) if not d.path and d.dataset in DATASETS else "a user text"
+            val, test = d.val_fraction, d.test_fraction
             split = f"val {val - test:.0%}, test {test:.0%}" if test > 0 else f"val {val:.0%}"
             seen[name] = f"{name} ({what}; train {1 - val:.0%}, {split})"
     return f"{'texts' if len(seen) > 1 else 'text'}: " + "; ".join(seen.values())

@@ -4,7 +4,9 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
+
+from gptlab.run.config import RunConfig
 
 
 def time_train_steps(trainer: Any, steps: int, warmup: int = 1) -> float:
@@ -19,22 +21,21 @@ def time_train_steps(trainer: Any, steps: int, warmup: int = 1) -> float:
     return (time.perf_counter() - tick) / steps
 
 
-def build_trainer(config: Mapping[str, Any], run_id: str = "estimate", stand_in: bool = False) -> Any:
+def build_trainer(config: RunConfig, run_id: str = "estimate", stand_in: bool = False) -> Any:
     """A `Trainer` for `config` that writes nothing anywhere (for timing and benchmarks).
 
     `stand_in`: a char-tokenized corpus is replaced by random ids of its vocabulary (`stand_in_dataset`).
     """
-    from gptlab.run.config import resolve_run_config
     from gptlab.run.data import load_run_dataset
     from gptlab.run.device import resolve_device
     from gptlab.run.trainer import Trainer
 
-    cfg = resolve_run_config(dict(config))
-    dataset = stand_in_dataset(cfg) if stand_in and cfg.data.tokenizer == "char" else load_run_dataset(cfg.data)
-    return Trainer(cfg.bind_vocab(dataset.tokenizer.vocab_size), dataset, resolve_device(cfg.train.device), run_id=run_id)
+    dataset = stand_in_dataset(config) if stand_in and config.data.tokenizer == "char" else load_run_dataset(config.data)
+    return Trainer(config.bind_vocab(dataset.tokenizer.vocab_size), dataset, resolve_device(config.train.device),
+                   run_id=run_id)
 
 
-def stand_in_dataset(cfg: Any) -> Any:
+def stand_in_dataset(cfg: RunConfig) -> Any:
     """Random ids of a char corpus's vocabulary: at most 2^20 for training, one evaluation batch for validation
     (`val_chars_scored` keeps the real split's size, which is its tokens less one).
 
@@ -64,14 +65,13 @@ class StepTiming:
     per_step: float  # one optimizer step
     per_eval: float  # one evaluation of the whole validation split
 
-    def seconds(self, config: Mapping[str, Any], start: int = 0) -> float:
+    def seconds(self, config: RunConfig, start: int = 0) -> float:
         """Seconds to train `config` from step `start` (a branch of a shared trunk starts at its cooldown)."""
-        train = config["train"]
-        steps = max(0, int(train["max_iters"]) - start)
-        return steps * self.per_step + (steps // int(train["eval_interval"]) + 2) * self.per_eval
+        steps = max(0, config.train.max_iters - start)
+        return steps * self.per_step + (steps // config.train.eval_interval + 2) * self.per_eval
 
 
-def time_run(config: Mapping[str, Any], steps: int = 6) -> StepTiming:
+def time_run(config: RunConfig, steps: int = 6) -> StepTiming:
     """Time a few training steps of `config` and one evaluation batch (the split's batches scale it)."""
     from gptlab.run.evaluation import evaluate
 
@@ -87,6 +87,6 @@ def time_run(config: Mapping[str, Any], steps: int = 6) -> StepTiming:
     return StepTiming(per_step, math.ceil(val_tokens / window) * per_batch)
 
 
-def estimate_run_seconds(config: Mapping[str, Any], steps: int = 6) -> float:
+def estimate_run_seconds(config: RunConfig, steps: int = 6) -> float:
     """Seconds one run of `config` should take, from timing its first few steps and one eval batch."""
     return time_run(config, steps).seconds(config)

@@ -104,7 +104,7 @@ def base_planner(spec: SweepSpec, out: TextIO) -> Planner:
 
 def data_paths(spec: SweepSpec) -> list[str | None]:
     """Each planned run's user corpus (`data.path`), None for a named corpus."""
-    return [(run.config.get("data") or {}).get("path") for run in spec.runs]
+    return [run.config.data.path for run in spec.runs]
 
 
 def _execute_locked(spec: SweepSpec, plan: Resources, options: SweepOptions, backend: Any) -> int:

@@ -10,10 +10,10 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
 
 from gptlab.errors import GptlabError
 from gptlab.executors.plan import estimate_run_bytes
+from gptlab.run.config import DataConfig, RunConfig
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.textscan import scan_corpus
 from gptlab.sweep.runs import SweepSpec
@@ -25,8 +25,8 @@ def check_devices(spec: SweepSpec) -> str:
     """Resolve every `train.device` of the sweep here; return the device type of the first run."""
     from gptlab.run.device import resolve_device
 
-    kinds = {name: resolve_device(name).type for name in {r.config["train"]["device"] for r in spec.runs}}
-    return kinds[spec.runs[0].config["train"]["device"]]
+    kinds = {name: resolve_device(name).type for name in {r.config.train.device for r in spec.runs}}
+    return kinds[spec.runs[0].config.train.device]
 
 
 @dataclass(frozen=True)
@@ -37,41 +37,34 @@ class Corpus:
     memory_bytes: int
 
 
-def check_datasets(spec: SweepSpec) -> dict[tuple[Any, ...], Corpus]:
+def check_datasets(spec: SweepSpec) -> dict[DataConfig, Corpus]:
     """Find every corpus the runs need (downloading if allowed) and check it fits each block size.
 
     A char-tokenized corpus is scanned 1 MiB at a time (`gptlab.run.textscan`): its characters are
     its tokens, so the driver never holds the text. A BPE corpus is loaded as a run loads it, to
-    train its tokenizer and count its tokens. Returns each corpus, keyed like `data_key`.
+    train its tokenizer and count its tokens. Returns each corpus, keyed by its data settings.
     """
-    from gptlab.run.config import DataConfig
     from gptlab.run.data import check_split_tokens, load_run_dataset, resolve_dataset, split_points
 
-    corpora: dict[tuple[Any, ...], Corpus] = {}
-    checked: set[tuple[Any, ...]] = set()
+    corpora: dict[DataConfig, Corpus] = {}
+    checked: set[tuple[DataConfig, int]] = set()
     for run in spec.runs:
-        key = data_key(run.config)
-        block = run.config["model"]["block_size"]
-        if (key, block) in checked:  # a corpus is hashed and read once per sweep, not once per run
+        d, block = run.config.data, run.config.model.block_size
+        if (d, block) in checked:  # a corpus is hashed and read once per sweep, not once per run
             continue
-        d = DataConfig(**run.config["data"])
         where = f"data {d.path or d.dataset}"
         scan = scan_corpus(resolve_dataset(d.dataset, d.path).resolve())
         if d.tokenizer == "char":
             start_val, start_test = split_points(scan.chars, d.val_fraction, d.test_fraction)
             check_split_tokens(start_val, start_test - start_val,
                                scan.chars - start_test if d.test_fraction > 0 else None, block, where)
-            corpora[key] = Corpus(len(scan.vocab), scan.corpus_bytes())
+            corpora[d] = Corpus(len(scan.vocab), scan.corpus_bytes())
         else:
             dataset = load_run_dataset(d)
             dataset.check_fits(block, where)
-            corpora[key] = Corpus(dataset.tokenizer.vocab_size, scan.corpus_bytes())
-        checked.add((key, block))
+            corpora[d] = Corpus(dataset.tokenizer.vocab_size, scan.corpus_bytes())
+        checked.add((d, block))
     return corpora
-
-
-def data_key(config: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(sorted(config["data"].items()))
 
 
 def memory_budget(device: str) -> tuple[int, str]:
@@ -86,16 +79,16 @@ def memory_budget(device: str) -> tuple[int, str]:
     return int(MEMORY_SHARE * psutil.virtual_memory().available), "of the memory available now"
 
 
-def check_memory(spec: SweepSpec, device: str, corpora: dict[tuple[Any, ...], Corpus]) -> int:
+def check_memory(spec: SweepSpec, device: str, corpora: dict[DataConfig, Corpus]) -> int:
     """Refuse a sweep whose largest run would not fit; return that run's estimated bytes (its corpus counted)."""
-    sizes = {r.run_id: estimate_run_bytes(r.config, corpora[data_key(r.config)].vocab_size,
-                                          corpora[data_key(r.config)].memory_bytes) for r in spec.runs}
+    sizes = {r.run_id: estimate_run_bytes(r.config, corpora[r.config.data].vocab_size,
+                                          corpora[r.config.data].memory_bytes) for r in spec.runs}
     largest = max(spec.runs, key=lambda r: sizes[r.run_id])
     budget, where = memory_budget(device)
     if sizes[largest.run_id] > budget:
-        m, t = largest.config["model"], largest.config["train"]
-        shape = (f"n_layer {m['n_layer']}, n_embd {m['n_embd']}, n_head {m['n_head']}, block_size {m['block_size']}, "
-                 f"batch_size {t['batch_size']}, eval_batch_size {t['eval_batch_size']}")
+        m, t = largest.config.model, largest.config.train
+        shape = (f"n_layer {m.n_layer}, n_embd {m.n_embd}, n_head {m.n_head}, block_size {m.block_size}, "
+                 f"batch_size {t.batch_size}, eval_batch_size {t.eval_batch_size}")
         raise GptlabError(f"model/train sizes: run {largest.run_id} needs about {_gib(sizes[largest.run_id])} "
                           f"({shape}), more than the {_gib(budget)} a run can have here "
                           f"({MEMORY_SHARE:.0%} {where}); make the model or the batches smaller")
@@ -116,10 +109,10 @@ def _gib(n: int) -> str:
 CHECKPOINT_BYTES_PER_PARAM = 12  # fp32 weights and Adam's two moments (measured: 9.7 MB for 0.8M parameters)
 
 
-def checkpoint_bytes(config: Mapping[str, Any], vocab_size: int) -> int:
+def checkpoint_bytes(config: RunConfig, vocab_size: int) -> int:
     """Disk a finished run keeps: its two checkpoints (best and last), each 12 bytes per parameter."""
-    m = config["model"]
-    params = 12 * m["n_layer"] * m["n_embd"] ** 2 + 2 * vocab_size * m["n_embd"] + m["block_size"] * m["n_embd"]
+    m = config.model
+    params = 12 * m.n_layer * m.n_embd ** 2 + 2 * vocab_size * m.n_embd + m.block_size * m.n_embd
     return 2 * CHECKPOINT_BYTES_PER_PARAM * params
 
 
@@ -139,7 +132,7 @@ def check_folders(spec: SweepSpec, results_dir: ResultsDir, reports_dir: Path) -
                               "give another --results-dir / --reports-dir")
     pending = [r for r in spec.runs if results_dir.run(r.run_id).state() == "pending"]
     corpora = check_datasets(spec) if pending else {}  # cached: `preflight` read the corpora
-    need = sum(checkpoint_bytes(r.config, corpora[data_key(r.config)].vocab_size) for r in pending)
+    need = sum(checkpoint_bytes(r.config, corpora[r.config.data].vocab_size) for r in pending)
     free = shutil.disk_usage(_nearest_existing(results_dir.path)).free
     if need > free:
         raise GptlabError(f"disk full: the {len(pending)} runs to train first keep about {_gib(need)} of checkpoints "

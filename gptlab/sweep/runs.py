@@ -7,7 +7,8 @@ trained twice, and a changed plugin or corpus makes new runs.
 """
 from __future__ import annotations
 
-import copy
+import dataclasses
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig
 from gptlab.roles import ESTIMATION
-from gptlab.run.config import RunConfig, resolve_run_config, set_dotted
+from gptlab.run.config import RunConfig, resolve_run_config
 from gptlab.run.identity import run_sources
 from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.arms import ARM, baseline_seed_count
@@ -36,7 +37,7 @@ class Run:
     run_id: str  # deterministic: cell label, seed and a hash of the resolved config
     cell: tuple[tuple[str, Any], ...]  # (dotted factor key, level) pairs in grid order
     seed: int  # the run's seed
-    config: dict[str, Any]  # plain resolved run config, as sent to workers
+    config: RunConfig  # its resolved config (the seed included), as workers train it
 
     @property
     def factors(self) -> dict[str, Any]:
@@ -84,13 +85,15 @@ class SweepSpec:
     baseline_extra_seeds: bool = True  # an arms sweep's baseline gets Dunnett's sqrt(k) x seeds (False: selection runs)
     worth: WorthSpec | None = None  # an arms sweep's `worth:` (the baseline's lengths, `sweep.worth`), else None
 
-    def cell_config(self, cell: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
-        """`base` with the cell's levels set (an arm: its settings), a copy."""
-        config = copy.deepcopy(self.base)
-        for dotted, level in cell:
-            for key, value in (self.arms.arms[level].items() if self.arms and dotted == ARM else [(dotted, level)]):
-                set_dotted(config, key, value)
-        return config
+    @functools.cached_property
+    def base_config(self) -> RunConfig:
+        """`base` resolved (at seed 0): every run's config derives from it (`expand`). `sweep.spec` has checked it."""
+        return resolve_run_config(self.base)
+
+    def cell_settings(self, cell: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+        """The dotted settings a cell sets over `base`: its levels, an arm's settings in place of its name."""
+        return {key: value for dotted, level in cell
+                for key, value in (self.arms.arms[level].items() if self.arms and dotted == ARM else [(dotted, level)])}
 
     def seed_count(self, cell: tuple[tuple[str, Any], ...], n_seeds: int) -> int:
         """How many seeds `cell` trains where every cell trains `n_seeds`: more for an arms sweep's baseline."""
@@ -167,31 +170,30 @@ def cell_label(cell: tuple[tuple[str, Any], ...]) -> str:
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", text)[:80]
 
 
-def expand(spec: SweepSpec) -> list[Run]:
-    """grid product minus exclude, times seeds; every config resolved (and so validated)."""
+def expand(spec: SweepSpec, setting: tuple[tuple[str, Any], ...] = ()) -> list[Run]:
+    """grid product minus exclude, times seeds, over `base` (with a tuned `setting`); every config validated."""
     factors = list(spec.grid)
     cells = [tuple(zip(factors, levels)) for levels in design_cells(spec.grid, spec.exclude)]
     if not cells:
         raise _fail("exclude", "removes every cell of the grid; nothing would be trained")
     runs: list[Run] = []
-    seen: dict[str, tuple] = {}
+    seen: dict[str, tuple[tuple, RunConfig]] = {}
     for cell in cells:
-        config = spec.cell_config(cell)
-        try:
-            resolved = resolve_run_config({**config, "seed": 0})
+        try:  # the tuned setting first, then the cell's levels: an error names the first bad one, as in the YAML
+            resolved = spec.base_config.with_settings({**dict(setting), **spec.cell_settings(cell)})
         except GptlabError as err:
             where = ", ".join(f"{k}={v}" for k, v in cell)
             raise GptlabError(f"grid cell ({where}): {err}") from None
         key = resolved.run_hash()
         if key in seen:
-            raise _fail("grid", same_config_message(spec.base, spec.grid, seen[key], cell) if spec.arms is None else
-                        f"cells {dict(seen[key])} and {dict(cell)} resolve to the same run config")
-        seen[key] = cell
+            raise _fail("grid", same_config_message(spec.grid, seen[key], (cell, resolved)) if spec.arms is None else
+                        f"cells {dict(seen[key][0])} and {dict(cell)} resolve to the same run config")
+        seen[key] = cell, resolved
         sources = run_sources(spec.plugins, resolved.data.path)
         for seed in spec.cell_seeds(cell):
-            run_cfg = RunConfig(resolved.model, resolved.train, resolved.data, seed)
+            run_cfg = dataclasses.replace(resolved, seed=seed)
             run_id = f"{cell_label(cell)}_s{seed}_{run_cfg.run_hash(sources)}"
-            runs.append(Run(run_id, cell, seed, run_cfg.to_dict()))
+            runs.append(Run(run_id, cell, seed, run_cfg))
     return runs
 
 

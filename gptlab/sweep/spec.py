@@ -19,7 +19,7 @@ from typing import Any
 from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
-from gptlab.run.config import MAX_SEED, resolve_run_config, set_dotted, valid_keys
+from gptlab.run.config import MAX_SEED, RunConfig, resolve_run_config, set_dotted, valid_keys
 from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
@@ -109,11 +109,11 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
             raise GptlabError(f"--set: unknown key {shown(dotted)}{closest(dotted, [*keys, 'seeds'])}; --set takes a run "
                               "setting of base (python -m gptlab.train --help lists them) or seeds")
         set_dotted(base, dotted, value)
-    _check_base(base)
+    base_config = _check_base(base)
 
     arms = check_arms(raw, base, keys, path) if "arms" in raw else None
     if arms is not None:
-        check_arm_configs(arms, base)
+        check_arm_configs(arms, base_config)
     grid = arms.grid if arms is not None else raw["grid"]
     _require(grid, dict, "grid", "a mapping of dotted keys to lists of levels")
     if not grid:
@@ -144,7 +144,7 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     report = _check_report({} if raw.get("report") is None else raw["report"], margin)
 
     scale = _check_scale(raw.get("scale") or [], grid) if arms is None else list(arms.scale)
-    worth = check_worth(raw.get("worth"), arms is not None, base, arms.arms if arms else {}, scale)
+    worth = check_worth(raw.get("worth"), arms is not None, base_config, arms.arms if arms else {}, scale)
     spec = SweepSpec(name=name, description=description, plugins=plugins, base=base, grid=dict(grid), seeds=seeds,
                      exclude=exclude, baseline=baseline, executor=executor, report=report, scale=scale,
                      seed_rule=seed_rule, source=str(path), search_path=search_path, arms=arms, worth=worth)
@@ -182,9 +182,10 @@ def _check_scale(scale: Any, grid: dict[str, list[Any]]) -> list[str]:
     return list(scale)
 
 
-def _check_base(base: dict[str, Any]) -> None:
+def _check_base(base: dict[str, Any]) -> RunConfig:
+    """`base` resolved: the one place a sweep's YAML settings become a `RunConfig` (its runs derive from it)."""
     try:
-        resolve_run_config(base)
+        return resolve_run_config(base)
     except GptlabError as err:
         raise GptlabError(f"base: {err}") from None
 

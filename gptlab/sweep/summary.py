@@ -27,7 +27,7 @@ def run_dir(results_dir: ResultsDir | Path, run: Run) -> RunDir:
 
 def has_test_split(spec: SweepSpec, runs: list[Run] | None = None) -> bool:
     """Whether any run of the sweep (or of `runs`, planned beyond it) holds out a test split (test_fraction > 0)."""
-    return any((run.config.get("data") or {}).get("test_fraction", 0) > 0 for run in [*spec.runs, *(runs or [])])
+    return any(run.config.data.test_fraction > 0 for run in [*spec.runs, *(runs or [])])
 
 
 def metric_fields(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Sequence, TextIO
 
 from gptlab.run.branching import Branch, record_branches
-from gptlab.run.config import resolve_run_config
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
 from gptlab.sweep.runs import Run, SweepSpec
 
@@ -39,21 +38,21 @@ class TrunkGroup:
 
 
 def _length(run: Run) -> int:
-    return int(run.config["train"]["max_iters"])
+    return run.config.train.max_iters
 
 
 def _cooldown_start(run: Run) -> int:
-    return resolve_run_config(run.config).train.cooldown_start
+    return run.config.train.cooldown_start
 
 
 def trunk_groups(runs: Sequence[Run]) -> list[TrunkGroup]:
     """The groups of `runs` that can share a trunk (two lengths or more), in the order of their first run."""
     by_rest: dict[str, list[Run]] = {}
     for run in runs:
-        train = run.config.get("train") or {}
-        if train.get("schedule") != "wsd":
+        if run.config.train.schedule != "wsd":
             continue
-        rest = {**run.config, "train": {k: v for k, v in train.items() if k != "max_iters"}}  # the seed included
+        rest = run.config.to_dict()  # the seed included
+        del rest["train"]["max_iters"]
         by_rest.setdefault(json.dumps(rest, sort_keys=True, default=str), []).append(run)
     groups = []
     for members in by_rest.values():

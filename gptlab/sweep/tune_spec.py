@@ -12,7 +12,7 @@ import typing
 from typing import Any
 
 from gptlab.errors import GptlabError, closest, shown, unknown_key
-from gptlab.run.config import SECTIONS, coerce, get_dotted, resolve_run_config, set_dotted, valid_keys
+from gptlab.run.config import SECTIONS, coerce, get_dotted, set_dotted, valid_keys
 from gptlab.sweep.given import check_given
 from gptlab.sweep.methods import TUNERS
 from gptlab.sweep.runs import MAX_RUNS, SweepSpec
@@ -40,7 +40,7 @@ def resolve_tune(spec: SweepSpec, raw: Any, plan: bool = True) -> SweepSpec:
             get_dotted(base, "data.test_fraction")
         except (KeyError, TypeError):  # half the held-out tail: 0.05 of Tiny Shakespeare, nanoGPT's val text halved
             base = copy.deepcopy(base)
-            set_dotted(base, "data.test_fraction", resolve_run_config(base).data.val_fraction / 2)
+            set_dotted(base, "data.test_fraction", spec.base_config.data.val_fraction / 2)
     spec = dataclasses.replace(spec, base=base, tune=tune)
     if not plan:
         return spec

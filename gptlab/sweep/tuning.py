@@ -18,7 +18,6 @@ test split (`gptlab.sweep.tune_spec`), so the report can judge the effects on da
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import itertools
@@ -28,7 +27,6 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence, TextIO
 
 from gptlab.errors import GptlabError
 from gptlab.roles import SELECTION
-from gptlab.run.config import set_dotted
 from gptlab.runio import write_csv
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
@@ -105,12 +103,10 @@ def runs_at(spec: SweepSpec, settings: Sequence[Pairs], seeds: Sequence[int], ro
     found: dict[tuple[Pairs, Pairs], list[TunedRun]] = {}
     seen: dict[tuple[Pairs, str], Pairs] = {}  # (cell, config hash at the first seed) -> setting
     for setting in settings:
-        base = copy.deepcopy(spec.base)
-        for key, value in setting:
-            set_dotted(base, key, value)
         try:
-            runs = expand(dataclasses.replace(spec, base=base, seeds=list(seeds), runs=(),  # selection: equal seeds
-                                              baseline_extra_seeds=spec.baseline_extra_seeds and role == ESTIMATION))
+            runs = expand(dataclasses.replace(spec, seeds=list(seeds), runs=(),  # selection: equal seeds
+                                              baseline_extra_seeds=spec.baseline_extra_seeds and role == ESTIMATION),
+                          setting)
         except GptlabError as err:
             raise GptlabError(f"tune.space setting ({', '.join(f'{k}={v}' for k, v in setting)}): {err}") from None
         for run in runs:

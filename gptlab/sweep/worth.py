@@ -17,11 +17,11 @@ so a killed sweep, rerun, plans the same runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Mapping, Sequence, TextIO
 
 from gptlab.roles import WORTH, WORTH_TUNING
-from gptlab.run.config import get_dotted, resolve_run_config
 from gptlab.run.identity import run_sources
 from gptlab.stats.arms import ARM
 from gptlab.stats.cliff import unstable
@@ -35,16 +35,12 @@ from gptlab.sweep.worth_spec import LENGTH, LR, WorthSpec, length_config, steps_
 
 def length_of(run: Run) -> int:
     """A run's train.max_iters (summary.csv's `train.max_iters` column in a sweep with `worth:`)."""
-    try:
-        return int(get_dotted(run.config, LENGTH))
-    except (KeyError, TypeError):
-        return resolve_run_config(run.config).train.max_iters
+    return run.config.train.max_iters
 
 
 def _run(spec: SweepSpec, like: Run, lr: float, seed: int, steps: int, role: str) -> TunedRun:
-    config = length_config({**like.config, "seed": seed, "train": {**like.config["train"], "lr": lr}}, steps)
-    resolved = resolve_run_config(config)
-    digest = resolved.run_hash(run_sources(spec.plugins, resolved.data.path))
+    config = length_config(like.config.with_settings({"seed": seed, LR: lr}), steps)
+    digest = config.run_hash(run_sources(spec.plugins, config.data.path))
     setting = ((LR, lr),)
     label = cell_label(like.cell + setting + ((LENGTH, f"wsd{steps}"),))
     return TunedRun(f"{label}_s{seed}_{digest}", like.cell, seed, config, setting, role)
@@ -77,7 +73,7 @@ def learned(runs: Sequence[Run], rows: Sequence[Mapping[str, Any]]) -> set[str]:
 def worth_runs(spec: SweepSpec, estimation: Sequence[Run], trained: set[str] | None = None) -> list[TunedRun]:
     """The worth stage's runs for the baseline's `estimation` runs (those in `trained`, all when None), cell-major."""
     worth: WorthSpec = spec.worth
-    study = resolve_run_config({**spec.base, "seed": 0}).train.max_iters
+    study = spec.base_config.train.max_iters
     taken = {_trained_as(r) for r in estimation}
     out: list[TunedRun] = []
     by_cell: dict[Any, list[Run]] = {}
@@ -87,14 +83,14 @@ def worth_runs(spec: SweepSpec, estimation: Sequence[Run], trained: set[str] | N
     for runs in by_cell.values():
         by_lr: dict[float, list[Run]] = {}
         for run in runs:
-            by_lr.setdefault(float(run.config["train"]["lr"]), []).append(run)
+            by_lr.setdefault(run.config.train.lr, []).append(run)
         for lr, at_lr in by_lr.items():  # one lr per cell once picked; every possible pick for `known_runs`
             first = sorted(at_lr, key=lambda r: r.seed)[:worth.seeds]
             for run in first:
                 out += [_run(spec, run, lr, run.seed, steps_at(f, study), WORTH) for f in worth.lengths]
             ends = (worth.lengths[0], worth.lengths[-1])
             for factor in (1.0, *worth.retune):
-                if lr * factor >= float(first[0].config["train"]["min_lr"]):  # below min_lr no schedule decays
+                if lr * factor >= first[0].config.train.min_lr:  # below min_lr no schedule decays
                     out += [_run(spec, first[0], lr * factor, SELECTION_SEED_OFFSET, steps_at(end, study),
                                  WORTH_TUNING) for end in ends]
     unique: dict[str, TunedRun] = {}
@@ -122,7 +118,7 @@ def stand_in_estimation(spec: SweepSpec) -> list[Run]:
     runs = []
     for run in seen.values():
         count = spec.seed_count(run.cell, n)
-        runs += [Run(f"{run.run_id}-stand-in-{s}", run.cell, s, {**run.config, "seed": s})
+        runs += [Run(f"{run.run_id}-stand-in-{s}", run.cell, s, dataclasses.replace(run.config, seed=s))
                  for s in range(min(count, spec.worth.seeds or count))]
     return runs
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from gptlab.errors import GptlabError, shown, unknown_key
-from gptlab.run.config import resolve_run_config
+from gptlab.run.config import RunConfig
 
 KEYS = ("lengths", "seeds", "retune")
 DEFAULT_LENGTHS = (0.5, 1.0, 2.0, 4.0)
@@ -52,7 +52,7 @@ def _numbers(raw: Any, key: str, example: str) -> tuple[float, ...]:
     return tuple(sorted(values))
 
 
-def check_worth(raw: Any, spec_has_arms: bool, base: dict[str, Any], arms: Mapping[str, Mapping[str, Any]],
+def check_worth(raw: Any, spec_has_arms: bool, base: RunConfig, arms: Mapping[str, Mapping[str, Any]],
                 scale: Sequence[str]) -> WorthSpec | None:
     """Validate `worth:` (a mapping, `{}` or `true` for the defaults; absent, null or false: None)."""
     if raw is None or raw is False:
@@ -81,10 +81,10 @@ def check_worth(raw: Any, spec_has_arms: bool, base: dict[str, Any], arms: Mappi
         where = next((f"arms.{n}" for n, s in arms.items() if key in s), "scale" if key in scale else None)
         if where is not None:
             raise GptlabError(f"worth: {where} sets {key}, which the baseline's lengths set themselves; keep one")
-    steps = resolve_run_config({**base, "seed": 0}).train.max_iters
+    steps = base.train.max_iters
     for factor in lengths:  # each length must itself be a valid wsd run (a cooldown step at least)
         try:
-            length_config({**base, "seed": 0}, steps_at(factor, steps))
+            length_config(base, steps_at(factor, steps))
         except GptlabError as err:
             raise _fail("lengths", f"{factor:g} x {steps} steps: {err}") from None
     return WorthSpec(lengths, seeds, retune)
@@ -95,8 +95,6 @@ def steps_at(factor: float, study_steps: int) -> int:
     return max(1, round(factor * study_steps))
 
 
-def length_config(config: dict[str, Any], steps: int) -> dict[str, Any]:
-    """A run config at `steps` under wsd (resolved, so validated)."""
-    train = {**config.get("train", {}), "max_iters": steps, "schedule": "wsd"}
-    train.pop("lr_decay_iters", None)
-    return resolve_run_config({**config, "train": train}).to_dict()
+def length_config(config: RunConfig, steps: int) -> RunConfig:
+    """`config` at `steps` under wsd (validated: wsd needs a cooldown step, and no `lr_decay_iters`)."""
+    return config.with_settings({LENGTH: steps, "train.schedule": "wsd", "train.lr_decay_iters": None})

@@ -18,6 +18,7 @@ from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig, Resources, Task
 from gptlab.executors.populations import execute_group, group_tasks, population_key, population_size
 from gptlab.executors.worker import execute_run
+from gptlab.run.config import resolve_run_config
 from gptlab.run.population_run import train_population
 from gptlab.run.rundir import RunDir
 from gptlab.sweep.compile_share import compile_line
@@ -96,7 +97,7 @@ def test_a_compiled_lone_run_times_its_first_step_as_compile(corpus, monkeypatch
     from gptlab.run.runner import train_run
 
     monkeypatch.setattr(torch, "compile", lambda model: model)  # a stand-in: the first step is still timed
-    summary = train_run(tiny_config(corpus, max_iters=2, eval_interval=2, compile=True), tmp_path / "run")
+    summary = train_run(resolve_run_config(tiny_config(corpus, max_iters=2, eval_interval=2, compile=True)), tmp_path / "run")
     assert 0 < summary["compile_s"] <= summary["wall_s"]
 
 
@@ -136,13 +137,13 @@ def test_grouping_by_architecture_and_shared_settings(runs, tmp_path):
     planned, _, root = runs
     other = tiny_config(root, **TRAIN)
     other["model"]["n_layer"] = 1
-    odd = Task("odd", other, str(tmp_path / "odd"), 1)
+    odd = Task("odd", resolve_run_config(other), str(tmp_path / "odd"), 1)
     batch = tasks(planned, tmp_path) * 2 + (odd,)  # 6 runs of one architecture (ids repeated: grouping only)
     units = group_tasks(batch, 4)
     assert sorted(len(u) for u in units) == [1, 3, 3]  # 6 at most 4 a population: 3 and 3; the other model alone
     assert (odd,) in units
     assert group_tasks(batch, 1) == [(t,) for t in batch]
-    dropout = dict(planned[0].config, model={**planned[0].config["model"], "dropout": 0.1})
+    dropout = planned[0].config.with_settings({"model.dropout": 0.1})
     assert population_key(dropout, auto=True) is None and population_key(dropout, auto=False) is not None
     RunDir(tmp_path / planned[0].run_id).write_branches([{"step": 5, "run_id": "x", "config": {}}])
     assert any(u == (batch[0],) for u in group_tasks(batch, 4))  # a shared trunk trains alone

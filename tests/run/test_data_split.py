@@ -111,14 +111,14 @@ def test_default_zero_keeps_the_splits(corpus):
 
 def test_a_run_killed_before_the_key_existed_resumes(corpus, tmp_path):
     folder = tmp_path / "run"
-    config = resolve_run_config(tiny_config(corpus)).to_dict()
-    old = {**config, "data": {k: v for k, v in config["data"].items() if k != "test_fraction"}}
+    config = resolve_run_config(tiny_config(corpus))
+    old = config.to_dict()
+    del old["data"]["test_fraction"]
     folder.mkdir()
     (folder / "config.yaml").write_text(yaml.safe_dump(old))
     RunDir(folder).claim(config)  # the same run: the new key at its default
-    other = {**config, "data": {**config["data"], "test_fraction": 0.05}}
     with pytest.raises(GptlabError, match="different config"):
-        RunDir(folder).claim(other)
+        RunDir(folder).claim(config.with_settings({"data.test_fraction": 0.05}))
 
 
 # -- best_test_loss -----------------------------------------------------------------------------------------------
@@ -145,12 +145,12 @@ def independent_test_loss(run: Path, corpus: Path, test_fraction: float) -> floa
 
 
 def test_best_test_loss_is_the_best_checkpoints_loss_on_the_test_split(corpus, tmp_path):
-    summary = train_run(split_config(corpus, 0.05), tmp_path / "run")
+    summary = train_run(resolve_run_config(split_config(corpus, 0.05)), tmp_path / "run")
     assert summary["best_test_loss"] == pytest.approx(independent_test_loss(tmp_path / "run", corpus, 0.05), rel=1e-5)
     assert summary["best_test_bpc"] == pytest.approx(summary["best_test_loss"] / LN2, rel=1e-12)  # char: 1 / ln 2
     assert summary["test_bpc_factor"] == pytest.approx(1 / LN2, rel=1e-12)
     assert summary["best_test_loss"] != summary["best_val_loss"]
-    plain = train_run(split_config(corpus, 0.0), tmp_path / "plain")
+    plain = train_run(resolve_run_config(split_config(corpus, 0.0)), tmp_path / "plain")
     assert plain["best_test_loss"] is None and plain["best_test_bpc"] is None
 
 
@@ -169,14 +169,14 @@ def test_best_test_loss_and_its_blocks_survive_a_resume(corpus, tmp_path, monkey
 
     monkeypatch.setattr(RunDirWriter, "on_evaluation", save_then_stop)
     with pytest.raises(Interrupted):
-        train_run(config, run)
+        train_run(resolve_run_config(config), run)
     at_kill = torch.load(run / "ckpt_last.pt", weights_only=True)
     assert at_kill["step"] == 10 and at_kill["best_test_loss"] is not None
     monkeypatch.setattr(RunDirWriter, "on_evaluation", save)
     # After the resume validation never improves again: the test loss of the summary can only be the one
     # measured at step 10, before the interruption, so it must have come back from the checkpoint.
     monkeypatch.setattr(Trainer, "evaluate", lambda self: 50.0)
-    summary = train_run(config, run)
+    summary = train_run(resolve_run_config(config), run)
     assert "resumed" in (run / "train.log").read_text()
     assert summary["best_step"] == 10 and summary["final_val_loss"] == 50.0
     assert summary["best_test_loss"] == at_kill["best_test_loss"]
@@ -196,7 +196,7 @@ def test_checkpoint_choice_ignores_the_test_split(corpus, tmp_path, monkeypatch)
 
     monkeypatch.setattr(Trainer, "evaluate", lambda self: next(vals))
     monkeypatch.setattr(Trainer, "evaluate_test", fake_test)
-    summary = train_run(split_config(corpus, 0.05, max_iters=40), tmp_path / "run")
+    summary = train_run(resolve_run_config(split_config(corpus, 0.05, max_iters=40)), tmp_path / "run")
     assert measured_at == [10, 20]  # only where validation improved
     assert (summary["best_step"], summary["best_val_loss"], summary["best_test_loss"]) == (20, 0.5, 0.9)
     assert torch.load(tmp_path / "run" / "ckpt_best.pt", weights_only=True)["step"] == 20
@@ -212,7 +212,7 @@ def test_bad_test_fractions_are_refused_naming_the_key(corpus, value):
 
 def test_a_test_split_too_short_for_the_block_is_refused(corpus, tmp_path):
     with pytest.raises(GptlabError, match=r"the test split has .* tokens.*data\.test_fraction"):
-        train_run(split_config(corpus, 0.001), tmp_path / "run")  # 20 characters, block_size 32
+        train_run(resolve_run_config(split_config(corpus, 0.001)), tmp_path / "run")  # 20 characters, block_size 32
     assert not (tmp_path / "run" / "ckpt_last.pt").exists()
 
 
@@ -314,7 +314,7 @@ def read_blocks(run: Path) -> list[dict]:
 
 
 def test_test_blocks_are_twenty_contiguous_blocks_whose_weighted_mean_is_the_test_loss(corpus, tmp_path):
-    summary = train_run(split_config(corpus, 0.05), tmp_path / "run")
+    summary = train_run(resolve_run_config(split_config(corpus, 0.05)), tmp_path / "run")
     blocks = read_blocks(tmp_path / "run")
     assert [int(b["block"]) for b in blocks] == list(range(20))
     tokens = [int(b["tokens"]) for b in blocks]
@@ -327,5 +327,5 @@ def test_test_blocks_are_twenty_contiguous_blocks_whose_weighted_mean_is_the_tes
     assert weighted == pytest.approx(independent_test_loss(tmp_path / "run", corpus, 0.05), rel=1e-5)
     assert len({round(float(b["loss"]), 6) for b in blocks}) > 5  # per-block losses, not one number copied
     assert not (tmp_path / "plain").exists()
-    train_run(split_config(corpus, 0.0), tmp_path / "plain")
+    train_run(resolve_run_config(split_config(corpus, 0.0)), tmp_path / "plain")
     assert not (tmp_path / "plain" / "test_blocks.csv").exists()  # no test split, no blocks

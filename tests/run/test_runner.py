@@ -33,7 +33,7 @@ def metric_rows(run_dir: Path) -> list[dict]:
 
 
 def test_run_writes_the_results_layout_and_learns(corpus, tmp_path):
-    summary = train_run(tiny_config(corpus), tmp_path / "run")
+    summary = train_run(resolve_run_config(tiny_config(corpus)), tmp_path / "run")
     run = tmp_path / "run"
     for name in ("config.yaml", "metrics.csv", "summary.json", "ckpt_best.pt", "ckpt_last.pt", "train.log"):
         assert (run / name).is_file(), name
@@ -51,19 +51,19 @@ def test_run_writes_the_results_layout_and_learns(corpus, tmp_path):
 
 
 def test_same_seed_gives_identical_losses_and_another_seed_does_not(corpus, tmp_path):
-    train_run(tiny_config(corpus), tmp_path / "a")
-    train_run(tiny_config(corpus), tmp_path / "b")
+    train_run(resolve_run_config(tiny_config(corpus)), tmp_path / "a")
+    train_run(resolve_run_config(tiny_config(corpus)), tmp_path / "b")
     other = tiny_config(corpus)
     other["seed"] = 1
-    train_run(other, tmp_path / "c")
+    train_run(resolve_run_config(other), tmp_path / "c")
     assert metric_rows(tmp_path / "a") == metric_rows(tmp_path / "b")
     assert metric_rows(tmp_path / "a") != metric_rows(tmp_path / "c")
 
 
 def test_finished_run_is_returned_not_retrained(corpus, tmp_path):
-    first = train_run(tiny_config(corpus), tmp_path / "run")
+    first = train_run(resolve_run_config(tiny_config(corpus)), tmp_path / "run")
     mtime = (tmp_path / "run" / "ckpt_last.pt").stat().st_mtime_ns
-    assert train_run(tiny_config(corpus), tmp_path / "run") == first
+    assert train_run(resolve_run_config(tiny_config(corpus)), tmp_path / "run") == first
     assert (tmp_path / "run" / "ckpt_last.pt").stat().st_mtime_ns == mtime
 
 
@@ -113,7 +113,7 @@ def test_non_finite_loss_ends_the_run_as_diverged(corpus, tmp_path, monkeypatch)
         return logits, loss
 
     monkeypatch.setattr(GPT, "forward", poisoned)
-    summary = train_run(tiny_config(corpus), tmp_path / "run")
+    summary = train_run(resolve_run_config(tiny_config(corpus)), tmp_path / "run")
     assert summary["status"] == "diverged"
     assert summary["diverged_step"] == 26
     assert "step 26" in summary["error"]
@@ -146,7 +146,7 @@ def test_weight_decay_only_on_matrices_and_tied_matrix_optimised_once():
 
 
 def test_sampling_from_a_checkpoint_is_reproducible(corpus, tmp_path):
-    train_run(tiny_config(corpus), tmp_path / "run")
+    train_run(resolve_run_config(tiny_config(corpus)), tmp_path / "run")
     a = sample_from_run(tmp_path / "run", prompt="The", max_new_tokens=50, seed=3)
     assert a == sample_from_run(tmp_path / "run", prompt="The", max_new_tokens=50, seed=3)
     assert a != sample_from_run(tmp_path / "run", prompt="The", max_new_tokens=50, seed=4)

@@ -111,7 +111,7 @@ def bpe_config(corpus: Path, vocab_size: int = 300) -> dict:
 
 # -- bits per character ------------------------------------------------------------------------------
 def test_a_char_run_scores_bits_per_char_as_its_loss_over_ln2(corpus, tmp_path):
-    summary = train_run(short_config(corpus), tmp_path / "run")
+    summary = train_run(resolve_run_config(short_config(corpus)), tmp_path / "run")
     assert summary["status"] == "ok"
     assert abs(summary["best_val_bpc"] - summary["best_val_loss"] / LN2) <= 1e-12
     assert abs(summary["val_bpc_factor"] - 1 / LN2) <= 1e-12
@@ -125,7 +125,7 @@ def bpe_run(tmp_path_factory, corpus) -> tuple[Path, dict]:
     root = tmp_path_factory.mktemp("bpe_run")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GPTLAB_CACHE_DIR", str(root / "cache"))  # module scope: before the autouse isolation
-        summary = train_run(bpe_config(corpus), root / "run")
+        summary = train_run(resolve_run_config(bpe_config(corpus)), root / "run")
     return root / "run", summary
 
 
@@ -152,11 +152,11 @@ def test_a_run_is_not_resumed_with_another_tokenizer_than_its_checkpoint(bpe_run
     monkeypatch.setattr(gtok, "_train_bpe", lambda text, vocab_size: real(text[::-1], vocab_size))  # other merges
     gdata._load.cache_clear()  # with this test's empty cache, the tokenizer is trained again
     with pytest.raises(GptlabError, match="trained with another bpe tokenizer than the data gives now"):
-        train_run(bpe_config(corpus), run)
+        train_run(resolve_run_config(bpe_config(corpus)), run)
     monkeypatch.setattr(gtok, "_train_bpe", real)  # the same merges again: it resumes (and ends at once)
     gdata._load.cache_clear()
     monkeypatch.setenv("GPTLAB_CACHE_DIR", str(tmp_path / "fresh_cache"))
-    assert train_run(bpe_config(corpus), run)["best_val_loss"] == bpe_run[1]["best_val_loss"]
+    assert train_run(resolve_run_config(bpe_config(corpus)), run)["best_val_loss"] == bpe_run[1]["best_val_loss"]
 
 
 # -- BPE sees the training split only, and is trained once per training text and vocab size -------------
@@ -410,7 +410,7 @@ def test_a_byte_level_run_trains_256_logits_and_scores_bits_per_character(tmp_pa
 
     config = tiny_config(corpus, max_iters=10, eval_interval=10, log_interval=10)
     config["data"].update(tokenizer="bpe", vocab_size=256, val_fraction=0.1)
-    summary = train_run(config, tmp_path / "run")
+    summary = train_run(resolve_run_config(config), tmp_path / "run")
     assert summary["status"] in FINISHED  # 10 steps on bytes learn little (collapsed): scoring is what is tested
     assert summary["val_bpc_factor"] == pytest.approx(data.bits_per_char_factor, rel=1e-12)
     assert summary["best_val_bpc"] == pytest.approx(summary["best_val_loss"] * data.bits_per_char_factor, rel=1e-9)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from helpers import tiny_config
 
+from gptlab.run.config import resolve_run_config
 from gptlab.run.rundir import RunDir
 from gptlab.run.runner import train_run
 from gptlab.sample import main as sample_main
@@ -16,7 +17,7 @@ from gptlab.sample import main as sample_main
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory, corpus):
     folder = tmp_path_factory.mktemp("run") / "r"
-    summary = train_run(tiny_config(corpus, max_iters=30, eval_interval=10), folder)
+    summary = train_run(resolve_run_config(tiny_config(corpus, max_iters=30, eval_interval=10)), folder)
     return folder, summary
 
 
@@ -35,7 +36,7 @@ def _unfinish(src, dest, damage: tuple[str, ...]):
 def test_a_damaged_checkpoint_resumes_to_the_uninterrupted_result(finished, tmp_path, corpus, damage, caplog):
     src, summary = finished
     run = _unfinish(src, tmp_path / "r", damage)
-    again = train_run(tiny_config(corpus, max_iters=30, eval_interval=10), run)
+    again = train_run(resolve_run_config(tiny_config(corpus, max_iters=30, eval_interval=10)), run)
     assert again["status"] == "ok"
     for key in ("best_val_loss", "best_step", "final_val_loss", "final_train_loss"):
         assert again[key] == summary[key], key
@@ -333,11 +334,10 @@ def test_a_run_that_fills_the_disk_fails_saying_so_and_rerun_failed_recovers_it(
 
     from gptlab.executors.base import Task
     from gptlab.executors.worker import execute_run
-    from gptlab.run.config import resolve_run_config
     from gptlab.run.identity import run_sources
 
-    config = tiny_config(corpus, max_iters=30, eval_interval=10)
-    run_id = "r_" + resolve_run_config(dict(config)).run_hash(run_sources((), str(corpus)))
+    config = resolve_run_config(tiny_config(corpus, max_iters=30, eval_interval=10))
+    run_id = "r_" + config.run_hash(run_sources((), str(corpus)))
     task = Task(run_id, config, str(tmp_path / "runs" / run_id), 1, (), (), 0, 1)
     save, disk_usage, usage = torch.save, shutil.disk_usage, namedtuple("usage", "total used free")
     monkeypatch.setattr("gptlab.run.device.configure_process", lambda threads=None: None)  # this process's threads

@@ -458,9 +458,9 @@ def test_plugin_example_yaml_validates_with_its_plugin_entry():
     load_spec(path)  # the plugin is cached by path: loading twice never registers twice
     assert "scaled_sinusoidal" in REGISTRIES["position"]
     assert "scaled_sinusoidal" in spec.grid["model.position"]
-    assert {r.config["model"]["position"] for r in spec.runs} == set(spec.grid["model.position"])
+    assert {r.config.model.position for r in spec.runs} == set(spec.grid["model.position"])
     assert REGISTRIES["position"].summary("scaled_sinusoidal")
-    model_keys = {k: v for k, v in spec.runs[0].config["model"].items() if k != "position"}
+    model_keys = {k: v for k, v in spec.runs[0].config.to_dict()["model"].items() if k != "position"}
     torch.manual_seed(0)
     plain = build_model(ModelConfig(**model_keys, position="sinusoidal"))
     torch.manual_seed(0)

@@ -74,7 +74,7 @@ def test_fused_adamw_follows_the_foreach_implementation():
 def test_trainer_losses_equal_a_plain_training_loop(corpus, tmp_path):
     """The trainer (deferred host syncs, fused AdamW, buffers) against a textbook loop with .item()."""
     config = tiny_config(corpus, max_iters=30, eval_interval=30, log_interval=10)
-    train_run(config, tmp_path / "run")
+    train_run(resolve_run_config(config), tmp_path / "run")
     rows = pd.read_csv(tmp_path / "run" / "metrics.csv").dropna(subset=["train_loss"]).to_dict("records")
 
     cfg = resolve_run_config(config)
@@ -105,6 +105,6 @@ def test_trainer_losses_equal_a_plain_training_loop(corpus, tmp_path):
 
 def test_timing_steps_never_overflows_the_loss_buffer(corpus, tmp_path):
     config = tiny_config(corpus, log_interval=2, eval_interval=4)
-    trainer = build_trainer(config)
+    trainer = build_trainer(resolve_run_config(config))
     assert time_train_steps(trainer, 10, warmup=3) > 0
     assert trainer.recent_train_loss() is None  # timed steps leave nothing for the next metrics row

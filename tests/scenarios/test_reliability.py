@@ -11,6 +11,7 @@ from fakes import FakeBackend, write_spec
 
 from gptlab.executors import Resources
 from gptlab.report.load import ReportError, load_results
+from gptlab.run.config import resolve_run_config
 from gptlab.run.rundir import RunDir
 from gptlab.sweep import execute as execute_module
 from gptlab.sweep.execute import SweepOptions, execute
@@ -22,8 +23,8 @@ PLAN = Resources(workers=1, threads=1, device="cpu", gpus=0, reason="test")
 def sweep(spec_path: Path, results: Path, monkeypatch, backend=None, **options) -> tuple[int, str, FakeBackend]:
     """Train the sweep at `spec_path` into `results` (results/NAME) with a fake backend: (exit status, output, backend)."""
     spec = load_spec(spec_path)
-    backend = backend or FakeBackend(lambda config: 1.5 + 0.01 * (config["model"].get("norm") == "post")
-                                     + 1e-3 * (config["seed"] % 7))
+    backend = backend or FakeBackend(lambda config: 1.5 + 0.01 * (config.model.norm == "post")
+                                     + 1e-3 * (config.seed % 7))
     monkeypatch.setattr(execute_module, "BACKENDS", {spec.executor.backend: lambda cfg: backend})
     out = io.StringIO()
     code = execute(spec, PLAN, SweepOptions(results, results.parent.parent / "reports" / spec.name, stream=out,
@@ -125,7 +126,7 @@ def test_a_cell_whose_selection_runs_all_diverge_is_not_estimable(tmp_path, corp
     raw = yaml.safe_load(spec.read_text())
     raw["base"]["train"].pop("lr", None)
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
-    loss = lambda config: 1.5 + abs(config["train"]["lr"] - 2e-3) + 1e-3 * (config["seed"] % 7)  # noqa: E731
+    loss = lambda config: 1.5 + abs(config.train.lr - 2e-3) + 1e-3 * (config.seed % 7)  # noqa: E731
     relu = [r.run_id for r in load_spec(spec).runs if "relu" in r.run_id]
     results = tmp_path / "results" / "t"
     for attempt in range(2):  # the same again: a rerun neither crashes nor trains the cell
@@ -193,7 +194,7 @@ def trained_run(tmp_path_factory, corpus):
     from gptlab.run.runner import train_run
 
     folder = tmp_path_factory.mktemp("sampled") / "run"
-    train_run(tiny_config(corpus, max_iters=4, eval_interval=2), folder)
+    train_run(resolve_run_config(tiny_config(corpus, max_iters=4, eval_interval=2)), folder)
     return folder
 
 
@@ -229,7 +230,7 @@ def test_a_foreign_architectures_checkpoint_in_a_run_folder_is_refused(trained_r
     other = tmp_path / "other"
     config = tiny_config(corpus, max_iters=2, eval_interval=2)
     config["model"]["activation"] = "relu"
-    train_run(config, other)
+    train_run(resolve_run_config(config), other)
     folder = tmp_path / "run"
     shutil.copytree(trained_run, folder)
     shutil.copy(other / RunDir.BEST, folder / RunDir.BEST)
@@ -251,7 +252,7 @@ def test_the_lr_sensitivity_is_reported_when_the_text_is_gone(tmp_path, corpus, 
     raw = yaml.safe_load(spec.read_text())
     raw["base"]["train"].pop("lr")
     spec.write_text(yaml.safe_dump(raw, sort_keys=False))
-    loss = lambda config: 1.5 + abs(config["train"]["lr"] - 2e-3) * 10 + 1e-3 * (config["seed"] % 7)  # noqa: E731
+    loss = lambda config: 1.5 + abs(config.train.lr - 2e-3) * 10 + 1e-3 * (config.seed % 7)  # noqa: E731
     results = tmp_path / "results" / "t"
     assert sweep(spec, results, monkeypatch, FakeBackend(loss, extra={"unigram_val_loss": 3.25}))[0] == 0
     for folder in (results / "runs").iterdir():  # what a real run records (the fake backend writes no config)

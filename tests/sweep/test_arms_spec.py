@@ -105,9 +105,9 @@ def test_each_arm_is_base_plus_its_settings_and_the_baseline_gets_dunnetts_seeds
         by_arm.setdefault(run.factors["arm"], []).append(run)
     assert {a: len(r) for a, r in by_arm.items()} == {"relu": 5, "nanogpt": 3, "post_ln": 3, "modern": 3}
     assert [r.seed for r in by_arm["relu"]] == [0, 1, 2, 3, 4]  # round(3 sqrt(3)) = 5
-    modern = by_arm["modern"][0].config["model"]
-    assert (modern["norm_type"], modern["activation"], modern["position"]) == ("rmsnorm", "swiglu", "rotary")
-    assert by_arm["post_ln"][0].config["model"]["norm"] == "post" and by_arm["nanogpt"][0].config["model"]["norm"] == "pre"
+    modern = by_arm["modern"][0].config.model
+    assert (modern.norm_type, modern.activation, modern.position) == ("rmsnorm", "swiglu", "rotary")
+    assert by_arm["post_ln"][0].config.model.norm == "post" and by_arm["nanogpt"][0].config.model.norm == "pre"
     assert by_arm["post_ln"][0].run_id.startswith("post_ln_s0_")
     assert "sqrt(3) = 1.73" in arms_allocation(spec) and "5 where an arm trains 3" in arms_allocation(spec)
     assert [baseline_seed_count(n, 10) for n in (1, 3, 5)] == [3, 9, 16]
@@ -144,9 +144,9 @@ def test_a_tuned_arms_sweep_selects_alike_and_estimates_with_the_baselines_extra
         selection.setdefault(run.factors["arm"], []).append(run.seed)
     assert all(seeds == [1_000_000] * 6 for seeds in selection.values())  # every arm alike: 3 lrs x 2 lengths
     loss = {"nanogpt": 1.5, "post_ln": 1.52, "relu": 1.49, "modern": 1.47}
-    backend = FakeBackend(lambda c: loss[{"post": "post_ln"}.get(c["model"]["norm"], "relu" if c["model"]["activation"]
-                                         == "relu" else "modern" if c["model"]["activation"] == "swiglu" else "nanogpt")]
-                          + 1e-3 * (c["seed"] % 5) + 1e-2 * abs(np.log2(c["train"]["lr"] / 2e-3)))
+    backend = FakeBackend(lambda c: loss[{"post": "post_ln"}.get(c.model.norm, "relu" if c.model.activation
+                                         == "relu" else "modern" if c.model.activation == "swiglu" else "nanogpt")]
+                          + 1e-3 * (c.seed % 5) + 1e-2 * abs(np.log2(c.train.lr / 2e-3)))
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "sweep.yaml").write_text(yaml.safe_dump(spec.to_dict()))  # the rule reads it back
     planned, out = _loop(spec, tmp_path / "results", backend)

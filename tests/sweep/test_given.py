@@ -36,7 +36,7 @@ def _spec(raw: dict, corpus: Path):
 
 def test_each_cell_trains_at_its_given_setting_with_the_ids_of_estimation_runs(corpus):
     spec = _spec(_raw(corpus, picked_by="study X"), corpus)
-    lr = {(r.cell[0][1], r.cell[1][1]): r.config["train"]["lr"] for r in spec.runs}
+    lr = {(r.cell[0][1], r.cell[1][1]): r.config.train.lr for r in spec.runs}
     assert lr == {("gelu", "tied"): 4e-3, ("gelu", "untied"): 4e-3, ("relu", "tied"): 4e-3, ("relu", "untied"): 2e-3}
     assert len(spec.runs) == 8 and {r.role for r in spec.runs} == {ESTIMATION} and {r.seed for r in spec.runs} == {0, 1}
     # the same ids as a tuned sweep's estimation runs at those settings: a rerun as either finds the other's runs

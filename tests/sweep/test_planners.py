@@ -17,6 +17,7 @@ import yaml
 from fakes import FakeBackend, fake_spec
 
 from gptlab.executors import Resources
+from gptlab.run.config import resolve_run_config
 from gptlab.run.resultsdir import ROUNDS_CSV, SUMMARY_CSV, SWEEP_YAML, ResultsDir
 from gptlab.stats.adaptive_seeds import SeedRule, Widest
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
@@ -28,7 +29,8 @@ GRID = {"model.activation": ["gelu", "relu"]}
 
 
 def _runs(seeds: int, cells=("gelu", "relu"), tag: str = "") -> list[Run]:
-    return [Run(f"{c}{tag}_s{s}", (("model.activation", c),), s, {"seed": s}) for c in cells for s in range(seeds)]
+    return [Run(f"{c}{tag}_s{s}", (("model.activation", c),), s, resolve_run_config({"seed": s}))
+            for c in cells for s in range(seeds)]
 
 
 def _spec(runs: list[Run], rule: SeedRule | None = None) -> SweepSpec:
@@ -155,7 +157,7 @@ class PickThenEstimate:
     """A two-stage planner like tuning's: every cell at two settings, then fresh seeds at each cell's best one."""
 
     def __init__(self) -> None:
-        self.selection = [Run(f"{c}-lr{lr}_s0", (("model.activation", c),), 0, {"lr": lr})
+        self.selection = [Run(f"{c}-lr{lr}_s0", (("model.activation", c),), 0, resolve_run_config({"train": {"lr": lr}}))
                           for c in ("gelu", "relu") for lr in (1, 2)]
         self.asked: list[tuple[str, ...]] = []  # the run ids of the rows each call got
 
@@ -168,7 +170,8 @@ class PickThenEstimate:
             for row in finished.rows:
                 cell, _, setting = row["run_id"].partition("-")
                 best[cell] = min(best.get(cell, (math.inf, "")), (float(row["best_val_loss"]), setting.split("_")[0]))
-            estimation = tuple(Run(f"{c}-{lr}_s{s}", (("model.activation", c),), s, {"lr": lr})
+            estimation = tuple(Run(f"{c}-{lr}_s{s}", (("model.activation", c),), s,
+                                   resolve_run_config({"seed": s}))
                                for c, (_, lr) in best.items() for s in (10, 11))
             return Stage("estimation", estimation, (*self.selection, *estimation), tag="estimation")
         return None

@@ -12,6 +12,7 @@ from helpers import tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.executors import Resources
+from gptlab.run.config import RunConfig
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.stats.refine import Lattice, RefineRule, decide, decide_all, geometric_ratio, judge, pooled_sigma
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
@@ -145,10 +146,10 @@ def test_the_runs_a_refined_sweep_may_have_are_each_known_once(corpus):
 
 # -- the rounds, from fake finished runs ---------------------------------------------------------
 
-def planted(config: dict) -> float:
+def planted(config: RunConfig) -> float:
     """gelu's best lr lies beyond the space (1.2e-2), relu's between two levels (2.8e-3); a little seed noise."""
-    best = {"gelu": 1.2e-2, "relu": 2.8e-3}[config["model"]["activation"]]
-    return 1.7 + 0.03 * math.log2(config["train"]["lr"] / best) ** 2 + 1e-4 * (config["seed"] % 7)
+    best = {"gelu": 1.2e-2, "relu": 2.8e-3}[config.model.activation]
+    return 1.7 + 0.03 * math.log2(config.train.lr / best) ** 2 + 1e-4 * (config.seed % 7)
 
 
 def _loop(spec, results: Path, backend):

@@ -117,7 +117,7 @@ def separate(tmp_path_factory, corpus):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     folder = tmp_path_factory.mktemp("separate") / "run"
-    summary = train_run(_wsd(corpus, 60), folder)
+    summary = train_run(resolve_run_config(_wsd(corpus, 60)), folder)
     torch.set_num_threads(threads)
     return folder, summary
 
@@ -146,7 +146,7 @@ def test_a_branch_gives_the_metrics_of_a_run_trained_from_step_0(tmp_path, corpu
     b = resolve_run_config(short).train.cooldown_start
     assert b == 48 and b % 10 and b < resolve_run_config(long).train.cooldown_start
     trunk, branch = RunDir(tmp_path / "trunk"), RunDir(tmp_path / "branch")
-    record_branches(trunk, [Branch(b, "branch", short)])
+    record_branches(trunk, [Branch(b, "branch", resolve_run_config(short))])
     if kill == "handoff":
         save = RunDir.start_branch
 
@@ -158,12 +158,12 @@ def test_a_branch_gives_the_metrics_of_a_run_trained_from_step_0(tmp_path, corpu
         monkeypatch.setattr(RunDir, "start_branch", dies_before_the_checkpoint)
     if kill is not None:
         with pytest.raises(Killed):
-            train_run(long, trunk.path, callbacks=[KillAt(kill)] if kill != "handoff" else [])
+            train_run(resolve_run_config(long), trunk.path, callbacks=[KillAt(kill)] if kill != "handoff" else [])
         assert branch.state() == ("partial" if kill == 55 else "pending")
         monkeypatch.undo()
-    train_run(long, trunk.path)
+    train_run(resolve_run_config(long), trunk.path)
     assert branch.state() == "partial"  # what a run killed at step 48 leaves
-    summary = train_run(short, branch.path)
+    summary = train_run(resolve_run_config(short), branch.path)
     torch.set_num_threads(threads)
     folder, reference = separate
     assert _metrics(branch.path) == _metrics(folder) and len(_metrics(folder)) == 6
@@ -179,9 +179,9 @@ def test_a_branch_its_trunk_never_handed_a_state_trains_from_step_0(tmp_path, co
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     branch = RunDir(tmp_path / "branch")
-    branch.claim(_wsd(corpus, 60))
+    branch.claim(resolve_run_config(_wsd(corpus, 60)))
     (branch / RunDir.TRUNK).write_text('{"run_id": "trunk", "step": 48, "shared_s": 1.0}')
-    summary = train_run(_wsd(corpus, 60), branch.path)
+    summary = train_run(resolve_run_config(_wsd(corpus, 60)), branch.path)
     torch.set_num_threads(threads)
     assert "branched_from" not in summary and not (branch / RunDir.TRUNK).exists()
     assert _metrics(branch.path) == _metrics(separate[0])
@@ -293,7 +293,7 @@ def test_a_wsd_length_sweep_trains_each_stable_phase_once_and_equals_separate_ru
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     for row, summary in zip(rows, summaries):
-        alone = train_run(summary["config"], tmp_path / "alone" / row["run_id"])
+        alone = train_run(resolve_run_config(summary["config"]), tmp_path / "alone" / row["run_id"])
         assert _metrics(results / "runs" / row["run_id"]) == _metrics(tmp_path / "alone" / row["run_id"])
         assert float(row["best_val_loss"]) == alone["best_val_loss"] and int(row["best_step"]) == alone["best_step"]
     torch.set_num_threads(threads)

@@ -17,6 +17,7 @@ from helpers import tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.executors import Resources
+from gptlab.run.config import RunConfig
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.run.rundir import RunDir
 from gptlab.stats.picks import Trial, edge_keys, pick_rows
@@ -100,7 +101,7 @@ def test_the_cli_refuses_a_bad_tune_with_exit_2_before_writing(tmp_path, corpus,
 
 def test_a_tuned_sweep_holds_out_a_test_split_unless_the_spec_sets_one(corpus):
     assert _spec(corpus).base["data"]["test_fraction"] == 0.05  # half of the default val_fraction 0.1
-    assert all(r.config["data"]["test_fraction"] == 0.05 for r in _spec(corpus).runs)
+    assert all(r.config.data.test_fraction == 0.05 for r in _spec(corpus).runs)
     raw = _raw(corpus)
     raw["base"]["data"]["test_fraction"] = 0.02
     assert validate_spec(raw, corpus.parent / "s.yaml", {}, {}).base["data"]["test_fraction"] == 0.02
@@ -125,7 +126,7 @@ def test_selection_and_estimation_seeds_are_disjoint_and_seeds_never_change_the_
         [("gelu", (("train.lr", lr),)) for lr in LRS]  # cell-major, then setting
     assert len({r.run_id for r in spec.runs}) == len(spec.runs)
     assert spec.runs[0].run_id.startswith("gelu-tied-0.001_s1000000_")
-    assert all(r.config["train"]["lr"] == dict(r.setting)["train.lr"] for r in spec.runs)
+    assert all(r.config.train.lr == dict(r.setting)["train.lr"] for r in spec.runs)
     more = _spec(corpus, seeds=[0, 1, 7, 999_999])
     assert [r.run_id for r in more.runs] == [r.run_id for r in spec.runs]
     assert planned_range(spec) == (12 + 4 * 2, 12 + 4 * 2)
@@ -133,11 +134,11 @@ def test_selection_and_estimation_seeds_are_disjoint_and_seeds_never_change_the_
 
 # -- the planner, from fake finished runs --------------------------------------------------------
 
-def planted(config: dict) -> float:
+def planted(config: RunConfig) -> float:
     """gelu is best at lr 2e-3, relu at 4e-3 (the edge); untied 0.01 better; the seed adds a little."""
-    best = {"gelu": 2e-3, "relu": 4e-3}[config["model"]["activation"]]
-    return (1.5 + 0.05 * math.log2(config["train"]["lr"] / best) ** 2 - 0.01 * (config["model"]["tying"] == "untied")
-            + (config["seed"] % 1000) * 1e-4)
+    best = {"gelu": 2e-3, "relu": 4e-3}[config.model.activation]
+    return (1.5 + 0.05 * math.log2(config.train.lr / best) ** 2 - 0.01 * (config.model.tying == "untied")
+            + (config.seed % 1000) * 1e-4)
 
 
 def _loop(spec, results: Path, backend, planner=None):

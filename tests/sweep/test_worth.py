@@ -78,15 +78,15 @@ def test_worth_true_takes_the_defaults_and_sweep_yaml_keeps_them(corpus):
 
 def test_the_lengths_are_the_baselines_estimation_seeds_at_its_pick_under_wsd_and_known_to_the_folder(corpus):
     spec = _spec(corpus, _raw(corpus))
-    estimation = [r for r in known_runs(spec) if r.role == "estimation" and r.config["train"]["lr"] == 1e-2]
+    estimation = [r for r in known_runs(spec) if r.role == "estimation" and r.config.train.lr == 1e-2]
     runs = worth_runs(spec, estimation)
     worth = [r for r in runs if r.role == "worth"]
-    assert sorted((r.seed, r.config["train"]["max_iters"]) for r in worth) == [(s, n) for s in (0, 1)
+    assert sorted((r.seed, r.config.train.max_iters) for r in worth) == [(s, n) for s in (0, 1)
                                                                                 for n in (20, 40, 80)]
-    assert {r.config["train"]["schedule"] for r in runs} == {"wsd"}
+    assert {r.config.train.schedule for r in runs} == {"wsd"}
     assert {r.factors["arm"] for r in runs} == {"nanogpt"}  # the baseline only
     tuning = [r for r in runs if r.role == "worth_tuning"]
-    assert sorted((r.config["train"]["lr"], r.config["train"]["max_iters"]) for r in tuning) == [
+    assert sorted((r.config.train.lr, r.config.train.max_iters) for r in tuning) == [
         (0.01, 20), (0.01, 80), (0.02, 20), (0.02, 80)]
     assert {r.seed for r in tuning} == {1_000_000}
     known = {r.run_id for r in known_runs(spec)}
@@ -96,8 +96,8 @@ def test_the_lengths_are_the_baselines_estimation_seeds_at_its_pick_under_wsd_an
     raw = _raw(corpus)
     raw["base"]["train"]["schedule"] = "wsd"
     wsd = _spec(corpus, raw)
-    estimation = [r for r in known_runs(wsd) if r.role == "estimation" and r.config["train"]["lr"] == 1e-2]
-    lengths = sorted(r.config["train"]["max_iters"] for r in worth_runs(wsd, estimation) if r.role == "worth")
+    estimation = [r for r in known_runs(wsd) if r.role == "estimation" and r.config.train.lr == 1e-2]
+    lengths = sorted(r.config.train.max_iters for r in worth_runs(wsd, estimation) if r.role == "worth")
     assert lengths == [20, 20, 80, 80]
 
 
@@ -139,7 +139,7 @@ def test_a_sweep_with_worth_trains_the_lengths_from_shared_trunks_and_resumes(tm
 
 def test_the_lengths_take_only_the_baseline_seeds_that_learned_and_stayed_with_the_others(corpus):
     spec = _spec(corpus, _raw(corpus, seeds=3))
-    estimation = [r for r in known_runs(spec) if r.role == "estimation" and r.config["train"]["lr"] == 1e-2
+    estimation = [r for r in known_runs(spec) if r.role == "estimation" and r.config.train.lr == 1e-2
                   and r.factors["arm"] == "nanogpt"]
     losses = {0: 1.50, 1: 1.52, 2: 1.90}  # seed 2: 25% above the others' median: unstable
     rows = [{"run_id": r.run_id, "status": "ok", "best_test_loss": losses[r.seed]} for r in estimation]
