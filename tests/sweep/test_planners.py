@@ -199,7 +199,7 @@ def test_a_later_stage_trains_runs_made_from_the_earlier_stages_results(tmp_path
     assert planner.asked == [(), tuple(r.run_id for r in planner.selection),
                              (*[r.run_id for r in planner.selection], *estimation)]
     assert [r["run_id"] for r in _rows(tmp_path / SUMMARY_CSV)] == [r.run_id for r in planned]
-    assert len(planned) == 8 and "estimation: [4/4] relu seed 11: ok" in out
+    assert len(planned) == 8 and "estimation: [4/4] relu-lr1 seed 11: ok" in out
 
     rerun, again = PickThenEstimate(), FakeBackend(LOSSES)  # a rerun decides again from disk and trains nothing
     assert _loop(tmp_path, rerun, again)[0] == planned and again.trained == [] and rerun.asked == planner.asked
