@@ -81,7 +81,9 @@ def test_a_second_sweep_on_a_busy_folder_is_refused_and_the_first_finishes(tmp_p
 
 
 def test_a_lock_left_by_a_killed_sweep_is_taken_over(tmp_path, corpus, capsys, no_report):
-    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre"]}, train={"max_iters": 4, "eval_interval": 2}, **SAFE)
+    # two runs, as most in-process sweeps here: a one-run sweep shrinks the warm loky pool, and the next sweep of two
+    # starts (and imports torch in) a new worker
+    spec = write_spec(tmp_path, corpus, train={"max_iters": 4, "eval_interval": 2}, **SAFE)
     results = tmp_path / "results" / "safe"
     results.mkdir(parents=True)
     grab = ("import os, signal, sys; from filelock import FileLock; "
@@ -249,7 +251,7 @@ def test_a_run_keeps_its_sample_so_a_report_without_checkpoints_shows_it(tmp_pat
     from gptlab.report import write_report
     from gptlab.run.sampling import sample_from_run
 
-    spec = write_spec(tmp_path, corpus, {"model.norm": ["pre"]}, **SAFE)  # one run has the sample
+    spec = write_spec(tmp_path, corpus, **SAFE)
     assert sweep_main([str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")]) == 0
     run = next((tmp_path / "results" / "safe" / "runs").iterdir())
     text = (run / "sample.txt").read_text(encoding="utf-8")
