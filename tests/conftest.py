@@ -17,7 +17,11 @@ def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`--dist loadgroup`), the tests that share a module-scoped fixture of their own module
     (a trained sweep, a simulation, a SLURM or dask cluster) run on one worker, so the fixture is built once, and two
     workers never share what it holds (a cluster, SLURM's job name); the module's other tests spread freely.
-    An explicit `xdist_group` mark wins. Without xdist the mark does nothing."""
+    An explicit `xdist_group` mark wins. Without xdist the mark does nothing.
+
+    Under xdist the `slow` tests come first: the scheduler hands out the work in collection order (groups first,
+    largest first; then one test at a time to whichever worker is nearly idle), so the quick tests fill the
+    workers' last minutes instead of one worker finishing a minute-long test alone (tests/README.md)."""
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue
@@ -30,6 +34,8 @@ def pytest_collection_modifyitems(config, items):
                     and fixture.baseid.split("::", 1)[0] == module):
                 item.add_marker(pytest.mark.xdist_group(module))
                 break
+    if hasattr(config, "workerinput"):  # an xdist worker: its order is the schedule's (all workers sort alike)
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: modules stay in order
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -23,6 +23,7 @@ in its last digit, and counts the mutations this check catches; a test here runs
 from __future__ import annotations
 
 import filecmp
+import functools
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -158,14 +159,23 @@ class Study:
         head, _, rest = md.partition("\n## Discussion\n")
         return cls(tuple(rows), head + "\n" + rest.split("\n## ", 1)[-1])
 
-    def estimates(self, ninety: bool = False) -> Iterator[tuple[Row, float, float, float]]:
+    def estimates(self, ninety: bool = False) -> tuple[tuple[Row, float, float, float], ...]:
         """(row, estimate, low, high) of every row with a CI (levels: the level's mean loss)."""
-        lo, hi = ("ci90_low", "ci90_high") if ninety else ("ci_low", "ci_high")
-        for row in self.rows:
-            # effect_changes.csv's estimate is its `change`; a levels row's is its mean loss
-            est = next((c for c in ("estimate", "change") if c in row.values), "best_val_loss")
-            if {est, lo, hi} <= set(row.values):
-                yield row, row.values[est], row.values[lo], row.values[hi]
+        return self._estimates[ninety]
+
+    @functools.cached_property
+    def _estimates(self) -> dict[bool, tuple[tuple[Row, float, float, float], ...]]:
+        """Both lists of `estimates`, found once: the mutation test checks each document hundreds of times."""
+        out = {}
+        for ninety, (lo, hi) in ((False, ("ci_low", "ci_high")), (True, ("ci90_low", "ci90_high"))):
+            found = []
+            for row in self.rows:
+                # effect_changes.csv's estimate is its `change`; a levels row's is its mean loss
+                est = next((c for c in ("estimate", "change") if c in row.values), "best_val_loss")
+                if {est, lo, hi} <= set(row.values):
+                    found.append((row, row.values[est], row.values[lo], row.values[hi]))
+            out[ninety] = tuple(found)
+        return out
 
 
 # -- declared numbers ------------------------------------------------------------------------------------

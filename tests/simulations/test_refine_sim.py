@@ -2,7 +2,7 @@
 
 `calibration.refine_sim` states the world (the `tuned` study's 2x2 with asymmetric planted lr curves)
 and the tuners; `python benchmarks/refine_calibration.py` prints the full table (docs/STATISTICS.md).
-Checked here on a few hundred studies: the curves and draws are what the docstring says, runs are
+Checked here on a hundred studies: the curves and draws are what the docstring says, runs are
 counted as trained, refine's regret is below today's grid at one seed, the CIs cover the truths from
 the curves within a sane band and false calls stay rare, and a tuner that picks one half-step off the
 right lr fails the same checks. The benchmark's copy of the decisions (its `--variants`) decides as
@@ -39,7 +39,9 @@ from gptlab.stats.refine import RefineRule
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
 NULL = WORLDS["a: best losses equal, optima per cell"]
-STUDIES = 200  # MC SE of a per-study rate of 5%: 0.015
+# MC SE of a per-study rate of 5%: 0.022; of refine's coverage (0.942 at 1,000 studies, docs/STATISTICS.md): 0.014,
+# so its band 0.91-0.98 is 2.3 SE away; the regret and run counts have wider margins (measured at seed 7)
+STUDIES = 100
 Z = 3.0
 
 
@@ -139,7 +141,8 @@ def test_a_pick_one_half_step_off_fails_the_checks():
 
     tuners = (TUNERS[2], Tuner("off by one", rule=TUNERS[2].rule, decide_all=off_by_one),
               Tuner("oracle", oracle=True))
-    right, wrong, oracle = (summarise(n, o) for n, o in simulate(NULL, 60, tuners, rng_seed=9).items())
+    # 30 studies: the off-by-one's regret (0.007) and coverage (0.69) miss their bounds by far more than their MC error
+    right, wrong, oracle = (summarise(n, o) for n, o in simulate(NULL, 30, tuners, rng_seed=9).items())
     assert wrong.runs_mean == right.runs_mean  # the same runs, other picks
     assert wrong.regret_median > 0.002 and wrong.regret_median > 3 * right.regret_median
     assert wrong.coverage < right.coverage - 0.03

@@ -107,7 +107,7 @@ def test_a_small_wsd_length_sweep_with_given_picks_end_to_end(tmp_path, corpus, 
            "seeds": 1, "tune": {"picks": [{"model.activation": "gelu", "train.lr": 4e-3},
                                           {"model.activation": "relu", "train.lr": 2e-3}],
                                 "picked_by": "a planted choice"},
-           "executor": {"backend": "loky", "n_jobs": 1}}
+           "executor": {"backend": "loky", "n_jobs": 2}}  # the pool most in-process sweeps use
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
     args = [str(tmp_path / "sweep.yaml"), "--results-dir", str(tmp_path / "results"),
             "--reports-dir", str(tmp_path / "reports")]
