@@ -28,8 +28,8 @@ from gptlab.stats.cliff import unstable
 from gptlab.statuses import OK
 from gptlab.sweep.methods import tuned_known_runs
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
-from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec, cell_label
-from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, TunedRun
+from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, cell_label
+from gptlab.sweep.tuning import TunedRun
 from gptlab.sweep.worth_spec import LENGTH, LR, WorthSpec, length_config, steps_at
 
 
