@@ -24,6 +24,8 @@ from gptlab.model import ModelConfig
 from gptlab.run.schedules import SCHEDULES
 from gptlab.run.tokenizers import TOKENIZERS, check_vocab_size
 
+# A run's length and peak lr by dotted key, as summary.csv names their columns (a `worth:` study's lengths, a tuned lr).
+LENGTH_KEY, LR_KEY = "train.max_iters", "train.lr"
 DEVICE_PATTERN = re.compile(r"auto|cpu|mps|cuda(:[0-9]{1,3})?")
 MAX_SEED = 2**63  # seeds are int64 for torch: [0, 2**63)
 # Upper bounds of every count and size of a run config, checked by `coerce`. Far beyond anything
