@@ -195,7 +195,7 @@ def _runs(lengths=(40, 80), seeds=(0, 1), schedule="wsd") -> list[Run]:
     for length in lengths:
         for seed in seeds:
             config = resolve_run_config({"train": {"max_iters": length, "warmup_iters": 5, "schedule": schedule},
-                                         "seed": seed}).to_dict()
+                                         "seed": seed})
             runs.append(Run(f"{length}_s{seed}", (("train.max_iters", length),), seed, config))
     return runs
 
@@ -228,7 +228,7 @@ def test_each_stage_trains_its_trunks_then_their_branches_which_wait_for_them(tm
     first = planner.next_stage(FinishedRuns(tmp_path))
     assert [r.run_id for r in first.runs] == [r.run_id for r in first.planned] == ["80_s0", "80_s1"]
     assert first.title == "sweep fake, trunks" and first.tag == "trunks"
-    assert RunDir(tmp_path / "runs" / "80_s0").branches() == [{"step": 32, "run_id": "40_s0", "config": runs[0].config}]
+    assert RunDir(tmp_path / "runs" / "80_s0").branches() == [{"step": 32, "run_id": "40_s0", "config": runs[0].config.to_dict()}]
     second = planner.next_stage(FinishedRuns(tmp_path, ({"status": "ok"},) * 2))
     assert second == Stage("sweep fake, cooldown branches", (runs[0], runs[1]), tuple(runs), tag="branches")
     assert planner.next_stage(FinishedRuns(tmp_path, ({"status": "ok"},) * 4)) is None
