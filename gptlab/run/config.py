@@ -21,8 +21,11 @@ from typing import Any, Mapping
 from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.fields import setting
 from gptlab.model import ModelConfig
+from gptlab.run.schedules import SCHEDULES
 from gptlab.run.tokenizers import TOKENIZERS, check_vocab_size
 
+# A run's length and peak lr by dotted key, as summary.csv names their columns (a `worth:` study's lengths, a tuned lr).
+LENGTH_KEY, LR_KEY = "train.max_iters", "train.lr"
 DEVICE_PATTERN = re.compile(r"auto|cpu|mps|cuda(:[0-9]{1,3})?")
 MAX_SEED = 2**63  # seeds are int64 for torch: [0, 2**63)
 # Upper bounds of every count and size of a run config, checked by `coerce`. Far beyond anything
@@ -39,7 +42,6 @@ LIMITS: dict[str, int] = {
     "model.block_size": 2**20,  # a million-token context
     "data.vocab_size": 2**20,  # the largest vocabularies in use have about 256k tokens
 }
-SCHEDULE_NAMES = ("cosine", "wsd")  # train.schedule; gptlab.run.trainer.SCHEDULES holds their functions
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,8 @@ class TrainConfig:
     min_lr: float = setting(1e-4, "learning rate at the end of the cosine decay")
     warmup_iters: int = setting(100, "steps of linear warmup (0 = none)")
     lr_decay_iters: int | None = setting(None, "step where the cosine reaches min_lr (default: max_iters; cosine only)")
-    schedule: str = setting("cosine", "learning-rate schedule after the warmup: cosine (decay over the whole run) | wsd "
-                                      "(constant, then a 1-sqrt cooldown to min_lr: warmup-stable-decay)")
+    schedule: str = setting("cosine", "learning-rate schedule after the warmup (cosine: decay over the whole run; wsd: "
+                                      "constant, then a 1-sqrt cooldown to min_lr)")
     cooldown_fraction: float = setting(0.2, "wsd: the last fraction of max_iters cooling down to min_lr, in (0, 1]")
     weight_decay: float = setting(0.1, "AdamW decoupled weight decay, applied to matrices only")
     beta1: float = setting(0.9, "AdamW beta1")
@@ -92,28 +94,17 @@ class TrainConfig:
 
     @property
     def cooldown_start(self) -> int:
-        """The first step of a wsd cooldown: max_iters - round(cooldown_fraction x max_iters)."""
+        """The first step of a cooldown (wsd's): max_iters - round(cooldown_fraction x max_iters)."""
         return self.max_iters - round(self.cooldown_fraction * self.max_iters)
 
     def _check_schedule(self) -> None:
-        if self.schedule not in SCHEDULE_NAMES:
-            raise GptlabError(f"train.schedule must be one of {', '.join(SCHEDULE_NAMES)}, got {self.schedule!r}"
-                              f"{closest(self.schedule, SCHEDULE_NAMES)}")
+        try:
+            schedule = SCHEDULES.get(self.schedule)  # an unknown name: the valid ones and the closest
+        except GptlabError as err:
+            raise GptlabError(f"train.schedule: {err}") from None
         if not 0 < self.cooldown_fraction <= 1:
             raise GptlabError(f"train.cooldown_fraction must be in (0, 1], got {self.cooldown_fraction}")
-        if self.schedule != "wsd":
-            return
-        # wsd's decay always ends at max_iters: a second knob for it would only make runs of one
-        # length differ in where their cooldown lands, and break the shared trunks of a length sweep.
-        if self.lr_decay_iters is not None:
-            raise GptlabError("train.lr_decay_iters is the cosine's; with train.schedule wsd the cooldown ends at "
-                              "train.max_iters (set train.cooldown_fraction instead, or remove lr_decay_iters)")
-        if self.cooldown_start == self.max_iters:
-            raise GptlabError(f"train.cooldown_fraction {self.cooldown_fraction} x train.max_iters {self.max_iters} "
-                              "rounds to no cooldown step: raise either")
-        if self.warmup_iters > self.cooldown_start:
-            raise GptlabError(f"train.warmup_iters ({self.warmup_iters}) must end before the wsd cooldown starts at "
-                              f"step {self.cooldown_start} (train.max_iters - train.cooldown_fraction x max_iters)")
+        schedule.check(self)
 
 
 @dataclass(frozen=True)
@@ -200,7 +191,7 @@ class RunConfig:
             settings["data"]["vocab_size"] = None  # char ignores it: one base serves every tokenizer
         elif self.data.vocab_size is None:  # the size it trains when none is set: bpe's 1024 is one run, not two
             settings["data"]["vocab_size"] = getattr(tokenizer, "DEFAULT_VOCAB", None)
-        if self.train.schedule != "wsd":  # only wsd reads it: cosine with any cooldown_fraction is one run
+        if not SCHEDULES.get(self.train.schedule).uses_cooldown:  # cosine with any cooldown_fraction is one run
             settings["train"]["cooldown_fraction"] = TrainConfig.cooldown_fraction
         defaults = _default_settings()
         for section in ("model", "train", "data"):

@@ -12,13 +12,14 @@ from gptlab.model import REGISTRIES
 from gptlab.registry import Registry
 from gptlab.run.config import SECTIONS
 from gptlab.run.corpora import DATASETS
+from gptlab.run.schedules import SCHEDULES
 from gptlab.run.tokenizers import TOKENIZERS
 
 
 def registries_by_key() -> dict[str, Registry]:
     """Every registry a setting names an entry of, by the setting's dotted key (plugins' entries included once imported)."""
     return {**{f"model.{axis}": registry for axis, registry in REGISTRIES.items()}, "data.dataset": DATASETS,
-            "data.tokenizer": TOKENIZERS}
+            "data.tokenizer": TOKENIZERS, "train.schedule": SCHEDULES}
 
 
 def field_help(dotted: str) -> str:

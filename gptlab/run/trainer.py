@@ -1,6 +1,6 @@
 """The training loop alone: `Trainer` (steps, evaluations, schedule) and the callbacks it calls.
 
-AdamW (decay on matrices only), linear warmup then cosine decay (or wsd) to `min_lr`, gradient clipping,
+AdamW (decay on matrices only), linear warmup then a `train.schedule` (`gptlab.run.schedules`), gradient clipping,
 and evaluation on the full validation split every `eval_interval` steps (and on the test split,
 when the data has one, wherever validation improves: the test loss at the best validation step).
 A non-finite training loss ends the loop with status `diverged` (a result, not a crash). The loop
@@ -15,7 +15,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -24,39 +24,16 @@ from gptlab.run.config import RunConfig, TrainConfig
 from gptlab.run.data import BatchSampler, TextDataset
 from gptlab.run.device import autocast_for
 from gptlab.run.evaluation import evaluate, evaluate_per_target, test_blocks
+from gptlab.run.schedules import SCHEDULES
 
 log = logging.getLogger("gptlab.train")
-
-
-def _cosine(step: int, cfg: TrainConfig) -> float:
-    """Cosine decay from `lr` after the warmup to `min_lr` at `lr_decay_iters` (default max_iters)."""
-    decay_iters = cfg.lr_decay_iters or cfg.max_iters
-    if step >= decay_iters:
-        return cfg.min_lr
-    progress = (step - cfg.warmup_iters) / max(1, decay_iters - cfg.warmup_iters)
-    return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg.lr - cfg.min_lr)
-
-
-def _wsd(step: int, cfg: TrainConfig) -> float:
-    """Warmup-stable-decay (Hägele et al. 2024): `lr` until `cooldown_start`, then their 1-sqrt cooldown
-    to `min_lr` at max_iters. Before the cooldown it does not depend on max_iters: that is what lets
-    runs of several lengths share their stable trunk (gptlab.sweep.trunks)."""
-    start = cfg.cooldown_start
-    if step < start:
-        return cfg.lr
-    progress = min(1.0, (step - start) / (cfg.max_iters - start))
-    return cfg.min_lr + (cfg.lr - cfg.min_lr) * (1.0 - math.sqrt(progress))
-
-
-# train.schedule -> the learning rate after the warmup (config.SCHEDULE_NAMES names the same keys).
-SCHEDULES: dict[str, Callable[[int, TrainConfig], float]] = {"cosine": _cosine, "wsd": _wsd}
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
     """Linear warmup to `lr` over `warmup_iters`, then the schedule `train.schedule` names."""
     if step < cfg.warmup_iters:
         return cfg.lr * (step + 1) / (cfg.warmup_iters + 1)
-    return SCHEDULES[cfg.schedule](step, cfg)
+    return SCHEDULES.get(cfg.schedule).lr(step, cfg)
 
 
 def make_optimizer(model: GPT, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:

@@ -21,6 +21,7 @@ from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule, Widest, widest_cal
 from gptlab.stats.cliff import unstable
 from gptlab.stats.design import Design, design_cells, effect_label
 from gptlab.stats.levels import grid_level
+from gptlab.stats.picks import Pairs
 from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
 
@@ -96,7 +97,7 @@ class AdaptiveSeeds:
     """Round 1 (seeds 0..min-1), Stein's decision from round 1 alone, round 2 (seeds 0..N-1), then done."""
 
     def __init__(self, runs: Sequence[Run], rule: SeedRule, out: TextIO, widest: WidestAt,
-                 seed_count: Callable[[Any, int], int] = lambda cell, n: n) -> None:
+                 seed_count: Callable[[Pairs, int], int] = lambda cell, n: n) -> None:
         self.runs, self.rule, self.out, self.widest = tuple(runs), rule, out, widest
         self.seed_count = seed_count  # (cell, n) -> the seeds a cell trains where cells train n (an arms baseline: more)
         self.round = 0  # the last round handed out (3: done)

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
-from gptlab.executors import BACKENDS, Resources, RunResult, Task
+from gptlab.executors import BACKENDS, Backend, Resources, RunResult, Task
 from gptlab.run.identity import check_unchanged, sweep_sources
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
@@ -107,7 +107,7 @@ def data_paths(spec: SweepSpec) -> list[str | None]:
     return [run.config.data.path for run in spec.runs]
 
 
-def _execute_locked(spec: SweepSpec, plan: Resources, options: SweepOptions, backend: Any) -> int:
+def _execute_locked(spec: SweepSpec, plan: Resources, options: SweepOptions, backend: Backend) -> int:
     options.results_dir.remove_sweep_temp_files()  # a sweep killed mid-write left them; the lock is ours now
     warn_other_runs(spec, options.results_dir, options.stream)
     sources = sweep_sources(spec.plugins, data_paths(spec))  # in sweep.yaml: a place stamped under it names them
@@ -120,7 +120,7 @@ def _execute_locked(spec: SweepSpec, plan: Resources, options: SweepOptions, bac
 
 
 def train_stages(spec: SweepSpec, planner: Planner, plan: Resources, options: SweepOptions,
-                 backend: Any) -> tuple[Run, ...]:
+                 backend: Backend) -> tuple[Run, ...]:
     """Train the planner's stages until it is done or a stage does not finish; every run planned by then."""
     planned: tuple[Run, ...] = ()
     paths = data_paths(spec)
@@ -138,7 +138,7 @@ def train_stages(spec: SweepSpec, planner: Planner, plan: Resources, options: Sw
     return planned
 
 
-def train(spec: SweepSpec, stage: Stage, plan: Resources, options: SweepOptions, backend: Any) -> list[dict[str, Any]]:
+def train(spec: SweepSpec, stage: Stage, plan: Resources, options: SweepOptions, backend: Backend) -> list[dict[str, Any]]:
     """Train what is left of `stage.runs` (live progress); summary.csv then holds the rows of `stage.planned`."""
     out, results_dir, runs = options.stream, options.results_dir, list(stage.runs)
     if options.reuse:

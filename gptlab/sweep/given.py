@@ -23,11 +23,11 @@ from typing import Any, Callable, Sequence
 
 from gptlab.errors import GptlabError, shown
 from gptlab.stats.levels import same_level
+from gptlab.stats.picks import Pairs
 from gptlab.sweep.runs import SweepSpec
 
 GIVEN_KEYS = ["picks", "picked_by"]
 MAX_PICKED_BY = 300  # characters of the provenance note
-Pairs = tuple[tuple[str, Any], ...]
 
 
 def _fail(key: str, message: str) -> GptlabError:

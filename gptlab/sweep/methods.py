@@ -9,14 +9,13 @@ how many it trains (`planned_range`).
 """
 from __future__ import annotations
 
-from typing import Any
-
 from gptlab.registry import Registry
 from gptlab.sweep.refine import Refine
 from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.tuning import Grid, TuneThenEstimate, selects
 
-TUNERS: Registry[Any] = Registry("tune.method", "How a tuned sweep chooses each cell's setting (its selection runs)")
+TUNERS: Registry[type[TuneThenEstimate]] = Registry(
+    "tune.method", "How a tuned sweep chooses each cell's setting (its selection runs)")
 TUNERS.register("grid")(Grid)
 TUNERS.register("refine")(Refine)
 

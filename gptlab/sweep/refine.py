@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, TextIO
 
 from gptlab.errors import GptlabError, shown
 from gptlab.runio import write_csv
 from gptlab.stats.cliff import SAYS_NOTHING, trained
+from gptlab.stats.picks import Pairs
 from gptlab.stats.refine import BEATEN, CellDecision, Lattice, RefineRule, decide_all, geometric_ratio
 from gptlab.sweep.planners import Case, FinishedRuns, Stage
-from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
-from gptlab.sweep.tuning import SELECTION, SELECTION_SEED_OFFSET, Pairs, TuneSpec, TuneThenEstimate, runs_at
+from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, TuneSpec
+from gptlab.sweep.tuning import SELECTION, TuneThenEstimate, runs_at
 
 MAX_RUNS_PER_CELL = 100  # the largest tune.max_runs_per_cell
 REFINE_COLS = ["round", "cell", "runs", "pick", "p_best", "expected_regret", "noise_sd", "noise_df", "decision", "adds",
@@ -98,7 +99,7 @@ class Refine(TuneThenEstimate):
         cells = len({r.cell for r in spec.runs})
         return len(spec.runs), cells * spec.tune.option("max_runs_per_cell")
 
-    def __init__(self, spec: SweepSpec, out: Any, **kw: Any) -> None:
+    def __init__(self, spec: SweepSpec, out: TextIO, **kw: Any) -> None:
         super().__init__(spec, out, **kw)
         self.key = next(iter(self.tune.space))
         self.lattice = _lattice(spec)
@@ -160,7 +161,7 @@ class Refine(TuneThenEstimate):
 
         return pairs_text(cell, short_names(list(self.spec.grid)))
 
-    def _pick(self, finished: FinishedRuns, chosen: dict[Pairs, int | None], decisions: list[Any]) -> None:
+    def _pick(self, finished: FinishedRuns, chosen: dict[Pairs, int | None], decisions: list[CellDecision]) -> None:
         """tuning.csv over every lr tried, the refined picks marked; each pick's confidence printed."""
         from gptlab.stats.picks import pick_rows
 

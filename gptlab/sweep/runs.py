@@ -1,4 +1,4 @@
-"""The runs of a sweep: `Run`, `SweepSpec` (a validated spec) and `expand` (grid x seeds minus exclude, resolved).
+"""The runs of a sweep: `Run`, `SweepSpec` (a validated spec, with its `TuneSpec`) and `expand` (grid x seeds minus exclude).
 
 Below the spec's validation (`sweep.spec`) and every planner: what a sweep trains, named and
 identified. A run's id is its cell's label, its seed and a hash of its resolved config with the
@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig
@@ -22,12 +23,14 @@ from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import design_cells
 from gptlab.stats.models import MIN_RESIDUAL_DF, planned_df, t_quantile
+from gptlab.stats.picks import Pairs
 from gptlab.sweep.arms_spec import ArmsDesign
 from gptlab.sweep.duplicates import same_config_message
 from gptlab.sweep.worth_spec import WorthSpec
 
 # A run takes ~1 ms to validate and expand: a mistyped grid (30 factors, seeds pasted twice) must not hang it.
 MAX_RUNS = 10_000  # cells before exclude x seeds (adaptive seeds: x max)
+SELECTION_SEED_OFFSET = 1_000_000  # selection seed i is 1,000,000 + i; estimation seeds must stay below it
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,7 @@ class Run:
     """One training run of the sweep: a grid cell and a seed."""
 
     run_id: str  # deterministic: cell label, seed and a hash of the resolved config
-    cell: tuple[tuple[str, Any], ...]  # (dotted factor key, level) pairs in grid order
+    cell: Pairs  # (dotted factor key, level) pairs in grid order
     seed: int  # the run's seed
     config: RunConfig  # its resolved config (the seed included), as workers train it
 
@@ -60,6 +63,37 @@ class ReportSettings:
 
 
 @dataclass(frozen=True)
+class TuneSpec:
+    """The `tune:` section, validated (`sweep.tune_spec`); its method's planner is `sweep.methods.TUNERS`'s."""
+
+    space: Mapping[str, tuple[Any, ...]]  # tuned dotted key -> its levels (as resolved: 1e-3 is 0.001), YAML order
+    seeds: int = 1  # selection seeds per cell and setting (0 with given picks)
+    given: tuple[tuple[Pairs, Pairs], ...] = ()  # (cell, setting) of `tune.picks`: settings chosen elsewhere, no selection
+    picked_by: str = ""  # who chose the given picks, on which runs (`tune.picked_by`)
+    method: str = "grid"  # the tuning method (`tune.method`, a TUNERS entry)
+    options: tuple[tuple[str, Any], ...] = ()  # the method's own keys (its planner's OPTIONS), validated
+
+    @property
+    def selection_seeds(self) -> list[int]:
+        return [SELECTION_SEED_OFFSET + i for i in range(self.seeds)]
+
+    def option(self, name: str) -> Any:
+        """The validated value of one of the method's own keys."""
+        return dict(self.options)[name]
+
+    def settings(self) -> list[Pairs]:
+        """Every tuned setting: the product of the keys' levels, first key slowest."""
+        return [tuple(zip(self.space, combo)) for combo in itertools.product(*self.space.values())]
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.given:
+            picks = [{**dict(cell), **dict(setting)} for cell, setting in self.given]
+            return {"picks": picks, **({"picked_by": self.picked_by} if self.picked_by else {})}
+        method = {"method": self.method, **dict(self.options)} if self.method != "grid" else {}
+        return {"space": {k: list(v) for k, v in self.space.items()}, "seeds": self.seeds, **method}
+
+
+@dataclass(frozen=True)
 class SweepSpec:
     """A validated sweep: what to train (grid x seeds over base) and how (executor). Built once by `sweep.spec`
     (parse -> validate -> resolve) and never edited: what differs (a tuner's settings) is a `dataclasses.replace`."""
@@ -76,7 +110,7 @@ class SweepSpec:
     report: ReportSettings  # report settings, always filled (sweep.yaml records the margin used)
     scale: list[str] = field(default_factory=list)  # grid keys reported as scale (effects per level), not effects
     seed_rule: SeedRule | None = None  # the rule of an adaptive sweep (seeds 0..max-1), None for fixed seeds
-    tune: Any = None  # sweep.tuning.TuneSpec of a tuned sweep (then `runs` are its selection runs), else None
+    tune: TuneSpec | None = None  # a tuned sweep's `tune:` (then `runs` are its selection runs), else None
     source: str = ""  # the YAML path it came from
     command: str = ""  # the command line that ran it, as sweep.yaml records it (`sweep.stored`); "" before a sweep ran
     search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
@@ -90,18 +124,18 @@ class SweepSpec:
         """`base` resolved (at seed 0): every run's config derives from it (`expand`). `sweep.spec` has checked it."""
         return resolve_run_config(self.base)
 
-    def cell_settings(self, cell: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    def cell_settings(self, cell: Pairs) -> dict[str, Any]:
         """The dotted settings a cell sets over `base`: its levels, an arm's settings in place of its name."""
         return {key: value for dotted, level in cell
                 for key, value in (self.arms.arms[level].items() if self.arms and dotted == ARM else [(dotted, level)])}
 
-    def seed_count(self, cell: tuple[tuple[str, Any], ...], n_seeds: int) -> int:
+    def seed_count(self, cell: Pairs, n_seeds: int) -> int:
         """How many seeds `cell` trains where every cell trains `n_seeds`: more for an arms sweep's baseline."""
         if self.arms is None or not self.baseline_extra_seeds or dict(cell).get(ARM) != self.arms.baseline:
             return n_seeds
         return baseline_seed_count(n_seeds, self.arms.n_compared)
 
-    def cell_seeds(self, cell: tuple[tuple[str, Any], ...]) -> list[int]:
+    def cell_seeds(self, cell: Pairs) -> list[int]:
         """The seeds `cell` trains: `seeds`, and for an arms sweep's baseline the next free integers after them."""
         extra = self.seed_count(cell, len(self.seeds)) - len(self.seeds)
         taken, seeds, nxt = set(self.seeds), list(self.seeds), max(self.seeds) + 1
@@ -164,13 +198,13 @@ def _fail(key: str, message: str) -> GptlabError:
     return GptlabError(f"{key}: {message}")
 
 
-def cell_label(cell: tuple[tuple[str, Any], ...]) -> str:
+def cell_label(cell: Pairs) -> str:
     """Folder-safe label of a cell's levels, e.g. 'pre-gelu'."""
     text = "-".join(str(level) for _, level in cell)
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", text)[:80]
 
 
-def expand(spec: SweepSpec, setting: tuple[tuple[str, Any], ...] = ()) -> list[Run]:
+def expand(spec: SweepSpec, setting: Pairs = ()) -> list[Run]:
     """grid product minus exclude, times seeds, over `base` (with a tuned `setting`); every config validated."""
     factors = list(spec.grid)
     cells = [tuple(zip(factors, levels)) for levels in design_cells(spec.grid, spec.exclude)]

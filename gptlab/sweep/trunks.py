@@ -1,7 +1,7 @@
 """Shared trunks, the sweep side: runs that differ only in `train.max_iters` under wsd share their stable phase.
 
-Under `train.schedule: wsd` a run's learning rate is constant from the end of its warmup to its
-cooldown start b(L) = L - round(cooldown_fraction x L), and a step's batch depends only on (seed,
+Under `train.schedule: wsd` (a schedule that `shares_trunk`) a run's learning rate is constant from the end
+of its warmup to its cooldown start b(L) = L - round(cooldown_fraction x L), and a step's batch depends only on (seed,
 step): runs of one cell and seed that differ only in their length L compute the same steps up to
 the shorter one's b(L). The longest run of such a group is its trunk: it trains in full, and as it
 passes each shorter run's b(L) it starts that run's folder from its state (`gptlab.run.branching`);
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Sequence, TextIO
 
 from gptlab.run.branching import Branch, record_branches
+from gptlab.run.schedules import SCHEDULES
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
 from gptlab.sweep.runs import Run, SweepSpec
 
@@ -49,7 +50,7 @@ def trunk_groups(runs: Sequence[Run]) -> list[TrunkGroup]:
     """The groups of `runs` that can share a trunk (two lengths or more), in the order of their first run."""
     by_rest: dict[str, list[Run]] = {}
     for run in runs:
-        if run.config.train.schedule != "wsd":
+        if not SCHEDULES.get(run.config.train.schedule).shares_trunk:
             continue
         rest = run.config.to_dict()  # the seed included
         del rest["train"]["max_iters"]

@@ -15,8 +15,8 @@ from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.run.config import SECTIONS, coerce, get_dotted, set_dotted, valid_keys
 from gptlab.sweep.given import check_given
 from gptlab.sweep.methods import TUNERS
-from gptlab.sweep.runs import MAX_RUNS, SweepSpec
-from gptlab.sweep.tuning import ESTIMATION, SELECTION, SELECTION_SEED_OFFSET, TuneSpec, expand_cells, runs_at
+from gptlab.sweep.runs import MAX_RUNS, SELECTION_SEED_OFFSET, SweepSpec, TuneSpec
+from gptlab.sweep.tuning import ESTIMATION, SELECTION, expand_cells, runs_at
 
 MAX_TUNE_SEEDS = 100  # selection seeds per cell and setting
 TUNE_KEYS = ["space", "seeds", "method", "picks", "picked_by"]  # and each method's own (its planner's OPTIONS)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Sequence, TextIO
@@ -28,43 +27,10 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence, TextIO
 from gptlab.errors import GptlabError
 from gptlab.roles import SELECTION
 from gptlab.runio import write_csv
+from gptlab.stats.picks import Pairs, SettingRow, Trial
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
-from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec, cell_label, expand
-
-SELECTION_SEED_OFFSET = 1_000_000  # selection seed i is 1,000,000 + i; estimation seeds must stay below it
-Pairs = tuple[tuple[str, Any], ...]
-
-
-@dataclass(frozen=True)
-class TuneSpec:
-    """A validated `tune:` section."""
-
-    space: Mapping[str, tuple[Any, ...]]  # tuned dotted key -> its levels (as resolved: 1e-3 is 0.001), YAML order
-    seeds: int = 1  # selection seeds per cell and setting (0 with given picks)
-    given: tuple[tuple[Pairs, Pairs], ...] = ()  # (cell, setting) of `tune.picks`: settings chosen elsewhere, no selection
-    picked_by: str = ""  # who chose the given picks, on which runs (`tune.picked_by`)
-    method: str = "grid"  # the tuning method (`tune.method`, a TUNERS entry)
-    options: tuple[tuple[str, Any], ...] = ()  # the method's own keys (its planner's OPTIONS), validated
-
-    @property
-    def selection_seeds(self) -> list[int]:
-        return [SELECTION_SEED_OFFSET + i for i in range(self.seeds)]
-
-    def option(self, name: str) -> Any:
-        """The validated value of one of the method's own keys."""
-        return dict(self.options)[name]
-
-    def settings(self) -> list[Pairs]:
-        """Every tuned setting: the product of the keys' levels, first key slowest."""
-        return [tuple(zip(self.space, combo)) for combo in itertools.product(*self.space.values())]
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.given:
-            picks = [{**dict(cell), **dict(setting)} for cell, setting in self.given]
-            return {"picks": picks, **({"picked_by": self.picked_by} if self.picked_by else {})}
-        method = {"method": self.method, **dict(self.options)} if self.method != "grid" else {}
-        return {"space": {k: list(v) for k, v in self.space.items()}, "seeds": self.seeds, **method}
+from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, TuneSpec, cell_label, expand
 
 
 @dataclass(frozen=True)
@@ -150,14 +116,15 @@ class TuneThenEstimate:
 
     OPTIONS: ClassVar[Mapping[str, Any]] = {}  # the method's own keys under tune:, with their defaults
 
-    def __init__(self, spec: SweepSpec, out: TextIO, adaptive_seeds: Callable[..., Any] | None = None) -> None:
+    def __init__(self, spec: SweepSpec, out: TextIO, adaptive_seeds: Callable[..., AdaptiveSeeds] | None = None) -> None:
         self.spec, self.out = spec, out
         self.adaptive_seeds_class = adaptive_seeds or functools.partial(
             AdaptiveSeeds, widest=functools.partial(widest_in_summary, spec))
         self.tune: TuneSpec = spec.tune
         self.selection: tuple[Run, ...] = tuple(spec.runs)  # every selection-side run planned so far
         self.cells = list(dict.fromkeys(r.cell for r in spec.runs))
-        self.adaptive_seeds: Any = None  # adaptive seeds' planner over the estimation runs (seeds: {min, max, precision})
+        # adaptive seeds' planner over the estimation runs (seeds: {min, max, precision}); False: fixed seeds
+        self.adaptive_seeds: AdaptiveSeeds | bool | None = None
         self.picks: dict[Pairs, Pairs] | None = None  # cell -> its picked setting, once decided
 
     # -- what a method implements ---------------------------------------------------------
@@ -244,10 +211,8 @@ class TuneThenEstimate:
         return Stage(f"estimation {stage.title}", stage.runs, self.selection + stage.planned,
                      tag=f"estimation {stage.tag}", unfinished=stage.unfinished)
 
-    def trials(self, finished: FinishedRuns) -> list[Any]:
+    def trials(self, finished: FinishedRuns) -> list[Trial]:
         """The finished selection runs as `stats.picks.Trial`s (a failed or missing run counts as failed)."""
-        from gptlab.stats.picks import Trial
-
         by_id = {r["run_id"]: r for r in finished.rows}
         trials = []
         for run in self.selection:
@@ -259,7 +224,7 @@ class TuneThenEstimate:
                                 float(loss) if loss not in (None, "") else math.nan))
         return trials
 
-    def record_picks(self, finished: FinishedRuns, rows: Sequence[Any], how: str) -> None:
+    def record_picks(self, finished: FinishedRuns, rows: Sequence[SettingRow], how: str) -> None:
         """Write tuning.csv from `rows` (stats.picks.SettingRow, `picked` marked), set `self.picks`, print them."""
         from gptlab.stats.picks import pairs_text, picks, short_names, tuning_columns
 

@@ -22,15 +22,16 @@ import math
 from typing import Any, Mapping, Sequence, TextIO
 
 from gptlab.roles import WORTH, WORTH_TUNING
+from gptlab.run.config import LENGTH_KEY, LR_KEY
 from gptlab.run.identity import run_sources
 from gptlab.stats.arms import ARM
 from gptlab.stats.cliff import unstable
 from gptlab.statuses import OK
 from gptlab.sweep.methods import tuned_known_runs
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
-from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec, cell_label
-from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, TunedRun
-from gptlab.sweep.worth_spec import LENGTH, LR, WorthSpec, length_config, steps_at
+from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, cell_label
+from gptlab.sweep.tuning import TunedRun
+from gptlab.sweep.worth_spec import WorthSpec, length_config, steps_at
 
 
 def length_of(run: Run) -> int:
@@ -39,10 +40,10 @@ def length_of(run: Run) -> int:
 
 
 def _run(spec: SweepSpec, like: Run, lr: float, seed: int, steps: int, role: str) -> TunedRun:
-    config = length_config(like.config.with_settings({"seed": seed, LR: lr}), steps)
+    config = length_config(like.config.with_settings({"seed": seed, LR_KEY: lr}), steps)
     digest = config.run_hash(run_sources(spec.plugins, config.data.path))
-    setting = ((LR, lr),)
-    label = cell_label(like.cell + setting + ((LENGTH, f"wsd{steps}"),))
+    setting = ((LR_KEY, lr),)
+    label = cell_label(like.cell + setting + ((LENGTH_KEY, f"wsd{steps}"),))
     return TunedRun(f"{label}_s{seed}_{digest}", like.cell, seed, config, setting, role)
 
 

@@ -13,15 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from gptlab.errors import GptlabError, shown, unknown_key
-from gptlab.run.config import RunConfig
+from gptlab.run.config import LENGTH_KEY, RunConfig
+from gptlab.run.schedules import WSD
 
 KEYS = ("lengths", "seeds", "retune")
 DEFAULT_LENGTHS = (0.5, 1.0, 2.0, 4.0)
 DEFAULT_RETUNE = (0.5, 2.0)
 MAX_LENGTH = 64.0  # a length of 64x the study's steps is already a study of its own
-LENGTH = "train.max_iters"  # summary.csv's column of every run's length in a sweep with `worth:`
-LR = "train.lr"
-FIXED = (LENGTH, "train.schedule", "train.lr_decay_iters")  # the lengths' own settings: no arm or scale key sets them
+FIXED = (LENGTH_KEY, "train.schedule", "train.lr_decay_iters")  # the lengths' own settings: no arm or scale key sets them
 
 
 @dataclass(frozen=True)
@@ -97,4 +96,4 @@ def steps_at(factor: float, study_steps: int) -> int:
 
 def length_config(config: RunConfig, steps: int) -> RunConfig:
     """`config` at `steps` under wsd (validated: wsd needs a cooldown step, and no `lr_decay_iters`)."""
-    return config.with_settings({LENGTH: steps, "train.schedule": "wsd", "train.lr_decay_iters": None})
+    return config.with_settings({LENGTH_KEY: steps, "train.schedule": WSD, "train.lr_decay_iters": None})

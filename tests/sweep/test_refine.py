@@ -18,8 +18,8 @@ from gptlab.stats.refine import Lattice, RefineRule, decide, decide_all, geometr
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.methods import planned_range
 from gptlab.sweep.refine import Refine
+from gptlab.sweep.runs import SELECTION_SEED_OFFSET
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.tuning import SELECTION_SEED_OFFSET
 
 LRS = [5e-4, 1e-3, 2e-3, 4e-3, 8e-3]
 LATTICE = Lattice(tuple(LRS))
@@ -226,7 +226,8 @@ PLUGIN = '''
 then the grid's selection. It is one file, and neither the driver nor the command line names it."""
 from gptlab.sweep.methods import TUNERS
 from gptlab.sweep.planners import Case, Stage
-from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, Grid, runs_at
+from gptlab.sweep.runs import SELECTION_SEED_OFFSET
+from gptlab.sweep.tuning import Grid, runs_at
 
 
 @TUNERS.register("probe_first")

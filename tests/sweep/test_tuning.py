@@ -24,8 +24,9 @@ from gptlab.stats.picks import Trial, edge_keys, pick_rows
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.methods import planned_range
+from gptlab.sweep.runs import SELECTION_SEED_OFFSET
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.tuning import SELECTION_SEED_OFFSET, Grid, TunedRun
+from gptlab.sweep.tuning import Grid, TunedRun
 from gptlab.sweep_cli import main as sweep_main
 
 LRS = [1e-3, 2e-3, 4e-3]

@@ -22,6 +22,7 @@ from gptlab.report.sentences.verdicts import with_call_phrases
 from gptlab.report.tables import ReportTables
 from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.tables.tuned_comparison import TuningView
+from gptlab.run.config import LENGTH_KEY, LR_KEY
 from gptlab.stats.transfer import PAIRED, UNPAIRED
 
 EFFECT_COLS = ["estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call", "text_share"]  # text_share: with blocks
@@ -212,7 +213,7 @@ def scale_section(res: Results, tables: ReportTables, words: Sentences, figs: Fi
         "each scale factor, the other scale factors at their baseline, each level its own model and Holm family. "
         "A call holds (the same at every level), changes, or reverses (better at one level, worse at another). "
         "Table: `tables/effects_by_scale.csv`.")]
-    blocks += [Para(n) for n in words.schedule if "train.max_iters" in res.scale]
+    blocks += [Para(n) for n in words.schedule if LENGTH_KEY in res.scale]
     if not len(table):
         return blocks + [Para("No scale level has successful runs of every scientific cell.")]
     blocks.append(Bullets(sentences))
@@ -269,7 +270,7 @@ def tuning_section(view: TuningView | None, res: Results, words: Sentences, figs
                                "call. " if view.seeds < 2 else "") + "Table: `tables/fixed_setting_effects.csv`.")]
     blocks += _md(_side_by_side(view), "fixed_setting_effects.csv", "effects")
     blocks.append(Bullets(words.tuning_changes or ["No effect's answer at a single setting differs from the tuned one."]))
-    space = "learning rates" if view.keys == ["train.lr"] else "settings of the tuned space"
+    space = "learning rates" if view.keys == [LR_KEY] else "settings of the tuned space"
     blocks += [Heading("LR sensitivity", 3), Para(
         f"Wortsman et al. (2023): the mean over the tuned {space} of the loss minus the cell's lowest loss, every "
         f"loss capped at the unigram loss of the validation split ({words.sensitivity_cap}) and a run that diverged "

@@ -18,6 +18,8 @@ from gptlab.report.load import Results
 from gptlab.report.sentences.verdicts import absent
 from gptlab.report.tables.scale import unpaired_scale
 from gptlab.report.tables.stability import COUNTS, LOST
+from gptlab.run.config import LENGTH_KEY
+from gptlab.run.schedules import WSD
 from gptlab.stats.effects import Analysis
 from gptlab.stats.models import FORMULAS, HETERO_P, OWN
 from gptlab.stats.to_decide import MAX_SEEDS
@@ -197,9 +199,9 @@ def _ids(run_ids: tuple[str, ...]) -> str:
 def schedule_note(res: Results) -> list[str]:
     """A sentence when `train.max_iters` is a factor: under cosine its levels change the learning-rate schedule too;
     under wsd each level is a finished schedule of its own length."""
-    if "train.max_iters" not in res.factors or "train.schedule" in res.factors:
+    if LENGTH_KEY not in res.factors or "train.schedule" in res.factors:
         return []
-    if res.fixed("train.schedule") == "wsd":
+    if res.fixed("train.schedule") == WSD:
         cooldown = float(res.fixed("train.cooldown_fraction"))
         return [f"Under `train.schedule: wsd` every level of `train.max_iters` is a finished schedule: the same warmup "
                 f"and constant peak learning rate, then a cooldown to `min_lr` over the run's last {cooldown:.0%} of "

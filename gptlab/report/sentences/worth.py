@@ -16,7 +16,8 @@ import pandas as pd
 
 from gptlab.report.fmt import fmt_loss, fmt_times
 from gptlab.report.load import Results
-from gptlab.report.tables.worth import WSD, WorthView
+from gptlab.report.tables.worth import WorthView
+from gptlab.run.schedules import WSD
 
 
 def _num(value: Any) -> float:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from gptlab.report.load import Results
 from gptlab.report.tables.tuned_comparison import TuningView
-from gptlab.run.config import TrainConfig
+from gptlab.run.config import LR_KEY, TrainConfig
 from gptlab.stats.arms import ARM
 from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.scorecard import MEASURED, NOT_TESTED, speed_verdict, verdict
@@ -31,7 +31,7 @@ ARMS_COLS = ["arm", "baseline", "estimate", "ci_low", "ci_high", "ci95", "ci90_l
 SCALE_COLS = ["scale_factor", "scale_level"]
 SCORECARD_COLS = ["arm", "source", "setting", "claim", "direction", "size", "about", "untuned_setting",
                   "untuned_estimate", "estimate", "ci_low", "ci_high", "call", "call_at_picks", "tuning", "verdict", "reason"]
-UNTUNED_KEY = "train.lr"  # the nuisance key every earlier study fixed; its default is the untuned setting
+UNTUNED_KEY = LR_KEY  # the nuisance key every earlier study fixed; its default is the untuned setting
 
 
 def untuned_lr() -> float:

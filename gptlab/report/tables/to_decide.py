@@ -26,6 +26,7 @@ import pandas as pd
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.tables.scale import slices
+from gptlab.run.config import LR_KEY
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.effects import Analysis
 from gptlab.stats.robustness import DEPENDS
@@ -92,7 +93,7 @@ def _open_curve(res: Results, curves: pd.DataFrame | None, cell: str) -> dict:
 
 def _step(res: Results) -> float:
     """The coarse step of the tuned lrs, in octaves (1: a factor 2, the lab's default)."""
-    lrs = sorted(float(v) for v in res.tuned_space.get("train.lr", ()) if float(v) > 0)
+    lrs = sorted(float(v) for v in res.tuned_space.get(LR_KEY, ()) if float(v) > 0)
     return float(np.median(np.diff(np.log2(lrs)))) if len(lrs) > 1 else 1.0
 
 

@@ -37,6 +37,7 @@ import pandas as pd
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.tables.analyses import design_for
+from gptlab.run.config import LR_KEY  # the tuned key whose curves lr_curves.csv fits
 from gptlab.stats.cliff import SAYS_NOTHING
 from gptlab.stats.effects import analyse
 from gptlab.stats.levels import grid_level, level_key, same_level
@@ -44,7 +45,6 @@ from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
 from gptlab.stats.picks import Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows, tuning_columns
 from gptlab.statuses import FAILED_TO_TRAIN
 
-LR_KEY = "train.lr"  # the tuned key whose curves lr_curves.csv fits
 SELECTION_LOSS = "best_val_loss"  # validation: the split that chose the checkpoints and the settings
 EFFECT_COLS = ["effect", "estimate", "ci_low", "ci_high", "p_adjusted", "call"]
 FIXED_COLS = ["setting", *EFFECT_COLS]

@@ -27,13 +27,13 @@ import pandas as pd
 from gptlab.report.fmt import multiplier_text, round_frame
 from gptlab.report.load import Results, run_roles
 from gptlab.roles import WORTH, WORTH_TUNING
+from gptlab.run.config import LENGTH_KEY, LR_KEY
+from gptlab.run.schedules import WSD
 from gptlab.stats import worth as stats_worth
 from gptlab.stats.arms import ARM
 from gptlab.stats.text_share import Blocks
 from gptlab.stats.worth_lr import Retune, retune_check, retuned_multiplier
 
-LENGTH_KEY, LR_KEY = "train.max_iters", "train.lr"
-WSD = "wsd"
 SCALE_COLS = ["scale_factor", "scale_level"]
 WORTH_COLS = ["arm", "baseline", "study_steps", "lengths", "curve_seeds", "n_arm", "anchored", "multiplier",
               "multiplier_low", "multiplier_high", "low_open", "high_open", "censored", "lowest", "highest",
