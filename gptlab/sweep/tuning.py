@@ -120,6 +120,8 @@ class TuneThenEstimate:
         self.spec, self.out = spec, out
         self.adaptive_seeds_class = adaptive_seeds or functools.partial(
             AdaptiveSeeds, widest=functools.partial(widest_in_summary, spec))
+        if spec.tune is None:  # the sweep asks a tuner only for a spec with `tune:` (methods.tuner_of)
+            raise GptlabError(f"sweep {spec.name}: a tuning method needs the spec's tune: section")
         self.tune: TuneSpec = spec.tune
         self.selection: tuple[Run, ...] = tuple(spec.runs)  # every selection-side run planned so far
         self.cells = list(dict.fromkeys(r.cell for r in spec.runs))

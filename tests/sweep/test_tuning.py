@@ -385,3 +385,12 @@ def test_a_small_tuned_sweep_end_to_end(tmp_path, corpus, capsys):
     assert "selection: 6 runs (2 cells x 3 settings x 1 seeds), 6 already finished, 0 to train" in err
     assert "estimation: 4 runs (2 cells x 2 seeds), 4 already finished, 0 to train" in err
     assert _rows(results / TUNING_CSV) == tuning
+
+
+def test_a_tuning_method_given_a_spec_without_tune_refuses_it_in_one_line(corpus):
+    raw = _raw(corpus, tune=None)
+    raw["base"]["train"]["lr"] = 1e-3
+    spec = validate_spec(raw, corpus.parent / "sweep.yaml", {}, {})
+    assert spec.tune is None
+    with pytest.raises(GptlabError, match="sweep tuned: a tuning method needs the spec's tune: section"):
+        Grid(spec, io.StringIO())
