@@ -7,9 +7,8 @@ else a text drawn before and kept, in the report's own `samples.json` (reports/N
 render step writes: `Samples.cache_text`) or in results/NAME/samples.json, where reports before the
 report's folder kept them (read, never written: no report step writes into results/NAME/). A run
 with none of these gives "(no checkpoint available)"; any other sampling error is logged and shown
-in the report; sampling never makes the report fail. Before it samples a checkpoint it imports the
-plugins the sweep named (`gptlab.run.sampling.import_sweep_plugins`): a run may use a plugin's
-registry entry.
+in the report; sampling never makes the report fail. A run may use a plugin's registry entry: the
+load step imported the plugins its sweep named when it read sweep.yaml back (`gptlab.sweep.stored`).
 """
 from __future__ import annotations
 
@@ -83,11 +82,6 @@ def gather(res: Results, report_dir: Path | str | None = None) -> Samples:
     except Exception as exc:  # module missing or broken: the report still renders
         log.info("no sampling available (%s)", exc)
         sample_from_run = None
-    try:
-        from gptlab.run.sampling import import_sweep_plugins
-    except ImportError:  # a stand-in sampler without it (or none): nothing to import
-        import_sweep_plugins = None
-    plugins_ready = import_sweep_plugins is None
     kept = read_stored(Path(report_dir) / SAMPLES_JSON) if report_dir is not None else {}
     stored = {**read_stored(res.results_dir.samples_json), **kept}
     fresh: dict[str, str] = {}
@@ -97,12 +91,6 @@ def gather(res: Results, report_dir: Path | str | None = None) -> Samples:
         own = run_sample(folder)  # written by the run from the same checkpoint and settings
         text = own or stored.get(str(run.run_id), NO_CHECKPOINT)
         if own is None and sample_from_run is not None:
-            if not plugins_ready and (folder / RunDir.BEST).is_file():
-                plugins_ready = True  # once, and only when there is a checkpoint to sample
-                try:
-                    import_sweep_plugins(folder.path)
-                except Exception as exc:  # the sample of a run that needs them then says why it failed
-                    log.warning("samples: %s", exc)
             try:
                 text = fresh[str(run.run_id)] = sample_from_run(
                     folder.path, prompt=PROMPT, max_new_tokens=MAX_NEW_TOKENS, seed=SEED)
