@@ -35,13 +35,13 @@ from gptlab.errors import GptlabError, exit_status
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.sweep.dry_run import dry_run
 from gptlab.sweep.execute import SweepOptions, execute
+from gptlab.sweep.kinds import known_runs, planned_count
 from gptlab.sweep.methods import planned_range, tuner_of
 from gptlab.sweep.reuse import check_sources
 from gptlab.sweep.runs import SweepSpec
 from gptlab.sweep.spec import load_spec, parse_overrides
 from gptlab.sweep.summary import write_summary
 from gptlab.sweep.tuning import selects
-from gptlab.sweep.worth import known_runs, planned_count
 
 log = logging.getLogger("gptlab.sweep")
 

@@ -47,6 +47,7 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     """
     from gptlab.report import document, figures, sentences
     from gptlab.report.document import render
+    from gptlab.report.kinds import kind_sections
     from gptlab.report.load import samples
     from gptlab.report.tables import compute_tables
 
@@ -57,9 +58,13 @@ def write_report(results_dir: Path | str, reports_dir: Path | str | None = None,
     tables = compute_tables(res, margin)
     words = sentences.write(res, tables)
     figs = figures.report_figures(res, tables)
-    blocks = document.build(res, tables, words, figs, texts.shown)
+    files, images = tables.files(words.verdicts), figs.files()
+    kinds = kind_sections(res, tables, words, figs, {**files, **images})
+    blocks = document.build(res, tables, words, figs, texts.shown, kinds)
     cache = texts.cache_text()
-    render.write(out, f"Ablation report: {res.name}", blocks, tables.files(words.verdicts), figs.files(),
+    for kind in kinds:
+        files, images = {**files, **kind.tables}, {**images, **kind.figures}
+    render.write(out, f"Ablation report: {res.name}", blocks, files, images,
                  {samples.SAMPLES_JSON: cache} if cache is not None else {})
     log.info("report written to %s", out)
     return out

@@ -14,11 +14,11 @@ from typing import Any, TextIO
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.statuses import FINISHED
 from gptlab.sweep.execute import planner_for, warn_other_runs
+from gptlab.sweep.kinds import known_runs
 from gptlab.sweep.progress import clock
 from gptlab.sweep.reuse import Reuse
 from gptlab.sweep.runs import Run, SweepSpec, arms_allocation, noise_df_warning
 from gptlab.sweep.trunks import branch_starts
-from gptlab.sweep.worth import known_runs
 
 
 def texts_line(spec: SweepSpec) -> str:

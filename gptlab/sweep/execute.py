@@ -23,6 +23,7 @@ from gptlab.runio import write_yaml
 from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.compile_share import compile_line
+from gptlab.sweep.kinds import known_runs, with_kind_stages
 from gptlab.sweep.lock import SweepLock
 from gptlab.sweep.methods import tuner_of
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
@@ -32,7 +33,6 @@ from gptlab.sweep.runs import Run, SweepSpec, arms_allocation, noise_df_warning
 from gptlab.sweep.summary import write_summary
 from gptlab.sweep.trunks import with_shared_trunks
 from gptlab.sweep.tuning import selects
-from gptlab.sweep.worth import WorthStages, known_runs
 
 ReportWriter = Callable[..., Path]  # write_report(results_dir, reports_dir, *, margin) -> reports/NAME
 
@@ -87,9 +87,9 @@ def warn_other_runs(spec: SweepSpec, results_dir: ResultsDir, out: TextIO) -> No
 
 
 def planner_for(spec: SweepSpec, out: TextIO) -> Planner:
-    """The spec's planner (`base_planner`), its stages split into trunks then branches where wsd lengths share trunks."""
-    base = base_planner(spec, out)
-    return with_shared_trunks(spec, WorthStages(base, spec, out) if spec.worth else base, out)
+    """The spec's planner (`base_planner`), then its kinds' stages (`sweep.kinds`: `worth:`'s lengths), every stage
+    split into trunks then branches where wsd lengths share trunks."""
+    return with_shared_trunks(spec, with_kind_stages(base_planner(spec, out), spec, out), out)
 
 
 def base_planner(spec: SweepSpec, out: TextIO) -> Planner:

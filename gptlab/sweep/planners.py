@@ -18,10 +18,10 @@ names none of the tuning methods: `execute.planner_for` asks the registry.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence, TextIO
 
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.sweep.runs import Run
+from gptlab.sweep.runs import Run, SweepSpec
 
 
 @dataclass(frozen=True)
@@ -97,3 +97,32 @@ class FixedSeeds:
 
     def preview(self) -> Preview | None:
         return None
+
+
+class SweepKind:
+    """The sweep's hooks of a kind of sweep; every hook but `check` has a default that adds nothing."""
+
+    def check(self, raw: Any, spec: SweepSpec) -> Any:
+        """The key's section (`raw`, never None) validated into a frozen value with `to_dict()`, against the rest of
+        the validated `spec`; bad input raises `GptlabError` naming the key."""
+        raise NotImplementedError(f"{type(self).__name__}.check")
+
+    def stages(self, planner: Planner, spec: SweepSpec, out: TextIO) -> Planner:
+        """The sweep's planner with this kind's stages added (`planner` itself when it adds none)."""
+        return planner
+
+    def known_runs(self, spec: SweepSpec, runs: list[Run]) -> list[Run]:
+        """Runs beyond `runs` (the spec's, and a tuned sweep's possible ones) that this kind may plan."""
+        return []
+
+    def planned_count(self, spec: SweepSpec) -> int:
+        """How many runs this kind's stages train at most (the progress line's total)."""
+        return 0
+
+    def columns(self, spec: SweepSpec, taken: list[str]) -> list[str]:
+        """Columns this kind adds to summary.csv after the tuned settings (`taken`: the columns already there)."""
+        return []
+
+    def row(self, spec: SweepSpec, run: Run) -> dict[str, Any]:
+        """A run's values in this kind's columns."""
+        return {}

@@ -117,7 +117,12 @@ class SweepSpec:
     runs: tuple[Run, ...] = ()  # expanded grid x seeds minus exclude (a tuned sweep: its first runs)
     arms: ArmsDesign | None = None  # an arms sweep's design (its grid: `arm` x the scale keys), None for a grid
     baseline_extra_seeds: bool = True  # an arms sweep's baseline gets Dunnett's sqrt(k) x seeds (False: selection runs)
-    worth: WorthSpec | None = None  # an arms sweep's `worth:` (the baseline's lengths, `sweep.worth`), else None
+    kinds: dict[str, Any] = field(default_factory=dict)  # each kind's checked section by its key (`sweep.kinds`)
+
+    @property
+    def worth(self) -> WorthSpec | None:
+        """An arms sweep's `worth:` (the baseline's lengths, `sweep.worth`), else None."""
+        return self.kinds.get("worth")
 
     @functools.cached_property
     def base_config(self) -> RunConfig:
@@ -155,7 +160,7 @@ class SweepSpec:
                 "seeds": self.seed_rule.to_dict() if self.seed_rule else self.seeds, "exclude": self.exclude,
                 "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report.to_dict(),
                 **({"scale": self.scale} if self.scale else {}), **({"tune": self.tune.to_dict()} if self.tune else {}),
-                **({"worth": self.worth.to_dict()} if self.worth else {})}
+                **{key: section.to_dict() for key, section in self.kinds.items()}}
 
 
 def arms_allocation(spec: SweepSpec) -> str | None:

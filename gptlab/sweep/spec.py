@@ -25,14 +25,14 @@ from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
 from gptlab.stats.levels import grid_level
 from gptlab.sweep.arms_spec import check_arm_configs, check_arms
+from gptlab.sweep.kinds import SWEEP_KINDS
 from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
 from gptlab.sweep.runs import MAX_RUNS, ReportSettings, SweepSpec, expand
 from gptlab.sweep.tune_spec import resolve_tune
-from gptlab.sweep.worth_spec import check_worth
 
 TOP_KEYS = ["name", "description", "plugins", "base", "grid", "arms", "scale", "seeds", "tune", "exclude", "baseline",
-            "claims", "worth", "executor", "report"]
+            "claims", "executor", "report"]  # and each kind's key (`sweep.kinds.SWEEP_KINDS`: `worth`, a plugin's)
 REPORT_KEYS = ["equivalence_margin"]
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: $ would allow a final newline
 MAX_SEEDS = 10_000
@@ -79,8 +79,8 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     for key in raw:
         if key in ("model", "train", "data"):
             raise GptlabError(f"unknown key '{key}': run settings go under base (base.{key})")
-        if key not in TOP_KEYS:
-            raise unknown_key(key, TOP_KEYS, listed="valid top-level keys")
+        if key not in TOP_KEYS and key not in SWEEP_KINDS and "plugins" not in raw:  # a plugin may add a kind's key
+            raise unknown_key(key, [*TOP_KEYS, *SWEEP_KINDS], listed="valid top-level keys")
     if "name" not in raw:
         raise _fail("name", "is required")
     if "grid" not in raw and "arms" not in raw:
@@ -98,6 +98,9 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     search_path = [str(path.parent.resolve()), str(Path.cwd())]
     plugins = [resolve_plugin(p, path.parent) for p in plugins]
     import_plugins(plugins, search_path)  # before the grid is validated: entries must exist
+    for key in raw:
+        if key not in TOP_KEYS and key not in SWEEP_KINDS:
+            raise unknown_key(key, [*TOP_KEYS, *SWEEP_KINDS], listed="valid top-level keys")
 
     base = copy.deepcopy(raw.get("base") or {})
     _require(base, dict, "base", "a mapping with model, train and data sections")
@@ -144,10 +147,10 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     report = _check_report({} if raw.get("report") is None else raw["report"], margin)
 
     scale = _check_scale(raw.get("scale") or [], grid) if arms is None else list(arms.scale)
-    worth = check_worth(raw.get("worth"), arms is not None, base_config, arms.arms if arms else {}, scale)
     spec = SweepSpec(name=name, description=description, plugins=plugins, base=base, grid=dict(grid), seeds=seeds,
                      exclude=exclude, baseline=baseline, executor=executor, report=report, scale=scale,
-                     seed_rule=seed_rule, source=str(path), search_path=search_path, arms=arms, worth=worth)
+                     seed_rule=seed_rule, source=str(path), search_path=search_path, arms=arms)
+    spec = dataclasses.replace(spec, kinds=_check_kinds(raw, spec))
     if "tune" in raw:
         spec = resolve_tune(spec, raw["tune"], plan)
     elif plan:
@@ -155,6 +158,16 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     if plan and not any(r.factors == baseline for r in spec.runs):
         raise _fail("baseline", f"the cell {shown(baseline, 200)} is excluded; name a cell that is trained")
     return spec
+
+
+def _check_kinds(raw: dict[str, Any], spec: SweepSpec) -> dict[str, Any]:
+    """Each kind's key checked by its kind (`sweep.kinds`) against the rest of the spec; null sets none."""
+    kinds = {}
+    for key in SWEEP_KINDS:
+        section = SWEEP_KINDS.get(key)().check(raw[key], spec) if raw.get(key) is not None else None
+        if section is not None:
+            kinds[key] = section
+    return kinds
 
 
 def _check_size(grid: dict[str, list[Any]], n_seeds: int, exclude: list[Any]) -> None:

@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from gptlab.run import summary_csv
-from gptlab.run.config import LENGTH_KEY
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.run.summary_csv import METRIC_FIELDS, TEST_FIELDS
+from gptlab.sweep.kinds import kinds_of
 from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.tuning import TunedRun, tuned_columns
-from gptlab.sweep.worth import length_of
 
 
 def run_dir(results_dir: ResultsDir | Path, run: Run) -> RunDir:
@@ -37,8 +36,9 @@ def metric_fields(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]:
 
 def summary_columns(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]:
     # `role` last: a plain sweep keeps the first release's columns in their places for readers by position
-    lengths = [LENGTH_KEY] if spec.worth is not None and LENGTH_KEY not in tuned_columns(spec) else []  # the runs' lengths
-    return ["run_id", "seed", *spec.grid, *tuned_columns(spec), *lengths, *metric_fields(spec, runs), "role"]
+    tuned = tuned_columns(spec)
+    added = [column for _, kind in kinds_of(spec) for column in kind.columns(spec, tuned)]  # `worth:`: the runs' lengths
+    return ["run_id", "seed", *spec.grid, *tuned, *added, *metric_fields(spec, runs), "role"]
 
 
 def write_summary(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
@@ -52,6 +52,6 @@ def write_summary(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Ru
         summary = folder.summary() or {"status": "failed", "error": f"unreadable {folder / RunDir.SUMMARY}"}
         entries.append(({"run_id": run.run_id, "seed": run.seed, **run.factors,
                          **(run.columns if isinstance(run, TunedRun) else {}),  # a tuned sweep: its setting
-                         **({LENGTH_KEY: length_of(run)} if spec.worth is not None else {}),
+                         **{k: v for _, kind in kinds_of(spec) for k, v in kind.row(spec, run).items()},
                          "role": run.role}, summary))  # only estimation runs enter the effects
     return summary_csv.write_summary(results_dir, entries, summary_columns(spec, runs))

@@ -27,11 +27,10 @@ from gptlab.run.identity import run_sources
 from gptlab.stats.arms import ARM
 from gptlab.stats.cliff import unstable
 from gptlab.statuses import OK
-from gptlab.sweep.methods import tuned_known_runs
-from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
+from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage, SweepKind
 from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, cell_label
 from gptlab.sweep.tuning import TunedRun
-from gptlab.sweep.worth_spec import WorthSpec, length_config, steps_at
+from gptlab.sweep.worth_spec import WorthSpec, check_worth, length_config, steps_at
 
 
 def length_of(run: Run) -> int:
@@ -101,14 +100,6 @@ def worth_runs(spec: SweepSpec, estimation: Sequence[Run], trained: set[str] | N
     return list(unique.values())
 
 
-def known_runs(spec: SweepSpec) -> list[Run]:
-    """The runs a spec may have in its folder, each once: `tuned_known_runs`, and the lengths of every possible pick."""
-    runs = tuned_known_runs(spec)
-    if spec.worth is None:
-        return runs
-    return runs + worth_runs(spec, [r for r in runs if r.role == ESTIMATION])
-
-
 def stand_in_estimation(spec: SweepSpec) -> list[Run]:
     """The baseline's estimation runs as the dry run counts them, before any pick: at the first lr, its most seeds."""
     seen: dict[Any, Run] = {}
@@ -122,11 +113,6 @@ def stand_in_estimation(spec: SweepSpec) -> list[Run]:
         runs += [Run(f"{run.run_id}-stand-in-{s}", run.cell, s, dataclasses.replace(run.config, seed=s))
                  for s in range(min(count, spec.worth.seeds or count))]
     return runs
-
-
-def planned_count(spec: SweepSpec) -> int:
-    """How many runs the worth stage trains at most (0 without `worth:`), for the count of a whole sweep."""
-    return len(worth_runs(spec, stand_in_estimation(spec))) if spec.worth is not None else 0
 
 
 class WorthStages:
@@ -173,3 +159,26 @@ def describe(spec: SweepSpec, runs: Sequence[Run]) -> str:
     return (f"worth: the baseline {spec.arms.baseline} at its pick under wsd, at {', '.join(f'{f:g}x' for f in worth.lengths)} "
             f"the study's steps ({n_worth} runs), and at lr x {', '.join(f'{f:g}' for f in (1.0, *worth.retune))} at "
             f"{worth.lengths[0]:g}x and {worth.lengths[-1]:g}x ({len(runs) - n_worth} runs: does its optimum move?)")
+
+
+class WorthKind(SweepKind):
+    """The `worth:` key (`gptlab.sweep.kinds.SWEEP_KINDS`): its section, its stage and its column of summary.csv."""
+
+    def check(self, raw: Any, spec: SweepSpec) -> WorthSpec | None:
+        return check_worth(raw, spec.arms is not None, spec.base_config, spec.arms.arms if spec.arms else {}, spec.scale)
+
+    def stages(self, planner: Planner, spec: SweepSpec, out: TextIO) -> Planner:
+        return WorthStages(planner, spec, out)
+
+    def known_runs(self, spec: SweepSpec, runs: list[Run]) -> list[Run]:
+        """The lengths of every possible pick."""
+        return list(worth_runs(spec, [r for r in runs if r.role == ESTIMATION]))
+
+    def planned_count(self, spec: SweepSpec) -> int:
+        return len(worth_runs(spec, stand_in_estimation(spec)))
+
+    def columns(self, spec: SweepSpec, taken: list[str]) -> list[str]:
+        return [] if LENGTH_KEY in taken else [LENGTH_KEY]  # the runs' lengths (a tuned length is there already)
+
+    def row(self, spec: SweepSpec, run: Run) -> dict[str, Any]:
+        return {LENGTH_KEY: length_of(run)}

@@ -17,6 +17,7 @@ from gptlab.report.document import build
 from gptlab.report.figures import Figures
 from gptlab.report.figures.worth_figure import worth_plot
 from gptlab.report.fmt import multiplier_text
+from gptlab.report.kinds import kind_sections
 from gptlab.report.load import load_results
 from gptlab.report.sentences import worth as worth_words
 from gptlab.report.tables import compute_tables
@@ -157,7 +158,8 @@ def test_the_section_says_each_multiplier_the_machine_and_the_re_tune(wsd_tables
     assert "warmup-stable-decay" in curve and "same schedule" in curve
     assert "cpu (x86_64), 2 thread(s) per run" in machine and "2 at a time" in machine
     assert "at 4x the best lr factor tried (of 0.5, 1, 2) is 2" in words.retune[0] and "optimum moves" in words.retune[0]
-    text = "\n".join(str(getattr(b, "text", "")) for b in build(res, tables, words, Figures(), []))
+    sections = kind_sections(res, tables, words, Figures())
+    text = "\n".join(str(getattr(b, "text", "")) for b in build(res, tables, words, Figures(), [], sections))
     assert text.index("Summary") < text.index("What each arm is worth") < text.index("Scorecard")
     png = worth_plot(res, tables.worth)
     assert png is not None and png.startswith(b"\x89PNG")
@@ -196,7 +198,8 @@ def test_without_the_key_no_worth_and_speed_claims_are_not_tested(tmp_path):
     assert tables.worth is None and "worth" not in tables.files({}) and not words.worth
     assert "worth" not in tables.scorecard.columns
     assert tables.scorecard.loc[tables.scorecard["about"] == "speed", "verdict"].eq("not tested here").all()
-    text = "\n".join(str(getattr(b, "text", "")) for b in build(res, tables, words, Figures(), []))
+    sections = kind_sections(res, tables, words, Figures())
+    text = "\n".join(str(getattr(b, "text", "")) for b in build(res, tables, words, Figures(), [], sections))
     assert "What each arm is worth" not in text
 
 

@@ -137,7 +137,7 @@ def test_round_one_is_the_grids_selection_with_its_run_ids(corpus):
 
 def test_the_runs_a_refined_sweep_may_have_are_each_known_once(corpus):
     """Round one is among the possible runs too: counted twice, an interrupted sweep said "356 of 188 to 308"."""
-    from gptlab.sweep.worth import known_runs
+    from gptlab.sweep.kinds import known_runs
 
     refined = _spec(corpus)
     ids = [r.run_id for r in known_runs(refined)]

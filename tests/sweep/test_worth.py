@@ -11,8 +11,9 @@ import yaml
 from helpers import skip_figures, tiny_config
 
 from gptlab.errors import GptlabError
+from gptlab.sweep.kinds import known_runs, planned_count
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.worth import known_runs, learned, planned_count, worth_runs
+from gptlab.sweep.worth import learned, worth_runs
 from gptlab.sweep.worth_spec import DEFAULT_LENGTHS, WorthSpec
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 import yaml
 
 from gptlab.report.document import quotes
-from gptlab.report.document.blocks import Block, Bullets, Code, Heading, Markdown, Para, Table, image
+from gptlab.report.document.blocks import Block, Bullets, Code, Heading, KindSection, Markdown, Para, Table, image
 from gptlab.report.document.sections import (
     MAX_MD_ROWS,
     SNAPSHOT,
@@ -30,7 +30,6 @@ from gptlab.report.document.sections import (
     training_sections,
     tuning_section,
 )
-from gptlab.report.document.worth import worth_section
 from gptlab.report.figures import Figures
 from gptlab.report.fmt import fmt_value
 from gptlab.report.load import Results
@@ -224,10 +223,10 @@ def stability_section(tables: ReportTables, words: Sentences) -> list[Block]:
 
 
 def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures,
-          samples: Sequence[Sample]) -> list[Block]:
+          samples: Sequence[Sample], kinds: Sequence[KindSection] = ()) -> list[Block]:
     """All blocks of the report, in order: its numbers (`tables`), its sentences (`words`), its figures (one
-    field each) and its text samples (one per cell)."""
-    blocks = header(res, words) + summary(res, tables, words, figures) + worth_section(res, tables, words, figures)
+    field each), the sections of its sweep's kinds (`report.kinds`: after the summary) and its text samples."""
+    blocks = header(res, words) + summary(res, tables, words, figures) + [b for kind in kinds for b in kind.blocks]
     blocks += scorecard_section(res, tables, words)
     blocks += adaptive_section(tables.adaptive, words, figures)
     blocks += discussion(res, tables.files(words.verdicts))

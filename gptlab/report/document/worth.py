@@ -7,7 +7,7 @@ and the re-tune. The document puts it after the summary; a sweep without `worth:
 """
 from __future__ import annotations
 
-from gptlab.report.document.blocks import Block, Bullets, Heading, Para, image
+from gptlab.report.document.blocks import Block, Bullets, Heading, KindSection, Para, image
 from gptlab.report.document.sections import table_blocks
 from gptlab.report.figures import Figures
 from gptlab.report.load import Results
@@ -20,6 +20,14 @@ RETUNE_MD_COLS = ["scale_level", "length", "steps", "pick_lr", "factors", "best_
 FIGURE_ALT = ("The baseline's loss against its training steps (log2; faint: each seed's runs; dots: the means; line: "
               "the curve), each arm placed at the steps that match its loss with its 95% CI as a horizontal bar "
               "(open markers with an arrow: beyond the lengths trained)")
+
+
+class WorthReport:
+    """The report's side of the `worth:` kind (`gptlab.report.kinds.REPORT_KINDS`): the section; its tables and figure
+    are the report's own (`ReportTables.worth`, `Figures.worth`), since the scorecard reads them too."""
+
+    def section(self, res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> KindSection:
+        return KindSection(tuple(worth_section(res, tables, words, figures)))
 
 
 def worth_section(res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> list[Block]:

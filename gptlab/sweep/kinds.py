@@ -1,0 +1,56 @@
+"""Kinds of sweep that add a top-level YAML key: their registry, `SWEEP_KINDS`, and the sweep's questions to them.
+
+A kind owns one key of the sweep file (`worth:`; a plugin's own), and answers for it everything the
+sweep asks: how the key's section is checked into a typed value (`check`, which `sweep.spec` calls once
+the rest of the spec is valid: `SweepSpec.kinds[key]`), how it is written back to sweep.yaml (the
+section's `to_dict`), the stages it adds after the spec's own (`stages`, a planner wrapped around the
+spec's), the runs it may plan (`known_runs`, `planned_count`), and its columns of summary.csv
+(`columns`, `row`). The report's side of a kind is `gptlab.report.kinds.REPORT_KINDS`, under the same
+name.
+
+The shipped kind is registered here, in the registry's own module (no registration by import order);
+a plugin's registers itself with `@SWEEP_KINDS.register("key")` in a file the sweep's `plugins:`
+names, which is imported before the spec's keys are checked. A kind extends `planners.SweepKind`, whose
+hooks add nothing, so it overrides only what it adds.
+"""
+from __future__ import annotations
+
+from typing import Iterator, TextIO
+
+from gptlab.registry import Registry
+from gptlab.sweep.methods import tuned_known_runs
+from gptlab.sweep.planners import Planner, SweepKind
+from gptlab.sweep.runs import Run, SweepSpec
+from gptlab.sweep.worth import WorthKind
+
+SWEEP_KINDS: Registry[type[SweepKind]] = Registry(
+    "sweep kind", "Top-level keys that add stages to a sweep (each with its report section)")
+
+
+SWEEP_KINDS.register("worth")(WorthKind)  # the one shipped kind; a plugin's registers itself
+
+
+def kinds_of(spec: SweepSpec) -> Iterator[tuple[str, SweepKind]]:
+    """The kinds a spec uses, in its sections' order, each as (key, hooks)."""
+    for key in spec.kinds:
+        yield key, SWEEP_KINDS.get(key)()
+
+
+def with_kind_stages(planner: Planner, spec: SweepSpec, out: TextIO) -> Planner:
+    """`planner` wrapped by each kind's stages, in order."""
+    for _, kind in kinds_of(spec):
+        planner = kind.stages(planner, spec, out)
+    return planner
+
+
+def known_runs(spec: SweepSpec) -> list[Run]:
+    """The runs a spec may have in its folder, each once: `methods.tuned_known_runs`, then each kind's."""
+    runs = tuned_known_runs(spec)
+    for _, kind in kinds_of(spec):
+        runs += kind.known_runs(spec, runs)
+    return runs
+
+
+def planned_count(spec: SweepSpec) -> int:
+    """How many runs the kinds' stages train at most (0 for a sweep without one)."""
+    return sum(kind.planned_count(spec) for _, kind in kinds_of(spec))
