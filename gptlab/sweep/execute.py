@@ -25,14 +25,12 @@ from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.compile_share import compile_line
 from gptlab.sweep.kinds import known_runs, with_kind_stages
 from gptlab.sweep.lock import SweepLock
-from gptlab.sweep.methods import tuner_of
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
 from gptlab.sweep.progress import Progress
 from gptlab.sweep.reuse import Reuse
 from gptlab.sweep.runs import Run, SweepSpec, arms_allocation, noise_df_warning
 from gptlab.sweep.summary import write_summary
 from gptlab.sweep.trunks import with_shared_trunks
-from gptlab.sweep.tuning import selects
 
 ReportWriter = Callable[..., Path]  # write_report(results_dir, reports_dir, *, margin) -> reports/NAME
 
@@ -87,16 +85,13 @@ def warn_other_runs(spec: SweepSpec, results_dir: ResultsDir, out: TextIO) -> No
 
 
 def planner_for(spec: SweepSpec, out: TextIO) -> Planner:
-    """The spec's planner (`base_planner`), then its kinds' stages (`sweep.kinds`: `worth:`'s lengths), every stage
-    split into trunks then branches where wsd lengths share trunks."""
+    """The spec's seeds' planner (`base_planner`) under its kinds' (`sweep.kinds`: a tuning method's, which plans the
+    whole sweep; then `worth:`'s lengths), every stage split into trunks then branches where wsd lengths share trunks."""
     return with_shared_trunks(spec, with_kind_stages(base_planner(spec, out), spec, out), out)
 
 
 def base_planner(spec: SweepSpec, out: TextIO) -> Planner:
-    """The planner of a spec's kind of sweep: its tuning method's (`tune.method`, selection then estimation, the
-    estimation fixed or adaptive) for `tune:`, adaptive rounds for `seeds: {min, max, precision}`, else one stage."""
-    if selects(spec):  # given picks (`tune.picks`) train as a plain sweep: nothing to select
-        return tuner_of(spec)(spec, out)
+    """The planner of a spec's runs by its seeds: adaptive rounds for `seeds: {min, max, precision}`, else one stage."""
     if spec.seed_rule is not None:
         return AdaptiveSeeds(spec.runs, spec.seed_rule, out, partial(widest_in_summary, spec), seed_count=spec.seed_count)
     return FixedSeeds(spec.runs, spec.name)

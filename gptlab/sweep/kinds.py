@@ -18,16 +18,18 @@ from __future__ import annotations
 from typing import Iterator, TextIO
 
 from gptlab.registry import Registry
-from gptlab.sweep.methods import tuned_known_runs
 from gptlab.sweep.planners import Planner, SweepKind
 from gptlab.sweep.runs import Run, SweepSpec
+from gptlab.sweep.tune_spec import TuneKind
 from gptlab.sweep.worth import WorthKind
 
 SWEEP_KINDS: Registry[type[SweepKind]] = Registry(
     "sweep kind", "Top-level keys that add stages to a sweep (each with its report section)")
 
 
-SWEEP_KINDS.register("worth")(WorthKind)  # the one shipped kind; a plugin's registers itself
+# The shipped kinds, in the order they join a spec and wrap its planner; a plugin's registers itself after them.
+SWEEP_KINDS.register("tune")(TuneKind)
+SWEEP_KINDS.register("worth")(WorthKind)
 
 
 def kinds_of(spec: SweepSpec) -> Iterator[tuple[str, SweepKind]]:
@@ -44,10 +46,14 @@ def with_kind_stages(planner: Planner, spec: SweepSpec, out: TextIO) -> Planner:
 
 
 def known_runs(spec: SweepSpec) -> list[Run]:
-    """The runs a spec may have in its folder, each once: `methods.tuned_known_runs`, then each kind's."""
-    runs = tuned_known_runs(spec)
+    """The runs a spec may have in its folder, each once: its runs, then each kind's later ones (a tuned sweep's
+    possible estimation runs, the lengths of `worth:`)."""
+    runs = list(spec.runs)
     for _, kind in kinds_of(spec):
-        runs += kind.known_runs(spec, runs)
+        first: dict[str, Run] = {}
+        for run in runs + kind.known_runs(spec, runs):  # a refining tuner's possible runs include the first round's
+            first.setdefault(run.run_id, run)
+        runs = list(first.values())
     return runs
 
 

@@ -4,30 +4,19 @@
 the registry's own module, so looking a method up never depends on which module happened to be
 imported first; a plugin's method registers itself with `@TUNERS.register("name")` in the file the
 sweep's `plugins:` names (imported before the spec is validated). What the rest of the sweep asks of
-a method by name lives here too: its class (`tuner_of`), the runs it may plan (`tuned_known_runs`),
-how many it trains (`planned_range`).
+a method by name lives here too: its class (`tuner_of`) and how many runs it trains (`planned_range`).
 """
 from __future__ import annotations
 
 from gptlab.registry import Registry
 from gptlab.sweep.refine import Refine
-from gptlab.sweep.runs import Run, SweepSpec
+from gptlab.sweep.runs import SweepSpec
 from gptlab.sweep.tuning import Grid, TuneThenEstimate, selects
 
 TUNERS: Registry[type[TuneThenEstimate]] = Registry(
     "tune.method", "How a tuned sweep chooses each cell's setting (its selection runs)")
 TUNERS.register("grid")(Grid)
 TUNERS.register("refine")(Refine)
-
-
-def tuned_known_runs(spec: SweepSpec) -> list[Run]:
-    """The runs a spec may have in its folder, each once: its runs, and a tuned sweep's every possible later run
-    (`gptlab.sweep.worth.known_runs` adds the baseline's lengths)."""
-    runs = list(spec.runs) + (tuner_of(spec).possible_runs(spec) if selects(spec) else [])
-    first: dict[str, Run] = {}
-    for run in runs:  # a refining tuner's possible runs include the first round's
-        first.setdefault(run.run_id, run)
-    return list(first.values())
 
 
 def tuner_of(spec: SweepSpec) -> type[TuneThenEstimate]:

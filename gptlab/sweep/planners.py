@@ -13,7 +13,8 @@ The planners: `FixedSeeds` here (one stage: the spec's runs), `AdaptiveSeeds` in
 one per `tune.method` (`grid` in `gptlab.sweep.tuning`, `refine` in `gptlab.sweep.refine`, and a plugin's:
 a class extending `tuning.TuneThenEstimate`, registered with `@TUNERS.register("name")` in one
 file the sweep's `plugins:` names). None of them imports the driver (`execute`), and the driver
-names none of the tuning methods: `execute.planner_for` asks the registry.
+names none of the tuning methods: `execute.planner_for` asks each kind of sweep (`SweepKind` here, registered
+in `gptlab.sweep.kinds`) for its stages, and `tune:`'s kind asks the methods' registry.
 """
 from __future__ import annotations
 
@@ -103,12 +104,24 @@ class SweepKind:
     """The sweep's hooks of a kind of sweep; every hook but `check` has a default that adds nothing."""
 
     def check(self, raw: Any, spec: SweepSpec) -> Any:
-        """The key's section (`raw`, never None) validated into a frozen value with `to_dict()`, against the rest of
-        the validated `spec`; bad input raises `GptlabError` naming the key."""
+        """The key's section (`raw`, as the YAML gives it) validated into a frozen value with `to_dict()`, against the
+        rest of the validated `spec`; None where the value turns the kind off; bad input raises `GptlabError` naming
+        the key."""
         raise NotImplementedError(f"{type(self).__name__}.check")
 
+    def joined(self, spec: SweepSpec) -> SweepSpec:
+        """The spec once this kind's section is in `spec.kinds`: `spec` itself, or with defaults the kind sets (a tuned
+        sweep's test split)."""
+        return spec
+
+    def first_runs(self, spec: SweepSpec) -> list[Run] | None:
+        """The runs the sweep starts from, where this kind plans them (a tuned sweep's selection runs); None: the
+        grid's (or the arms') cells x seeds."""
+        return None
+
     def stages(self, planner: Planner, spec: SweepSpec, out: TextIO) -> Planner:
-        """The sweep's planner with this kind's stages added (`planner` itself when it adds none)."""
+        """The sweep's planner with this kind's stages added (`planner` itself when it adds none); a kind that plans
+        the whole sweep returns its own (a tuning method plans its selection and then the estimation seeds)."""
         return planner
 
     def known_runs(self, spec: SweepSpec, runs: list[Run]) -> list[Run]:

@@ -110,7 +110,6 @@ class SweepSpec:
     report: ReportSettings  # report settings, always filled (sweep.yaml records the margin used)
     scale: list[str] = field(default_factory=list)  # grid keys reported as scale (effects per level), not effects
     seed_rule: SeedRule | None = None  # the rule of an adaptive sweep (seeds 0..max-1), None for fixed seeds
-    tune: TuneSpec | None = None  # a tuned sweep's `tune:` (then `runs` are its selection runs), else None
     source: str = ""  # the YAML path it came from
     command: str = ""  # the command line that ran it, as sweep.yaml records it (`sweep.stored`); "" before a sweep ran
     search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
@@ -118,6 +117,11 @@ class SweepSpec:
     arms: ArmsDesign | None = None  # an arms sweep's design (its grid: `arm` x the scale keys), None for a grid
     baseline_extra_seeds: bool = True  # an arms sweep's baseline gets Dunnett's sqrt(k) x seeds (False: selection runs)
     kinds: dict[str, Any] = field(default_factory=dict)  # each kind's checked section by its key (`sweep.kinds`)
+
+    @property
+    def tune(self) -> TuneSpec | None:
+        """A tuned sweep's `tune:` (then `runs` are its selection runs, `sweep.tune_spec`), else None."""
+        return self.kinds.get("tune")
 
     @property
     def worth(self) -> WorthSpec | None:
@@ -159,7 +163,7 @@ class SweepSpec:
                 "base": self.base, "grid": self.grid, **arms,
                 "seeds": self.seed_rule.to_dict() if self.seed_rule else self.seeds, "exclude": self.exclude,
                 "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report.to_dict(),
-                **({"scale": self.scale} if self.scale else {}), **({"tune": self.tune.to_dict()} if self.tune else {}),
+                **({"scale": self.scale} if self.scale else {}),
                 **{key: section.to_dict() for key, section in self.kinds.items()}}
 
 

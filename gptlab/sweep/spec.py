@@ -25,14 +25,13 @@ from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
 from gptlab.stats.levels import grid_level
 from gptlab.sweep.arms_spec import check_arm_configs, check_arms
-from gptlab.sweep.kinds import SWEEP_KINDS
+from gptlab.sweep.kinds import SWEEP_KINDS, kinds_of
 from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
 from gptlab.sweep.runs import MAX_RUNS, ReportSettings, SweepSpec, expand
-from gptlab.sweep.tune_spec import resolve_tune
 
-TOP_KEYS = ["name", "description", "plugins", "base", "grid", "arms", "scale", "seeds", "tune", "exclude", "baseline",
-            "claims", "executor", "report"]  # and each kind's key (`sweep.kinds.SWEEP_KINDS`: `worth`, a plugin's)
+TOP_KEYS = ["name", "description", "plugins", "base", "grid", "arms", "scale", "seeds", "exclude", "baseline", "claims",
+            "executor", "report"]  # and each kind's key (`sweep.kinds.SWEEP_KINDS`: `tune`, `worth`, a plugin's)
 REPORT_KEYS = ["equivalence_margin"]
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: $ would allow a final newline
 MAX_SEEDS = 10_000
@@ -150,24 +149,24 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     spec = SweepSpec(name=name, description=description, plugins=plugins, base=base, grid=dict(grid), seeds=seeds,
                      exclude=exclude, baseline=baseline, executor=executor, report=report, scale=scale,
                      seed_rule=seed_rule, source=str(path), search_path=search_path, arms=arms)
-    spec = dataclasses.replace(spec, kinds=_check_kinds(raw, spec))
-    if "tune" in raw:
-        spec = resolve_tune(spec, raw["tune"], plan)
-    elif plan:
-        spec = dataclasses.replace(spec, runs=tuple(expand(spec)))
+    spec = _with_kinds(raw, spec)
+    if plan:  # the runs it starts from: a kind's (a tuned sweep's selection), else the cells x seeds
+        first = next((runs for _, kind in kinds_of(spec) if (runs := kind.first_runs(spec)) is not None), None)
+        spec = dataclasses.replace(spec, runs=tuple(expand(spec) if first is None else first))
     if plan and not any(r.factors == baseline for r in spec.runs):
         raise _fail("baseline", f"the cell {shown(baseline, 200)} is excluded; name a cell that is trained")
     return spec
 
 
-def _check_kinds(raw: dict[str, Any], spec: SweepSpec) -> dict[str, Any]:
-    """Each kind's key checked by its kind (`sweep.kinds`) against the rest of the spec; null sets none."""
-    kinds = {}
+def _with_kinds(raw: dict[str, Any], spec: SweepSpec) -> SweepSpec:
+    """`spec` with each kind's key (`sweep.kinds`, in their order: `tune` before `worth`) checked by its kind against
+    the spec so far, and joined to it; a kind whose check gives None (`worth: false`) joins nothing."""
     for key in SWEEP_KINDS:
-        section = SWEEP_KINDS.get(key)().check(raw[key], spec) if raw.get(key) is not None else None
+        kind = SWEEP_KINDS.get(key)()
+        section = kind.check(raw[key], spec) if key in raw else None
         if section is not None:
-            kinds[key] = section
-    return kinds
+            spec = kind.joined(dataclasses.replace(spec, kinds={**spec.kinds, key: section}))
+    return spec
 
 
 def _check_size(grid: dict[str, list[Any]], n_seeds: int, exclude: list[Any]) -> None:

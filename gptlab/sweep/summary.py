@@ -16,7 +16,7 @@ from gptlab.run.rundir import RunDir
 from gptlab.run.summary_csv import METRIC_FIELDS, TEST_FIELDS
 from gptlab.sweep.kinds import kinds_of
 from gptlab.sweep.runs import Run, SweepSpec
-from gptlab.sweep.tuning import TunedRun, tuned_columns
+from gptlab.sweep.tuning import TunedRun
 
 
 def run_dir(results_dir: ResultsDir | Path, run: Run) -> RunDir:
@@ -36,9 +36,10 @@ def metric_fields(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]:
 
 def summary_columns(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]:
     # `role` last: a plain sweep keeps the first release's columns in their places for readers by position
-    tuned = tuned_columns(spec)
-    added = [column for _, kind in kinds_of(spec) for column in kind.columns(spec, tuned)]  # `worth:`: the runs' lengths
-    return ["run_id", "seed", *spec.grid, *tuned, *added, *metric_fields(spec, runs), "role"]
+    added: list[str] = []  # each kind's, in order: a tuned sweep's tuned keys, `worth:`'s lengths
+    for _, kind in kinds_of(spec):
+        added += kind.columns(spec, added)
+    return ["run_id", "seed", *spec.grid, *added, *metric_fields(spec, runs), "role"]
 
 
 def write_summary(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The `tune:` section of a sweep YAML, validated: `resolve_tune(spec, raw)` -> the spec with its tune and first runs.
+"""The `tune:` section of a sweep YAML: `TuneKind`, the kind of sweep that tunes each cell before estimating it.
 
 Owns the keys every tuning method shares (`space`, `seeds`, `method`), the given picks' entry point
 (`picks`, `picked_by`: `gptlab.sweep.given`), and the hand-off of a method's own keys to its planner's
@@ -9,14 +9,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 import typing
-from typing import Any
+from typing import Any, TextIO
 
 from gptlab.errors import GptlabError, closest, shown, unknown_key
 from gptlab.run.config import SECTIONS, coerce, get_dotted, set_dotted, valid_keys
 from gptlab.sweep.given import check_given
-from gptlab.sweep.methods import TUNERS
-from gptlab.sweep.runs import MAX_RUNS, SELECTION_SEED_OFFSET, SweepSpec, TuneSpec
-from gptlab.sweep.tuning import ESTIMATION, SELECTION, expand_cells, runs_at
+from gptlab.sweep.methods import TUNERS, tuner_of
+from gptlab.sweep.planners import Planner, SweepKind
+from gptlab.sweep.runs import MAX_RUNS, SELECTION_SEED_OFFSET, Run, SweepSpec, TuneSpec
+from gptlab.sweep.tuning import ESTIMATION, SELECTION, expand_cells, runs_at, selects, tuned_columns
 
 MAX_TUNE_SEEDS = 100  # selection seeds per cell and setting
 TUNE_KEYS = ["space", "seeds", "method", "picks", "picked_by"]  # and each method's own (its planner's OPTIONS)
@@ -26,29 +27,42 @@ def _fail(key: str, message: str) -> GptlabError:
     return GptlabError(f"{key}: {message}")
 
 
-def resolve_tune(spec: SweepSpec, raw: Any, plan: bool = True) -> SweepSpec:
-    """`spec` (frozen, without runs) with `tune:` validated against it, its test split's default, and its first runs
-    (none with `plan=False`).
+class TuneKind(SweepKind):
+    """`tune:` (`gptlab.sweep.kinds.SWEEP_KINDS`): the section, the tuned sweep's test split, its selection runs, its
+    method's planner (`methods.TUNERS`) and the tuned keys' columns of summary.csv."""
 
-    A tuned sweep's verdict is on a test split the selection never saw: where neither `base` nor the grid
-    sets `data.test_fraction`, it is half the validation text.
-    """
-    tune = _check_tune(raw, spec)
-    base = spec.base
-    if not any(k == "data.test_fraction" for k in spec.grid):
+    def check(self, raw: Any, spec: SweepSpec) -> TuneSpec:
+        return _check_tune(raw, spec)
+
+    def joined(self, spec: SweepSpec) -> SweepSpec:
+        """A tuned sweep's verdict is on a test split the selection never saw: where neither `base` nor the grid
+        sets `data.test_fraction`, it is half the validation text."""
+        if any(k == "data.test_fraction" for k in spec.grid):
+            return spec
         try:
-            get_dotted(base, "data.test_fraction")
+            get_dotted(spec.base, "data.test_fraction")
+            return spec
         except (KeyError, TypeError):  # half the held-out tail: 0.05 of Tiny Shakespeare, nanoGPT's val text halved
-            base = copy.deepcopy(base)
+            base = copy.deepcopy(spec.base)
             set_dotted(base, "data.test_fraction", spec.base_config.data.val_fraction / 2)
-    spec = dataclasses.replace(spec, base=base, tune=tune)
-    if not plan:
-        return spec
-    if tune.given:  # no selection: the runs are each cell at its given setting, as estimation runs
-        runs = [r for cell, setting in tune.given for r in runs_at(spec, [setting], spec.seeds, ESTIMATION, [cell])]
-    else:
-        runs = runs_at(spec, tune.settings(), tune.selection_seeds, SELECTION)
-    return dataclasses.replace(spec, runs=tuple(runs))
+            return dataclasses.replace(spec, base=base)
+
+    def first_runs(self, spec: SweepSpec) -> list[Run]:
+        tune = spec.tune
+        if tune.given:  # no selection: the runs are each cell at its given setting, as estimation runs
+            return [r for cell, setting in tune.given for r in runs_at(spec, [setting], spec.seeds, ESTIMATION, [cell])]
+        return list(runs_at(spec, tune.settings(), tune.selection_seeds, SELECTION))
+
+    def stages(self, planner: Planner, spec: SweepSpec, out: TextIO) -> Planner:
+        """The method's planner (selection, then the estimation seeds); given picks train as a plain sweep."""
+        return tuner_of(spec)(spec, out) if selects(spec) else planner
+
+    def known_runs(self, spec: SweepSpec, runs: list[Run]) -> list[Run]:
+        """Every run the method may plan later (each possible pick's estimation runs)."""
+        return tuner_of(spec).possible_runs(spec) if selects(spec) else []
+
+    def columns(self, spec: SweepSpec, taken: list[str]) -> list[str]:
+        return tuned_columns(spec)  # each run's values: its `TunedRun.columns` (`sweep.summary`)
 
 
 def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:

@@ -39,6 +39,7 @@ from gptlab.errors import GptlabError
 from gptlab.executors.base import ExecutorConfig
 from gptlab.model import REGISTRIES
 from gptlab.run.config import LIMITS, SECTIONS, coerce, resolve_run_config, valid_keys
+from gptlab.sweep.kinds import SWEEP_KINDS
 from gptlab.sweep.loader import MAX_SPEC_BYTES, load_yaml, parse_overrides, read_spec_file
 from gptlab.sweep.spec import TOP_KEYS
 from gptlab.sweep_cli import main as sweep_main
@@ -48,7 +49,7 @@ pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of th
 SHIPPED = {p.stem: yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted((REPO / "ablations").glob("*.yaml"))}
 RUN_KEYS = [k for k in valid_keys() if k != "seed"]
 # What an error line may name: a key of the spec or of a run config, a CLI option, or the file (YAML errors).
-KEY_WORDS = [*TOP_KEYS, *RUN_KEYS, "model", "train", "data", "seed", "--set", "--jobs", "--margin", "fuzz.yaml"]
+KEY_WORDS = [*TOP_KEYS, *SWEEP_KINDS, *RUN_KEYS, "model", "train", "data", "seed", "--set", "--jobs", "--margin", "fuzz.yaml"]
 
 
 # ---- a small YAML emitter: specs may hold what PyYAML's dumper never writes -------------------------
@@ -441,7 +442,7 @@ def random_specs(draw: st.DrawFn, big: bool = False) -> Any:
     """A spec with the right shape and random contents: keys valid and not, values of any type."""
     weird = WEIRD[big]
     spec: dict[Any, Any] = {}
-    for key in draw(st.lists(st.sampled_from([*TOP_KEYS, "model", "lol"]), max_size=8, unique=True)):
+    for key in draw(st.lists(st.sampled_from([*TOP_KEYS, *SWEEP_KINDS, "model", "lol"]), max_size=8, unique=True)):
         if key == "base":
             spec[key] = {section: {k: draw(weird) for k in draw(st.lists(
                              st.sampled_from([k.split(".", 1)[1] for k in RUN_KEYS if k.startswith(section + ".")]

@@ -13,6 +13,7 @@ by hand from the planted formulas, and mutation tests double a contrast and see 
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -25,11 +26,18 @@ from gptlab.stats.design import Design
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
 
 
-@pytest.fixture(scope="module")
-def runs():
+@functools.cache
+def _simulated() -> dict:
+    """Computed once per process (seeded: the same every time), though xdist may run this module's tests apart and
+    pytest then sets the module's fixture up again."""
     return {name: (case, calibrate(case.design, case.means, case.datasets, case.seeds, noise_sd=case.noise_sd,
                                    rng_seed=case.rng_seed))
             for name, case in CALIBRATION_DESIGNS.items()}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return _simulated()
 
 
 def test_at_least_500_datasets(runs):
