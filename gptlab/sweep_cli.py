@@ -35,8 +35,8 @@ from gptlab.errors import GptlabError, exit_status
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.sweep.dry_run import dry_run
 from gptlab.sweep.execute import SweepOptions, execute
-from gptlab.sweep.kinds import known_runs, planned_count
-from gptlab.sweep.methods import planned_range, tuner_of
+from gptlab.sweep.kinds import SWEEP_KINDS, known_runs, planned_count
+from gptlab.sweep.methods import TUNERS, planned_range, tuner_of
 from gptlab.sweep.reuse import check_sources
 from gptlab.sweep.runs import SweepSpec
 from gptlab.sweep.spec import load_spec, parse_overrides
@@ -79,10 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def list_registries(stream: TextIO) -> None:
-    """Every registry a sweep's grid can name, by its dotted key, with one line per entry."""
+    """Every registry a sweep's grid can name, by its dotted key, then the kinds of sweep (their top-level keys) and
+    the tuning methods, with one line per entry."""
     from gptlab.run.settings_help import registries_by_key
 
-    for key, registry in registries_by_key().items():
+    for key, registry in {**registries_by_key(), "top-level keys": SWEEP_KINDS, "tune.method": TUNERS}.items():
         print(f"{key}: {registry.description}", file=stream)
         for name in registry.names():
             print(f"  {name:<14} {registry.summary(name)}", file=stream)

@@ -24,7 +24,7 @@ from gptlab.sweep.tune_spec import TuneKind
 from gptlab.sweep.worth import WorthKind
 
 SWEEP_KINDS: Registry[type[SweepKind]] = Registry(
-    "sweep kind", "Top-level keys that add stages to a sweep (each with its report section)")
+    "sweep kind", "Kinds of sweep: keys that plan or add stages (a plugin's too)")
 
 
 # The shipped kinds, in the order they join a spec and wrap its planner; a plugin's registers itself after them.

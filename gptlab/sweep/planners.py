@@ -103,6 +103,8 @@ class FixedSeeds:
 class SweepKind:
     """The sweep's hooks of a kind of sweep; every hook but `check` has a default that adds nothing."""
 
+    description = ""  # one line on what its key asks for (`--list`)
+
     def check(self, raw: Any, spec: SweepSpec) -> Any:
         """The key's section (`raw`, as the YAML gives it) validated into a frozen value with `to_dict()`, against the
         rest of the validated `spec`; None where the value turns the kind off; bad input raises `GptlabError` naming

@@ -31,6 +31,8 @@ class TuneKind(SweepKind):
     """`tune:` (`gptlab.sweep.kinds.SWEEP_KINDS`): the section, the tuned sweep's test split, its selection runs, its
     method's planner (`methods.TUNERS`) and the tuned keys' columns of summary.csv."""
 
+    description = "Each cell's tune.space settings tried on selection seeds, then its estimation seeds at its pick"
+
     def check(self, raw: Any, spec: SweepSpec) -> TuneSpec:
         return _check_tune(raw, spec)
 

@@ -164,6 +164,8 @@ def describe(spec: SweepSpec, runs: Sequence[Run]) -> str:
 class WorthKind(SweepKind):
     """The `worth:` key (`gptlab.sweep.kinds.SWEEP_KINDS`): its section, its stage and its column of summary.csv."""
 
+    description = "An arms sweep's baseline at its pick trained to several lengths: each arm's worth in its steps"
+
     def check(self, raw: Any, spec: SweepSpec) -> WorthSpec | None:
         return check_worth(raw, spec.arms is not None, spec.base_config, spec.arms.arms if spec.arms else {}, spec.scale)
 

@@ -266,6 +266,8 @@ def test_list_shows_every_registry_entry(capsys):
         assert f"model.{axis}:" in out
         for entry in entries:
             assert f"  {entry} " in out
+    kinds, methods = out.split("top-level keys:")[1].split("tune.method:")  # the kinds of sweep, then the methods
+    assert "  tune " in kinds and "  worth " in kinds and "  grid " in methods and "  refine " in methods
 
 
 def test_plan_uses_every_core_once_and_respects_memory(monkeypatch):
