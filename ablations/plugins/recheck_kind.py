@@ -95,4 +95,4 @@ class RecheckReport:
         rows = res.other_roles[res.other_roles["role"] == ROLE]
         table = rows[["run_id", "seed", "status", "best_val_loss"]].reset_index(drop=True)
         text = f"The baseline trained again at {len(table)} fresh seed(s) (`tables/recheck.csv`; kept out of the effects)."
-        return KindSection((Heading("Recheck"), Para(text), Table(table)), {"recheck": table})
+        return KindSection(blocks=(Heading("Recheck"), Para(text), Table(table)), tables={"recheck": table})

@@ -12,7 +12,8 @@ from typing import Mapping, Protocol
 
 from gptlab.errors import GptlabError
 from gptlab.registry import Registry
-from gptlab.report.document.blocks import KindSection
+from gptlab.report.document.blocks import PLACES, KindSection
+from gptlab.report.document.sections import TuneReport
 from gptlab.report.document.worth import WorthReport
 from gptlab.report.figures import Figures
 from gptlab.report.load import Results
@@ -29,7 +30,9 @@ class ReportKind(Protocol):
 
 
 REPORT_KINDS: Registry[type[ReportKind]] = Registry("report kind", "The report sections of the sweep kinds' keys")
-REPORT_KINDS.register("worth")(WorthReport)  # the one shipped kind; a plugin's registers itself
+# The shipped kinds' report sides, under their keys' names; a plugin's registers itself.
+REPORT_KINDS.register("tune")(TuneReport)
+REPORT_KINDS.register("worth")(WorthReport)
 
 
 def kind_sections(res: Results, tables: ReportTables, words: Sentences, figures: Figures,
@@ -41,6 +44,8 @@ def kind_sections(res: Results, tables: ReportTables, words: Sentences, figures:
         if key not in REPORT_KINDS:
             continue
         section = REPORT_KINDS.get(key)().section(res, tables, words, figures)
+        if section.after not in PLACES:
+            raise GptlabError(f"report kind {key!r}: its section's place {section.after!r} is not one of {', '.join(PLACES)}")
         clash = sorted(names & {*section.tables, *section.figures})
         if clash:
             raise GptlabError(f"report kind {key!r}: its file(s) {', '.join(clash)} are already the report's; name "

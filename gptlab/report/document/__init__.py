@@ -28,7 +28,6 @@ from gptlab.report.document.sections import (
     scorecard_section,
     table_blocks,
     training_sections,
-    tuning_section,
 )
 from gptlab.report.figures import Figures
 from gptlab.report.fmt import fmt_value
@@ -222,11 +221,16 @@ def stability_section(tables: ReportTables, words: Sentences) -> list[Block]:
                            "`tables/stability.csv`.")])
 
 
+def _kind_blocks(kinds: Sequence[KindSection], after: str) -> list[Block]:
+    return [block for kind in kinds if kind.after == after for block in kind.blocks]
+
+
 def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures,
           samples: Sequence[Sample], kinds: Sequence[KindSection] = ()) -> list[Block]:
     """All blocks of the report, in order: its numbers (`tables`), its sentences (`words`), its figures (one
-    field each), the sections of its sweep's kinds (`report.kinds`: after the summary) and its text samples."""
-    blocks = header(res, words) + summary(res, tables, words, figures) + [b for kind in kinds for b in kind.blocks]
+    field each), the sections of its sweep's kinds (`report.kinds`: each after the part it names) and its text
+    samples."""
+    blocks = header(res, words) + summary(res, tables, words, figures) + _kind_blocks(kinds, "summary")
     blocks += scorecard_section(res, tables, words)
     blocks += adaptive_section(tables.adaptive, words, figures)
     blocks += discussion(res, tables.files(words.verdicts))
@@ -240,7 +244,7 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures
     blocks += image(figures.val_curves, "Validation loss curves")
     blocks += scale_section(res, tables, words, figures)
     blocks += effects_sections(res, tables, words, figures)
-    blocks += tuning_section(tables.tuned, res, words, figures, tables.given)
+    blocks += _kind_blocks(kinds, "effects")  # a tuned sweep's comparison
     blocks += training_sections(res, tables, words, figures)
     blocks += [Heading("Throughput")] + (image(figures.throughput, "Tokens per second per cell")
                                           or [Para("No throughput measurements.")])

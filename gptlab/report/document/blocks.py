@@ -62,10 +62,14 @@ def image(png: Png | None, alt: str) -> list[Block]:
     return [Image(png.file, alt, png.data)] if png is not None else []
 
 
+PLACES = ("summary", "effects")  # where a kind's section may stand: after the answer, or after the effects' sections
+
+
 @dataclass(frozen=True)
 class KindSection:
     """What a kind of sweep adds to the report (`gptlab.report.kinds`)."""
 
-    blocks: tuple[Block, ...]  # its section, placed after the summary
+    blocks: tuple[Block, ...]  # its section
+    after: str = "summary"  # the part of the report it follows: one of PLACES
     tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)  # tables/NAME.csv, beside the report's own
     figures: Mapping[str, bytes] = field(default_factory=dict)  # figures/NAME (PNG bytes), beside the report's own

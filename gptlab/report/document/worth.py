@@ -27,7 +27,7 @@ class WorthReport:
     are the report's own (`ReportTables.worth`, `Figures.worth`), since the scorecard reads them too."""
 
     def section(self, res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> KindSection:
-        return KindSection(tuple(worth_section(res, tables, words, figures)))
+        return KindSection(blocks=tuple(worth_section(res, tables, words, figures)))
 
 
 def worth_section(res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> list[Block]:
