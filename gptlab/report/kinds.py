@@ -1,10 +1,11 @@
 """The report's side of a kind of sweep (`gptlab.sweep.kinds`): its section, tables and figures; `REPORT_KINDS`.
 
 A kind registered here under the name of its YAML key writes, from the report's bundles, one
-`document.blocks.KindSection`: blocks placed after the summary, and tables and figures written beside the report's own.
-The shipped `worth` is registered here, in the registry's own module; a plugin's kind registers its
-report side with `@REPORT_KINDS.register("key")` in the same file that registers its sweep side, which
-the report's load step imports from sweep.yaml. A kind without a report side adds nothing to the report.
+`document.blocks.KindSection`: blocks placed after the part of the report it names (the summary, the
+effects), and tables and figures written beside the report's own. The shipped `tune` and `worth` are
+registered here, in the registry's own module; a plugin's kind registers its report side with
+`@REPORT_KINDS.register("key")` in the same file that registers its sweep side, which the report's load
+step imports from sweep.yaml. A kind without a report side adds nothing to the report.
 """
 from __future__ import annotations
 

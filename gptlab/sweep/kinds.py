@@ -1,14 +1,15 @@
 """Kinds of sweep that add a top-level YAML key: their registry, `SWEEP_KINDS`, and the sweep's questions to them.
 
-A kind owns one key of the sweep file (`worth:`; a plugin's own), and answers for it everything the
+A kind owns one key of the sweep file (`tune:`, `worth:`, a plugin's own), and answers for it everything the
 sweep asks: how the key's section is checked into a typed value (`check`, which `sweep.spec` calls once
-the rest of the spec is valid: `SweepSpec.kinds[key]`), how it is written back to sweep.yaml (the
-section's `to_dict`), the stages it adds after the spec's own (`stages`, a planner wrapped around the
-spec's), the runs it may plan (`known_runs`, `planned_count`), and its columns of summary.csv
+the rest of the spec is valid: `SweepSpec.kinds[key]`), what it sets in the spec it joins (`joined`,
+`first_runs`: a tuned sweep's test split and selection runs), how it is written back to sweep.yaml (the
+section's `to_dict`), its stages (`stages`: a planner wrapped around the spec's, or its own for a
+tuning method), the runs it may plan (`known_runs`, `planned_count`), and its columns of summary.csv
 (`columns`, `row`). The report's side of a kind is `gptlab.report.kinds.REPORT_KINDS`, under the same
 name.
 
-The shipped kind is registered here, in the registry's own module (no registration by import order);
+The shipped kinds are registered here, in the registry's own module (no registration by import order);
 a plugin's registers itself with `@SWEEP_KINDS.register("key")` in a file the sweep's `plugins:`
 names, which is imported before the spec's keys are checked. A kind extends `planners.SweepKind`, whose
 hooks add nothing, so it overrides only what it adds.
