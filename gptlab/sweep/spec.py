@@ -162,6 +162,9 @@ def _with_kinds(raw: dict[str, Any], spec: SweepSpec) -> SweepSpec:
     """`spec` with each kind's key (`sweep.kinds`, in their order: `tune` before `worth`) checked by its kind against
     the spec so far, and joined to it; a kind whose check gives None (`worth: false`) joins nothing."""
     for key in SWEEP_KINDS:
+        if key in TOP_KEYS:  # a plugin's kind may not take a key every sweep has
+            raise GptlabError(f"sweep kind {key!r} is registered under a top-level key of every sweep; register it under "
+                              "another name")
         kind = SWEEP_KINDS.get(key)()
         section = kind.check(raw[key], spec) if key in raw else None
         if section is not None:

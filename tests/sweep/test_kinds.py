@@ -46,6 +46,9 @@ def test_a_kinds_key_is_refused_without_its_plugin_and_checked_by_it(plugin, tmp
     spec = load_spec(_spec(tmp_path, corpus, [plugin.name], recheck={"seeds": 2}))
     assert spec.kinds["recheck"].seeds == 2 and spec.to_dict()["recheck"] == {"seeds": 2} and spec.worth is None
     assert [r.seed for r in known_runs(spec) if r.role == "recheck"] == [100, 101] and planned_count(spec) == 2
+    SWEEP_KINDS.register("seeds")(SWEEP_KINDS.get("recheck"))  # a kind may not take a key that every sweep has
+    assert sweep_main([_spec(tmp_path, corpus, [plugin.name], recheck={"seeds": 2}), "--dry-run"]) == 2
+    assert "sweep kind 'seeds' is registered under a top-level key of every sweep" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # a real sweep: its worker pool takes seconds to start
