@@ -36,6 +36,8 @@ from gptlab.model.positions import ALiBiPosition, RotaryPosition, alibi_slopes
 from gptlab.run.corpora import DATASETS
 from gptlab.run.schedules import SCHEDULES
 from gptlab.run.tokenizers import TOKENIZERS
+from gptlab.sweep.kinds import SWEEP_KINDS
+from gptlab.sweep.methods import TUNERS
 from gptlab.sweep.spec import load_spec
 from gptlab.sweep_cli import main as sweep_main
 
@@ -442,7 +444,8 @@ def test_list_shows_every_entry_of_every_registry(capsys):
         assert all(listed.values()), f"{axis}: an entry without a docstring line"
     assert [line for line in lines if not line.startswith("  ")] == [
         *(f"model.{a}: {r.description}" for a, r in REGISTRIES.items()), f"data.dataset: {DATASETS.description}",
-        f"data.tokenizer: {TOKENIZERS.description}", f"train.schedule: {SCHEDULES.description}"]
+        f"data.tokenizer: {TOKENIZERS.description}", f"train.schedule: {SCHEDULES.description}",
+        f"top-level keys: {SWEEP_KINDS.description}", f"tune.method: {TUNERS.description}"]
 
 
 @pytest.mark.parametrize("norm", REGISTRIES["norm"].names())
