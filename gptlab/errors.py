@@ -20,6 +20,11 @@ def closest(name: str, valid: Iterable[str]) -> str:
     return f" (did you mean '{match[0]}'?)" if match else ""
 
 
+def key_error(key: str, message: str, section: str = "") -> GptlabError:
+    """The one message for a bad value of a key: `SECTION.KEY: MESSAGE` (`KEY: MESSAGE` at the top level)."""
+    return GptlabError(f"{section}.{key}: {message}" if section else f"{key}: {message}")
+
+
 def unknown_key(key: Any, valid: Sequence[Any], where: str = "", listed: str | None = "valid",
                 hint: str | None = None) -> GptlabError:
     """The one message for a key a section does not take: `WHERE: unknown key 'K' (did you mean 'V'?); valid: ...`.

@@ -9,13 +9,16 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from gptlab.errors import GptlabError, closest, shown, unknown_key
+from gptlab.errors import GptlabError, closest, key_error, shown, unknown_key
 from gptlab.executors.slurm import SlurmConfig
 from gptlab.fields import setting
 from gptlab.registry import Registry
 from gptlab.run.config import RunConfig
+
+_fail = partial(key_error, section="executor")  # this section's bad values: `executor.KEY: MESSAGE`
 
 
 @dataclass(frozen=True)
@@ -121,9 +124,6 @@ LIMITS = {
     "population": 256,  # runs trained as one batched model
 }
 
-
-def _fail(key: str, message: str) -> GptlabError:
-    return GptlabError(f"executor.{key}: {message}")
 
 
 def _positive_int(value: Any) -> bool:

@@ -27,10 +27,13 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Iterator, Mapping
 
-from gptlab.errors import GptlabError, closest, shown, unknown_key
+from gptlab.errors import GptlabError, closest, key_error, shown, unknown_key
 from gptlab.fields import setting
+
+_fail = partial(key_error, section="executor.cluster")  # this section's bad values: `executor.cluster.KEY: MESSAGE`
 
 log = logging.getLogger("gptlab.executors.slurm")
 
@@ -64,9 +67,6 @@ def walltime_seconds(text: str) -> int:
         in_range = sec <= 59
     return int(days or 0) * 86400 + h * 3600 + m * 60 + sec if in_range else 0
 
-
-def _fail(key: str, message: str) -> GptlabError:
-    return GptlabError(f"executor.cluster.{key}: {message}")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from gptlab.errors import GptlabError, closest, shown, unknown_key
+from gptlab.errors import GptlabError, closest, key_error, shown, unknown_key
 from gptlab.run.config import RunConfig, get_dotted
 from gptlab.stats.arms import ARM
 from gptlab.stats.scorecard import ABOUT, DIRECTIONS
@@ -69,9 +69,6 @@ class ArmsDesign:
         return len(self.arms) - 1
 
 
-def _fail(key: str, message: str) -> GptlabError:
-    return GptlabError(f"{key}: {message}")
-
 
 def check_arms(raw: Mapping[str, Any], base: dict[str, Any], keys: list[str], path: Path) -> ArmsDesign:
     """Validate `arms:` (with `baseline:`, `scale:` and `claims:`) of a loaded spec; one GptlabError per problem."""
@@ -80,27 +77,27 @@ def check_arms(raw: Mapping[str, Any], base: dict[str, Any], keys: list[str], pa
                           "baseline; keep one")
     arms = raw["arms"]
     if not isinstance(arms, dict) or not arms:
-        raise _fail("arms", f"must be a mapping of arm names to settings, e.g. {{nanogpt: {{}}, relu: "
+        raise key_error("arms", f"must be a mapping of arm names to settings, e.g. {{nanogpt: {{}}, relu: "
                     f"{{model.activation: relu}}}}, got {shown(arms)}")
     if len(arms) < 2:
-        raise _fail("arms", "needs a baseline and at least one arm to compare with it")
+        raise key_error("arms", "needs a baseline and at least one arm to compare with it")
     if len(arms) > MAX_ARMS:
-        raise _fail("arms", f"lists {len(arms):,} arms; at most {MAX_ARMS}")
+        raise key_error("arms", f"lists {len(arms):,} arms; at most {MAX_ARMS}")
     seen: dict[str, str] = {}
     for name, settings in arms.items():
         where = f"arms.{name}"
         if not isinstance(name, str) or not name or name != name.strip() or "\n" in name:
-            raise _fail("arms", f"arm names must be non-empty strings, got {shown(name)}")
+            raise key_error("arms", f"arm names must be non-empty strings, got {shown(name)}")
         if settings is None:
             settings = arms[name] = {}
         if not isinstance(settings, dict):
-            raise _fail(where, f"must be a mapping of dotted keys to values (e.g. {{model.norm: post}}), got "
+            raise key_error(where, f"must be a mapping of dotted keys to values (e.g. {{model.norm: post}}), got "
                         f"{shown(settings)}")
         for dotted, value in settings.items():
             if dotted not in keys:
                 raise unknown_key(dotted, keys, where, listed=None)
             if isinstance(value, (dict, list)):
-                raise _fail(f"{where}.{dotted}", "must be a plain value (a string, number or boolean)")
+                raise key_error(f"{where}.{dotted}", "must be a plain value (a string, number or boolean)")
             try:
                 get_dotted(base, dotted)
             except (KeyError, TypeError):
@@ -110,10 +107,10 @@ def check_arms(raw: Mapping[str, Any], base: dict[str, Any], keys: list[str], pa
                                   "setting must not be overwritten by, or overwrite, a fixed one)")
         same = seen.setdefault(repr(sorted(settings.items(), key=lambda kv: kv[0])), name)
         if same != name:
-            raise _fail("arms", f"{shown(same)} and {shown(name)} have the same settings; an arm must differ")
+            raise key_error("arms", f"{shown(same)} and {shown(name)} have the same settings; an arm must differ")
     baseline = raw.get("baseline", next(iter(arms)))
     if not isinstance(baseline, str) or baseline not in arms:
-        raise _fail("baseline", f"must name one of the arms ({', '.join(map(str, arms))}), got {shown(baseline)}"
+        raise key_error("baseline", f"must name one of the arms ({', '.join(map(str, arms))}), got {shown(baseline)}"
                     f"{closest(str(baseline), arms)}")
     scale = _check_scale(raw.get("scale") or {}, keys, base, arms)
     claims = check_claims(raw.get("claims"), arms, path, baseline)
@@ -123,7 +120,7 @@ def check_arms(raw: Mapping[str, Any], base: dict[str, Any], keys: list[str], pa
 def _check_scale(scale: Any, keys: list[str], base: dict[str, Any], arms: Mapping[str, Any]) -> dict[str, list[Any]]:
     """`scale:` of an arms sweep: dotted keys to levels, a small grid crossed with every arm."""
     if not isinstance(scale, dict):
-        raise _fail("scale", "in an arms sweep must map keys to levels, e.g. {train.max_iters: [500, 2000]}, got "
+        raise key_error("scale", "in an arms sweep must map keys to levels, e.g. {train.max_iters: [500, 2000]}, got "
                     f"{shown(scale)}")
     for dotted, levels in scale.items():
         check_levels("scale", dotted, levels, base, keys, fewest=2)
@@ -150,16 +147,16 @@ def check_claims(raw: Any, arms: Mapping[str, Any], path: Path, baseline: str | 
         if set(raw) == {"claims"}:  # a file may hold the mapping itself or under one `claims:` key
             raw = raw["claims"]
     if not isinstance(raw, dict):
-        raise _fail(where, f"must be a mapping of arm names to claims (or a YAML file of one), got {shown(raw)}")
+        raise key_error(where, f"must be a mapping of arm names to claims (or a YAML file of one), got {shown(raw)}")
     out = {}
     for arm, claims in raw.items():
         if arm not in arms:
-            raise _fail(where, f"{shown(arm)} is not an arm{closest(str(arm), arms)}; arms: {', '.join(arms)}")
+            raise key_error(where, f"{shown(arm)} is not an arm{closest(str(arm), arms)}; arms: {', '.join(arms)}")
         if arm == baseline:  # every verdict is an arm against the baseline: a claim on the baseline has nothing to test
-            raise _fail(f"{where}.{arm}", f"{shown(arm)} is the baseline, which every arm is compared with; record the "
+            raise key_error(f"{where}.{arm}", f"{shown(arm)} is the baseline, which every arm is compared with; record the "
                         "claim under the arm it is about")
         if isinstance(claims, list) and not claims:
-            raise _fail(f"{where}.{arm}", "is an empty list; give a claim, or a list of them (one per thing claimed)")
+            raise key_error(f"{where}.{arm}", "is an empty list; give a claim, or a list of them (one per thing claimed)")
         claims = claims if isinstance(claims, list) else [claims]
         out[arm] = tuple(_check_claim(c, f"{where}.{arm}" + (f"[{i}]" if len(claims) > 1 else ""))
                          for i, c in enumerate(claims))
@@ -168,26 +165,26 @@ def check_claims(raw: Any, arms: Mapping[str, Any], path: Path, baseline: str | 
 
 def _check_claim(raw: Any, where: str) -> Claim:
     if not isinstance(raw, dict):
-        raise _fail(where, f"must be a mapping with {', '.join(REQUIRED_CLAIM_KEYS)} (and optionally setting, size, "
+        raise key_error(where, f"must be a mapping with {', '.join(REQUIRED_CLAIM_KEYS)} (and optionally setting, size, "
                     f"about), got {shown(raw)}")
     for key in raw:
         if key not in CLAIM_KEYS:
             raise unknown_key(key, CLAIM_KEYS, where)
     missing = [k for k in REQUIRED_CLAIM_KEYS if k not in raw]
     if missing:
-        raise _fail(where, f"needs {', '.join(missing)} (the paper, its own words, and the direction it claims)")
+        raise key_error(where, f"needs {', '.join(missing)} (the paper, its own words, and the direction it claims)")
     for key in ("source", "claim", "setting"):
         if key in raw and (not isinstance(raw[key], str) or not raw[key].strip()):
-            raise _fail(f"{where}.{key}", f"must be non-empty text, got {shown(raw[key])}")
+            raise key_error(f"{where}.{key}", f"must be non-empty text, got {shown(raw[key])}")
     if raw["direction"] not in DIRECTIONS:
-        raise _fail(f"{where}.direction", f"must be one of {', '.join(DIRECTIONS)} (the arm against the baseline, "
+        raise key_error(f"{where}.direction", f"must be one of {', '.join(DIRECTIONS)} (the arm against the baseline, "
                     f"as the paper claims it), got {shown(raw['direction'])}")
     about = raw.get("about", "quality")
     if about not in ABOUT:
-        raise _fail(f"{where}.about", f"must be one of {', '.join(ABOUT)}, got {shown(about)}")
+        raise key_error(f"{where}.about", f"must be one of {', '.join(ABOUT)}, got {shown(about)}")
     size = raw.get("size", "")
     if isinstance(size, bool) or not isinstance(size, (str, int, float)):
-        raise _fail(f"{where}.size", f"must be the paper's number as printed there (text or a number), got "
+        raise key_error(f"{where}.size", f"must be the paper's number as printed there (text or a number), got "
                     f"{shown(size)}")
     return Claim(raw["source"].strip(), raw["claim"].strip(), raw["direction"], str(raw.get("setting", "")).strip(),
                  str(size).strip(), about)
@@ -204,12 +201,12 @@ def check_arm_configs(design: ArmsDesign, base: RunConfig) -> None:
             raise GptlabError(f"arms.{name}: {err}") from None
         other = seen.setdefault(resolved.run_hash(), name)
         if other != name:
-            raise _fail("arms", f"{shown(other)} and {shown(name)} resolve to the same run config (the settings that "
+            raise key_error("arms", f"{shown(other)} and {shown(name)} resolve to the same run config (the settings that "
                         "differ are ignored or resolve to one value); drop one of them")
         other = trained.setdefault(_what_is_trained(resolved), name)
         if other != name:
             how = sorted(set(settings) & NOT_TRAINED) or sorted(NOT_TRAINED)
-            raise _fail(f"arms.{name}", f"trains what {shown(other)} trains: it differs only in {', '.join(how)}, "
+            raise key_error(f"arms.{name}", f"trains what {shown(other)} trains: it differs only in {', '.join(how)}, "
                         "which say how a run is carried out, not what it trains; drop it or change what it trains")
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from gptlab.errors import GptlabError, shown
+from gptlab.errors import key_error, shown
 from gptlab.stats.levels import same_level
 from gptlab.stats.picks import Pairs
 from gptlab.sweep.runs import SweepSpec
@@ -30,9 +30,6 @@ GIVEN_KEYS = ["picks", "picked_by"]
 MAX_PICKED_BY = 300  # characters of the provenance note
 
 
-def _fail(key: str, message: str) -> GptlabError:
-    return GptlabError(f"{key}: {message}")
-
 
 def check_given(raw: dict[str, Any], spec: SweepSpec, cells: Sequence[Pairs],
                 check_levels: Callable[[str, list[Any]], tuple[Any, ...]]) -> tuple[tuple[Pairs, Pairs], ...]:
@@ -40,33 +37,33 @@ def check_given(raw: dict[str, Any], spec: SweepSpec, cells: Sequence[Pairs],
     resolves a tuned key's values as `tune.space` does (a valid key, not data.*, not in base or grid)."""
     other = [k for k in raw if k not in GIVEN_KEYS]
     if other:
-        raise _fail("tune", f"{shown(other[0])} cannot go with tune.picks (the settings are given: nothing is "
+        raise key_error("tune", f"{shown(other[0])} cannot go with tune.picks (the settings are given: nothing is "
                     f"selected); with picks, valid keys under tune: {', '.join(GIVEN_KEYS)}")
     note = raw.get("picked_by", "")
     if not isinstance(note, str) or len(note) > MAX_PICKED_BY:
-        raise _fail("tune.picked_by", f"must be a string of at most {MAX_PICKED_BY} characters saying who chose the "
+        raise key_error("tune.picked_by", f"must be a string of at most {MAX_PICKED_BY} characters saying who chose the "
                     f"picks and on which runs, got {shown(note)}")
     entries = raw["picks"]
     if not isinstance(entries, list) or not entries:
-        raise _fail("tune.picks", "must be a non-empty list of mappings, e.g. [{model.activation: gelu, train.lr: "
+        raise key_error("tune.picks", "must be a non-empty list of mappings, e.g. [{model.activation: gelu, train.lr: "
                     f"4.0e-3}}, ...], got {shown(entries)}")
     matches: list[dict[str, Any]] = []
     settings: list[dict[str, Any]] = []
     for i, entry in enumerate(entries):
         where = f"tune.picks[{i}]"
         if not isinstance(entry, dict) or not entry:
-            raise _fail(where, f"must be a mapping of grid keys (which cells) and tuned keys (their setting), got "
+            raise key_error(where, f"must be a mapping of grid keys (which cells) and tuned keys (their setting), got "
                         f"{shown(entry)}")
         match = {k: v for k, v in entry.items() if k in spec.grid}
         setting = {k: v for k, v in entry.items() if k not in spec.grid}
         for key, level in match.items():
             if not any(same_level(level, lv) for lv in spec.grid[key]):
-                raise _fail(f"{where}.{key}", f"{shown(level)} is not a level of the grid; levels: "
+                raise key_error(f"{where}.{key}", f"{shown(level)} is not a level of the grid; levels: "
                             f"{', '.join(map(str, spec.grid[key]))}")
         if not setting:
-            raise _fail(where, "sets nothing: name the setting, e.g. train.lr, beside the grid keys")
+            raise key_error(where, "sets nothing: name the setting, e.g. train.lr, beside the grid keys")
         if settings and set(setting) != set(settings[0]):
-            raise _fail(where, f"sets {', '.join(setting)}; every entry must set the same keys as the first "
+            raise key_error(where, f"sets {', '.join(setting)}; every entry must set the same keys as the first "
                         f"({', '.join(settings[0])})")
         matches.append(match)
         settings.append(setting)
@@ -78,14 +75,14 @@ def check_given(raw: dict[str, Any], spec: SweepSpec, cells: Sequence[Pairs],
         hits = [i for i, m in enumerate(matches) if all(same_level(dict(cell)[k], v) for k, v in m.items())]
         label = ", ".join(f"{k}={v}" for k, v in cell)
         if not hits:
-            raise _fail("tune.picks", f"no entry covers the cell ({label}); every cell needs its setting")
+            raise key_error("tune.picks", f"no entry covers the cell ({label}); every cell needs its setting")
         if len(hits) > 1:
-            raise _fail("tune.picks", f"entries {hits[0]} and {hits[1]} both cover the cell ({label}); make them "
+            raise key_error("tune.picks", f"entries {hits[0]} and {hits[1]} both cover the cell ({label}); make them "
                         "disjoint")
         covered[hits[0]] += 1
         given.append((cell, tuple((k, resolved[k][hits[0]]) for k in keys)))
     idle = covered.index(0) if 0 in covered else None
     if idle is not None:
-        raise _fail(f"tune.picks[{idle}]", "covers no cell of the grid (after exclude)")
+        raise key_error(f"tune.picks[{idle}]", "covers no cell of the grid (after exclude)")
     return tuple(given)
 

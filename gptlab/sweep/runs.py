@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, key_error
 from gptlab.executors.base import ExecutorConfig
 from gptlab.roles import ESTIMATION
 from gptlab.run.config import RunConfig, resolve_run_config
@@ -203,9 +203,6 @@ def noise_df_warning(spec: SweepSpec) -> str | None:
             f"many), too wide to call most effects{fix}")
 
 
-def _fail(key: str, message: str) -> GptlabError:
-    return GptlabError(f"{key}: {message}")
-
 
 def cell_label(cell: Pairs) -> str:
     """Folder-safe label of a cell's levels, e.g. 'pre-gelu'."""
@@ -218,7 +215,7 @@ def expand(spec: SweepSpec, setting: Pairs = ()) -> list[Run]:
     factors = list(spec.grid)
     cells = [tuple(zip(factors, levels)) for levels in design_cells(spec.grid, spec.exclude)]
     if not cells:
-        raise _fail("exclude", "removes every cell of the grid; nothing would be trained")
+        raise key_error("exclude", "removes every cell of the grid; nothing would be trained")
     runs: list[Run] = []
     seen: dict[str, tuple[tuple, RunConfig]] = {}
     for cell in cells:
@@ -229,7 +226,7 @@ def expand(spec: SweepSpec, setting: Pairs = ()) -> list[Run]:
             raise GptlabError(f"grid cell ({where}): {err}") from None
         key = resolved.run_hash()
         if key in seen:
-            raise _fail("grid", same_config_message(spec.grid, seen[key], (cell, resolved)) if spec.arms is None else
+            raise key_error("grid", same_config_message(spec.grid, seen[key], (cell, resolved)) if spec.arms is None else
                         f"cells {dict(seen[key][0])} and {dict(cell)} resolve to the same run config")
         seen[key] = cell, resolved
         sources = run_sources(spec.plugins, resolved.data.path)

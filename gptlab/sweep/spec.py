@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gptlab.errors import GptlabError, closest, shown, unknown_key
+from gptlab.errors import GptlabError, closest, key_error, shown, unknown_key
 from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
 from gptlab.run.config import MAX_SEED, RunConfig, resolve_run_config, set_dotted, valid_keys
@@ -39,13 +39,10 @@ MAX_EXCLUDE = 256  # exclude rules
 _NOT_IN_GRID = object()
 
 
-def _fail(key: str, message: str) -> GptlabError:
-    return GptlabError(f"{key}: {message}")
-
 
 def _require(value: Any, kind: type, key: str, what: str) -> Any:
     if not isinstance(value, kind):
-        raise _fail(key, f"must be {what}, got {shown(value)}")
+        raise key_error(key, f"must be {what}, got {shown(value)}")
     return value
 
 
@@ -81,14 +78,15 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
         if key not in TOP_KEYS and key not in SWEEP_KINDS and "plugins" not in raw:  # a plugin may add a kind's key
             raise unknown_key(key, [*TOP_KEYS, *SWEEP_KINDS], listed="valid top-level keys")
     if "name" not in raw:
-        raise _fail("name", "is required")
+        raise key_error("name", "is required")
     if "grid" not in raw and "arms" not in raw:
-        raise _fail("grid", "is required (or arms: for a baseline and variants compared with it one at a time)")
+        raise key_error("grid", "is required (or arms: for a baseline and variants compared with it one at a time)")
     if "claims" in raw and "arms" not in raw:
-        raise _fail("claims", "records the claims of an arms sweep's arms; this sweep has a grid, not arms")
+        raise key_error("claims", "records the claims of an arms sweep's arms; this sweep has a grid, not arms")
     name = raw["name"]
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise _fail("name", f"must be a folder-safe name of 1 to 100 characters (letters, digits, _ . -), got {shown(name, 42)}")
+        raise key_error("name", "must be a folder-safe name of 1 to 100 characters (letters, digits, _ . -), "
+                                f"got {shown(name, 42)}")
     description = raw.get("description") or ""
     _require(description, str, "description", "a string")
 
@@ -104,7 +102,7 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     base = copy.deepcopy(raw.get("base") or {})
     _require(base, dict, "base", "a mapping with model, train and data sections")
     if "seed" in base:
-        raise _fail("base.seed", "seeds are set by the top-level 'seeds' key")
+        raise key_error("base.seed", "seeds are set by the top-level 'seeds' key")
     keys = [k for k in valid_keys() if k != "seed"]
     for dotted, value in overrides.items():
         if dotted not in keys:
@@ -119,7 +117,7 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     grid = arms.grid if arms is not None else raw["grid"]
     _require(grid, dict, "grid", "a mapping of dotted keys to lists of levels")
     if not grid:
-        raise _fail("grid", "needs at least one factor")
+        raise key_error("grid", "needs at least one factor")
     for dotted, levels in (grid.items() if arms is None else ()):
         check_levels("grid", dotted, levels, base, keys)
 
@@ -154,7 +152,7 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
         first = next((runs for _, kind in kinds_of(spec) if (runs := kind.first_runs(spec)) is not None), None)
         spec = dataclasses.replace(spec, runs=tuple(expand(spec) if first is None else first))
     if plan and not any(r.factors == baseline for r in spec.runs):
-        raise _fail("baseline", f"the cell {shown(baseline, 200)} is excluded; name a cell that is trained")
+        raise key_error("baseline", f"the cell {shown(baseline, 200)} is excluded; name a cell that is trained")
     return spec
 
 
@@ -176,10 +174,10 @@ def _check_size(grid: dict[str, list[Any]], n_seeds: int, exclude: list[Any]) ->
     """Refuse, before the product is built, a sweep too large to validate in seconds or to train."""
     cells = math.prod(len(levels) for levels in grid.values())
     if cells * n_seeds > MAX_RUNS:
-        raise _fail("grid", f"{cells:,} cells (before exclude) x {n_seeds:,} seeds is {cells * n_seeds:,} runs; a "
+        raise key_error("grid", f"{cells:,} cells (before exclude) x {n_seeds:,} seeds is {cells * n_seeds:,} runs; a "
                     f"sweep may have at most {MAX_RUNS:,}: split it, or use fewer levels or seeds")
     if len(exclude) > MAX_EXCLUDE:  # each rule is checked against every cell
-        raise _fail("exclude", f"lists {len(exclude):,} rules; at most {MAX_EXCLUDE}: name the cells to train in a "
+        raise key_error("exclude", f"lists {len(exclude):,} rules; at most {MAX_EXCLUDE}: name the cells to train in a "
                     "smaller grid instead")
 
 
@@ -189,11 +187,12 @@ def _check_scale(scale: Any, grid: dict[str, list[Any]]) -> list[str]:
     for key in scale:
         _require(key, str, "scale", "a list of grid keys, e.g. [train.max_iters]")  # a list inside is unhashable
         if key not in grid:
-            raise _fail("scale", f"{shown(key)} is not a grid factor{closest(str(key), grid)}; factors: {shown(list(grid), 200)}")
+            raise key_error("scale", f"{shown(key)} is not a grid factor{closest(str(key), grid)}; "
+                                     f"factors: {shown(list(grid), 200)}")
     if len(set(scale)) != len(scale):
-        raise _fail("scale", f"lists a key twice: {shown(scale)}")
+        raise key_error("scale", f"lists a key twice: {shown(scale)}")
     if len(scale) == len(grid):
-        raise _fail("scale", "names every grid factor; at least one must stay a scientific factor whose effect is reported")
+        raise key_error("scale", "names every grid factor; at least one must stay a scientific factor whose effect is reported")
     return list(scale)
 
 
@@ -209,33 +208,33 @@ def _check_seeds(seeds: Any) -> list[int]:
     """A count or a list of seeds in [0, 2**63), at most MAX_SEEDS of them, none twice."""
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         if not 1 <= seeds <= MAX_SEEDS:
-            raise _fail("seeds", f"a count must be between 1 and {MAX_SEEDS:,}, got {seeds:,}")
+            raise key_error("seeds", f"a count must be between 1 and {MAX_SEEDS:,}, got {seeds:,}")
         return list(range(seeds))
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-        raise _fail("seeds", f"must be a count (e.g. 3), a list of non-negative integers or an adaptive rule "
+        raise key_error("seeds", f"must be a count (e.g. 3), a list of non-negative integers or an adaptive rule "
                     f"{{min: 3, max: 12, precision: 0.005}}, got {shown(seeds)}")
     if len(seeds) > MAX_SEEDS:
-        raise _fail("seeds", f"lists {len(seeds):,} seeds; at most {MAX_SEEDS:,}")
+        raise key_error("seeds", f"lists {len(seeds):,} seeds; at most {MAX_SEEDS:,}")
     bad = next((s for s in seeds if not 0 <= s < MAX_SEED), None)
     if bad is not None:
-        raise _fail("seeds", f"each seed must be in [0, 2**63), got {bad}")
+        raise key_error("seeds", f"each seed must be in [0, 2**63), got {bad}")
     if len(set(seeds)) != len(seeds):
-        raise _fail("seeds", f"lists a seed twice: {shown(seeds)}")
+        raise key_error("seeds", f"lists a seed twice: {shown(seeds)}")
     return seeds
 
 
 def _check_cell_mapping(rule: Any, grid: dict[str, list[Any]], key: str) -> dict[str, Any]:
     """`rule` ({factor: level}) with each level the grid's own (`stats.levels.grid_level`: "0.5" is the grid's 0.5)."""
     if not isinstance(rule, dict) or (key.startswith("exclude") and not rule):
-        raise _fail(key, f"must be a mapping of grid factors to levels, got {shown(rule)}")
+        raise key_error(key, f"must be a mapping of grid factors to levels, got {shown(rule)}")
     mapped = {}
     for factor, level in rule.items():
         if factor not in grid:
-            raise _fail(key, f"{shown(factor)} is not a grid factor{closest(str(factor), grid)}; factors: "
+            raise key_error(key, f"{shown(factor)} is not a grid factor{closest(str(factor), grid)}; factors: "
                         f"{shown(list(grid), 200)}")
         mapped[factor] = grid_level(grid[factor], level, _NOT_IN_GRID)
         if mapped[factor] is _NOT_IN_GRID:
-            raise _fail(key, f"{factor} level {shown(level)} ({type(level).__name__}) is not in the grid; levels: "
+            raise key_error(key, f"{factor} level {shown(level)} ({type(level).__name__}) is not in the grid; levels: "
                         f"{shown(grid[factor], 200)}")
     return mapped
 

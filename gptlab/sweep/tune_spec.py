@@ -11,7 +11,7 @@ import dataclasses
 import typing
 from typing import Any, TextIO
 
-from gptlab.errors import GptlabError, closest, shown, unknown_key
+from gptlab.errors import GptlabError, closest, key_error, shown, unknown_key
 from gptlab.run.config import SECTIONS, coerce, get_dotted, set_dotted, valid_keys
 from gptlab.sweep.given import check_given
 from gptlab.sweep.methods import TUNERS, tuner_of
@@ -22,9 +22,6 @@ from gptlab.sweep.tuning import ESTIMATION, SELECTION, expand_cells, runs_at, se
 MAX_TUNE_SEEDS = 100  # selection seeds per cell and setting
 TUNE_KEYS = ["space", "seeds", "method", "picks", "picked_by"]  # and each method's own (its planner's OPTIONS)
 
-
-def _fail(key: str, message: str) -> GptlabError:
-    return GptlabError(f"{key}: {message}")
 
 
 class TuneKind(SweepKind):
@@ -69,10 +66,10 @@ class TuneKind(SweepKind):
 
 def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:
     if not isinstance(raw, dict):
-        raise _fail("tune", f"must be a mapping {{space: {{train.lr: [...]}}, seeds: 1}}, got {shown(raw)}")
+        raise key_error("tune", f"must be a mapping {{space: {{train.lr: [...]}}, seeds: 1}}, got {shown(raw)}")
     method = raw.get("method", "grid")
     if not isinstance(method, str):
-        raise _fail("tune.method", f"must be the name of a tuning method ({', '.join(TUNERS.names())}), got {shown(method)}")
+        raise key_error("tune.method", f"must be the name of a tuning method ({', '.join(TUNERS.names())}), got {shown(method)}")
     tuner = TUNERS.get(method)  # an unknown name: one line listing the valid ones
     valid = TUNE_KEYS + list(tuner.OPTIONS)
     for key in raw:
@@ -86,25 +83,25 @@ def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:
         return TuneSpec(space, 0, given, raw.get("picked_by", ""))
     space = raw.get("space")
     if not isinstance(space, dict) or not space:
-        raise _fail("tune.space", "needs at least one key to tune, e.g. {train.lr: [5.0e-4, 1.0e-3, 2.0e-3]}, got "
+        raise key_error("tune.space", "needs at least one key to tune, e.g. {train.lr: [5.0e-4, 1.0e-3, 2.0e-3]}, got "
                     f"{shown(space)}")
     levels_by_key: dict[str, tuple[Any, ...]] = {}
     for dotted, levels in space.items():
         where = f"tune.space.{dotted}"
         if not isinstance(levels, list) or not levels:
-            raise _fail(where, f"must be a non-empty list of levels, got {shown(levels)}")
+            raise key_error(where, f"must be a non-empty list of levels, got {shown(levels)}")
         resolved = _resolve_levels(spec, dotted, levels, "tune.space")
         if len(set(map(repr, resolved))) != len(resolved):
-            raise _fail(where, f"lists a level twice: {shown(levels)}")
+            raise key_error(where, f"lists a level twice: {shown(levels)}")
         if len(resolved) < 2:
-            raise _fail(where, f"lists one level ({shown(levels[0])}); a fixed setting belongs in base")
+            raise key_error(where, f"lists one level ({shown(levels[0])}); a fixed setting belongs in base")
         levels_by_key[dotted] = resolved
     seeds = raw.get("seeds", 1)
     if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_TUNE_SEEDS:
-        raise _fail("tune.seeds", f"must be a count of selection seeds between 1 and {MAX_TUNE_SEEDS}, got {shown(seeds)}")
+        raise key_error("tune.seeds", f"must be a count of selection seeds between 1 and {MAX_TUNE_SEEDS}, got {shown(seeds)}")
     late = [s for s in spec.seeds if s >= SELECTION_SEED_OFFSET]
     if late:
-        raise _fail("seeds", f"in a tuned sweep every seed must be below {SELECTION_SEED_OFFSET:,} (the selection "
+        raise key_error("seeds", f"in a tuned sweep every seed must be below {SELECTION_SEED_OFFSET:,} (the selection "
                     f"seeds are {SELECTION_SEED_OFFSET:,} and up), got {late[0]:,}")
     tune = TuneSpec(levels_by_key, seeds, method=method)
     options = tuner.check_options({k: raw[k] for k in tuner.OPTIONS if k in raw}, tune)
@@ -112,7 +109,7 @@ def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:
     cells = len(expand_cells(spec))
     total = cells * len(tune.settings()) * (seeds + len(spec.seeds))
     if total > MAX_RUNS:
-        raise _fail("tune", f"{cells:,} cells x {len(tune.settings()):,} settings x ({seeds} selection + "
+        raise key_error("tune", f"{cells:,} cells x {len(tune.settings()):,} settings x ({seeds} selection + "
                     f"{len(spec.seeds):,} estimation seeds) is {total:,} runs to plan; at most {MAX_RUNS:,}")
     return tune
 
@@ -125,7 +122,7 @@ def _resolve_levels(spec: SweepSpec, dotted: Any, levels: list[Any], owner: str)
     if dotted not in keys:
         raise unknown_key(dotted, keys, owner, listed=None)
     if str(dotted).startswith("data."):
-        raise _fail(where, "data settings cannot be tuned: the selection compares validation losses, which "
+        raise key_error(where, "data settings cannot be tuned: the selection compares validation losses, which "
                     "only mean the same on the same split and tokenizer; put it in base or grid")
     if dotted in spec.grid:
         raise GptlabError(f"{dotted} is in both grid and {owner}; keep it in one place")
@@ -137,11 +134,11 @@ def _resolve_levels(spec: SweepSpec, dotted: Any, levels: list[Any], owner: str)
         raise GptlabError(f"{dotted} is set in both base and {owner}; keep it in one place (remove it from "
                           "base: each cell trains at the tuned levels)")
     if any(isinstance(v, (dict, list)) for v in levels):
-        raise _fail(where, "levels must be plain values (strings, numbers, booleans)")
+        raise key_error(where, "levels must be plain values (strings, numbers, booleans)")
     section, name = dotted.split(".", 1)
     try:
         return tuple(coerce(dotted, v, typing.get_type_hints(SECTIONS[section])[name]) for v in levels)
     except GptlabError as err:
-        raise _fail(where, str(err)) from None
+        raise key_error(where, str(err)) from None
 
 

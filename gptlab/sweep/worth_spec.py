@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Mapping, Sequence
 
-from gptlab.errors import GptlabError, shown, unknown_key
+from gptlab.errors import GptlabError, key_error, shown, unknown_key
 from gptlab.run.config import LENGTH_KEY, RunConfig
 from gptlab.run.schedules import WSD
+
+_fail = partial(key_error, section="worth")  # this section's bad values: `worth.KEY: MESSAGE`
 
 KEYS = ("lengths", "seeds", "retune")
 DEFAULT_LENGTHS = (0.5, 1.0, 2.0, 4.0)
@@ -35,9 +38,6 @@ class WorthSpec:
         return {"lengths": list(self.lengths), **({"seeds": self.seeds} if self.seeds is not None else {}),
                 "retune": list(self.retune)}
 
-
-def _fail(key: str, message: str) -> GptlabError:
-    return GptlabError(f"worth.{key}: {message}")
 
 
 def _numbers(raw: Any, key: str, example: str) -> tuple[float, ...]:
