@@ -198,8 +198,10 @@ def _main(argv: list[str] | None) -> int:
         if spec is not None and results_dir is not None and results_dir.path.exists():
             rows = write_summary(spec, results_dir, known_runs(spec))  # tuned: the estimation runs too
             low, high = (n + planned_count(spec) for n in planned_range(spec))
-            planned = f"{low} to {high} ({why_a_range(spec)})" if low != high else str(high)
+            # a range's low end is no ceiling: a refining sweep may be past it when stopped ("345 of 264 to 384" misled)
+            finished = (f"{len(rows)} of {high} runs finished" if low == high else f"{len(rows)} runs finished, of the "
+                        f"{low} to {high} the sweep trains in all ({why_a_range(spec)})")
             with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) cannot show it
-                print(f"\ninterrupted: {len(rows)} of {planned} runs finished; run the same command "
+                print(f"\ninterrupted: {finished}; run the same command "
                       "again to resume (each run continues from its last checkpoint)", file=out)
         return 130

@@ -335,6 +335,26 @@ def test_the_interrupt_message_of_a_refine_sweep_names_why_the_count_is_a_range(
     (results / "t").mkdir(parents=True)
     assert sweep_cli.main([str(spec), "--results-dir", str(results), "--reports-dir", str(tmp_path / "reports")]) == 130
     err = capsys.readouterr().err
-    assert "interrupted: 0 of " in err and words in err
+    assert "interrupted: 0 runs finished, of the " in err and words in err
     if seeds == 2:
         assert "adaptive seeds" not in err
+
+
+def test_the_interrupt_message_of_a_sweep_past_its_fewest_runs_does_not_read_as_more_than_planned(tmp_path, corpus,
+                                                                                                  monkeypatch, capsys):
+    import gptlab.sweep_cli as sweep_cli
+
+    spec = write_spec(tmp_path, corpus, grid={"model.activation": ["gelu", "relu"]},
+                      seeds={"min": 2, "max": 4, "precision": 0.01})
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_cli, "execute", interrupted)
+    monkeypatch.setattr(sweep_cli, "write_summary", lambda *args: [{}] * 6)  # 6 finished: past the fewest (4)
+    results = tmp_path / "results"
+    (results / "t").mkdir(parents=True)
+    assert sweep_cli.main([str(spec), "--results-dir", str(results), "--reports-dir", str(tmp_path / "reports")]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted: 6 runs finished, of the 4 to 8 the sweep trains in all (adaptive seeds)" in err
+    assert "6 of 4" not in err
