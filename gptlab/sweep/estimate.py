@@ -85,8 +85,3 @@ def time_run(config: RunConfig, steps: int = 6) -> StepTiming:
     per_batch = time.perf_counter() - tick
     val_tokens = trainer.dataset.val_chars_scored + 1 if cfg.data.tokenizer == "char" else len(trainer.dataset.val)
     return StepTiming(per_step, math.ceil(val_tokens / window) * per_batch)
-
-
-def estimate_run_seconds(config: RunConfig, steps: int = 6) -> float:
-    """Seconds one run of `config` should take, from timing its first few steps and one eval batch."""
-    return time_run(config, steps).seconds(config)
