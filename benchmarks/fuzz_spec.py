@@ -193,7 +193,7 @@ def main() -> int:
     args = p.parse_args()
 
     # The constant estimator: see the module docstring.
-    gptlab.sweep.estimate.time_run = lambda config, steps=6: gptlab.sweep.estimate.StepTiming(1e-3, 1e-2)
+    gptlab.sweep.estimate.time_run = lambda config, steps=6, **kwargs: gptlab.sweep.estimate.StepTiming(1e-3, 1e-2)
     logging.basicConfig(level=logging.INFO, handlers=[CurrentStderr()])  # before the CLI's own basicConfig
     signal.signal(signal.SIGALRM, _alarm)
     scratch = Path(tempfile.mkdtemp(prefix="gptlab-fuzz-"))

@@ -39,7 +39,7 @@ def texts_line(spec: SweepSpec) -> str:
 
 def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: int, threads: int, stream: TextIO,
             reuse: tuple[ResultsDir, ...] = ()) -> None:
-    from gptlab.run.device import configure_process
+    from gptlab.run.device import configure_process, resolve_device
     from gptlab.sweep.estimate import time_run
 
     factors = list(spec.grid) + (list(spec.tune.space) if spec.tune else [])  # a tuned sweep's: + its settings
@@ -67,19 +67,24 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
     if warning:
         print(warning, file=stream)
     timing = None
+    # the sweep trains `workers` runs at once; on a CPU they slow each other down, so the timed run has company
+    on_cpu = resolve_device(spec.base_config.train.device).type == "cpu"
+    companions = workers - 1 if on_cpu else 0  # a GPU's runs_per_gpu: timed alone (said below)
 
     def timed(runs: list[Run]) -> float | None:
         """Seconds `runs` take on the workers (None when there is nothing to time); the first run asked is timed."""
         nonlocal timing
         if timing is None and runs:
             configure_process(threads)
-            timing = time_run(runs[0].config)
+            timing = time_run(runs[0].config, companions=companions, threads=threads)
         return _seconds(spec, runs, timing, workers) if timing is not None else None
 
     if pending:
         timed(pending)
+        beside = (f" beside {companions} other run{'s' if companions > 1 else ''} training, as the sweep's workers will"
+                  if companions else " alone")
         print(f"estimate: ~{clock(timing.seconds(pending[0].config))} for {pending[0].run_id} (timed from its first "
-              f"steps; other runs scaled by their steps), ~{clock(timed(pending))} in all", file=stream)
+              f"steps{beside}; other runs scaled by their steps), ~{clock(timed(pending))} in all", file=stream)
     preview = planner_for(spec, stream).preview()  # the planner's stages, e.g. adaptive seeds' min and worst case
     picked = False  # a stand-in counted as trained: its cell and role have a later run finished on disk
     wholes = []  # (runs from scratch, their time, runs to train with what is on disk, their time) per way it may end

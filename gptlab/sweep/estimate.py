@@ -1,10 +1,18 @@
-"""How long one run of a sweep should take (for `--dry-run`), and a Trainer that writes nothing."""
+"""How long one run of a sweep should take (for `--dry-run`), and a Trainer that writes nothing.
+
+A run is timed beside as many others as the sweep trains at once (`companions`): on a CPU the workers share
+the memory bandwidth and the caches, so a step side by side is slower than alone (measured on a 2-core VM:
+134 ms against 110 ms), and a dry run that timed one process alone promised too little.
+"""
 from __future__ import annotations
 
+import contextlib
 import math
+import multiprocessing
+import signal
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from gptlab.run.config import RunConfig
 
@@ -71,17 +79,68 @@ class StepTiming:
         return steps * self.per_step + (steps // config.train.eval_interval + 2) * self.per_eval
 
 
-def time_run(config: RunConfig, steps: int = 6) -> StepTiming:
-    """Time a few training steps of `config` and one evaluation batch (the split's batches scale it)."""
+def time_run(config: RunConfig, steps: int = 6, companions: int = 0, threads: int = 1) -> StepTiming:
+    """Time a few training steps of `config` and one evaluation batch (the split's batches scale it), with
+    `companions` other processes training the same model meanwhile (each on `threads` threads), as the sweep's
+    other workers will be."""
     from gptlab.run.evaluation import evaluate
 
     trainer = build_trainer(config, stand_in=True)
     cfg = trainer.cfg
-    per_step = time_train_steps(trainer, steps)
-    window = cfg.train.eval_batch_size * cfg.model.block_size
-    tick = time.perf_counter()
-    evaluate(trainer.model, trainer.dataset.val[: window + 1], cfg.model.block_size, cfg.train.eval_batch_size,
-             trainer.device, trainer.autocast)
-    per_batch = time.perf_counter() - tick
+    trainer.train_step(0, record=False)  # first: a forked companion inherits what it imports (torch's optimizer
+    # imports torch._dynamo at its first step: seconds a companion would otherwise spend before it trains)
+    with side_by_side(config, companions, threads):
+        per_step = time_train_steps(trainer, steps)
+        window = cfg.train.eval_batch_size * cfg.model.block_size
+        tick = time.perf_counter()
+        evaluate(trainer.model, trainer.dataset.val[: window + 1], cfg.model.block_size, cfg.train.eval_batch_size,
+                 trainer.device, trainer.autocast)
+        per_batch = time.perf_counter() - tick
     val_tokens = trainer.dataset.val_chars_scored + 1 if cfg.data.tokenizer == "char" else len(trainer.dataset.val)
     return StepTiming(per_step, math.ceil(val_tokens / window) * per_batch)
+
+
+COMPANION_LIMIT_S = 600.0  # a companion stops by itself after this long, whatever becomes of the dry run
+
+
+@contextlib.contextmanager
+def side_by_side(config: RunConfig, companions: int, threads: int) -> Iterator[None]:
+    """While inside, `companions` processes train `config`'s model (stand-in data, nothing written), each
+    built and past its first step before the block starts; they are stopped and reaped on the way out.
+
+    Forked where each runs on one thread (fast, as torch's own DataLoader workers are), spawned otherwise:
+    an OpenMP pool a parent used is not safe to use again in a forked child."""
+    if companions <= 0:
+        yield
+        return
+    ctx = multiprocessing.get_context("fork" if threads == 1 else "spawn")
+    ready, stop = ctx.Barrier(companions + 1), ctx.Event()
+    procs = [ctx.Process(target=_companion, args=(config, threads, ready, stop), daemon=True)
+             for _ in range(companions)]
+    try:
+        for proc in procs:
+            proc.start()
+        ready.wait(timeout=COMPANION_LIMIT_S)
+        yield
+    finally:
+        stop.set()
+        for proc in procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+
+
+def _companion(config: RunConfig, threads: int, ready: Any, stop: Any) -> None:
+    """One of `side_by_side`'s processes: build, step once, meet the others, then train until told to stop."""
+    from gptlab.run.device import configure_process
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the dry run's to handle; it stops us
+    configure_process(threads)
+    trainer = build_trainer(config, stand_in=True)
+    trainer.train_step(0, record=False)
+    ready.wait(timeout=COMPANION_LIMIT_S)
+    start, step = time.monotonic(), 1
+    while not stop.is_set() and time.monotonic() - start < COMPANION_LIMIT_S:
+        trainer.train_step(step, record=False)
+        step += 1

@@ -539,7 +539,7 @@ STEP_TIMING = gptlab.sweep.estimate.StepTiming(1e-3, 1e-2)
 def fast_estimate(monkeypatch):
     """An accepted spec's dry run times six training steps of its first run (seconds on Tiny Shakespeare,
     with the data loaded). The property is about validation, so the estimator answers a constant here."""
-    monkeypatch.setattr(gptlab.sweep.estimate, "time_run", lambda config, steps=6: STEP_TIMING)
+    monkeypatch.setattr(gptlab.sweep.estimate, "time_run", lambda config, steps=6, **kwargs: STEP_TIMING)
     threads = torch.get_num_threads()
     yield
     torch.set_num_threads(threads)  # a dry run sets the plan's thread count for this process

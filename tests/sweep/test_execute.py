@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -255,7 +256,30 @@ def test_dry_run_lists_runs_and_estimates_time_without_writing(tmp_path, corpus,
     assert code == 0
     assert out.count("pending") == 8 and "model.norm" in out and "estimate: ~" in out
     assert "plan: 2 worker(s)" in out
+    assert "timed from its first steps beside 1 other run training, as the sweep's workers will" in out
     assert not (tmp_path / "results").exists()
+    assert multiprocessing.active_children() == []  # the timed run's company is reaped
+
+
+def test_one_worker_times_its_run_alone(tmp_path, corpus, capsys):
+    spec = write_spec(tmp_path, corpus, GRID, seeds=1, executor={"backend": "loky", "n_jobs": 1, "threads": 1})
+    assert sweep_main([str(spec), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0
+    assert "timed from its first steps alone" in capsys.readouterr().out
+
+
+def test_side_by_side_trains_company_while_inside_and_reaps_it_after(corpus):
+    from helpers import tiny_config
+
+    from gptlab.run.config import resolve_run_config
+    from gptlab.sweep.estimate import side_by_side, time_run
+
+    config = resolve_run_config(tiny_config(corpus))
+    with side_by_side(config, 2, threads=1):
+        company = multiprocessing.active_children()
+        assert len(company) == 2 and all(p.is_alive() for p in company)  # built and past their first step
+    assert multiprocessing.active_children() == [] and all(p.exitcode == 0 for p in company)  # stopped, not killed
+    timing = time_run(config, steps=2, companions=1, threads=1)
+    assert timing.per_step > 0 and timing.per_eval > 0 and multiprocessing.active_children() == []
 
 
 def test_list_shows_every_registry_entry(capsys):

@@ -126,7 +126,7 @@ def test_the_dry_run_estimate_counts_each_runs_steps_and_a_branch_only_from_its_
                                                                                          capsys):
     import gptlab.sweep.estimate as estimate
 
-    monkeypatch.setattr(estimate, "time_run", lambda config, steps=6: estimate.StepTiming(1.0, 0.0))
+    monkeypatch.setattr(estimate, "time_run", lambda config, steps=6, **kwargs: estimate.StepTiming(1.0, 0.0))
     config = tiny_config(corpus, eval_interval=10, schedule="wsd")
     config["train"].pop("max_iters")
     raw = {"name": "lengths", "base": {k: config[k] for k in ("model", "train", "data")},
