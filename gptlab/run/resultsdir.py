@@ -23,6 +23,7 @@ SAMPLES_JSON = "samples.json"  # text samples kept by the report
 ROUNDS_CSV = "rounds.csv"  # one row per round of an adaptive sweep
 TUNING_CSV = "tuning.csv"  # a tuned sweep's selection: per cell and setting, the loss and the pick
 REFINE_CSV = "refine.csv"  # a refining tuner's rounds: each cell's pick, its confidence and what it tried next
+STEP_TIMES_CSV = "step_times.csv"  # a `worth:` sweep's arms, their training steps timed side by side after the runs
 DISCUSSION_MD = "discussion.md"  # written by a person, read by the report
 RUNS = "runs"  # the folder of run directories
 LOCK = ".lock"  # the OS lock a sweep holds while it writes here (gptlab.sweep.lock)
@@ -81,6 +82,10 @@ class ResultsDir:
     @property
     def refine_csv(self) -> Path:
         return self.path / REFINE_CSV
+
+    @property
+    def step_times_csv(self) -> Path:
+        return self.path / STEP_TIMES_CSV
 
     @property
     def discussion_md(self) -> Path:

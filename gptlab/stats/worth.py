@@ -272,22 +272,8 @@ class StepCost:
     df: float
 
 
-def seconds_per_step(wall_s: np.ndarray, steps: np.ndarray) -> np.ndarray:
-    """Each run's seconds per step, for `step_cost`: its wall seconds over the steps it trained itself.
-
-    The caller passes finished runs only, each with the steps its wall time covers (a trunk's branch covers
-    only its cooldown: the lab takes step times from the arms' estimation runs).
-    """
-    w, n = np.asarray(wall_s, float), np.asarray(steps, float)
-    if w.shape != n.shape or w.ndim != 1:
-        raise ValueError(f"worth: wall seconds {w.shape} and steps {n.shape} must be equal 1-d")
-    if not (np.all(np.isfinite(w)) and np.all(w > 0) and np.all(np.isfinite(n)) and np.all(n > 0)):
-        raise ValueError("worth: wall seconds and steps must be finite and positive (pass finished runs only)")
-    return w / n
-
-
 def step_cost(arm_seconds: np.ndarray, base_seconds: np.ndarray, level: float = 0.95) -> StepCost:
-    """Relative time per step from each run's seconds per step (wall_s / steps, or 1 / steps per second).
+    """Relative time per step from the seconds per step of each timing (a round of `step_times.csv`) of each side.
 
     log(mean_a / mean_0) with the delta method's variance cv_a^2 / n_a + cv_0^2 / n_0 on Welch df;
     a side with one run contributes no variance (its df would be 0): then both need >= 2 runs overall.

@@ -23,7 +23,7 @@ from gptlab.runio import write_yaml
 from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.compile_share import compile_line
-from gptlab.sweep.kinds import known_runs, with_kind_stages
+from gptlab.sweep.kinds import kinds_of, known_runs, with_kind_stages
 from gptlab.sweep.lock import SweepLock
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
 from gptlab.sweep.progress import Progress
@@ -111,7 +111,7 @@ def _execute_locked(spec: SweepSpec, plan: Resources, options: SweepOptions, bac
         if line:
             print(line, file=options.stream)
     planned = train_stages(spec, planner_for(spec, options.stream), plan, options, backend)
-    return finish(spec, planned, options)
+    return finish(spec, planned, options, plan.threads)
 
 
 def train_stages(spec: SweepSpec, planner: Planner, plan: Resources, options: SweepOptions,
@@ -178,12 +178,16 @@ def train(spec: SweepSpec, stage: Stage, plan: Resources, options: SweepOptions,
     return rows
 
 
-def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions) -> int:
-    """Rebuild summary.csv for every planned run, print what did not finish ok, write the report; the exit status."""
+def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions, threads: int = 1) -> int:
+    """Rebuild summary.csv for every planned run, print what did not finish ok, let each kind do its work after the
+    runs (when every planned run finished), write the report; the exit status."""
     out, results_dir = options.results_stream or options.stream, options.results_dir
     rows = write_summary(spec, results_dir, list(planned))
     not_ok = [r for r in rows if r["status"] != "ok"]
     missing = len(planned) - len(rows)
+    if not missing and not any(r["status"] == "failed" for r in rows):
+        for _, kind in kinds_of(spec):
+            kind.after_runs(spec, results_dir, planned, threads, options.stream)
     if not_ok:
         lost = sum(r["status"] in FAILED_TO_TRAIN for r in not_ok)  # results (exit 0), kept out of every statistic
         print(f"\n{len(not_ok)} run(s) did not finish ok" + (f" ({lost} did not train: diverged or collapsed; "

@@ -6,7 +6,8 @@ the rest of the spec is valid: `SweepSpec.kinds[key]`), what it sets in the spec
 `first_runs`: a tuned sweep's test split and selection runs), how it is written back to sweep.yaml (the
 section's `to_dict`), its stages (`stages`: a planner wrapped around the spec's, or its own for a
 tuning method), the runs it may plan (`known_runs`, `planned_count`), and its columns of summary.csv
-(`columns`, `row`). The report's side of a kind is `gptlab.report.kinds.REPORT_KINDS`, under the same
+(`columns`, `row`), and its work once every run has finished (`after_runs`: `worth:` times the arms' steps
+side by side). The report's side of a kind is `gptlab.report.kinds.REPORT_KINDS`, under the same
 name.
 
 The shipped kinds are registered here, in the registry's own module (no registration by import order);

@@ -141,3 +141,8 @@ class SweepKind:
     def row(self, spec: SweepSpec, run: Run) -> dict[str, Any]:
         """A run's values in this kind's columns."""
         return {}
+
+    def after_runs(self, spec: SweepSpec, results_dir: ResultsDir, planned: Sequence[Run], threads: int,
+                   out: TextIO) -> None:
+        """Work of this kind once every planned run has finished, before the report (`worth:` times the arms'
+        steps side by side); what it writes goes into `results_dir` under a name `ResultsDir` owns."""

@@ -24,11 +24,13 @@ from typing import Any, Mapping, Sequence, TextIO
 from gptlab.roles import WORTH, WORTH_TUNING
 from gptlab.run.config import LENGTH_KEY, LR_KEY
 from gptlab.run.identity import run_sources
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.stats.arms import ARM
 from gptlab.stats.cliff import unstable
 from gptlab.statuses import OK
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage, SweepKind
 from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, cell_label
+from gptlab.sweep.step_times import time_steps
 from gptlab.sweep.tuning import TunedRun
 from gptlab.sweep.worth_spec import WorthSpec, check_worth, length_config, steps_at
 
@@ -184,3 +186,8 @@ class WorthKind(SweepKind):
 
     def row(self, spec: SweepSpec, run: Run) -> dict[str, Any]:
         return {LENGTH_KEY: length_of(run)}
+
+    def after_runs(self, spec: SweepSpec, results_dir: ResultsDir, planned: Sequence[Run], threads: int,
+                   out: TextIO) -> None:
+        """Each arm's step timed beside the others' (`sweep.step_times`): its cost per step against the baseline's."""
+        time_steps(results_dir, planned, threads, out)

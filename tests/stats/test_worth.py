@@ -15,7 +15,6 @@ from gptlab.stats.worth import (
     arm_runs,
     baseline_curve,
     fit_power,
-    seconds_per_step,
     step_cost,
     step_multiplier,
     wall_multiplier,
@@ -226,12 +225,6 @@ def test_a_retuned_curve_moves_the_multipliers():
     assert after.multiplier < before.multiplier  # a better long baseline reaches the arm sooner
     with pytest.raises(ValueError, match="not among"):
         retuned_curve(fit, retune_check(np.full(3, 3000.0), f[:3], np.ones(3), noise_sd=0.004))
-
-
-def test_seconds_per_step():
-    assert seconds_per_step(np.array([100.0, 210.0]), np.array([1000, 2000])).tolist() == pytest.approx([0.1, 0.105])
-    with pytest.raises(ValueError, match="finished runs"):
-        seconds_per_step(np.array([100.0, np.nan]), np.array([1000, 2000]))
 
 
 def test_small_retune_simulation_rarely_calls_a_move_and_finds_a_clear_one():

@@ -13,6 +13,7 @@ from helpers import skip_figures, tiny_config
 from gptlab.errors import GptlabError
 from gptlab.sweep.kinds import known_runs, planned_count
 from gptlab.sweep.spec import validate_spec
+from gptlab.sweep.step_times import ROUNDS
 from gptlab.sweep.worth import learned, worth_runs
 from gptlab.sweep.worth_spec import DEFAULT_LENGTHS, WorthSpec
 
@@ -124,6 +125,12 @@ def test_a_sweep_with_worth_trains_the_lengths_from_shared_trunks_and_resumes(tm
     assert sorted(worth["train.max_iters"]) == [20, 20, 40, 40, 80, 80] and (worth["status"] == "ok").all()
     assert worth["best_test_loss"].notna().all()
     assert (summary.loc[summary["role"] == "estimation", "train.max_iters"] == 40).all()
+    # each arm's step timed side by side after the runs, alternated over the rounds
+    times = pd.read_csv(tmp_path / "results" / "w" / "step_times.csv")
+    assert list(times.columns) == ["arm", "round", "seconds_per_step", "machine"]
+    assert sorted(times.groupby("arm").size().items()) == [("nanogpt", ROUNDS), ("relu", ROUNDS)]
+    assert (times["seconds_per_step"] > 0).all() and times["machine"].str.contains("thread").all()
+    assert "step times: each of 2 cells' training step" in err
     # a lost trunk and a lost branch train again, nothing else; the numbers do not change
     lost = worth.sort_values("train.max_iters").iloc[[0, -1]]
     before = dict(zip(lost["run_id"], lost["best_val_loss"]))
@@ -134,6 +141,7 @@ def test_a_sweep_with_worth_trains_the_lengths_from_shared_trunks_and_resumes(tm
     err = capsys.readouterr().err
     assert "trunks: 4 runs (1 cells), 3 already finished, 1 to train" in err
     assert "5 already finished, 1 to train" in err and "not in this spec" not in err
+    assert "step times: kept" in err  # the same cells: not timed again
     again = pd.read_csv(tmp_path / "results" / "w" / "summary.csv").set_index("run_id")
     assert {k: again.loc[k, "best_val_loss"] for k in before} == pytest.approx(before, rel=1e-6)
 

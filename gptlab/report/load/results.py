@@ -62,6 +62,7 @@ class Results:
     rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLS))  # rounds.csv (adaptive)
     summary_check: SummaryCheck = field(default_factory=SummaryCheck)  # summary.csv against the run folders
     worth_blocks: BlockLosses = field(default_factory=BlockLosses)  # the test blocks of the `worth:` runs, or why none
+    step_times: pd.DataFrame = field(default_factory=pd.DataFrame)  # step_times.csv (`worth:`): arms timed side by side
 
     def short(self, factor: str) -> str:
         """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""

@@ -4,12 +4,11 @@ Owns the words of the report's worth section (`document.worth`), from the rounde
 `tables.worth.WorthView`: one line per arm (per scale level) saying no more than its CI (an open end is
 "beyond"/"below" a length trained, a censored arm only its bound, a CI that holds 1x says no gain is shown),
 the curve and the schedule it was trained with (the confound when the arms trained with another), the
-machine the times come from and that runs shared it, and the re-tune of the baseline at the end lengths.
+how the step times were taken (side by side, after the runs), and the re-tune of the baseline at the end lengths.
 """
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import pandas as pd
@@ -97,21 +96,20 @@ def curve_note(view: WorthView, res: Results) -> str:
 
 
 def machine_note(res: Results) -> str:
-    """Where the times were measured (device, architecture, threads: never a host name) and that runs shared it."""
-    env = res.environment
-    device = ", ".join(env.get("device", [])) or "an unrecorded device"
-    arch = sorted({m.group(1) for p in env.get("platform", [])
-                   if (m := re.search(r"(x86_64|aarch64|arm64|ppc64le|s390x)", p))})
-    threads = ", ".join(env.get("threads", []))
-    jobs = res.spec.executor.n_jobs  # a count, or 'auto' (one per core or GPU slot): how many is then not recorded
-    shared = (f"the sweep ran {jobs} at a time" if isinstance(jobs, int) and jobs > 1 else
-              f"the sweep ran them {jobs} at a time" if isinstance(jobs, int) else "the sweep may have run several at a time")
-    return (f"Times: the wall seconds of each arm's estimation runs over their steps (`wall_s / train.max_iters`; the "
-            f"ratio of means with a 95% CI over runs), measured on {device}"
-            + (f" ({', '.join(arch)})" if arch else "") + (f", {threads} thread(s) per run" if threads else "")
-            + f". The run records say nothing of other load: these are wall times of runs that shared the machine "
-            f"with other runs ({shared}), so a ratio holds for this machine under this load, not for the papers' "
-            "hardware.")
+    """Where and how the step times were measured (`step_times.csv`: never a host name), or that they were not."""
+    times = res.step_times
+    if not len(times):
+        return ("Times: not measured. The arms' steps are timed side by side once every run has finished "
+                "(`step_times.csv`); this sweep has none, so no step cost, wall-time multiplier or speed verdict. "
+                "The runs' own wall times are not compared: they were trained at different times and loads.")
+    machines = ", ".join(dict.fromkeys(str(m) for m in times.get("machine", pd.Series(dtype=str)).dropna())) \
+        or "an unrecorded machine"
+    rounds = times["round"].nunique() if "round" in times else 0
+    return (f"Times: each arm's training step (at its pick, on stand-in data of the text's vocabulary) timed after the "
+            f"runs, in one process, alternated with every other arm's over {rounds} rounds, on {machines} "
+            "(`step_times.csv`); the ratio of mean step times with a 95% CI over the rounds. The runs' own wall times "
+            "are not compared: a study's runs are trained hours or days apart, on a machine whose speed and load "
+            "change. A ratio holds for this machine, not for the papers' hardware.")
 
 
 VERDICT_WORDS = {"stays": "its optimum stays at the pick",

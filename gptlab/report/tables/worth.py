@@ -9,7 +9,8 @@ pick at the shortest and longest length), per scale level:
   points; otherwise the baseline's estimation runs are the anchor, and each arm's effect is placed on the
   curve's shape (`stats.worth.step_multiplier`'s `anchor`);
 - each arm's step multiplier with its CI (censored outside the lengths trained, never extrapolated), its
-  relative time per step from the estimation runs' `wall_s / train.max_iters` (`stats.worth.step_cost`) and
+  relative time per step from the arms' steps timed side by side after the runs (`step_times.csv`, written by
+  `sweep.step_times`: the runs themselves were trained hours or days apart; `stats.worth.step_cost`) and
   the wall-time multiplier (`stats.worth.wall_multiplier`);
 - the re-tune: the baseline's best lr factor at the shortest and longest length, and each arm's multiplier
   again with those ends of the curve moved to the re-tuned loss.
@@ -106,13 +107,17 @@ def _arm_loss(res: Results, runs: pd.DataFrame) -> stats_worth.ArmLoss:
     return stats_worth.arm_runs(runs[res.outcome].to_numpy(float), _blocks(res, runs))
 
 
-def _per_step(runs: pd.DataFrame, steps: float) -> np.ndarray:
-    """Seconds per training step of each run (`stats.worth.seconds_per_step`; runs without a time left out)."""
-    wall = pd.to_numeric(runs["wall_s"], errors="coerce").to_numpy(float)
-    length = runs[LENGTH_KEY].to_numpy(float) if LENGTH_KEY in runs else np.full(len(runs), steps)
-    length = np.where(np.isfinite(length) & (length > 0), length, steps)
-    timed = np.isfinite(wall) & (wall > 0)
-    return stats_worth.seconds_per_step(wall[timed], length[timed])
+def _step_seconds(res: Results, arm: str, level: str) -> np.ndarray:
+    """Seconds per training step of `arm` (at scale `level`), one per round of step_times.csv: the arms' steps timed
+    side by side after the runs (`sweep.step_times`); empty where the sweep did not time them."""
+    times = res.step_times
+    if not len(times) or ARM not in times:
+        return np.array([])
+    mine = times[times[ARM].astype(str) == arm]
+    if res.scale and res.scale[0] in mine:
+        mine = mine[mine[res.scale[0]].astype(str) == level]
+    seconds = pd.to_numeric(mine["seconds_per_step"], errors="coerce").to_numpy(float)
+    return seconds[np.isfinite(seconds) & (seconds > 0)]
 
 
 def _curve(res: Results, worth: pd.DataFrame, base: pd.DataFrame, steps: float,
@@ -168,7 +173,8 @@ def _placed(curve: stats_worth.BaselineCurve, steps: float, arm: stats_worth.Arm
 
 
 def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame, estimation: pd.DataFrame,
-                selection: pd.DataFrame, schedule: str) -> tuple[list[dict], pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+                selection: pd.DataFrame, schedule: str,
+                level: str) -> tuple[list[dict], pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """worth.csv's rows of one scale level, the curve's points, the curve drawn and the re-tune."""
     baseline = res.baseline[ARM]
     base = estimation[estimation[ARM] == baseline]
@@ -195,7 +201,7 @@ def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame, estimat
             retune, checks = _retune(tuning[tuning[LENGTH_KEY].isin(curve.steps)], res.outcome, pick, steps, noise)
         except ValueError as exc:
             notes.append(str(exc))
-    base_sec = _per_step(base, steps)
+    base_sec = _step_seconds(res, baseline, level)
     for arm in [a for a in res.levels[ARM] if a != baseline and a in set(estimation[ARM])]:
         mine = estimation[estimation[ARM] == arm]
         row = {"arm": arm, "baseline": baseline, "study_steps": steps, "n_arm": len(mine), "anchored": anchor is not None,
@@ -205,6 +211,13 @@ def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame, estimat
         try:
             loss = _arm_loss(res, mine)
             row["arm_loss"] = loss.mean
+            cost = None  # the time per step needs no curve: a speed claim is judged on it alone
+            if len(res.step_times):
+                try:
+                    cost = stats_worth.step_cost(_step_seconds(res, arm, level), base_sec)
+                    row.update(step_cost=cost.ratio, step_cost_low=cost.ci_low, step_cost_high=cost.ci_high)
+                except ValueError as exc:
+                    note.append(str(exc))
             if curve is not None:
                 w = stats_worth.step_multiplier(curve, steps, loss, anchor=anchor)
                 row.update(_worth_cols(w), placed_loss=_placed(curve, steps, loss, anchor))
@@ -214,13 +227,9 @@ def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame, estimat
                     row.update(retuned_multiplier=r.multiplier, retuned_low=r.ci_low, retuned_high=r.ci_high,
                                retuned_low_open=r.ci_low_open, retuned_high_open=r.ci_high_open,
                                retuned_censored=r.censored)
-                try:
-                    cost = stats_worth.step_cost(_per_step(mine, steps), base_sec)
+                if cost is not None:
                     wall = stats_worth.wall_multiplier(w, cost)
-                    row.update(step_cost=cost.ratio, step_cost_low=cost.ci_low, step_cost_high=cost.ci_high,
-                               wall_multiplier=wall.multiplier, wall_low=wall.ci_low, wall_high=wall.ci_high)
-                except ValueError as exc:
-                    note.append(str(exc))
+                    row.update(wall_multiplier=wall.multiplier, wall_low=wall.ci_low, wall_high=wall.ci_high)
         except ValueError as exc:
             note.append(str(exc))
         rows.append({**row, "note": "; ".join(note)})
@@ -273,7 +282,8 @@ def worth_view(res: Results) -> WorthView | None:
     for level in levels:
         def at(frame: pd.DataFrame) -> pd.DataFrame:
             return frame[frame[scale].astype(str) == level] if scale else frame
-        mine, pts, drawn, retune = _level_rows(res, at(worth), at(tuning), at(estimation), at(selection), schedule)
+        mine, pts, drawn, retune = _level_rows(res, at(worth), at(tuning), at(estimation), at(selection), schedule,
+                                               level)
         rows += [{**r, **({"scale_factor": scale, "scale_level": level} if scale else {})} for r in mine]
         points.append(pts.assign(scale_level=level))
         curves.append(drawn.assign(scale_level=level))
