@@ -16,6 +16,9 @@ How a typed number is checked (`check_quotes`), on the text with its `{{table: r
 5. any other number: declared in `DECLARED` with the cell it quotes (`table[column=value | ...].column`, or
    a regular expression over the report's own sentences), and checked against that cell.
 
+0. a multiplier as the report writes it (`1.40x (1.20-1.60)`: a `worth` cell, or a step cost and its CI): that
+   cell verbatim (`blank_multipliers`).
+
 Anything else is a problem: quote the row by reference, or declare where the number comes from.
 `python benchmarks/claim_mutations.py` flips the sign of every checked number and shifts it by one unit
 in its last digit, and counts the mutations this check catches; a test here runs the same count.
@@ -322,9 +325,26 @@ def declared_cell(study: Study, spec: str) -> tuple[float, bool] | str:
     return rows[0].values[column], negated
 
 
+MULTIPLIER_COLUMNS = ("worth", "wall_worth", "retuned_worth")  # worth.csv's and scorecard.csv's texts: "1.40x (1.20-1.60)"
+
+
+def blank_multipliers(text: str, study: Study) -> str:
+    """Rule 0: a multiplier typed as a table writes it ("1.40x (1.20-1.60)", `MULTIPLIER_COLUMNS`, or a step cost
+    with its CI in the same form) is blanked, being that cell verbatim; one typed otherwise keeps its numbers,
+    which then need a row like any other (a shifted digit is caught: the text is no cell any more)."""
+    cells = {r.text[c] for r in study.rows for c in MULTIPLIER_COLUMNS if r.text.get(c)}
+    for r in study.rows:
+        if {"step_cost", "step_cost_low", "step_cost_high"} <= set(r.values):
+            v = [r.values[k] for k in ("step_cost", "step_cost_low", "step_cost_high")]
+            cells |= {f"{v[0]:.{d}f}x ({v[1]:.{d}f}-{v[2]:.{d}f})" for d in (1, 2)}
+    for cell in sorted(cells, key=len, reverse=True):
+        text = re.sub(r"(?<![\d.])" + re.escape(cell), lambda m: " " * len(m.group()), text)
+    return text
+
+
 def check_quotes(document: str, study: Study, declared: Mapping[str, str] | None = None) -> list[Problem]:
     """Every typed number of `document` traced to the cell it quotes; what could not be, as problems."""
-    text = blank_references(document)
+    text = blank_multipliers(blank_references(document), study)
     nums = quoted_numbers(text)
     done: set[int] = set()  # indexes of nums traced to a cell
     problems: list[Problem] = []
