@@ -542,6 +542,16 @@ def test_the_check_refuses_a_wrong_sign_a_wrong_digit_and_an_untraced_number():
     assert check_quotes(ok[4], study, {"a: , ": "main_effects[factor=a].estimate"}) != []  # sign of the cell
 
 
+def test_a_multiplier_is_the_cell_it_quotes_verbatim():
+    study = Study((Row("worth", {"arm": "rotary", "worth": "1.43x (1.21-1.65)"},
+                       {"step_cost": 1.112, "step_cost_low": 1.056, "step_cost_high": 1.172}),), "")
+    for text in ("rotary: the baseline needs 1.43x (1.21-1.65) its steps.", "a step costs 1.11x (1.06-1.17)."):
+        assert check_quotes(text, study) == [], text
+    for text in ("rotary: the baseline needs 1.44x (1.21-1.65) its steps.", "rotary: 11.43x (1.21-1.65).",
+                 "a step costs 1.11x (1.05-1.17)."):
+        assert check_quotes(text, study) != [], text
+
+
 # -- the designs' verdicts -------------------------------------------------------------------------------
 
 def test_beyond_reports_simple_effects_not_additive_main_effects():
