@@ -71,8 +71,8 @@ class Reuse:
         taken = []
         for run_id in run_ids:
             target = results_dir.run(run_id)
-            if target.path.exists():
-                continue
+            if target.path.exists() and {f.name for f in target.path.iterdir()} - {RunDir.BRANCHES}:
+                continue  # a run started or finished here (a shared trunk's branch points alone are no run yet)
             source = self.find(run_id)
             if source is None:
                 continue
@@ -82,7 +82,9 @@ class Reuse:
 
 
 def copy_run(source: RunDir, dest: Path, run_id: str) -> None:
-    """`source` into `dest` (absent), as run `run_id`: linked or copied into a temporary folder, renamed into place."""
+    """`source` into `dest` (absent, or holding only the branch points this sweep recorded for a shared trunk), as
+    run `run_id`: linked or copied into a temporary folder, renamed into place. The source's own branch points
+    (they name its sweep's runs) are not copied; this sweep's are kept."""
     summary = source.summary()
     if not summary or summary.get("status") not in FINISHED:
         raise GptlabError(f"--reuse: {source.path} is not a finished run")
@@ -96,9 +98,13 @@ def copy_run(source: RunDir, dest: Path, run_id: str) -> None:
         except OSError:  # another disk, or links not allowed
             shutil.copy2(src, dst)
 
-    live = shutil.ignore_patterns(RunDir.LOCK, RunDir.RUNNING, RunDir.PROGRESS)  # a worker's, not the result's
+    live = shutil.ignore_patterns(RunDir.LOCK, RunDir.RUNNING, RunDir.PROGRESS, RunDir.BRANCHES)  # not the result's
     shutil.copytree(source.path, scratch, copy_function=link_or_copy, ignore=live)
     summary_path = scratch / RunDir.SUMMARY
     os.unlink(summary_path)  # a hard link: writing through it would rewrite the source's summary
     write_json(summary_path, {**summary, "run_id": run_id, "reused_from": str(source.path.resolve())})
+    if dest.exists():  # a trunk's folder with this sweep's branch points: they move in with the run
+        for name in os.listdir(dest):
+            os.replace(dest / name, scratch / name)
+        dest.rmdir()
     os.replace(scratch, dest)

@@ -114,10 +114,10 @@ def test_bad_input_is_refused_in_one_line():
 
 
 def test_step_cost_and_wall_multiplier_arithmetic():
-    cost = step_cost(np.array([1.2, 1.2, 1.2]), np.array([1.0, 1.0, 1.0, 1.0]) * 0.8)
+    cost = step_cost(np.array([1.2, 1.5, 0.9]), np.array([0.8, 1.0, 0.6]))  # each round 1.5x: drift cancels
     assert cost.ratio == pytest.approx(1.5) and cost.ci_low == pytest.approx(1.5) and cost.ci_high == pytest.approx(1.5)
-    spread = step_cost(np.array([1.1, 1.3, 1.2]), np.array([0.8, 0.82, 0.78, 0.8]))
-    assert spread.ratio == pytest.approx(1.5) and spread.ci_low < 1.5 < spread.ci_high
+    spread = step_cost(np.array([1.1, 1.3, 1.2]), np.array([1.1, 1.3, 1.2]) / np.array([1.4, 1.6, 1.5]))
+    assert spread.ratio == pytest.approx((1.4 * 1.6 * 1.5) ** (1 / 3)) and spread.ci_low < 1.5 < spread.ci_high
     fit = baseline(sd=0.004)
     w = step_multiplier(fit, 2000, arm_runs(lab(2.4 * 2000) + np.array([-0.003, 0.0, 0.003])))
     wall = wall_multiplier(w, cost)  # an exact cost: the CI only divides
@@ -126,7 +126,9 @@ def test_step_cost_and_wall_multiplier_arithmetic():
     wider = wall_multiplier(w, spread)
     assert wider.ci_low < wall.ci_low and wider.ci_high > wall.ci_high
     with pytest.raises(ValueError, match="positive"):
-        step_cost(np.array([0.0, 1.0]), np.array([1.0]))
+        step_cost(np.array([0.0, 1.0]), np.array([1.0, 1.0]))
+    with pytest.raises(ValueError, match="one per round"):
+        step_cost(np.array([1.0, 1.0]), np.array([1.0]))
 
 
 def test_small_calibration_covers_and_censors():
@@ -139,10 +141,14 @@ def test_small_calibration_covers_and_censors():
 
 
 def test_step_cost_ci_covers_a_planted_ratio():
-    rng = np.random.default_rng(5)  # lognormal seconds per step, the arm 1.2x the baseline, 3 against 9 runs
-    hits = [step_cost(1.2 * rng.lognormal(0, 0.15, 3), rng.lognormal(0, 0.15, 9)) for _ in range(400)]
+    rng = np.random.default_rng(5)  # 5 rounds, each slowing every arm alike (SD 0.15), timing noise SD 0.05
+    hits = []
+    for _ in range(400):
+        drift = rng.lognormal(0, 0.15, 5)
+        hits.append(step_cost(1.2 * drift * rng.lognormal(0, 0.05, 5), drift * rng.lognormal(0, 0.05, 5)))
     coverage = np.mean([c.ci_low <= 1.2 <= c.ci_high for c in hits])
     assert 0.9 <= coverage <= 0.99
+    assert np.median([c.ci_high / c.ci_low for c in hits]) < 1.25  # the drift cancels: not +/-20% wide
 
 
 def test_anchor_without_effect_gives_one_and_places_the_arm_on_the_shape():

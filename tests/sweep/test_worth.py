@@ -144,6 +144,14 @@ def test_a_sweep_with_worth_trains_the_lengths_from_shared_trunks_and_resumes(tm
     assert "step times: kept" in err  # the same cells: not timed again
     again = pd.read_csv(tmp_path / "results" / "w" / "summary.csv").set_index("run_id")
     assert {k: again.loc[k, "best_val_loss"] for k in before} == pytest.approx(before, rel=1e-6)
+    # another sweep of the same runs reuses every one, the shared trunks too (whose folders it has already
+    # given their branch points when it comes to adopt them)
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump({**_raw(corpus), "name": "w2"}))
+    assert sweep_main([str(tmp_path / "other.yaml"), "--results-dir", str(tmp_path / "results"), "--reports-dir",
+                       str(tmp_path / "reports"), "--reuse", str(tmp_path / "results" / "w")]) == 0
+    err = capsys.readouterr().err
+    assert "trunks: reused 4 finished run(s)" in err and "branches: reused 6 finished run(s)" in err
+    assert all(line.endswith(" 0 to train") for line in err.splitlines() if line.endswith(" to train"))
 
 
 def test_the_lengths_take_only_the_baseline_seeds_that_learned_and_stayed_with_the_others(corpus):

@@ -107,7 +107,8 @@ def machine_note(res: Results) -> str:
     rounds = times["round"].nunique() if "round" in times else 0
     return (f"Times: each arm's training step (at its pick, on stand-in data of the text's vocabulary) timed after the "
             f"runs, in one process, alternated with every other arm's over {rounds} rounds, on {machines} "
-            "(`step_times.csv`); the ratio of mean step times with a 95% CI over the rounds. The runs' own wall times "
+            "(`step_times.csv`); an arm's step cost is the geometric mean of its per-round ratios to the baseline, with a "
+            "95% CI over the rounds (paired: what a round does to every arm cancels). The runs' own wall times "
             "are not compared: a study's runs are trained hours or days apart, on a machine whose speed and load "
             "change. A ratio holds for this machine, not for the papers' hardware.")
 

@@ -107,17 +107,24 @@ def _arm_loss(res: Results, runs: pd.DataFrame) -> stats_worth.ArmLoss:
     return stats_worth.arm_runs(runs[res.outcome].to_numpy(float), _blocks(res, runs))
 
 
-def _step_seconds(res: Results, arm: str, level: str) -> np.ndarray:
-    """Seconds per training step of `arm` (at scale `level`), one per round of step_times.csv: the arms' steps timed
-    side by side after the runs (`sweep.step_times`); empty where the sweep did not time them."""
+def _step_seconds(res: Results, arm: str, level: str) -> pd.Series:
+    """Seconds per training step of `arm` (at scale `level`) by round of step_times.csv: the arms' steps timed side
+    by side after the runs (`sweep.step_times`); empty where the sweep did not time them."""
     times = res.step_times
     if not len(times) or ARM not in times:
-        return np.array([])
+        return pd.Series(dtype=float)
     mine = times[times[ARM].astype(str) == arm]
     if res.scale and res.scale[0] in mine:
         mine = mine[mine[res.scale[0]].astype(str) == level]
-    seconds = pd.to_numeric(mine["seconds_per_step"], errors="coerce").to_numpy(float)
+    seconds = pd.Series(pd.to_numeric(mine["seconds_per_step"], errors="coerce").to_numpy(float),
+                        index=mine["round"].to_numpy())
     return seconds[np.isfinite(seconds) & (seconds > 0)]
+
+
+def _step_cost(arm: pd.Series, base: pd.Series) -> stats_worth.StepCost:
+    """The arm's step time over the baseline's, paired by the rounds both were timed in."""
+    both = arm.index.intersection(base.index)
+    return stats_worth.step_cost(arm[both].to_numpy(float), base[both].to_numpy(float))
 
 
 def _curve(res: Results, worth: pd.DataFrame, base: pd.DataFrame, steps: float,
@@ -214,7 +221,7 @@ def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame, estimat
             cost = None  # the time per step needs no curve: a speed claim is judged on it alone
             if len(res.step_times):
                 try:
-                    cost = stats_worth.step_cost(_step_seconds(res, arm, level), base_sec)
+                    cost = _step_cost(_step_seconds(res, arm, level), base_sec)
                     row.update(step_cost=cost.ratio, step_cost_low=cost.ci_low, step_cost_high=cost.ci_high)
                 except ValueError as exc:
                     note.append(str(exc))
