@@ -1,5 +1,5 @@
 """Shared fixtures: an isolated data cache, a small generated corpus, one torch thread, `no_figures`; and the
-grouping of tests for pytest-xdist (`-n`, on by default in pyproject.toml).
+order of tests for pytest-xdist (`-n`, on by default in pyproject.toml).
 
 Plain helpers (paths, `make_corpus`, `tiny_config`) live in helpers.py; only fixtures and hooks are here.
 No test uses the network: downloads go to a local HTTP server, the real text comes from
@@ -14,26 +14,10 @@ from helpers import SHARED_DATA, make_corpus, skip_figures
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`--dist loadgroup`), the tests that share a module-scoped fixture of their own module
-    (a trained sweep, a simulation, a SLURM or dask cluster) run on one worker, so the fixture is built once, and two
-    workers never share what it holds (a cluster, SLURM's job name); the module's other tests spread freely.
-    An explicit `xdist_group` mark wins. Without xdist the mark does nothing.
-
-    Under xdist the `slow` tests come first: the scheduler hands out the work in collection order (groups first,
-    largest first; then one test at a time to whichever worker is nearly idle), so the quick tests fill the
-    workers' last minutes instead of one worker finishing a minute-long test alone (tests/README.md)."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        info = getattr(item, "_fixtureinfo", None)
-        module = item.nodeid.split("::", 1)[0]
-        for name in getattr(info, "names_closure", ()):
-            defs = info.name2fixturedefs.get(name) or ()
-            fixture = defs[-1] if defs else None
-            if (fixture is not None and fixture.scope in ("module", "class") and not getattr(fixture, "_autouse", False)
-                    and fixture.baseid.split("::", 1)[0] == module):
-                item.add_marker(pytest.mark.xdist_group(module))
-                break
+    """Under pytest-xdist the `slow` tests come first. `--dist loadscope` hands out whole modules (a module's
+    tests share its module-scoped fixtures: a trained sweep, a simulation, a SLURM or dask cluster, built once on
+    one worker) in collection order, so the slow modules start first and the quick ones fill the workers' last
+    minutes instead of one worker finishing a minute-long test alone (tests/README.md)."""
     if hasattr(config, "workerinput"):  # an xdist worker: its order is the schedule's (all workers sort alike)
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: modules stay in order
 
@@ -76,9 +60,14 @@ def loky_workers_stay_warm():
 
 @pytest.fixture(autouse=True)
 def one_torch_thread_again():
-    """Before each test: a dry run in this process sets torch's thread count to its plan's."""
+    """Before and after each test: a dry run in this process sets torch's thread count to its plan's. After, too:
+    the next module's fixtures are built before this fixture runs for its first test, and a run trained on two
+    threads differs from the same run on one in the last bits of its losses."""
     import torch
 
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+    yield
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
 

@@ -72,7 +72,7 @@ def test_sample_and_the_report_import_the_plugins_of_the_sweep_that_trained_the_
     spec = {"name": "plug", "description": "a run with a plugin activation", "plugins": ["sampled_act.py"],
             "base": {k: config[k] for k in ("model", "train", "data")},
             "grid": {"model.activation": ["sampled_gelu"]}, "seeds": 1,
-            "executor": {"backend": "loky", "n_jobs": 2}}  # as in test_sweep: one pool of workers serves both
+            "executor": {"backend": "loky", "n_jobs": 2, "threads": 1}}  # the suite's other sweeps' pool: no restart
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     monkeypatch.setattr("gptlab.report.write_report", lambda *a, **k: tmp_path)  # its samples are checked below
     assert sweep_main([str(tmp_path / "sweep.yaml"), "--results-dir", str(tmp_path / "results"),

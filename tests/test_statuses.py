@@ -81,6 +81,7 @@ def sweep(tmp_path_factory, corpus):
     return root, code
 
 
+@pytest.mark.slow
 def test_runs_that_cannot_train_are_collapsed_everywhere_and_in_no_effect(sweep, corpus):
     root, code = sweep
     assert code == 0  # a collapsed run is a result, not an error
@@ -107,6 +108,7 @@ def test_runs_that_cannot_train_are_collapsed_everywhere_and_in_no_effect(sweep,
     assert report.index("## Stability") < report.index("## Cells")
 
 
+@pytest.mark.slow
 def test_an_old_summary_is_reclassified_on_read_and_its_file_is_left_as_it_was(sweep, tmp_path):
     root, _ = sweep
     results = root / "results" / "t"

@@ -79,6 +79,7 @@ def assert_same_run(folder, lone_folder):
                 assert float(row[key]) == pytest.approx(float(lone_row[key]), abs=TOL), (row["step"], key)
 
 
+@pytest.mark.slow
 def test_a_population_writes_each_members_lone_run_and_isolates_a_diverging_one(runs):
     planned, lone, root = runs
     results = execute_group(tasks(planned, root / "pop"))
@@ -114,6 +115,7 @@ class KillAt:
             raise Killed()
 
 
+@pytest.mark.slow
 def test_a_killed_population_resumes_and_a_member_without_its_checkpoint_finishes_alone(runs):
     planned, _, root = runs
     member_alone = 1
@@ -133,6 +135,7 @@ def test_a_killed_population_resumes_and_a_member_without_its_checkpoint_finishe
     assert "population" not in summaries[member_alone] and summaries[0]["population"]["size"] == 2
 
 
+@pytest.mark.slow
 def test_grouping_by_architecture_and_shared_settings(runs, tmp_path):
     planned, _, root = runs
     other = tiny_config(root, **TRAIN)
@@ -170,6 +173,7 @@ def test_compile_share_line():
     assert "(25% of the workers' time)" in compile_line([{"compile_s": 1.0, "wall_s": 4.0}])
 
 
+@pytest.mark.slow
 def test_a_sweep_trains_its_runs_as_one_population_with_their_lone_ids_and_rows(runs, tmp_path):
     planned, _, root = runs
     spec = load_spec(root / "s.yaml", executor_overrides={"population": 3, "n_jobs": 1, "threads": 1})

@@ -133,6 +133,7 @@ def test_a_missing_tensorboard_package_names_the_extra(tmp_path, capsys, monkeyp
     assert '.[tensorboard]' in err and not out.exists()
 
 
+@pytest.mark.slow
 def test_the_public_command_runs_the_report_export(tmp_path):
     """`python -m gptlab.export` (docs/RESULTS.md's command) still runs the export that lives in `gptlab.report.export`."""
     import subprocess

@@ -55,6 +55,7 @@ def test_an_altered_austen_is_refused_unless_named_with_data_path(monkeypatch, t
     assert resolve_dataset("austen", altered) == altered  # named by data.path: the user's text, trained as it is
 
 
+@pytest.mark.slow
 def test_a_sweep_refuses_an_altered_corpus_before_anything_is_written(tmp_path):
     altered = tmp_path / "data" / "austen" / "input.txt"
     altered.parent.mkdir(parents=True)
@@ -102,6 +103,7 @@ def test_prepare_writes_nothing_when_the_text_differs(monkeypatch, tmp_path, cap
     assert err[-1].startswith("error: --from:") and "sensesensibility.rda" in err[-1] and not dest.exists()
 
 
+@pytest.mark.slow
 def test_datasets_are_listed_with_what_they_are():
     proc = subprocess.run([sys.executable, "-m", "gptlab.sweep", "--list"], capture_output=True, text=True,
                           cwd=REPO, timeout=300)

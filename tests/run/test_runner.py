@@ -73,6 +73,7 @@ def _train_cli(config_path: Path, out: Path) -> subprocess.Popen:
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+@pytest.mark.slow
 def test_run_killed_after_a_checkpoint_resumes_to_the_same_losses(corpus, tmp_path):
     config = tiny_config(corpus, max_iters=150, eval_interval=20, log_interval=10)
     config["model"]["dropout"] = 0.1  # the dropout masks after a resume come from the restored RNG state
@@ -178,6 +179,7 @@ def test_cli_missing_dataset_offline_is_one_line(capsys, monkeypatch, tmp_path):
     assert "tinyshakespeare/input.txt under $GPTLAB_DATA_DIR (unset)" in err and "data.path" in err
 
 
+@pytest.mark.slow
 def test_cli_corrupted_dataset_exits_non_zero_without_traceback(tmp_path):
     data_dir = tmp_path / "data"
     (data_dir / "tinyshakespeare").mkdir(parents=True)

@@ -331,6 +331,7 @@ def tokenizer_sweep(tmp_path_factory, corpus):
         yield code, root / "results" / "tok", rows
 
 
+@pytest.mark.slow
 def test_a_sweep_mixing_tokenizers_writes_bits_per_char_for_every_run(tokenizer_sweep):
     code, results, rows = tokenizer_sweep
     assert code == 0 and set(rows) == {"char", "bpe", "lowerchar"}
@@ -345,6 +346,7 @@ def test_a_sweep_mixing_tokenizers_writes_bits_per_char_for_every_run(tokenizer_
     assert config["data"]["tokenizer"] == "bpe" and config["data"]["vocab_size"] == 300
 
 
+@pytest.mark.slow
 def test_a_bpe_run_of_a_sweep_samples_decoded_text(tokenizer_sweep, corpus):
     _, results, rows = tokenizer_sweep
     run = results / "runs" / rows["bpe"]["run_id"]
@@ -356,6 +358,7 @@ def test_a_bpe_run_of_a_sweep_samples_decoded_text(tokenizer_sweep, corpus):
     assert state["name"] == "bpe" and gtok.tokenizer_from_state(state).vocab_size <= 300
 
 
+@pytest.mark.slow
 def test_a_plugin_registers_a_tokenizer_a_sweep_can_use(tokenizer_sweep, corpus):
     _, results, rows = tokenizer_sweep
     run = results / "runs" / rows["lowerchar"]["run_id"]

@@ -26,6 +26,7 @@ def texts(tmp_path_factory):
     return make_corpus(folder / "verse.txt"), prose
 
 
+@pytest.mark.slow
 def test_a_tuned_arms_sweep_over_two_texts(tmp_path, texts, monkeypatch, capsys):
     from gptlab.sweep_cli import main as sweep_main
 
@@ -95,6 +96,7 @@ def _grid_spec(folder, name: str, verse, prose=None) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_reuse_takes_finished_runs_of_the_same_identity_and_trains_the_rest(tmp_path, texts, monkeypatch, capsys):
     import json
 

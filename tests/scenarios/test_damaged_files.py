@@ -229,7 +229,7 @@ def two_runs(tmp_path_factory, corpus):
     spec = tmp / "s.yaml"
     spec.write_text(yaml.safe_dump({"name": "s", "base": {k: config[k] for k in ("model", "train", "data")},
                                     "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0],
-                                    "executor": {"backend": "loky", "n_jobs": 1}}))
+                                    "executor": {"backend": "loky", "n_jobs": 2, "threads": 1}}))  # the pool the other sweeps use
     mp = pytest.MonkeyPatch()
     from helpers import skip_figures
 

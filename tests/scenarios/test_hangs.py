@@ -56,6 +56,7 @@ def test_a_scheduler_address_that_is_not_dask_is_one_line_in_seconds(listener, d
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_importing_dask_jobqueue_keeps_the_sigint_handler():
     """dask_jobqueue's first import sets SIGINT to sys.exit(): Ctrl-C then ended a SLURM sweep with exit 0 and no
     resume line. The import goes through `slurm.import_jobqueue`, which keeps the handler (in a fresh interpreter:

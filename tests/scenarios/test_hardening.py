@@ -128,6 +128,7 @@ def test_odd_input_is_refused_in_one_line_before_anything_is_written(case, chang
     assert not results.exists() and not (tmp_path / "reports").exists()
 
 
+@pytest.mark.slow
 def test_a_huge_model_is_refused_without_being_built(tmp_path, corpus):
     """The memory estimate refuses it: the refusing process never grows past a few hundred MiB."""
     spec = setting(setting(base_spec(corpus), "base.model.n_layer", 1_000), "base.model.n_embd", 2048)

@@ -119,6 +119,7 @@ def test_sweep_cli_rejects_a_bad_margin_before_anything_else(tmp_path, corpus, c
     assert not (tmp_path / "results").exists() and not (tmp_path / "rep").exists()
 
 
+@pytest.mark.slow
 def test_sweep_cli_bad_margin_as_a_process(tmp_path, corpus):
     spec = spec_with(tmp_path, corpus, None)
     proc = subprocess.run([sys.executable, "-m", "gptlab.sweep", str(spec), "--margin", "nan", "--dry-run",
@@ -167,6 +168,7 @@ def test_report_cli_rejects_a_bad_margin_and_writes_nothing(results, tmp_path, c
     assert not (results.parent.parent / "reports").exists()
 
 
+@pytest.mark.slow
 def test_report_cli_bad_margin_as_a_process(results, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gptlab.report", str(results), "--out", str(tmp_path / "r"),
                            "--margin", "-1"], env=ENV, capture_output=True, text=True, timeout=300)

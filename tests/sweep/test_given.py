@@ -97,6 +97,7 @@ def test_the_lr_in_base_and_given_picks_is_refused(corpus):
         _spec(raw, corpus)
 
 
+@pytest.mark.slow
 def test_a_small_wsd_length_sweep_with_given_picks_end_to_end(tmp_path, corpus, monkeypatch, capsys):
     skip_figures(monkeypatch)
     config = tiny_config(corpus, eval_interval=10, schedule="wsd")

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from helpers import tiny_config
 
@@ -78,6 +79,7 @@ def test_the_terminal_table_lists_the_runs_in_flight(tmp_path, corpus):
     assert "0/2 runs finished, 1 in flight" in text
 
 
+@pytest.mark.slow
 def test_a_sweep_shows_its_runs_while_the_first_ones_are_still_training(tmp_path, corpus, monkeypatch, capsys,
                                                                       no_figures):
     monkeypatch.setattr(progress_module, "LIVE_EVERY_S", 0.1)

@@ -344,6 +344,7 @@ def test_a_report_of_an_untuned_sweep_has_no_tuned_section(tmp_path):
 
 # -- one real tuned sweep ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_small_tuned_sweep_end_to_end(tmp_path, corpus, capsys):
     config = tiny_config(corpus, max_iters=30, eval_interval=15)
     config["train"].pop("lr")
