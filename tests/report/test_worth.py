@@ -245,3 +245,12 @@ def test_a_speed_claim_reads_the_step_costs_ci_against_1(direction, low, high, e
 ])
 def test_a_multiplier_is_written_with_its_ci_and_never_past_the_lengths(args, text):
     assert multiplier_text(*args) == text
+
+
+@pytest.mark.parametrize("rounds, words", [(1, "over 1 round, on"), (3, "over 3 rounds, on")])
+def test_the_machine_note_counts_its_rounds_in_words(rounds, words):
+    from types import SimpleNamespace
+
+    times = pd.DataFrame({"arm": ["baseline"] * rounds, "round": range(rounds), "machine": "test CPU",
+                          "seconds_per_step": 0.1})
+    assert words in worth_words.machine_note(SimpleNamespace(step_times=times))

@@ -105,8 +105,9 @@ def machine_note(res: Results) -> str:
     machines = ", ".join(dict.fromkeys(str(m) for m in times.get("machine", pd.Series(dtype=str)).dropna())) \
         or "an unrecorded machine"
     rounds = times["round"].nunique() if "round" in times else 0
+    rounds_text = f"{rounds} round" + ("" if rounds == 1 else "s")
     return (f"Times: each arm's training step (at its pick, on stand-in data of the text's vocabulary) timed after the "
-            f"runs, in one process, alternated with every other arm's over {rounds} rounds, on {machines} "
+            f"runs, in one process, alternated with every other arm's over {rounds_text}, on {machines} "
             "(`step_times.csv`); an arm's step cost is the geometric mean of its per-round ratios to the baseline, with a "
             "95% CI over the rounds (paired: what a round does to every arm cancels). The runs' own wall times "
             "are not compared: a study's runs are trained hours or days apart, on a machine whose speed and load "
