@@ -90,9 +90,10 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
     wholes = []  # (runs from scratch, their time, runs to train with what is on disk, their time) per way it may end
     if preview is not None:
         print(preview.intro, file=stream)
-        on_disk = _later_on_disk(spec, results_dir)
+        on_disk = _later_on_disk(spec, results_dir, reused)
         for case in preview.cases:
-            left = [r for r in case.runs if results_dir.run(r.run_id).state() not in FINISHED + ("failed",)]
+            left = [r for r in case.runs if results_dir.run(r.run_id).state() not in FINISHED + ("failed",)
+                    and reused.find(r.run_id) is None]  # --reuse copies those: nothing to train
             time = timed(left + list(case.stand_ins))  # which runs stand-ins are is known once an earlier stage ran
             chosen = (f", plus {len(case.stand_ins)} whose settings the selection chooses (counted as untrained)"
                       if case.stand_ins else "")
@@ -109,12 +110,12 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
     print(bottom_line(wholes, picked), file=stream)
 
 
-def _later_on_disk(spec: SweepSpec, results_dir: ResultsDir) -> collections.Counter:
-    """(cell, role) -> how many of a tuned sweep's possible later runs (beyond its first stage) are finished on disk:
-    the runs its stand-ins stand for, whose settings only the selection will name."""
+def _later_on_disk(spec: SweepSpec, results_dir: ResultsDir, reused: Reuse) -> collections.Counter:
+    """(cell, role) -> how many of a tuned sweep's possible later runs (beyond its first stage) are finished on disk,
+    here or in a `--reuse` folder: the runs its stand-ins stand for, whose settings only the selection will name."""
     first = {r.run_id for r in spec.runs}
-    return collections.Counter((r.cell, getattr(r, "role", "")) for r in known_runs(spec)
-                               if r.run_id not in first and results_dir.run(r.run_id).state() in FINISHED)
+    return collections.Counter((r.cell, getattr(r, "role", "")) for r in known_runs(spec) if r.run_id not in first
+                               and (results_dir.run(r.run_id).state() in FINISHED or reused.find(r.run_id) is not None))
 
 
 def _take(found: collections.Counter, run: Run) -> bool:

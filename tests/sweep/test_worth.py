@@ -147,8 +147,13 @@ def test_a_sweep_with_worth_trains_the_lengths_from_shared_trunks_and_resumes(tm
     # another sweep of the same runs reuses every one, the shared trunks too (whose folders it has already
     # given their branch points when it comes to adopt them)
     (tmp_path / "other.yaml").write_text(yaml.safe_dump({**_raw(corpus), "name": "w2"}))
-    assert sweep_main([str(tmp_path / "other.yaml"), "--results-dir", str(tmp_path / "results"), "--reports-dir",
-                       str(tmp_path / "reports"), "--reuse", str(tmp_path / "results" / "w")]) == 0
+    other = [str(tmp_path / "other.yaml"), "--results-dir", str(tmp_path / "results"), "--reports-dir",
+             str(tmp_path / "reports"), "--reuse", str(tmp_path / "results" / "w")]
+    capsys.readouterr()
+    assert sweep_main(other + ["--dry-run"]) == 0  # its dry run counts the runs it will copy as trained
+    out = capsys.readouterr().out
+    assert "with what is on disk: nothing to train" in out.splitlines()[-1], out
+    assert sweep_main(other) == 0
     err = capsys.readouterr().err
     assert "trunks: reused 4 finished run(s)" in err and "branches: reused 6 finished run(s)" in err
     assert all(line.endswith(" 0 to train") for line in err.splitlines() if line.endswith(" to train"))
