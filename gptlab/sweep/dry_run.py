@@ -12,7 +12,7 @@ import collections
 from typing import Any, TextIO
 
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.statuses import FINISHED
+from gptlab.statuses import FINISHED, STATUSES
 from gptlab.sweep.execute import planner_for, warn_other_runs
 from gptlab.sweep.kinds import known_runs
 from gptlab.sweep.progress import clock
@@ -50,7 +50,11 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
     for line in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip(), file=stream)
     warn_other_runs(spec, results_dir, stream)
-    pending = [r for r in spec.runs if results_dir.run(r.run_id).state() not in FINISHED + ("failed",)]
+    def untrained(run: Run) -> bool:
+        """Neither finished nor failed in this sweep's folder (a failed run trains again only with --rerun-failed)."""
+        return results_dir.run(run.run_id).state() not in STATUSES
+
+    pending = [r for r in spec.runs if untrained(r)]
     print(f"\n{len(spec.runs)} runs: {len(spec.runs) - len(pending)} finished, {len(pending)} to train", file=stream)
     reused = Reuse(reuse)
     found = [r for r in pending if reused.find(r.run_id) is not None]
@@ -92,8 +96,7 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
         print(preview.intro, file=stream)
         on_disk = _later_on_disk(spec, results_dir, reused)
         for case in preview.cases:
-            left = [r for r in case.runs if results_dir.run(r.run_id).state() not in FINISHED + ("failed",)
-                    and reused.find(r.run_id) is None]  # --reuse copies those: nothing to train
+            left = [r for r in case.runs if untrained(r) and reused.find(r.run_id) is None]  # --reuse copies the rest
             time = timed(left + list(case.stand_ins))  # which runs stand-ins are is known once an earlier stage ran
             chosen = (f", plus {len(case.stand_ins)} whose settings the selection chooses (counted as untrained)"
                       if case.stand_ins else "")
