@@ -124,9 +124,19 @@ def write_yaml(path: str | os.PathLike, data: Any) -> None:
     atomic_write_text(path, yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
 
 
+# What `yaml.safe_load` does, through libyaml's parser where PyYAML was built with it (the same safe constructor,
+# 7x faster: a report reads every run's config.yaml).
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def parse_yaml(text: str | bytes) -> Any:
+    """`yaml.safe_load(text)`, faster: standard YAML tags only."""
+    return yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 (a safe loader)
+
+
 def read_yaml(path: str | os.PathLike) -> Any:
     with open(path, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+        return parse_yaml(f.read())
 
 
 def _clean(value: Any) -> Any:

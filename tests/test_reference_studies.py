@@ -98,13 +98,13 @@ class Quoted:
     text: str  # as typed: "-0.063", "0.040", "+/-0.032"
     decimals: int  # digits after the point: the precision it claims
 
-    @property
+    @functools.cached_property
     def half_width(self) -> bool:
         """Typed as +/-x: an unsigned half-width."""
         return self.text.startswith("+/-")
 
-    @property
-    def value(self) -> float:
+    @functools.cached_property
+    def value(self) -> float:  # cached: the mutation test compares each number with every row, for each mutant
         return float(self.text[3:] if self.half_width else self.text)
 
     def quotes(self, cell: float, negated: bool = False) -> bool:
@@ -179,6 +179,19 @@ class Study:
                     found.append((row, row.values[est], row.values[lo], row.values[hi]))
             out[ninety] = tuple(found)
         return out
+
+    @functools.cached_property
+    def multiplier_patterns(self) -> tuple[tuple[str, re.Pattern[str]], ...]:
+        """`blank_multipliers`'s (first word, pattern) of each cell, longest cell first, built once per study: the
+        first word, which a match must contain, spares the search of a text without it."""
+        cells = {r.text[c] for r in self.rows for c in MULTIPLIER_COLUMNS if r.text.get(c)}
+        for r in self.rows:
+            if {"step_cost", "step_cost_low", "step_cost_high"} <= set(r.values):
+                v = [r.values[k] for k in ("step_cost", "step_cost_low", "step_cost_high")]
+                cells |= {f"{v[0]:.{d}f}x ({v[1]:.{d}f}-{v[2]:.{d}f})" for d in (1, 2)}
+        # a cell may wrap at a line's end
+        return tuple((cell.split()[0], re.compile(r"(?<![\d.+-])" + re.escape(cell).replace(r"\ ", r"\s+")))
+                     for cell in sorted(cells, key=len, reverse=True))
 
 
 # -- declared numbers ------------------------------------------------------------------------------------
@@ -332,14 +345,8 @@ def blank_multipliers(text: str, study: Study) -> str:
     """Rule 0: a multiplier typed as a table writes it ("1.40x (1.20-1.60)", `MULTIPLIER_COLUMNS`, or a step cost
     with its CI in the same form) is blanked, being that cell verbatim; one typed otherwise keeps its numbers,
     which then need a row like any other (a shifted digit is caught: the text is no cell any more)."""
-    cells = {r.text[c] for r in study.rows for c in MULTIPLIER_COLUMNS if r.text.get(c)}
-    for r in study.rows:
-        if {"step_cost", "step_cost_low", "step_cost_high"} <= set(r.values):
-            v = [r.values[k] for k in ("step_cost", "step_cost_low", "step_cost_high")]
-            cells |= {f"{v[0]:.{d}f}x ({v[1]:.{d}f}-{v[2]:.{d}f})" for d in (1, 2)}
-    for cell in sorted(cells, key=len, reverse=True):
-        pattern = re.escape(cell).replace(r"\ ", r"\s+")  # a cell may wrap at a line's end
-        text = re.sub(r"(?<![\d.+-])" + pattern, lambda m: re.sub(r"\S", " ", m.group()), text)
+    for word, pattern in study.multiplier_patterns:
+        text = text if word not in text else pattern.sub(lambda m: re.sub(r"\S", " ", m.group()), text)
     return text
 
 

@@ -13,7 +13,7 @@ import yaml
 
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
-from gptlab.runio import read_json
+from gptlab.runio import read_json, read_yaml
 
 
 def unigram_ceiling(
@@ -27,8 +27,7 @@ def unigram_ceiling(
     sections: dict[tuple, dict] = {}
     for run_id in runs["run_id"]:
         try:
-            data = (yaml.safe_load((results_dir.run(run_id) / RunDir.CONFIG).read_text(encoding="utf-8"))
-                    or {}).get("data")
+            data = (read_yaml(results_dir.run(run_id) / RunDir.CONFIG) or {}).get("data")
         except (OSError, ValueError, yaml.YAMLError, AttributeError):
             continue
         if isinstance(data, dict):
