@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-import statsmodels.api as sm
 from scipy import stats as st
 
 from gptlab.stats.calls import ALPHA
@@ -164,9 +163,13 @@ class CellFit:
 
 
 def _ols(y: np.ndarray, X: np.ndarray):
+    # Imported here: statsmodels takes about a second to import, and the sweep's command line imports this module
+    # for its planning numbers (a dry run, a bad YAML's one-line error) but fits only in an adaptive sweep's rounds.
+    from statsmodels.regression.linear_model import OLS
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return sm.OLS(y, X).fit()
+        return OLS(y, X).fit()
 
 
 def fit_cells(y: np.ndarray, cell_idx: np.ndarray, seed: np.ndarray, design: Design,
