@@ -38,10 +38,20 @@ def spec_from_results(results_dir: ResultsDir | Path | str) -> SweepSpec | None:
     try:
         if not isinstance(command, str):
             raise GptlabError(f"{COMMAND}: must be the command line that ran the sweep, got {shown(command)}")
+        _check_plugin_files(raw.get("plugins"))
         spec = validate_spec(_as_written(raw), path, {}, {}, plan=False)
     except GptlabError as err:
         raise GptlabError(f"{path}: {err}") from None
     return dataclasses.replace(spec, command=command)
+
+
+def _check_plugin_files(entries: Any) -> None:
+    """A plugin file the sweep imported, gone since: say so with its path, before validation would look for it
+    relative to the results folder (the sweep stored it absolute)."""
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, str) and entry.endswith(".py") and Path(entry).is_absolute() and not Path(entry).is_file():
+            raise GptlabError(f"plugins: the file {entry}, which the sweep imported, is gone; reading the sweep's spec "
+                              "imports its plugins as the sweep did: put it back there")
 
 
 def unrecorded_spec(name: str, grid: dict[str, list[Any]], seeds: list[int]) -> SweepSpec:

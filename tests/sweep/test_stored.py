@@ -123,5 +123,6 @@ def test_the_plugins_it_names_are_imported_as_the_sweep_imported_them(tmp_path, 
     monkeypatch.setattr(ACTIVATIONS, "_entries", {k: v for k, v in ACTIVATIONS._entries.items() if k != "stored_gelu"})
     assert spec_from_results(folder).plugins == [str(plugin.resolve())] and "stored_gelu" in ACTIVATIONS.names()
     plugin.unlink()  # moved since the sweep ran: the file and the key that names it
-    with pytest.raises(GptlabError, match=r"sweep\.yaml: plugins: .*stored_act\.py"):
+    with pytest.raises(GptlabError, match=r"sweep\.yaml: plugins: the file /\S*stored_act\.py, which the sweep imported, is "
+                                          r"gone; .* put it back there$"):
         spec_from_results(folder)
