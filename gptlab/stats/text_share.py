@@ -38,7 +38,7 @@ from scipy import stats as st
 
 from gptlab.stats.calls import ALPHA
 from gptlab.stats.design import Design
-from gptlab.stats.models import CellFit, Test, pooled_matrix, t_quantile
+from gptlab.stats.models import CellFit, Test, pooled_matrix, t_quantile, t_two_sided_p
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ class TextError:
 
 def _test(est: float, se: float, df: float, share: float) -> TextTest:
     t95, t90 = t_quantile(1 - ALPHA / 2, df), t_quantile(1 - ALPHA, df)
-    p = float(2 * st.t.sf(abs(est) / se, df))
+    p = t_two_sided_p(abs(est) / se, df)
     return TextTest(est, se, df, est - t95 * se, est + t95 * se, est - t90 * se, est + t90 * se, p, share)
 
 
