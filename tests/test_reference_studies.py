@@ -87,6 +87,17 @@ def test_report_regenerates_identical_tables(name, regenerated):
     assert mismatch == [] and errors == [], mismatch + errors
 
 
+@pytest.mark.parametrize("name", STUDIES)
+def test_the_shipped_report_has_the_discussion_its_results_hold(name, regenerated):
+    """results/NAME/discussion.md edited after reports/NAME was written leaves the shipped report stale: its
+    Discussion must be the one the report writes from it now (the rest of report.md is checked by the tables)."""
+    def discussion(md: str) -> str:
+        return md.partition("\n## Discussion\n")[2].split("\n## ", 1)[0]
+
+    shipped = (REPO / "reports" / name / "report.md").read_text(encoding="utf-8")
+    assert discussion(shipped) and discussion(shipped) == discussion((regenerated[name] / "report.md").read_text())
+
+
 # -- what a typed number is ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
