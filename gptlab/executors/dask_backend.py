@@ -44,6 +44,7 @@ import shutil
 import tempfile
 import time
 import uuid
+import warnings
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,7 +146,11 @@ def connect(executor: ExecutorConfig, plan: Resources, n_runs: int = 1) -> Itera
     address = str(executor.scheduler)
     if address == "local":
         with quiet_loggers("distributed"):  # its INFO lines (each worker, each connection) would bury the progress
-            cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=1, processes=True, host="127.0.0.1")
+            with warnings.catch_warnings():
+                # Another cluster (a second sweep's) holding the dashboard's usual port: distributed takes another and
+                # says so in a Python warning of several lines; the sweep's plan line prints the address it got.
+                warnings.filterwarnings("ignore", message=r"Port \d+ is already in use", category=UserWarning)
+                cluster = LocalCluster(n_workers=plan.workers, threads_per_worker=1, processes=True, host="127.0.0.1")
             client = Client(cluster)
             try:
                 yield client, True, []

@@ -1,15 +1,18 @@
 """The dask backend: same results as loky, lost workers (retry / fail), shared_dir resume, bad addresses."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -82,9 +85,10 @@ def no_reports(monkeypatch):
 
 
 def _local_cluster() -> distributed.LocalCluster:
-    """Two single-threaded worker processes on 127.0.0.1, as `dask worker --nthreads 1` would give."""
+    """Two single-threaded worker processes on 127.0.0.1, as `dask worker --nthreads 1` would give; the dashboard on
+    a free port (None still asks for 8787, which another test's cluster may hold: a warning)."""
     return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                    dashboard_address=None)
+                                    dashboard_address="127.0.0.1:0")
 
 
 @pytest.fixture(scope="module")
@@ -312,10 +316,19 @@ def test_dask_executor_keys_are_validated(executor, message, tmp_path, corpus, c
     assert not (tmp_path / "results").exists()
 
 
-def test_scheduler_local_starts_its_own_cluster(tmp_path, corpus, capsys):
+def test_scheduler_local_starts_its_own_cluster(tmp_path, corpus, capsys, caplog):
     spec = write_spec(tmp_path, corpus, {"model.norm": ["pre"]}, seeds=1,
                       executor={**LOKY_EXECUTOR, "backend": "dask", "scheduler": "local", "n_jobs": 1})
-    assert sweep(spec, tmp_path) == 0
+    # The dashboard's usual port taken (as by a second sweep's cluster, or another test's here): no Python warning
+    with socket.socket() as taken, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with contextlib.suppress(OSError):  # already taken by someone else: the same case
+            taken.bind(("127.0.0.1", 8787))
+            taken.listen()
+        with caplog.at_level("INFO", logger="gptlab.executors.dask"):  # the plan line (stderr, from the command line)
+            assert sweep(spec, tmp_path) == 0
+    assert not [str(w.message) for w in caught if "already in use" in str(w.message)]
     assert [r["status"] for r in read_summary(tmp_path / "results" / "t").values()] == ["ok"]
-    err = capsys.readouterr().err
-    assert " - INFO - " not in err, err  # distributed's INFO lines (about 50 of them) are not the sweep's output
+    captured = capsys.readouterr()
+    assert " - INFO - " not in captured.err, captured.err  # distributed's INFO lines (about 50) are not the output
+    assert re.search(r"dashboard http://127\.0\.0\.1:\d+/status", caplog.text), caplog.text  # the address it got
