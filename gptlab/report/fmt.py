@@ -14,6 +14,9 @@ import numpy as np
 import pandas as pd
 
 LOSS_DECIMALS = 4
+# A |value| below FLOAT_NOISE is a fit's rounding noise (pinv, lstsq): its sign differs between BLAS kernels (AVX2,
+# AVX-512), so it is written as 0.0 and a committed table regenerates the same on any machine.
+FLOAT_NOISE = 1e-12
 # column name -> decimals; "sig" = 2 significant digits, "int" = integer
 _EXACT = {"p_value": "sig", "p_adjusted": "sig", "bartlett_p": "sig", "divergence_rate": 3, "rate_ci_low": 3,
           "rate_ci_high": 3, "order": "int", "seeds_needed": "int", "mean": LOSS_DECIMALS,
@@ -30,7 +33,7 @@ _EXACT = {"p_value": "sig", "p_adjusted": "sig", "bartlett_p": "sig", "divergenc
               "retuned_high", "length", "best_factor", "optimum")}, "multiplier_df": 1, "study_steps": "int",
           "steps": "int", "arm_loss": LOSS_DECIMALS, "placed_loss": LOSS_DECIMALS, "best_loss": LOSS_DECIMALS,
           "pick_loss": LOSS_DECIMALS, "gap": LOSS_DECIMALS, "threshold": LOSS_DECIMALS,
-          "noise_sd": LOSS_DECIMALS}
+          "noise_sd": LOSS_DECIMALS, "tuning_shift": LOSS_DECIMALS, "tuning_p": "sig"}
 _LOSS_LIKE = ("loss", "bpc", "ci95", "ci90_low", "ci90_high", "ci_low", "ci_high", "estimate", "gap", "mde80",
               "resid_sd")
 
@@ -50,11 +53,11 @@ def round_value(value: float, prec: int | str | None) -> Any:
     """Round one number to the given precision (NaN stays NaN)."""
     if prec is None or value is None or (isinstance(value, float) and math.isnan(value)):
         return value
-    if prec == "sig":
-        return float(f"{value:.2g}")
     if prec == "int":
         return int(round(value))
-    return round(float(value), prec)
+    if prec == "sig":  # a p-value: 2 significant digits hold at any size
+        return float(f"{value:.2g}")
+    return 0.0 if abs(value) < FLOAT_NOISE else round(float(value), prec)
 
 
 def round_frame(df: pd.DataFrame) -> pd.DataFrame:
