@@ -311,14 +311,14 @@ def resolve_run_config(raw: dict[str, Any] | RunConfig) -> RunConfig:
         return raw
     if not isinstance(raw, dict):
         raise GptlabError(f"a run config must be a mapping, got {type(raw).__name__}")
-    allowed = list(SECTIONS) + ["seed"]
-    for key in raw:
-        if key not in allowed:
-            raise unknown_key(key, allowed)
     sections = {s: build_section(s, raw.get(s) or {}) for s in SECTIONS}
     seed = coerce("seed", raw.get("seed", 0), int)
     if not 0 <= seed < MAX_SEED:
         raise GptlabError(f"seed must be in [0, 2**63), got {seed}")
+    allowed = list(SECTIONS) + ["seed"]
+    for key in raw:  # a stray top-level key (`modle:`), once the sections and the seed are valid
+        if key not in allowed:
+            raise unknown_key(key, allowed)
     return RunConfig(seed=seed, **sections)
 
 
