@@ -16,17 +16,11 @@ from gptlab.run.device import configure_process
 from gptlab.run.runner import train_run
 from gptlab.run.settings_help import flag_help
 from gptlab.run.trainer import fmt_loss
-from gptlab.runio import read_yaml
+from gptlab.runio import parse_yaml, read_yaml
 from gptlab.statuses import FINISHED
 
 
 # -- command line --------------------------------------------------------------------------------
-def _parse_value(text: str) -> Any:
-    import yaml
-
-    return yaml.safe_load(text)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m gptlab.train",
@@ -54,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         for key in valid_keys():
             value = getattr(args, key)
             if value is not None:
-                set_dotted(raw, key, _parse_value(value))
+                set_dotted(raw, key, parse_yaml(value))
         cfg = resolve_run_config(raw)
         run_dir = Path(args.out or Path("results") / "train" / cfg.run_hash())
         configure_process()

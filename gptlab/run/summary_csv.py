@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.runio import csv_text, write_csv
+from gptlab.runio import csv_text, parse_yaml, write_csv
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ UNSTAMPED = ("command",)  # sweep.yaml's keys that say how the sweep was called,
 def _stored_spec(results_dir: ResultsDir) -> tuple[dict[str, Any], bytes] | None:
     try:
         data = results_dir.sweep_yaml.read_bytes()
-        raw = yaml.safe_load(data.decode("utf-8"))
+        raw = parse_yaml(data.decode("utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
     return (raw, data) if isinstance(raw, dict) else None
