@@ -2,10 +2,10 @@
 
 A kind registered here under the name of its YAML key writes, from the report's bundles, one
 `document.blocks.KindSection`: blocks placed after the part of the report it names (the summary, the
-effects), and tables and figures written beside the report's own. The shipped `tune` and `worth` are
-registered here, in the registry's own module; a plugin's kind registers its report side with
-`@REPORT_KINDS.register("key")` in the same file that registers its sweep side, which the report's load
-step imports from sweep.yaml. A kind without a report side adds nothing to the report.
+scorecard, the effects), and tables and figures written beside the report's own. The shipped `seeds` (the
+adaptive rule), `tune` and `worth` are registered here, in the registry's own module; a plugin's kind
+registers its report side with `@REPORT_KINDS.register("key")` in the same file that registers its sweep
+side, which the report's load step imports from sweep.yaml. A kind without a report side adds nothing to the report.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Mapping, Protocol
 from gptlab.errors import GptlabError
 from gptlab.registry import Registry
 from gptlab.report.document.blocks import PLACES, KindSection
-from gptlab.report.document.sections import TuneReport
+from gptlab.report.document.sections import AdaptiveReport, TuneReport
 from gptlab.report.document.worth import WorthReport
 from gptlab.report.figures import Figures
 from gptlab.report.load import Results
@@ -32,6 +32,7 @@ class ReportKind(Protocol):
 
 REPORT_KINDS: Registry[type[ReportKind]] = Registry("report kind", "The report sections of the sweep kinds' keys")
 # The shipped kinds' report sides, under their keys' names; a plugin's registers itself.
+REPORT_KINDS.register("seeds")(AdaptiveReport)
 REPORT_KINDS.register("tune")(TuneReport)
 REPORT_KINDS.register("worth")(WorthReport)
 

@@ -1,6 +1,7 @@
-"""Adaptive seeds (`seeds: {min, max, precision}`): the `AdaptiveSeeds` planner, which also writes rounds.csv.
+"""Adaptive seeds (`seeds: {min, max, precision}`): `AdaptiveSeedsKind`, and its planner, which writes rounds.csv.
 
-The rule is `gptlab.stats.adaptive_seeds`'s (Stein's two-stage procedure); this module only applies it.
+The kind owns the mapping form of `seeds:` (a count or a list is the sweep's own: `sweep.spec`). Its
+rule is `gptlab.stats.adaptive_seeds`'s (Stein's two-stage procedure); this module only applies it.
 Round 1 trains seeds 0..min-1 of every cell; the first round's results alone fix the seed count
 N; round 2 trains seeds up to N. Every decision is recomputed from the runs on disk, which never
 change once finished, so a killed sweep, rerun, makes the same decisions and trains the same runs.
@@ -22,10 +23,29 @@ from gptlab.stats.cliff import unstable
 from gptlab.stats.design import Design, design_cells, effect_label
 from gptlab.stats.levels import grid_level
 from gptlab.stats.picks import Pairs
-from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
-from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
+from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage, SweepKind
+from gptlab.sweep.runs import ESTIMATION, MAX_SEEDS, Run, SweepSpec
 
 WidestAt = Callable[[ResultsDir, int], Widest]  # (results_dir, seeds) -> the widest called half-width
+
+
+def check_seed_rule(raw: Any) -> SeedRule | None:
+    """`seeds:` as an adaptive rule, checked (one `GptlabError` naming the key); None for a count or a list."""
+    return SeedRule.from_mapping(raw, MAX_SEEDS) if isinstance(raw, dict) else None
+
+
+class AdaptiveSeedsKind(SweepKind):
+    """`seeds: {min, max, precision}` (`gptlab.sweep.kinds.SWEEP_KINDS`): its rule, and its rounds as the sweep's
+    stages. `sweep.spec` asks `check_seed_rule` for the seeds 0..max-1 before the grid's size is checked."""
+
+    description = "{min, max, precision}: round 1's seeds per cell, then as many as round 1's noise asks for (Stein)"
+
+    def check(self, raw: Any, spec: SweepSpec) -> SeedRule | None:
+        return check_seed_rule(raw)
+
+    def stages(self, planner: Planner, spec: SweepSpec, out: TextIO) -> Planner:
+        """Round 1, then round 2 as the rule decides, in place of the one stage of every seed (`planner`)."""
+        return AdaptiveSeeds(spec.runs, spec.seed_rule, out, partial(widest_in_summary, spec), seed_count=spec.seed_count)
 
 
 def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) -> Widest:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
@@ -21,7 +20,6 @@ from gptlab.run.rundir import RunDir
 from gptlab.run.summary_csv import SOURCES
 from gptlab.runio import write_yaml
 from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
-from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.compile_share import compile_line
 from gptlab.sweep.kinds import kinds_of, known_runs, with_kind_stages
 from gptlab.sweep.lock import SweepLock
@@ -85,16 +83,10 @@ def warn_other_runs(spec: SweepSpec, results_dir: ResultsDir, out: TextIO) -> No
 
 
 def planner_for(spec: SweepSpec, out: TextIO) -> Planner:
-    """The spec's seeds' planner (`base_planner`) under its kinds' (`sweep.kinds`: a tuning method's, which plans the
-    whole sweep; then `worth:`'s lengths), every stage split into trunks then branches where wsd lengths share trunks."""
-    return with_shared_trunks(spec, with_kind_stages(base_planner(spec, out), spec, out), out)
-
-
-def base_planner(spec: SweepSpec, out: TextIO) -> Planner:
-    """The planner of a spec's runs by its seeds: adaptive rounds for `seeds: {min, max, precision}`, else one stage."""
-    if spec.seed_rule is not None:
-        return AdaptiveSeeds(spec.runs, spec.seed_rule, out, partial(widest_in_summary, spec), seed_count=spec.seed_count)
-    return FixedSeeds(spec.runs, spec.name)
+    """One stage of every run, under the spec's kinds' stages (`sweep.kinds`: adaptive seeds' rounds, a tuning
+    method's, which plans the whole sweep, then `worth:`'s lengths), every stage split into trunks then branches
+    where wsd lengths share trunks."""
+    return with_shared_trunks(spec, with_kind_stages(FixedSeeds(spec.runs, spec.name), spec, out), out)
 
 
 def data_paths(spec: SweepSpec) -> list[str | None]:

@@ -1,14 +1,14 @@
 """Kinds of sweep that add a top-level YAML key: their registry, `SWEEP_KINDS`, and the sweep's questions to them.
 
-A kind owns one key of the sweep file (`tune:`, `worth:`, a plugin's own), and answers for it everything the
-sweep asks: how the key's section is checked into a typed value (`check`, which `sweep.spec` calls once
-the rest of the spec is valid: `SweepSpec.kinds[key]`), what it sets in the spec it joins (`joined`,
-`first_runs`: a tuned sweep's test split and selection runs), how it is written back to sweep.yaml (the
-section's `to_dict`), its stages (`stages`: a planner wrapped around the spec's, or its own for a
-tuning method), the runs it may plan (`known_runs`, `planned_count`), and its columns of summary.csv
-(`columns`, `row`), and its work once every run has finished (`after_runs`: `worth:` times the arms' steps
-side by side). The report's side of a kind is `gptlab.report.kinds.REPORT_KINDS`, under the same
-name.
+A kind owns one key of the sweep file (`tune:`, `worth:`, a plugin's own; `seeds:` in its mapping form, the
+adaptive rule), and answers for it everything the sweep asks: how the key's section is checked into a typed
+value (`check`, which `sweep.spec` calls once the rest of the spec is valid: `SweepSpec.kinds[key]`), what it
+sets in the spec it joins (`joined`, `first_runs`: a tuned sweep's test split and selection runs), how it is
+written back to sweep.yaml (the section's `to_dict`), its stages (`stages`: a planner wrapped around the
+spec's, or its own for adaptive seeds' rounds and a tuning method), the runs it may plan (`known_runs`,
+`planned_count`), and its columns of summary.csv (`columns`, `row`), and its work once every run has finished
+(`after_runs`: `worth:` times the arms' steps side by side). The report's side of a kind is
+`gptlab.report.kinds.REPORT_KINDS`, under the same name.
 
 The shipped kinds are registered here, in the registry's own module (no registration by import order);
 a plugin's registers itself with `@SWEEP_KINDS.register("key")` in a file the sweep's `plugins:`
@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Iterator, TextIO
 
 from gptlab.registry import Registry
+from gptlab.sweep.adaptive_seeds import AdaptiveSeedsKind
 from gptlab.sweep.planners import Planner, SweepKind
 from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.tune_spec import TuneKind
@@ -30,6 +31,7 @@ SWEEP_KINDS: Registry[type[SweepKind]] = Registry(
 
 
 # The shipped kinds, in the order they join a spec and wrap its planner; a plugin's registers itself after them.
+SWEEP_KINDS.register("seeds")(AdaptiveSeedsKind)  # its mapping form; a count or a list joins no kind
 SWEEP_KINDS.register("tune")(TuneKind)
 SWEEP_KINDS.register("worth")(WorthKind)
 

@@ -18,7 +18,7 @@ import yaml
 from gptlab.errors import GptlabError, shown
 
 # Limits of the loader. A real sweep is a few kilobytes, a few levels deep, with at most a seeds
-# list of 10,000 entries (sweep.spec MAX_SEEDS); these are generous multiples of that, and keep a
+# list of 10,000 entries (sweep.runs MAX_SEEDS); these are generous multiples of that, and keep a
 # hostile or mangled file (an alias bomb, 10^5 nested brackets) from hanging the lab or its memory.
 MAX_SPEC_BYTES = 2**20  # a sweep file over 1 MiB is refused before it is parsed
 MAX_SPEC_NODES = 20_000  # values in the spec, counting every expansion of an alias (pure-Python YAML: ~1 s)

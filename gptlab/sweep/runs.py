@@ -30,6 +30,7 @@ from gptlab.sweep.worth_spec import WorthSpec
 
 # A run takes ~1 ms to validate and expand: a mistyped grid (30 factors, seeds pasted twice) must not hang it.
 MAX_RUNS = 10_000  # cells before exclude x seeds (adaptive seeds: x max)
+MAX_SEEDS = 10_000  # seeds a sweep lists (adaptive seeds: its max)
 SELECTION_SEED_OFFSET = 1_000_000  # selection seed i is 1,000,000 + i; estimation seeds must stay below it
 
 
@@ -109,7 +110,6 @@ class SweepSpec:
     executor: ExecutorConfig  # how and where the runs train
     report: ReportSettings  # report settings, always filled (sweep.yaml records the margin used)
     scale: list[str] = field(default_factory=list)  # grid keys reported as scale (effects per level), not effects
-    seed_rule: SeedRule | None = None  # the rule of an adaptive sweep (seeds 0..max-1), None for fixed seeds
     source: str = ""  # the YAML path it came from
     command: str = ""  # the command line that ran it, as sweep.yaml records it (`sweep.stored`); "" before a sweep ran
     search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
@@ -122,6 +122,12 @@ class SweepSpec:
     def tune(self) -> TuneSpec | None:
         """A tuned sweep's `tune:` (then `runs` are its selection runs, `sweep.tune_spec`), else None."""
         return self.kinds.get("tune")
+
+    @property
+    def seed_rule(self) -> SeedRule | None:
+        """An adaptive sweep's rule (`seeds: {min, max, precision}`: its seeds are 0..max-1, `sweep.adaptive_seeds`),
+        else None."""
+        return self.kinds.get("seeds")
 
     @property
     def worth(self) -> WorthSpec | None:
@@ -161,7 +167,7 @@ class SweepSpec:
             **({"claims": {a: [c.to_dict() for c in cs] for a, cs in self.arms.claims.items()}} if self.arms.claims else {})}
         return {"name": self.name, "description": self.description, "plugins": self.plugins,
                 "base": self.base, "grid": self.grid, **arms,
-                "seeds": self.seed_rule.to_dict() if self.seed_rule else self.seeds, "exclude": self.exclude,
+                "seeds": self.seeds, "exclude": self.exclude,  # an adaptive sweep's rule takes its place below
                 "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report.to_dict(),
                 **({"scale": self.scale} if self.scale else {}),
                 **{key: section.to_dict() for key, section in self.kinds.items()}}

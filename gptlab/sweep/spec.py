@@ -20,21 +20,20 @@ from gptlab.errors import GptlabError, closest, key_error, shown, unknown_key
 from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
 from gptlab.run.config import MAX_SEED, RunConfig, resolve_run_config, set_dotted, valid_keys
-from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
 from gptlab.stats.levels import grid_level
+from gptlab.sweep.adaptive_seeds import check_seed_rule
 from gptlab.sweep.arms_spec import check_arm_configs, check_arms
 from gptlab.sweep.kinds import SWEEP_KINDS, kinds_of
 from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
-from gptlab.sweep.runs import MAX_RUNS, ReportSettings, SweepSpec, expand
+from gptlab.sweep.runs import MAX_RUNS, MAX_SEEDS, ReportSettings, SweepSpec, expand
 
-TOP_KEYS = ["name", "description", "plugins", "base", "grid", "arms", "scale", "seeds", "exclude", "baseline", "claims",
-            "executor", "report"]  # and each kind's key (`sweep.kinds.SWEEP_KINDS`: `tune`, `worth`, a plugin's)
+TOP_KEYS = ["name", "description", "plugins", "base", "grid", "arms", "scale", "exclude", "baseline", "claims",
+            "executor", "report"]  # and each kind's key (`sweep.kinds.SWEEP_KINDS`: `seeds`, `tune`, `worth`, a plugin's)
 REPORT_KEYS = ["equivalence_margin"]
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: $ would allow a final newline
-MAX_SEEDS = 10_000
 MAX_EXCLUDE = 256  # exclude rules
 _NOT_IN_GRID = object()
 
@@ -121,12 +120,10 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     for dotted, levels in (grid.items() if arms is None else ()):
         check_levels("grid", dotted, levels, base, keys)
 
-    seed_rule = None
-    if isinstance(raw.get("seeds"), dict):
-        seed_rule = SeedRule.from_mapping(raw["seeds"], MAX_SEEDS)
-        seeds = list(range(seed_rule.max))
-    else:
-        seeds = _check_seeds(raw.get("seeds", 1))
+    # a count or a list of seeds; a mapping is the adaptive seeds' rule (its kind joins it below), whose seeds
+    # 0..max-1 are asked for here: they bound the sweep's size before any grid is expanded
+    seed_rule = check_seed_rule(raw.get("seeds"))
+    seeds = list(range(seed_rule.max)) if seed_rule is not None else _check_seeds(raw.get("seeds", 1))
 
     exclude = raw.get("exclude") or []
     _require(exclude, list, "exclude", "a list of {factor: level} mappings")
@@ -146,7 +143,7 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     scale = _check_scale(raw.get("scale") or [], grid) if arms is None else list(arms.scale)
     spec = SweepSpec(name=name, description=description, plugins=plugins, base=base, grid=dict(grid), seeds=seeds,
                      exclude=exclude, baseline=baseline, executor=executor, report=report, scale=scale,
-                     seed_rule=seed_rule, source=str(path), search_path=search_path, arms=arms)
+                     source=str(path), search_path=search_path, arms=arms)
     spec = _with_kinds(raw, spec)
     if plan:  # the runs it starts from: a kind's (a tuned sweep's selection), else the cells x seeds
         first = next((runs for _, kind in kinds_of(spec) if (runs := kind.first_runs(spec)) is not None), None)
@@ -157,8 +154,8 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
 
 
 def _with_kinds(raw: dict[str, Any], spec: SweepSpec) -> SweepSpec:
-    """`spec` with each kind's key (`sweep.kinds`, in their order: `tune` before `worth`) checked by its kind against
-    the spec so far, and joined to it; a kind whose check gives None (`worth: false`) joins nothing."""
+    """`spec` with each kind's key (`sweep.kinds`, in their order: `seeds`, `tune`, `worth`) checked by its kind against
+    the spec so far, and joined to it; a kind whose check gives None (`worth: false`, a count of seeds) joins nothing."""
     for key in SWEEP_KINDS:
         if key in TOP_KEYS:  # a plugin's kind may not take a key every sweep has
             raise GptlabError(f"sweep kind {key!r} is registered under a top-level key of every sweep; register it under "

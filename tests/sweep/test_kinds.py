@@ -46,9 +46,9 @@ def test_a_kinds_key_is_refused_without_its_plugin_and_checked_by_it(plugin, tmp
     spec = load_spec(_spec(tmp_path, corpus, [plugin.name], recheck={"seeds": 2}))
     assert spec.kinds["recheck"].seeds == 2 and spec.to_dict()["recheck"] == {"seeds": 2} and spec.worth is None
     assert [r.seed for r in known_runs(spec) if r.role == "recheck"] == [100, 101] and planned_count(spec) == 2
-    SWEEP_KINDS.register("seeds")(SWEEP_KINDS.get("recheck"))  # a kind may not take a key that every sweep has
+    SWEEP_KINDS.register("exclude")(SWEEP_KINDS.get("recheck"))  # a kind may not take a key that every sweep has
     assert sweep_main([_spec(tmp_path, corpus, [plugin.name], recheck={"seeds": 2}), "--dry-run"]) == 2
-    assert "sweep kind 'seeds' is registered under a top-level key of every sweep" in capsys.readouterr().err
+    assert "sweep kind 'exclude' is registered under a top-level key of every sweep" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # a real sweep: its worker pool takes seconds to start
@@ -71,3 +71,26 @@ def test_a_plugin_kind_adds_a_stage_summary_rows_and_a_report_section_and_resume
     capsys.readouterr()
     assert sweep_main(args) == 0  # rerun: every stage's runs are on disk, nothing trains
     assert "ok, best val" not in capsys.readouterr().err
+
+
+def test_the_adaptive_rule_of_seeds_is_a_kind_and_a_count_joins_none(tmp_path, corpus):
+    import io
+
+    from gptlab.report.document.sections import AdaptiveReport
+    from gptlab.stats.adaptive_seeds import SeedRule
+    from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, AdaptiveSeedsKind
+    from gptlab.sweep.execute import planner_for
+    from gptlab.sweep.planners import FixedSeeds
+
+    # first in the registry: its rounds replace the one stage before a tuner's or worth's stages wrap them
+    assert list(SWEEP_KINDS)[0] == "seeds" and SWEEP_KINDS.get("seeds") is AdaptiveSeedsKind
+    assert REPORT_KINDS.get("seeds") is AdaptiveReport
+    rule = {"min": 2, "max": 3, "precision": 0.01}
+    adaptive = load_spec(_spec(tmp_path, corpus, [], seeds=rule))
+    assert adaptive.kinds["seeds"] == SeedRule(2, 3, 0.01) and adaptive.seed_rule is adaptive.kinds["seeds"]
+    assert adaptive.seeds == [0, 1, 2] and adaptive.to_dict()["seeds"] == {**rule, "precision_for": "effects"}
+    assert list(adaptive.to_dict())[:7] == ["name", "description", "plugins", "base", "grid", "seeds", "exclude"]
+    assert isinstance(planner_for(adaptive, io.StringIO()), AdaptiveSeeds)
+    fixed = load_spec(_spec(tmp_path, corpus, [], seeds=2))
+    assert fixed.kinds == {} and fixed.seed_rule is None and fixed.to_dict()["seeds"] == [0, 1]
+    assert isinstance(planner_for(fixed, io.StringIO()), FixedSeeds)

@@ -34,7 +34,7 @@ def _runs(seeds: int, cells=("gelu", "relu"), tag: str = "") -> list[Run]:
 
 
 def _spec(runs: list[Run], rule: SeedRule | None = None) -> SweepSpec:
-    return fake_spec(GRID, runs, {"model.activation": "gelu"}, seed_rule=rule)
+    return fake_spec(GRID, runs, {"model.activation": "gelu"}, kinds={"seeds": rule} if rule else {})
 
 
 def _rows(path: Path) -> list[dict]:
@@ -122,7 +122,7 @@ def test_the_round_1_decision_is_steins_from_the_round_1_runs_on_disk(tmp_path):
     spec["seeds"] = {"min": 2, "max": 4, "precision": 0.001, "precision_for": "effects"}
     (results / SWEEP_YAML).write_text(yaml.safe_dump(spec))
     rule = SeedRule(2, 4, 0.001)
-    spec_of_grid = fake_spec(grid, _runs(4), {"model.activation": "gelu", "model.tying": "tied"}, seed_rule=rule)
+    spec_of_grid = fake_spec(grid, _runs(4), {"model.activation": "gelu", "model.tying": "tied"}, kinds={"seeds": rule})
     summary = _rows(results / SUMMARY_CSV)
 
     def decide(rows: list[dict]) -> tuple[int, list[dict]]:
@@ -242,7 +242,7 @@ def test_the_seed_rule_and_the_report_leave_out_the_same_unstable_run(tmp_path):
             writer.writeheader()
             writer.writerows(rows)
         spec_of_grid = fake_spec(grid, _runs(3), {"model.activation": "gelu", "model.tying": "tied"},
-                                 seed_rule=SeedRule(3, 6, 0.001))
+                                 kinds={"seeds": SeedRule(3, 6, 0.001)})
         return widest_in_summary(spec_of_grid, ResultsDir(results), 3).half_width
 
     without = widest([r for r in rows if r is not bad])

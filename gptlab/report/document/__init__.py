@@ -22,7 +22,6 @@ from gptlab.report.document.blocks import Block, Bullets, Code, Heading, KindSec
 from gptlab.report.document.sections import (
     MAX_MD_ROWS,
     SNAPSHOT,
-    adaptive_section,
     effects_sections,
     scale_section,
     scorecard_section,
@@ -231,8 +230,7 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures
     field each), the sections of its sweep's kinds (`report.kinds`: each after the part it names) and its text
     samples."""
     blocks = header(res, words) + summary(res, tables, words, figures) + _kind_blocks(kinds, "summary")
-    blocks += scorecard_section(res, tables, words)
-    blocks += adaptive_section(tables.adaptive, words, figures)
+    blocks += scorecard_section(res, tables, words) + _kind_blocks(kinds, "scorecard")  # adaptive seeds' rounds
     blocks += discussion(res, tables.files(words.verdicts))
     blocks += stability_section(tables, words)
     cells = tables.cells

@@ -62,7 +62,8 @@ def image(png: Png | None, alt: str) -> list[Block]:
     return [Image(png.file, alt, png.data)] if png is not None else []
 
 
-PLACES = ("summary", "effects")  # where a kind's section may stand: after the answer, or after the effects' sections
+# where a kind's section may stand: after the answer, after an arms sweep's scorecard, or after the effects' sections
+PLACES = ("summary", "scorecard", "effects")
 
 
 @dataclass(frozen=True)

@@ -184,6 +184,15 @@ def training_sections(res: Results, tables: ReportTables, words: Sentences, figs
     return blocks
 
 
+class AdaptiveReport:
+    """The report's side of adaptive seeds (`seeds:`'s rule, `gptlab.report.kinds.REPORT_KINDS`): its rounds, after the
+    scorecard; its tables and figure are the report's own (`ReportTables.adaptive`), since the effects' error model
+    reads round 1 too."""
+
+    def section(self, res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> KindSection:
+        return KindSection(blocks=tuple(adaptive_section(tables.adaptive, words, figures)), after="scorecard")
+
+
 def adaptive_section(view: AdaptiveView | None, words: Sentences, figs: Figures) -> list[Block]:
     """Adaptive sweeps: the stopping rule, each round, and whether each called effect reached the target."""
     if view is None:
