@@ -23,6 +23,7 @@ from gptlab.registry import Registry
 from gptlab.sweep.adaptive_seeds import AdaptiveSeedsKind
 from gptlab.sweep.planners import Planner, SweepKind
 from gptlab.sweep.runs import Run, SweepSpec
+from gptlab.sweep.scale_spec import ScaleKind
 from gptlab.sweep.tune_spec import TuneKind
 from gptlab.sweep.worth import WorthKind
 
@@ -32,6 +33,7 @@ SWEEP_KINDS: Registry[type[SweepKind]] = Registry(
 
 # The shipped kinds, in the order they join a spec and wrap its planner; a plugin's registers itself after them.
 SWEEP_KINDS.register("seeds")(AdaptiveSeedsKind)  # its mapping form; a count or a list joins no kind
+SWEEP_KINDS.register("scale")(ScaleKind)
 SWEEP_KINDS.register("tune")(TuneKind)
 SWEEP_KINDS.register("worth")(WorthKind)
 

@@ -109,7 +109,6 @@ class SweepSpec:
     baseline: dict[str, Any]  # reference level per factor (default: first level)
     executor: ExecutorConfig  # how and where the runs train
     report: ReportSettings  # report settings, always filled (sweep.yaml records the margin used)
-    scale: list[str] = field(default_factory=list)  # grid keys reported as scale (effects per level), not effects
     source: str = ""  # the YAML path it came from
     command: str = ""  # the command line that ran it, as sweep.yaml records it (`sweep.stored`); "" before a sweep ran
     search_path: list[str] = field(default_factory=list)  # folders workers add to sys.path for plugins
@@ -128,6 +127,12 @@ class SweepSpec:
         """An adaptive sweep's rule (`seeds: {min, max, precision}`: its seeds are 0..max-1, `sweep.adaptive_seeds`),
         else None."""
         return self.kinds.get("seeds")
+
+    @property
+    def scale(self) -> list[str]:
+        """Grid keys reported as scale (effects per level), not as effects (`scale:`, `sweep.scale_spec`); [] for none."""
+        section = self.kinds.get("scale")
+        return list(section.keys) if section is not None else []
 
     @property
     def worth(self) -> WorthSpec | None:
@@ -169,7 +174,6 @@ class SweepSpec:
                 "base": self.base, "grid": self.grid, **arms,
                 "seeds": self.seeds, "exclude": self.exclude,  # an adaptive sweep's rule takes its place below
                 "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report.to_dict(),
-                **({"scale": self.scale} if self.scale else {}),
                 **{key: section.to_dict() for key, section in self.kinds.items()}}
 
 

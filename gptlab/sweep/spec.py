@@ -30,8 +30,8 @@ from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
 from gptlab.sweep.runs import MAX_RUNS, MAX_SEEDS, ReportSettings, SweepSpec, expand
 
-TOP_KEYS = ["name", "description", "plugins", "base", "grid", "arms", "scale", "exclude", "baseline", "claims",
-            "executor", "report"]  # and each kind's key (`sweep.kinds.SWEEP_KINDS`: `seeds`, `tune`, `worth`, a plugin's)
+TOP_KEYS = ["name", "description", "plugins", "base", "grid", "arms", "exclude", "baseline", "claims", "executor",
+            "report"]  # and each kind's key (`sweep.kinds.SWEEP_KINDS`: `seeds`, `scale`, `tune`, `worth`, a plugin's)
 REPORT_KEYS = ["equivalence_margin"]
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # fullmatch: $ would allow a final newline
 MAX_EXCLUDE = 256  # exclude rules
@@ -140,9 +140,8 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
 
     report = _check_report({} if raw.get("report") is None else raw["report"], margin)
 
-    scale = _check_scale(raw.get("scale") or [], grid) if arms is None else list(arms.scale)
     spec = SweepSpec(name=name, description=description, plugins=plugins, base=base, grid=dict(grid), seeds=seeds,
-                     exclude=exclude, baseline=baseline, executor=executor, report=report, scale=scale,
+                     exclude=exclude, baseline=baseline, executor=executor, report=report,
                      source=str(path), search_path=search_path, arms=arms)
     spec = _with_kinds(raw, spec)
     if plan:  # the runs it starts from: a kind's (a tuned sweep's selection), else the cells x seeds
@@ -154,7 +153,7 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
 
 
 def _with_kinds(raw: dict[str, Any], spec: SweepSpec) -> SweepSpec:
-    """`spec` with each kind's key (`sweep.kinds`, in their order: `seeds`, `tune`, `worth`) checked by its kind against
+    """`spec` with each kind's key (`sweep.kinds`, in their order: `seeds`, `scale`, `tune`, `worth`) checked by its kind against
     the spec so far, and joined to it; a kind whose check gives None (`worth: false`, a count of seeds) joins nothing."""
     for key in SWEEP_KINDS:
         if key in TOP_KEYS:  # a plugin's kind may not take a key every sweep has
@@ -176,21 +175,6 @@ def _check_size(grid: dict[str, list[Any]], n_seeds: int, exclude: list[Any]) ->
     if len(exclude) > MAX_EXCLUDE:  # each rule is checked against every cell
         raise key_error("exclude", f"lists {len(exclude):,} rules; at most {MAX_EXCLUDE}: name the cells to train in a "
                     "smaller grid instead")
-
-
-def _check_scale(scale: Any, grid: dict[str, list[Any]]) -> list[str]:
-    """Grid keys whose levels are scales (training length, width, tokenizer), at least one factor left."""
-    _require(scale, list, "scale", "a list of grid keys, e.g. [train.max_iters]")
-    for key in scale:
-        _require(key, str, "scale", "a list of grid keys, e.g. [train.max_iters]")  # a list inside is unhashable
-        if key not in grid:
-            raise key_error("scale", f"{shown(key)} is not a grid factor{closest(str(key), grid)}; "
-                                     f"factors: {shown(list(grid), 200)}")
-    if len(set(scale)) != len(scale):
-        raise key_error("scale", f"lists a key twice: {shown(scale)}")
-    if len(scale) == len(grid):
-        raise key_error("scale", "names every grid factor; at least one must stay a scientific factor whose effect is reported")
-    return list(scale)
 
 
 def _check_base(base: dict[str, Any]) -> RunConfig:

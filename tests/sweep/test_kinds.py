@@ -9,6 +9,7 @@ import pytest
 import yaml
 from helpers import REPO, skip_figures, tiny_config
 
+from gptlab.errors import GptlabError
 from gptlab.report.kinds import REPORT_KINDS
 from gptlab.sweep.kinds import SWEEP_KINDS, known_runs, planned_count
 from gptlab.sweep.spec import load_spec
@@ -76,7 +77,7 @@ def test_a_plugin_kind_adds_a_stage_summary_rows_and_a_report_section_and_resume
 def test_the_adaptive_rule_of_seeds_is_a_kind_and_a_count_joins_none(tmp_path, corpus):
     import io
 
-    from gptlab.report.document.sections import AdaptiveReport
+    from gptlab.report.kinds import AdaptiveReport
     from gptlab.stats.adaptive_seeds import SeedRule
     from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, AdaptiveSeedsKind
     from gptlab.sweep.execute import planner_for
@@ -94,3 +95,18 @@ def test_the_adaptive_rule_of_seeds_is_a_kind_and_a_count_joins_none(tmp_path, c
     fixed = load_spec(_spec(tmp_path, corpus, [], seeds=2))
     assert fixed.kinds == {} and fixed.seed_rule is None and fixed.to_dict()["seeds"] == [0, 1]
     assert isinstance(planner_for(fixed, io.StringIO()), FixedSeeds)
+
+
+def test_scale_is_a_kind_whose_keys_are_the_specs_scale(tmp_path, corpus):
+    from gptlab.report.kinds import ScaleReport
+    from gptlab.sweep.scale_spec import ScaleKind, ScaleSpec
+
+    assert SWEEP_KINDS.get("scale") is ScaleKind and REPORT_KINDS.get("scale") is ScaleReport
+    grid = {"model.activation": ["gelu", "relu"], "model.norm": ["pre", "post"]}
+    scaled = load_spec(_spec(tmp_path, corpus, [], grid=grid, scale=["model.norm"]))
+    assert scaled.kinds == {"scale": ScaleSpec(("model.norm",))} and scaled.scale == ["model.norm"]
+    assert list(scaled.to_dict())[-2:] == ["report", "scale"] and scaled.to_dict()["scale"] == ["model.norm"]
+    plain = load_spec(_spec(tmp_path, corpus, [], grid=grid, scale=[]))
+    assert plain.kinds == {} and plain.scale == [] and "scale" not in plain.to_dict()
+    with pytest.raises(GptlabError, match="scale: names every grid factor"):
+        load_spec(_spec(tmp_path, corpus, [], grid=grid, scale=["model.activation", "model.norm"]))

@@ -23,7 +23,6 @@ from gptlab.report.document.sections import (
     MAX_MD_ROWS,
     SNAPSHOT,
     effects_sections,
-    scale_section,
     scorecard_section,
     table_blocks,
     training_sections,
@@ -239,8 +238,7 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures
                     f"({res.unit}; `_ci95` = half-width of the 95% CI; bpc = bits/char). "
                     "`baseline` marks the baseline cell. Table: `tables/cells.csv`.")]
     blocks += table_blocks(cells, CELL_MD_COLS + [c for c in TEST_MD_COLS if c in cells], "cells.csv", "cells")
-    blocks += image(figures.val_curves, "Validation loss curves")
-    blocks += scale_section(res, tables, words, figures)
+    blocks += image(figures.val_curves, "Validation loss curves") + _kind_blocks(kinds, "cells")  # effects by scale
     blocks += effects_sections(res, tables, words, figures)
     blocks += _kind_blocks(kinds, "effects")  # a tuned sweep's comparison
     blocks += training_sections(res, tables, words, figures)

@@ -62,8 +62,9 @@ def image(png: Png | None, alt: str) -> list[Block]:
     return [Image(png.file, alt, png.data)] if png is not None else []
 
 
-# where a kind's section may stand: after the answer, after an arms sweep's scorecard, or after the effects' sections
-PLACES = ("summary", "scorecard", "effects")
+# where a kind's section may stand: after the answer, after an arms sweep's scorecard, after the cells (and their
+# curves), or after the effects' sections
+PLACES = ("summary", "scorecard", "cells", "effects")
 
 
 @dataclass(frozen=True)

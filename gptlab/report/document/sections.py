@@ -13,7 +13,7 @@ import math
 
 import pandas as pd
 
-from gptlab.report.document.blocks import Block, Bullets, Heading, KindSection, Para, Table, image
+from gptlab.report.document.blocks import Block, Bullets, Heading, Para, Table, image
 from gptlab.report.figures import Figures
 from gptlab.report.load import Results
 from gptlab.report.sentences import Sentences
@@ -184,15 +184,6 @@ def training_sections(res: Results, tables: ReportTables, words: Sentences, figs
     return blocks
 
 
-class AdaptiveReport:
-    """The report's side of adaptive seeds (`seeds:`'s rule, `gptlab.report.kinds.REPORT_KINDS`): its rounds, after the
-    scorecard; its tables and figure are the report's own (`ReportTables.adaptive`), since the effects' error model
-    reads round 1 too."""
-
-    def section(self, res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> KindSection:
-        return KindSection(blocks=tuple(adaptive_section(tables.adaptive, words, figures)), after="scorecard")
-
-
 def adaptive_section(view: AdaptiveView | None, words: Sentences, figs: Figures) -> list[Block]:
     """Adaptive sweeps: the stopping rule, each round, and whether each called effect reached the target."""
     if view is None:
@@ -254,14 +245,6 @@ def scale_section(res: Results, tables: ReportTables, words: Sentences, figs: Fi
             "Table: `tables/effect_changes.csv`."))
     blocks.append(Bullets(words.changes))
     return blocks + table_blocks(changes, list(changes.columns), "effect_changes.csv", "rows")
-
-
-class TuneReport:
-    """The report's side of `tune:` (`gptlab.report.kinds.REPORT_KINDS`): the tuned comparison, after the effects; its
-    tables and figure are the report's own (`ReportTables.tuned`), since every effect's check reads them."""
-
-    def section(self, res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> KindSection:
-        return KindSection(blocks=tuple(tuning_section(tables.tuned, res, words, figures, tables.given)), after="effects")
 
 
 def tuning_section(view: TuningView | None, res: Results, words: Sentences, figs: Figures,

@@ -1,0 +1,53 @@
+"""The `scale:` key of a sweep YAML: `ScaleKind`, the kind of sweep whose scale factors are reported per level.
+
+A grid sweep's `scale:` lists grid keys (`scale: [train.max_iters]`) whose levels are scales (training
+length, width, a corpus), not scientific factors: the report gives every effect at each of their levels
+instead of an effect of their own. An arms sweep's `scale:` maps keys to levels crossed with every arm
+(`sweep.arms_spec`, which builds that grid); its keys are the section here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gptlab.errors import closest, key_error, shown
+from gptlab.sweep.planners import SweepKind
+from gptlab.sweep.runs import SweepSpec
+
+EXAMPLE = "a list of grid keys, e.g. [train.max_iters]"
+
+
+@dataclass(frozen=True)
+class ScaleSpec:
+    """A validated `scale:`: the keys reported as scale, in the sweep's order."""
+
+    keys: tuple[str, ...]  # grid keys (an arms sweep's scale keys), at least one scientific factor left
+
+    def to_dict(self) -> list[str]:
+        return list(self.keys)
+
+
+class ScaleKind(SweepKind):
+    """`scale:` (`gptlab.sweep.kinds.SWEEP_KINDS`): its keys; its report section is `report.kinds`' `scale`."""
+
+    description = "Grid keys whose levels are scales: every effect at each of their levels, none of their own"
+
+    def check(self, raw: Any, spec: SweepSpec) -> ScaleSpec | None:
+        keys = list(spec.arms.scale) if spec.arms is not None else check_scale(raw or [], spec.grid)
+        return ScaleSpec(tuple(keys)) if keys else None
+
+
+def check_scale(scale: Any, grid: dict[str, list[Any]]) -> list[str]:
+    """Grid keys whose levels are scales (training length, width, tokenizer), at least one factor left."""
+    for value in (scale, *(scale if isinstance(scale, list) else ())):  # a list inside is unhashable
+        if not isinstance(value, list if value is scale else str):
+            raise key_error("scale", f"must be {EXAMPLE}, got {shown(value)}")
+    for key in scale:
+        if key not in grid:
+            raise key_error("scale", f"{shown(key)} is not a grid factor{closest(str(key), grid)}; "
+                                     f"factors: {shown(list(grid), 200)}")
+    if len(set(scale)) != len(scale):
+        raise key_error("scale", f"lists a key twice: {shown(scale)}")
+    if len(scale) == len(grid):
+        raise key_error("scale", "names every grid factor; at least one must stay a scientific factor whose effect is reported")
+    return list(scale)
