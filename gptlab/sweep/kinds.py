@@ -1,7 +1,7 @@
 """Kinds of sweep that add a top-level YAML key: their registry, `SWEEP_KINDS`, and the sweep's questions to them.
 
-A kind owns one key of the sweep file (`tune:`, `worth:`, a plugin's own; `seeds:` in its mapping form, the
-adaptive rule), and answers for it everything the sweep asks: how the key's section is checked into a typed
+A kind owns one key of the sweep file (`scale:`, `tune:`, `worth:`, a plugin's own; `seeds:` in its mapping
+form, the adaptive rule), and answers for it everything the sweep asks: how the key's section is checked into a typed
 value (`check`, which `sweep.spec` calls once the rest of the spec is valid: `SweepSpec.kinds[key]`), what it
 sets in the spec it joins (`joined`, `first_runs`: a tuned sweep's test split and selection runs), how it is
 written back to sweep.yaml (the section's `to_dict`), its stages (`stages`: a planner wrapped around the

@@ -39,10 +39,11 @@ class ScaleKind(SweepKind):
 
 def check_scale(scale: Any, grid: dict[str, list[Any]]) -> list[str]:
     """Grid keys whose levels are scales (training length, width, tokenizer), at least one factor left."""
-    for value in (scale, *(scale if isinstance(scale, list) else ())):  # a list inside is unhashable
-        if not isinstance(value, list if value is scale else str):
-            raise key_error("scale", f"must be {EXAMPLE}, got {shown(value)}")
+    if not isinstance(scale, list):
+        raise key_error("scale", f"must be {EXAMPLE}, got {shown(scale)}")
     for key in scale:
+        if not isinstance(key, str):  # a list inside is unhashable
+            raise key_error("scale", f"must be {EXAMPLE}, got {shown(key)}")
         if key not in grid:
             raise key_error("scale", f"{shown(key)} is not a grid factor{closest(str(key), grid)}; "
                                      f"factors: {shown(list(grid), 200)}")
