@@ -6,7 +6,8 @@ N: at most N members), `group_tasks` splits the tasks into units: runs that may 
 selection lrs and seeds, a cell's seeds) in groups of at most that size, as even as the count allows, and
 every other run alone. Shared trunks stay lone runs (a trunk writes into its branches' folders from its own
 loop; a branch resumes from its trunk's state). Under `auto`, runs with `model.dropout > 0` stay alone too:
-a member's dropout masks are not its lone run's (docs/GPU.md); a number batches them, a note says so.
+a member's dropout masks are not its lone run's (docs/GPU.md); a number batches them, a note says so. A run
+with `train.cuda_graphs` always trains alone: a population's step is compiled without CUDA graphs.
 
 The worker side: `execute_group` trains a unit, a lone run through `execute_run`, a population through
 `train_population`; a population that raises as a whole (not a member's divergence: that is a result) is
@@ -61,7 +62,7 @@ def population_note(executor: ExecutorConfig, device: str) -> str:
 
 def population_key(config: RunConfig, auto: bool) -> tuple[Any, ...] | None:
     """What runs of one population share (None: the run trains alone): its model, data and shared train settings."""
-    if auto and config.model.dropout > 0:
+    if (auto and config.model.dropout > 0) or config.train.cuda_graphs:  # a population's step is not captured as graphs
         return None
     return config.model, config.data, tuple(getattr(config.train, name) for name in SHARED_TRAIN)
 

@@ -67,6 +67,8 @@ class TrainConfig:
     device: str = setting("auto", "auto | cpu | cuda | cuda:N | mps")
     dtype: str = setting("auto", "auto (bf16 autocast on CUDA, else float32) | float32 | bfloat16")
     compile: bool | None = setting(None, "torch.compile the model (default: on for CUDA, off elsewhere)")
+    cuda_graphs: bool = setting(False, "capture the compiled training step as CUDA graphs (torch.compile's reduce-overhead "
+                                       "mode): CUDA only, with compile; off until measured on a GPU (docs/GPU.md)")
 
     def __post_init__(self) -> None:
         for name in ("lr", "min_lr", "weight_decay", "beta1", "beta2", "grad_clip", "cooldown_fraction"):
@@ -90,6 +92,9 @@ class TrainConfig:
             raise GptlabError(f"train.dtype must be one of auto, float32, bfloat16, got {self.dtype!r}")
         if not DEVICE_PATTERN.fullmatch(self.device):
             raise GptlabError(f"train.device must be auto, cpu, cuda, cuda:N or mps, got {self.device!r}")
+        if self.cuda_graphs and (self.compile is False or self.device in ("cpu", "mps")):
+            raise GptlabError("train.cuda_graphs captures the compiled step on a CUDA device: it needs train.compile (true, or "
+                              f"unset) and train.device cuda, cuda:N or auto, got compile={self.compile}, device={self.device}")
         self._check_schedule()
 
     @property

@@ -25,6 +25,7 @@ from torch.func import stack_module_state
 
 from gptlab.errors import GptlabError
 from gptlab.model import build_model
+from gptlab.run.compiled import compile_mode
 from gptlab.run.config import RunConfig
 from gptlab.run.data import BatchSampler, TextDataset
 from gptlab.run.device import autocast_for
@@ -47,6 +48,10 @@ def check_population(cfgs: Sequence[RunConfig]) -> None:
     if not cfgs:
         raise GptlabError("a population needs at least one run config")
     first = cfgs[0]
+    graphs = next((i for i, cfg in enumerate(cfgs) if cfg.train.cuda_graphs), None)
+    if graphs is not None:
+        raise GptlabError(f"population member {graphs}: train.cuda_graphs is set; a population's step is compiled without "
+                          "CUDA graphs, so such a run trains alone")
     for i, cfg in enumerate(cfgs[1:], start=1):
         if cfg.model != first.model:
             raise GptlabError(f"population member {i}: model {cfg.model} differs from member 0's {first.model}; "
@@ -96,8 +101,7 @@ class Population:
         for cfg in cfgs:  # each member's init is the one its lone run draws from its seed
             torch.manual_seed(cfg.seed)
             models.append(build_model(cfg.model).to(device))
-        use_compile = t.compile if t.compile is not None else device.type == "cuda"
-        self.step_fn = (cache or STEP_CACHE).get(cfgs[0].model, device, use_compile)
+        self.step_fn = (cache or STEP_CACHE).get(cfgs[0].model, device, compile_mode(t, device) is not None)
         params, _ = stack_module_state(models)  # unique names: a tied matrix once, as the lone optimizer has it
         self.params: dict[str, torch.Tensor] = params
         per_member = {name: p for name, p in models[0].named_parameters()}

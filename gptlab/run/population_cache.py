@@ -19,6 +19,7 @@ import torch
 from torch.func import functional_call, vmap
 
 from gptlab.model import GPT, ModelConfig, build_model
+from gptlab.run.compiled import compiled
 
 log = logging.getLogger("gptlab.train")
 
@@ -71,7 +72,7 @@ def batched_loss(template: GPT) -> Callable[..., torch.Tensor]:
 
 
 class StepCache:
-    """Population steps by `StepKey`; `compiler` compiles a step (torch.compile unless given)."""
+    """Population steps by `StepKey`; `compiler` compiles a step (`compiled`, torch.compile's default mode, unless given)."""
 
     def __init__(self, compiler: Compiler | None = None) -> None:
         self.compiler = compiler
@@ -91,7 +92,7 @@ class StepCache:
         template.requires_grad_(False)
         loss = batched_loss(template)
         if key.compiled:
-            loss = (self.compiler or torch.compile)(loss)
+            loss = (self.compiler or compiled)(loss)
             log.info("compiled a population step for %s on %s", key.model, key.device)
         buffers = {name: b for name, b in template.named_buffers()}
         return PopulationStep(template, buffers, loss, compiled=key.compiled)

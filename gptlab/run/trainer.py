@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import torch
 
 from gptlab.model import GPT, build_model
+from gptlab.run.compiled import GRAPHS, compile_mode, compiled
 from gptlab.run.config import RunConfig, TrainConfig
 from gptlab.run.data import BatchSampler, TextDataset
 from gptlab.run.device import autocast_for
@@ -87,8 +88,9 @@ class Trainer:
         self.autocast = autocast_for(device, t.dtype)
         torch.manual_seed(cfg.seed)
         self.model = build_model(cfg.model).to(device)
-        use_compile = t.compile if t.compile is not None else device.type == "cuda"
-        self.forward = torch.compile(self.model) if use_compile else self.model
+        mode = compile_mode(t, device)
+        self.forward = compiled(self.model, mode) if mode else self.model
+        self.graphs = mode == GRAPHS  # CUDA graphs: each step's forward replays one capture
         self.optimizer = make_optimizer(self.model, t, device)
         self.sampler = BatchSampler(dataset.train, cfg.model.block_size, t.batch_size, cfg.seed, device)
         self.step = 0
@@ -98,7 +100,7 @@ class Trainer:
         self.best_test_blocks: list[dict[str, Any]] | None = None  # its per-block losses (`test_blocks`)
         self.elapsed_s = self.train_s = self.eval_s = 0.0
         self.compile_s = 0.0  # the first step through torch.compile (tracing, compiling): the sweep's compile share
-        self._compile_pending = use_compile
+        self._compile_pending = mode is not None
         self.resumed = False
         # Rows come at least every min(log_interval, eval_interval) steps, and at max_iters: that
         # many losses wait at most (a log_interval of 1e9 must not allocate 1e9 floats).
@@ -206,6 +208,8 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         x, y = self.sampler.batch(step)
+        if self.graphs:  # a new iteration: the last replay's outputs (its loss, copied below) may be overwritten
+            torch.compiler.cudagraph_mark_step_begin()
         with self.autocast:
             _, loss = self.forward(x, y)
         loss.backward()

@@ -28,7 +28,7 @@ MAX_ARMS = 200
 
 # Settings that say where and how a run is carried out or logged, not what it trains: two runs that differ only in
 # these train the same model on the same batches (an arm that changes nothing else is no arm).
-NOT_TRAINED = frozenset({"train.device", "train.log_interval", "train.compile"})
+NOT_TRAINED = frozenset({"train.device", "train.log_interval", "train.compile", "train.cuda_graphs"})
 
 
 @dataclass(frozen=True)

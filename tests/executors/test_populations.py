@@ -97,7 +97,7 @@ def test_a_compiled_lone_run_times_its_first_step_as_compile(corpus, monkeypatch
 
     from gptlab.run.runner import train_run
 
-    monkeypatch.setattr(torch, "compile", lambda model: model)  # a stand-in: the first step is still timed
+    monkeypatch.setattr(torch, "compile", lambda model, **kwargs: model)  # a stand-in: the first step is still timed
     summary = train_run(resolve_run_config(tiny_config(corpus, max_iters=2, eval_interval=2, compile=True)), tmp_path / "run")
     assert 0 < summary["compile_s"] <= summary["wall_s"]
 
