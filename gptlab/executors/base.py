@@ -139,7 +139,8 @@ class Resources:
     device: str  # cpu | cuda | mps
     gpus: int  # GPUs shared by the workers (0 on CPU)
     reason: str  # one line explaining the choice
-    run_bytes: int = 0  # estimated peak memory of one run, which caps the number of workers
+    run_bytes: int = 0  # estimated peak memory of a worker's largest unit (a run, or a population), which caps the workers
+    members: int = 1  # the most runs a worker trains as one population (`executor.population` here); run_bytes counts them
 
     def describe(self) -> str:
         where = f"{self.gpus} GPU(s)" if self.gpus else "CPU"

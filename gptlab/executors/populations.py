@@ -47,6 +47,12 @@ def population_size(executor: ExecutorConfig, device: str) -> int:
     return int(executor.population)
 
 
+def batched_members(executor: ExecutorConfig, device: str) -> int:
+    """The most runs one worker holds at once (what its memory plan counts): `population_size` on the loky backend,
+    1 on dask, which trains every run alone."""
+    return population_size(executor, device) if executor.backend == "loky" else 1
+
+
 def population_note(executor: ExecutorConfig, device: str) -> str:
     """One line on what `executor.population` does here ('' when it is off)."""
     size = population_size(executor, device)

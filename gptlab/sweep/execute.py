@@ -161,7 +161,8 @@ def train(spec: SweepSpec, stage: Stage, plan: Resources, options: SweepOptions,
     rows = write_summary(spec, results_dir, planned)
     summaries = [s for s in (results_dir.run(r.run_id).summary() for r in todo) if s]
     host, gpu = ([s[k] for s in summaries if s.get(k)] for k in ("peak_rss_mb", "peak_gpu_mb"))
-    planned = f"planned {plan.run_bytes / 2**20:.0f} MiB per run"
+    planned = f"planned {plan.run_bytes / 2**20:.0f} MiB " + ("per run" if plan.members == 1 else
+                                                            f"per worker, a population of up to {plan.members} runs")
     if gpu:  # on CUDA the plan is of GPU memory; the host's is the process's (CUDA context, compiler)
         print(f"peak GPU memory per run: {max(gpu):.0f} MiB ({planned}); peak host memory per worker: "
               f"{max(host):.0f} MiB", file=out)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gptlab.errors import GptlabError
 from gptlab.executors.plan import estimate_run_bytes
+from gptlab.executors.populations import batched_members
 from gptlab.run.config import DataConfig, RunConfig
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.textscan import scan_corpus
@@ -80,18 +81,22 @@ def memory_budget(device: str) -> tuple[int, str]:
 
 
 def check_memory(spec: SweepSpec, device: str, corpora: dict[DataConfig, Corpus]) -> int:
-    """Refuse a sweep whose largest run would not fit; return that run's estimated bytes (its corpus counted)."""
+    """Refuse a sweep whose largest run would not fit; return that run's estimated bytes (its corpus counted), as a
+    population of `executor.population`'s size where the sweep batches runs (at most as many as it has)."""
+    members = min(batched_members(spec.executor, device), len(spec.runs))
     sizes = {r.run_id: estimate_run_bytes(r.config, corpora[r.config.data].vocab_size,
-                                          corpora[r.config.data].memory_bytes) for r in spec.runs}
+                                          corpora[r.config.data].memory_bytes, members) for r in spec.runs}
     largest = max(spec.runs, key=lambda r: sizes[r.run_id])
     budget, where = memory_budget(device)
     if sizes[largest.run_id] > budget:
         m, t = largest.config.model, largest.config.train
         shape = (f"n_layer {m.n_layer}, n_embd {m.n_embd}, n_head {m.n_head}, block_size {m.block_size}, "
                  f"batch_size {t.batch_size}, eval_batch_size {t.eval_batch_size}")
-        raise GptlabError(f"model/train sizes: run {largest.run_id} needs about {_gib(sizes[largest.run_id])} "
+        who = f"run {largest.run_id}" if members == 1 else f"a population of {members} runs like {largest.run_id}"
+        fix = "" if members == 1 else ", or lower executor.population"
+        raise GptlabError(f"model/train sizes: {who} needs about {_gib(sizes[largest.run_id])} "
                           f"({shape}), more than the {_gib(budget)} a run can have here "
-                          f"({MEMORY_SHARE:.0%} {where}); make the model or the batches smaller")
+                          f"({MEMORY_SHARE:.0%} {where}); make the model or the batches smaller{fix}")
     return sizes[largest.run_id]
 
 

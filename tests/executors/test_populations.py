@@ -213,3 +213,34 @@ def test_a_sweep_with_populations_gives_the_lone_sweeps_ids_and_rows(tmp_path, c
                 {k: lone[k] for k in ("seed", "status", "best_step", "params", "train.lr")}
             for key in ("best_val_loss", "final_val_loss", "final_train_loss"):
                 assert float(row[key]) == pytest.approx(float(lone[key]), abs=TOL)
+
+
+def test_the_memory_plan_counts_a_populations_members(tmp_path, corpus, monkeypatch):
+    """A worker holds every member's weights, moments and activations, and its corpus and evaluation batch once."""
+    import psutil
+
+    from gptlab.executors.plan import WORKER_BASE_BYTES, estimate_run_bytes, plan_resources
+    from gptlab.sweep import preflight
+
+    config = resolve_run_config(tiny_config(corpus))
+    one, two, four = (estimate_run_bytes(config, 65, 10**6, members=k) for k in (1, 2, 4))
+    assert four - one == 3 * (two - one) and 0 < two - one < one - WORKER_BASE_BYTES - 10**6
+
+    def spec(executor):
+        base = config_sections(tiny_config(corpus))
+        base["train"].pop("lr")
+        raw = {"name": "s", "base": base, "grid": {"train.lr": [1e-3, 2e-3, 3e-3]}, "executor": executor}
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+        return load_spec(tmp_path / "s.yaml")
+
+    batched, on_dask = spec({"population": 4}), spec({"population": 4, "backend": "dask", "scheduler": "local"})
+    (corpus_info,) = preflight.check_datasets(batched).values()
+    alone = estimate_run_bytes(batched.runs[0].config, corpus_info.vocab_size, corpus_info.memory_bytes)
+    three = estimate_run_bytes(batched.runs[0].config, corpus_info.vocab_size, corpus_info.memory_bytes, members=3)
+    assert preflight.check_memory(batched, "cpu", preflight.check_datasets(batched)) == three > alone  # 3 runs
+    assert preflight.check_memory(on_dask, "cpu", preflight.check_datasets(on_dask)) == alone  # dask: lone runs
+    monkeypatch.setattr(preflight, "memory_budget", lambda device: ((alone + three) // 2, "of a stand-in"))
+    with pytest.raises(GptlabError, match=r"a population of 3 runs like .* or lower executor.population$"):
+        preflight.check_memory(batched, "cpu", preflight.check_datasets(batched))
+    plan = plan_resources(32, batched.executor, "cpu", int(psutil.virtual_memory().available / 2))
+    assert plan.members == 4 and plan.workers == 1 and "memory allows 1 population(s) of up to 4 runs" in plan.reason
