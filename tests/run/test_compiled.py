@@ -18,6 +18,7 @@ from torch._dynamo.utils import counters
 from gptlab.errors import GptlabError
 from gptlab.model import build_model
 from gptlab.run import compiled as compiled_module
+from gptlab.run import trainer as trainer_module
 from gptlab.run.compiled import GRAPHS, compile_mode, compiled
 from gptlab.run.config import TrainConfig, resolve_run_config
 from gptlab.run.data import load_run_dataset
@@ -122,3 +123,20 @@ def test_compiled_steps_equal_eager_ones(corpus, device, monkeypatch):
     torch._dynamo.reset()
     assert len(losses["eager"]) == STEPS
     assert losses["compiled"] == pytest.approx(losses["eager"], abs=TOL[device])
+
+
+def test_the_cuda_graphs_path_marks_each_step_and_keeps_the_eager_losses(corpus, dynamo, monkeypatch):
+    """The trainer's CUDA-graphs path, run on CPU (its mode handed to a backend that ignores it): each training step
+    is marked as a new one before its forward (a replay may overwrite the last one's outputs), and the losses it
+    records are the eager run's."""
+    marks = []
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(len(marks)))
+    monkeypatch.setattr(trainer_module, "compile_mode", lambda train, device: GRAPHS if train.compile else None)
+    losses = {}
+    for compile in (False, True):
+        cfg, dataset = bound(corpus, compile=compile)
+        trainer = Trainer(cfg, dataset, torch.device("cpu"))
+        assert trainer.graphs == compile and trainer.run().status == "ok"
+        losses[compile] = [row["train_loss"] for row in trainer.rows]
+    assert len(marks) == STEPS and dynamo["unique_graphs"] == 1
+    assert losses[True] == pytest.approx(losses[False], abs=TOL["cpu"])
