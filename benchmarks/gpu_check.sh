@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 43's GPU checks in one call, for a machine with a CUDA GPU (about 5 minutes on an H200): CUDA graphs' losses
+# Issue 43's GPU checks in one call, for a machine with a CUDA GPU (not yet run on one): CUDA graphs' losses
 # against eager ones (the CUDA case of tests/run/test_compiled.py), compile reuse and ms a step with and without CUDA
 # graphs (benchmarks/compile_reuse.py), and populations against lone runs (benchmarks/population_bench.py).
 # Needs gptlab installed (pip install -e ".[test]") over a CUDA torch, and tinyshakespeare under $GPTLAB_DATA_DIR.
