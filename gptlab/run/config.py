@@ -252,7 +252,9 @@ def coerce(key: str, value: Any, annotation: Any) -> Any:
         if type(None) in options:
             return None
         raise GptlabError(f"{key} must not be empty (null)")
-    number = _as_number(value)  # YAML 1.1 reads 1e-3 and 1e4 (no dot) as strings: the number meant
+    # YAML 1.1 reads 1e-3 and 1e4 (no dot) as strings: the number meant; a bool or str field reads no number
+    # ("inf" may name a dataset, and `.nan` for a bool is a wrong type, not a wrong number)
+    number = _as_number(value) if int in options or float in options else None
     if isinstance(number, float) and not math.isfinite(number):  # an int is finite, and may not fit a float
         raise GptlabError(f"{key} must be a finite number, got {shown(value)}")
     limit = LIMITS.get(key)

@@ -66,3 +66,18 @@ def test_a_run_config_is_hashable_and_crosses_to_a_worker_as_is():
     assert back.config.run_hash() == config.run_hash()
     with pytest.raises(AttributeError):  # frozen: no worker edits the config it was given
         config.seed = 8  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("section, key, value, message", [
+    ("train", "cuda_graphs", float("nan"), "train.cuda_graphs must be bool, got nan (float)"),
+    ("train", "compile", float("inf"), "train.compile must be bool or null, got inf (float)"),
+    ("model", "norm", "inf", "model.norm: unknown"),  # a name, read as one (the registry's refusal), not a number
+    ("train", "lr", "nan", "train.lr must be a finite number"),  # a numeric field still refuses it as a number
+])
+def test_a_non_finite_value_is_judged_by_the_fields_type(section, key, value, message):
+    with pytest.raises(GptlabError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        resolve_run_config({section: {key: value}})
+
+
+def test_a_name_that_spells_a_number_is_a_name():
+    assert resolve_run_config({"data": {"dataset": "inf"}}).data.dataset == "inf"
