@@ -20,6 +20,7 @@ import yaml
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.stats.design import design_cells
+from gptlab.statuses import STATUS_RULE
 
 Effects = Mapping[tuple[tuple[str, Any], ...], float]
 ENVIRONMENT = {"device": "cpu", "torch": "2.13.0", "python": "3.11.9", "platform": "Linux-x86_64",
@@ -110,7 +111,8 @@ def _write_run(run_dir: Path, run_id: str, seed: int, cell: dict[str, Any], stat
                wall_s=round(elapsed + 1.0, 3),
                error={"failed": "RuntimeError: CUDA out of memory", "diverged": "loss is nan",
                       "collapsed": "did not learn"}.get(status, ""))
-    summary = {**row, "eval_s": 0.1, "diverged_step": steps[stop] if status == "diverged" else None,
+    summary = {**row, "status_rule": STATUS_RULE, "eval_s": 0.1,
+               "diverged_step": steps[stop] if status == "diverged" else None,
                "environment": ENVIRONMENT, "config": config}
     (run_dir / RunDir.SUMMARY).write_text(json.dumps(summary, default=str))
     return row

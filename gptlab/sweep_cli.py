@@ -6,7 +6,7 @@ report (`gptlab.report`, handed to `execute` as the step that ends a sweep).
 The console shows the runs in flight (step, loss, ETA) and one line per finished run on stderr (progress and
 logging); the results go to stdout: the verdict of each effect, the runs that did not finish ok, where the
 report is and whether to rerun. Each run logs to its own directory. Exit status: 0 when every run finished (ok,
-diverged or collapsed), 1 when some
+diverged, collapsed or unstable), 1 when some
 run failed, 2 on invalid input, 130 when interrupted (rerun the same command to resume).
 
 Interrupted means stopped by Ctrl-C (SIGINT), `kill` (SIGTERM) or a closed terminal (SIGHUP): all

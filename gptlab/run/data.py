@@ -241,8 +241,8 @@ def load_run_dataset(data: Any) -> TextDataset:
 def unigram_val_loss(name: str = "tinyshakespeare", path: str | None = None, val_fraction: float = 0.1,
                      download_missing: bool = False, tokenizer: str = "char", vocab_size: int | None = None,
                      test_fraction: float = 0.0, split: str = "val") -> float:
-    """Cross-entropy (nats/token) of the validation split (or, `split="test"`, the test split) under
-    the training split's token frequencies.
+    """Cross-entropy (nats/token) of the validation split (or, `split="test"` or `"train"`, the test or the
+    training split) under the training split's token frequencies.
 
     The loss of a model that learned only how often each token occurs: the ceiling at which the
     report counts a diverged run (`unigram_loss` of the named corpus's dataset).
@@ -255,10 +255,11 @@ def unigram_val_loss(name: str = "tinyshakespeare", path: str | None = None, val
 
 
 def unigram_loss(data: TextDataset, split: str = "val") -> float:
-    """The unigram loss (nats/token) of `data`'s validation (or test) split in its own tokens: the one formula
-    behind `unigram_val_loss`, the runner's `collapsed` rule (`gptlab.statuses`) and the report's ceiling.
-    Tokens unseen in training get add-one smoothed counts."""
-    held_out = data.test if split == "test" else data.val
+    """The unigram loss (nats/token) of `data`'s validation, test or training split (`split`) in its own tokens, under
+    the training split's token frequencies: the one formula behind `unigram_val_loss`, the report's ceiling (val,
+    test) and the runner's `collapsed` rule (train: the plateau of a model that learned only the frequencies,
+    `gptlab.statuses.judge`). Tokens unseen in training get add-one smoothed counts."""
+    held_out = {"test": data.test, "train": data.train}.get(split, data.val)
     counts = torch.bincount(data.train, minlength=data.tokenizer.vocab_size).double() + 1.0
     log_p = torch.log(counts / counts.sum())
     return float(-log_p[held_out].mean())

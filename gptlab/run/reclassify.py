@@ -1,19 +1,23 @@
-"""Summaries written before the `collapsed` rule, read under it: an old `ok` run that did not learn reads `collapsed`.
+"""Summaries written under an earlier status rule, read under today's: a run's status judged again from its own curve.
 
-A summary.json whose status is ok and which has no `unigram_val_loss` was written before the runner
-applied the rule of `gptlab.statuses`. `RunDir.summary()`, the one door every reader of a run's
-result goes through (the sweep's planners and tuners, summary.csv's rows, the report's loader,
-`--reuse`), passes it through `reclassified`: the unigram loss of the run's validation split, in
-its own tokens, is computed from the data section it recorded (the summary's `config`, else the
-folder's config.yaml), never downloading, once per corpus and process. A run that did not learn is
-returned as `collapsed` with `"reclassified": true`, the unigram loss and the note why. Nothing is
-written: the file keeps what the run recorded. A run whose corpus is not on this machine stays ok,
-logged once per corpus.
+A summary.json whose `status_rule` is not `gptlab.statuses.STATUS_RULE` (summaries written before the
+rule carry none) and whose status is one the rule gives (`JUDGED`: ok, collapsed, unstable) was judged
+by an earlier rule: a 5% margin on its best validation loss, or nothing at all. `RunDir.summary()`, the
+one door every reader of a run's result goes through (the sweep's planners and tuners, summary.csv's
+rows, the report's loader, `--reuse`), passes it through `reclassified`: its metrics.csv's training
+losses are judged by `statuses.judge` against the unigram loss of its training split, in its own tokens
+(recorded in the summary as `unigram_train_loss`, else computed from the data section it recorded, never
+downloading, once per corpus and process). A run whose status changes is returned with its new status,
+`"reclassified": true` and the note why (or the earlier rule's note removed); nothing is written: the
+file keeps what the run recorded. A run whose corpus is not on this machine keeps its recorded status,
+logged once per corpus; `diverged` and `failed` are never judged again.
 """
 from __future__ import annotations
 
+import csv
 import functools
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,7 @@ import yaml
 
 from gptlab.errors import GptlabError
 from gptlab.runio import read_yaml
-from gptlab.statuses import COLLAPSED, OK, collapse_note, is_collapsed
+from gptlab.statuses import JUDGED, STATUS_RULE, judge
 
 log = logging.getLogger(__name__)
 
@@ -30,21 +34,56 @@ DataKey = tuple[str, Any, float, str, Any, float]  # dataset, path, val_fraction
 
 
 def needs_rule(summary: dict[str, Any]) -> bool:
-    """Whether a summary predates the rule: status ok with no `unigram_val_loss` recorded."""
-    return summary.get("status") == OK and "unigram_val_loss" not in summary
+    """Whether a summary was judged by an earlier rule: a status the rule gives, and not today's `status_rule`."""
+    return summary.get("status") in JUDGED and summary.get("status_rule") != STATUS_RULE
 
 
-def reclassified(summary: dict[str, Any], config_path: Path) -> dict[str, Any]:
-    """`summary` under the `collapsed` rule (a new dict when its status changes, else `summary` itself)."""
-    best = summary.get("best_val_loss")
-    if not needs_rule(summary) or isinstance(best, bool) or not isinstance(best, (int, float)):
+def reclassified(summary: dict[str, Any], config_path: Path, metrics_path: Path) -> dict[str, Any]:
+    """`summary` under today's rule (a new dict when its status or note changes, else `summary` itself)."""
+    if not needs_rule(summary):
         return summary
-    key = data_key(summary, config_path)
-    unigram = None if key is None else unigram_of(key)
-    if unigram is None or not is_collapsed(best, unigram):
+    unigram = summary.get("unigram_train_loss")
+    if isinstance(unigram, bool) or not isinstance(unigram, (int, float)):
+        key = data_key(summary, config_path)
+        unigram = None if key is None else unigram_of(key)
+    if unigram is None:
         return summary
-    return {**summary, "status": COLLAPSED, "error": collapse_note(float(best), unigram), "unigram_val_loss": unigram,
+    train = train_losses(metrics_path)
+    if train is None:
+        return summary
+    verdict = judge(train, float(unigram))
+    if verdict.status == summary.get("status"):
+        return summary
+    return {**summary, "status": verdict.status, "error": verdict.note, "unigram_train_loss": unigram,
             RECLASSIFIED: True}
+
+
+@functools.lru_cache(maxsize=4096)
+def _read_train_losses(path: str, stamp: tuple[int, int]) -> tuple[float, ...] | None:
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    losses = []
+    for row in rows:
+        try:
+            value = float(row.get("train_loss") or "nan")
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(value):
+            losses.append(value)
+    return tuple(losses)
+
+
+def train_losses(metrics_path: Path) -> tuple[float, ...] | None:
+    """A run's metrics.csv training losses in row order (finite ones), None when it has none readable; cached by the
+    file's size and modification time (planners read every run's summary each round)."""
+    try:
+        st = metrics_path.stat()
+    except OSError:
+        return None
+    return _read_train_losses(str(metrics_path), (st.st_size, st.st_mtime_ns))
 
 
 def data_key(summary: dict[str, Any], config_path: Path) -> DataKey | None:
@@ -69,13 +108,13 @@ def data_key(summary: dict[str, Any], config_path: Path) -> DataKey | None:
 
 @functools.lru_cache(maxsize=64)
 def unigram_of(key: DataKey) -> float | None:
-    """The unigram loss (nats/token) of the validation split `key` names; None (logged once) without its corpus."""
+    """The unigram loss (nats/token) of the training split `key` names; None (logged once) without its corpus."""
     from gptlab.run.data import unigram_val_loss
 
     dataset, path, val_fraction, tokenizer, vocab_size, test_fraction = key
     try:
-        return unigram_val_loss(dataset, path, val_fraction, False, tokenizer, vocab_size, test_fraction)
+        return unigram_val_loss(dataset, path, val_fraction, False, tokenizer, vocab_size, test_fraction, split="train")
     except (GptlabError, OSError, ValueError) as err:
-        log.warning("runs on %s recorded as ok are not checked for the collapsed rule (%s)", path or dataset,
+        log.warning("runs on %s are read with the status they recorded, not judged again (%s)", path or dataset,
                     str(err).splitlines()[0] if str(err) else type(err).__name__)
         return None

@@ -1,7 +1,7 @@
 """The run-directory protocol: what lives in `results/NAME/runs/RUN_ID/` and how it is written.
 
 `RunDir` is the one owner of a run folder's file names, of the config check that keeps two
-configs out of one folder, of checkpoints, metric rows, the summary (read under the `collapsed`
+configs out of one folder, of checkpoints, metric rows, the summary (read under today's status
 rule: `gptlab.run.reclassify`), the failure record, the in-flight marker and the live progress
 file. Which statuses count as finished is `gptlab.statuses`'. Every file goes through
 `gptlab.runio`'s atomic write. The files themselves are described in docs/CONTRACTS.md.
@@ -68,21 +68,21 @@ class RunDir:
 
         A summary that names another run (its `run_id` is not this folder's name: files copied or moved by
         hand) is not this run's result: it reads as a failed run saying so, never as the other run's numbers.
-        One recorded as ok before the `collapsed` rule is read under it (`gptlab.run.reclassify`)."""
+        One judged by an earlier status rule is judged again from its curve (`gptlab.run.reclassify`)."""
         summary = _read_mapping(self / self.SUMMARY)
         if summary is not None and summary.get("run_id") not in (None, self.path.name):
             return {"run_id": self.path.name, "status": "failed",
                     "error": f"{self.path} holds the results of run {summary['run_id']!r}, not its own; delete the "
                              "folder (or put that run's files back in their own) and rerun"}
-        if summary is not None:  # one written before the `collapsed` rule reads under it (nothing is written)
+        if summary is not None:  # one judged by an earlier status rule is judged again (nothing is written)
             from gptlab.run.reclassify import needs_rule, reclassified
 
             if needs_rule(summary):
-                summary = reclassified(summary, self / self.CONFIG)
+                summary = reclassified(summary, self / self.CONFIG, self / self.METRICS)
         return summary
 
     def state(self) -> str:
-        """ok | diverged | collapsed | failed (finished with that status), partial (has a checkpoint), pending."""
+        """ok | diverged | collapsed | unstable | failed (finished with that status), partial (has a checkpoint), pending."""
         if (self / self.SUMMARY).exists():
             summary = self.summary()
             status = summary.get("status") if summary else None
@@ -90,7 +90,7 @@ class RunDir:
         return "partial" if (self / self.LAST).exists() else "pending"
 
     def finished_summary(self) -> dict[str, Any] | None:
-        """The summary of a finished run (ok, diverged or collapsed), else None."""
+        """The summary of a finished run (ok, diverged, collapsed or unstable), else None."""
         summary = self.summary()
         return summary if summary and summary.get("status") in FINISHED else None
 

@@ -30,7 +30,7 @@ from gptlab.run.rundir import CorruptCheckpoint, RunDir
 from gptlab.run.tokenizers import Tokenizer
 from gptlab.run.trainer import Outcome, Trainer, TrainerCallback, fmt_loss
 from gptlab.runio import atomic_write_text, remove_temp_files
-from gptlab.statuses import COLLAPSED, classify, collapse_note
+from gptlab.statuses import STATUS_RULE, classify
 
 log = logging.getLogger("gptlab.train")
 
@@ -69,7 +69,7 @@ def train_run(config: RunConfig, run_dir: str | os.PathLike, *, run_id: str | No
               callbacks: Sequence[TrainerCallback] = ()) -> dict[str, Any]:
     """Train (or resume, or return the finished result of) one run; returns its summary as a plain dict.
 
-    A run directory whose summary says ok/diverged/collapsed is finished and returned as is; one holding a
+    A run directory whose summary says ok/diverged/collapsed/unstable is finished and returned as is; one holding a
     last checkpoint resumes from it. Exceptions propagate (the sweep records them). `callbacks`
     join the loop after the one writing the run directory (e.g. a worker's stop on a lost driver).
     """
@@ -156,14 +156,15 @@ def run_summary(trainer: Trainer, outcome: Outcome) -> dict[str, Any]:
     tokens = trainer.step * cfg.train.batch_size * cfg.model.block_size
     diverged_step = outcome.diverged_step
     test_factor = trainer.dataset.test_bits_per_char_factor
-    best = trainer.best_val_loss if evals else None
     unigram = unigram_loss(trainer.dataset)  # of the run's own validation split, in its own tokens
-    status = classify(outcome.status, best, unigram)  # a run that finished but did not learn is `collapsed`
-    error = f"non-finite training loss at step {diverged_step}" if diverged_step else None
+    plateau = unigram_loss(trainer.dataset, "train")  # where a run that learned only the frequencies sits
+    verdict = classify(outcome.status, [r["train_loss"] for r in trains], plateau)  # stuck or blown up: its curve's
+    error = f"non-finite training loss at step {diverged_step}" if diverged_step else verdict.note
     return {
         "run_id": trainer.run_id,
         "seed": cfg.seed,
-        "status": status,
+        "status": verdict.status,
+        "status_rule": STATUS_RULE,  # the rule that judged it (gptlab.statuses): an older one is judged again on read
         "best_val_loss": trainer.best_val_loss if evals else None,
         "best_val_bpc": trainer.best_val_loss * trainer.dataset.bits_per_char_factor if evals else None,
         "val_bpc_factor": trainer.dataset.bits_per_char_factor,  # val_loss (nats/token) x this = bits/char
@@ -183,9 +184,10 @@ def run_summary(trainer: Trainer, outcome: Outcome) -> dict[str, Any]:
         "peak_rss_mb": peak_rss_mb(),
         "peak_gpu_mb": round(torch.cuda.max_memory_allocated(trainer.device) / 2**20, 1)
         if trainer.device.type == "cuda" else None,  # the plan's memory on CUDA is the GPU's
-        "error": collapse_note(best, unigram) if status == COLLAPSED else error,
+        "error": error,
         "diverged_step": diverged_step,
-        "unigram_val_loss": unigram,  # nats/token: the loss a run must beat by statuses.COLLAPSE_MARGIN to be ok
+        "unigram_val_loss": unigram,  # nats/token: the report's ceiling
+        "unigram_train_loss": plateau,  # nats/token: the plateau statuses.judge holds a stuck run to
         "environment": environment(trainer.device),
         "config": cfg.to_dict(),
     }

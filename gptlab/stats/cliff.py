@@ -5,8 +5,8 @@ One rule, used by the refining tuner (`stats.refine`), the grid pick (`stats.pic
 the loss, whether the run trained):
 
 - A run trained when its status is `ok` (`TRAINED`); `failed` runs (a crash: they say nothing about
-  the lr) are left out before this rule; every other status (`diverged`, `collapsed`: the run never
-  beat the unigram loss) is a run that did not train.
+  the lr) are left out before this rule; every other status (`diverged`, `collapsed`, `unstable`:
+  `gptlab.statuses`) is a run that did not train.
 - The reference is the lowest mean loss of the trained runs (per lr). An lr above it is beyond the
   cliff when a run there did not train, or when one of its trained runs lies above that lowest mean
   by more than `RISE` x the lowest mean x max(d, 1)^2, d the distance in octaves. Every higher lr
@@ -24,18 +24,13 @@ steepest of them; SwiGLU's cliff in study 8 (1.6850 at 8e-3, 2.4315 at 1.13e-2: 
 octave) is four times the threshold. What the rule buys and costs in simulated studies with and
 without cliffs is in docs/STATISTICS.md ("Stability cliffs, picks on points that trained, closed curves").
 
-The same edge crossed by one seed: among a cell's runs that trained at one setting (its estimation
-seeds at the pick), a run is `unstable` (`statuses.UNSTABLE`, given on read by the report and the
-adaptive seed rule alike) when it ends above the median of the others by more than `RISE` x that
-median: the rule above at d = 0, floored at one octave. Seed noise is 0.3-3% of the loss level
-(study 8: SD 0.006-0.031 nats at 1.7-2.0), so 10% is at least 3 SDs even for NoPE; SwiGLU's
-seed 2 at its pick (2.4270 against 1.70: +43%) is four times it. At least two others are needed.
+Which runs trained is each run's own status, judged from its own curve (`gptlab.statuses.judge`): no rule
+here compares one run's loss with its siblings' at the same setting.
 """
 from __future__ import annotations
 
 import math
-import statistics
-from typing import Iterable, Sequence
+from typing import Iterable
 
 from gptlab.statuses import FAILED, OK
 
@@ -73,26 +68,6 @@ def cliff_edge(runs: Iterable[tuple[float, float, bool]]) -> float:
             if not all(ok for _, ok in by_x[x]) or rise > RISE * abs(means[best]) * max(x - best, 1.0) ** 2:
                 return x
         return edge
-
-
-def unstable(losses: Sequence[float]) -> list[bool]:
-    """Which of one cell's trained runs at one setting lie beyond the cliff that the others did not cross.
-
-    A run is unstable when its loss exceeds the median of the other runs by more than `RISE` x that
-    median; with fewer than two others (or a non-finite loss) nothing is judged. The median of the
-    others, not of all: a run never sets its own reference, and a majority that stalled is the
-    setting's behaviour, not an outlier (its runs then set the median and none is flagged).
-    """
-    values = [float(v) for v in losses]
-    flags = []
-    for i, value in enumerate(values):
-        others = [v for j, v in enumerate(values) if j != i and math.isfinite(v)]
-        if len(others) < 2 or not math.isfinite(value):
-            flags.append(False)
-            continue
-        reference = statistics.median(others)
-        flags.append(value - reference > RISE * abs(reference))
-    return flags
 
 
 def beyond(x: float, edge: float) -> bool:

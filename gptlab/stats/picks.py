@@ -88,7 +88,7 @@ class SettingRow:
     setting: Pairs  # the tuned setting
     runs: int  # selection runs that finished (trained or not: every status but failed)
     n_ok: int  # of them, finished ok
-    n_diverged: int  # of them, failed to train (diverged or collapsed: statuses.FAILED_TO_TRAIN)
+    n_diverged: int  # of them, failed to train (statuses.FAILED_TO_TRAIN)
     mean_loss: float  # mean selection loss of the ok runs (NaN without one)
     sd_loss: float  # their sample SD (NaN with fewer than two)
     picked: bool  # the cell's pick

@@ -19,7 +19,6 @@ from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import CHAR_BPC_FACTOR, read_rows
 from gptlab.runio import write_csv
 from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule, Widest, widest_called
-from gptlab.stats.cliff import unstable
 from gptlab.stats.design import Design, design_cells, effect_label
 from gptlab.stats.levels import grid_level
 from gptlab.stats.picks import Pairs
@@ -64,7 +63,7 @@ def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) ->
     bits = any(len(spec.grid.get(k, ())) > 1 for k in CORPUS_KEYS) or not np.allclose(bpc, bpc[:1], rtol=1e-9)
     column = ("best_test_bpc" if bits else "best_test_loss") if test else "best_val_loss"
     factors = list(spec.grid)
-    y, cells, seeds, first, kept = [], [], [], [], []
+    y, cells, seeds, first = [], [], [], []
     for row, factor in zip(measured, bpc):
         typed = tuple(grid_level(spec.grid[f], row.get(f, ""), _NOT_A_LEVEL) for f in factors)
         cell = tuple(zip(factors, typed))
@@ -74,13 +73,9 @@ def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) ->
                 or not 0 <= seed < spec.seed_count(cell, n_seeds):
             continue
         y.append(value)
-        kept.append(row)
         cells.append(tuple(str(level) for level in typed))
         seeds.append(seed)
         first.append(seed < spec.seed_count(cell, spec.seed_rule.min))
-    keep = _trained(y, [c + tuple(r.get(k, "") for k in (spec.tune.space if spec.tune else ())) for c, r in
-                        zip(cells, kept)])
-    y, cells, seeds, first = ([v for v, k in zip(values, keep) if k] for values in (y, cells, seeds, first))
     if not y:
         return Widest(math.nan, "")
     levels = {f: tuple(str(level) for level in spec.grid[f]) for f in factors}
@@ -90,17 +85,6 @@ def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) ->
     return widest_called(np.array(y), cells, np.array(seeds), design, partial(effect_label, factors), spec.seed_rule,
                          [f for f in spec.scale if f in factors], np.array(first), block_seeds=spec.arms is None,
                          own_variance=spec.arms is not None)
-
-
-def _trained(y: list[float], groups: list[tuple]) -> list[bool]:
-    """False for the runs the report calls `unstable` (`stats.cliff.unstable`, per cell and tuned setting): the rule
-    decides on the numbers the report's effects are computed from, never on a failure averaged in."""
-    keep = [True] * len(y)
-    for group in dict.fromkeys(groups):
-        at = [i for i, g in enumerate(groups) if g == group]
-        for i, flag in zip(at, unstable([y[i] for i in at])):
-            keep[i] = not flag
-    return keep
 
 
 def _float(text: Any) -> float:

@@ -183,7 +183,7 @@ def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions, threa
             kind.after_runs(spec, results_dir, planned, threads, options.stream)
     if not_ok:
         lost = sum(r["status"] in FAILED_TO_TRAIN for r in not_ok)  # results (exit 0), kept out of every statistic
-        print(f"\n{len(not_ok)} run(s) did not finish ok" + (f" ({lost} did not train: diverged or collapsed; "
+        print(f"\n{len(not_ok)} run(s) did not finish ok" + (f" ({lost} did not train: diverged, collapsed or unstable; "
               "results, left out of every pick and effect)" if lost else "") + ":", file=out)
         for row in not_ok:
             folder = results_dir.run(row["run_id"])

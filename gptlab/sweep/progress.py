@@ -19,7 +19,7 @@ from typing import Any, Sequence, TextIO
 
 from gptlab.executors.base import RunResult
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.statuses import COLLAPSED, DIVERGED, FAILED
+from gptlab.statuses import COLLAPSED, DIVERGED, FAILED, UNSTABLE
 from gptlab.sweep.reuse import run_label
 from gptlab.sweep.runs import Run
 
@@ -96,7 +96,7 @@ class Progress:
 
     # -- events ------------------------------------------------------------------------------
     def finished(self, result: RunResult) -> None:
-        """One line for a run that ended (ok, collapsed, diverged or failed), with the sweep's ETA."""
+        """One line for a run that ended (ok, collapsed, unstable, diverged or failed), with the sweep's ETA."""
         with self.lock:
             self.open.pop(result.run_id, None)
             self.done += 1
@@ -146,7 +146,7 @@ class Progress:
     def tally(self) -> str:
         """', 3 collapsed, 1 diverged' for the runs of this session that did not train (counted apart: they are
         results, not errors), then the failed ones; '' while every run finished ok."""
-        parts = [f"{self.statuses[s]} {s}" for s in (COLLAPSED, DIVERGED, FAILED) if self.statuses[s]]
+        parts = [f"{self.statuses[s]} {s}" for s in (COLLAPSED, UNSTABLE, DIVERGED, FAILED) if self.statuses[s]]
         return "".join(f", {p}" for p in parts)
 
     def _elapsed(self) -> float:

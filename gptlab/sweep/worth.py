@@ -18,7 +18,6 @@ so a killed sweep, rerun, plans the same runs.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Mapping, Sequence, TextIO
 
 from gptlab.roles import WORTH, WORTH_TUNING
@@ -26,7 +25,6 @@ from gptlab.run.config import LENGTH_KEY, LR_KEY
 from gptlab.run.identity import run_sources
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.stats.arms import ARM
-from gptlab.stats.cliff import unstable
 from gptlab.statuses import OK
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage, SweepKind
 from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, cell_label
@@ -54,22 +52,10 @@ def _trained_as(run: Run) -> tuple[int, str]:
 
 
 def learned(runs: Sequence[Run], rows: Sequence[Mapping[str, Any]]) -> set[str]:
-    """The ids of `runs` that finished ok and are not `unstable` among their cell's runs (`stats.cliff.unstable`, on
-    the test loss where the runs have one): the seeds a curve may take, as every statistic takes them."""
+    """The ids of `runs` that finished ok (their own curve showed no failure, `gptlab.statuses.judge`): the seeds a
+    curve may take, as every statistic takes them."""
     by_id = {str(r["run_id"]): r for r in rows}
-
-    def loss(run: Run) -> float:
-        row = by_id[run.run_id]
-        value = row.get("best_test_loss")
-        value = row.get("best_val_loss") if value in (None, "") or not math.isfinite(float(value)) else value
-        return float(value) if value not in (None, "") else math.nan
-
-    ok = [r for r in runs if r.run_id in by_id and str(by_id[r.run_id].get("status")) == OK]
-    keep: set[str] = set()
-    for cell in dict.fromkeys(r.cell for r in ok):
-        at = [r for r in ok if r.cell == cell]
-        keep |= {r.run_id for r, flag in zip(at, unstable([loss(r) for r in at])) if not flag}
-    return keep
+    return {r.run_id for r in runs if r.run_id in by_id and str(by_id[r.run_id].get("status")) == OK}
 
 
 def worth_runs(spec: SweepSpec, estimation: Sequence[Run], trained: set[str] | None = None) -> list[TunedRun]:

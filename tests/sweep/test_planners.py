@@ -215,8 +215,9 @@ def test_a_stage_that_does_not_finish_ends_the_loop_before_the_planner_is_asked_
     assert [r["status"] for r in _rows(tmp_path / SUMMARY_CSV)] == ["ok", "ok", "ok", "failed"]
 
 
-def test_the_seed_rule_and_the_report_leave_out_the_same_unstable_run(tmp_path):
-    """A seed that ended far above its cell's others (`stats.cliff.unstable`) is a failure for both readers."""
+def test_the_seed_rule_and_the_report_take_the_same_runs_a_high_one_in_and_an_unstable_one_out(tmp_path):
+    """A seed that ended far above its cell's others is a measurement for both readers (its own curve showed no
+    failure); a run recorded `unstable` (it blew up) is a failure for both."""
     import json
 
     from calibration.synthetic import make_results
@@ -246,7 +247,11 @@ def test_the_seed_rule_and_the_report_leave_out_the_same_unstable_run(tmp_path):
         return widest_in_summary(spec_of_grid, ResultsDir(results), 3).half_width
 
     without = widest([r for r in rows if r is not bad])
-    assert widest(rows) == pytest.approx(without, rel=1e-12)  # the rule decides as if the run were not there
+    assert widest(rows) > 1.5 * without  # a measurement: it widens the interval, no cut leaves it out
+    assert load_results(results).runs.set_index("run_id").loc[bad["run_id"], "ok"]
+    bad["status"] = UNSTABLE
+    summary_json.write_text(json.dumps({**data, "best_val_loss": float(bad["best_val_loss"]), "status": UNSTABLE}))
+    assert widest(rows) == pytest.approx(without, rel=1e-12)  # a failure: decided as if the run were not there
     res = load_results(results)
     assert res.runs.loc[res.runs["status"] == UNSTABLE, "run_id"].tolist() == [bad["run_id"]]
     assert not res.runs.loc[res.runs["run_id"] == bad["run_id"], "ok"].item()

@@ -36,10 +36,8 @@ from gptlab.report.sentences.verdicts import call_phrase
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.report.tables.stability import LOST
 from gptlab.stats.calls import ALPHA
-from gptlab.stats.cliff import RISE
 from gptlab.stats.models import FORMULAS
 from gptlab.stats.robustness import DEPENDS
-from gptlab.statuses import COLLAPSE_MARGIN
 
 CELL_MD_COLS = ["rank", "cell", "baseline", "best_val_loss", "best_val_loss_ci95", "best_val_bpc",
                 "best_val_bpc_ci95", "best_step", "final_val_loss", "gap", "params", "tokens_per_sec",
@@ -48,9 +46,10 @@ TEST_MD_COLS = ["best_test_loss", "best_test_loss_ci95", "best_test_bpc", "best_
 
 METHOD = (
     "Which runs count: runs with status `ok` enter cell means, effects and curves; runs that failed to train "
-    "(`diverged`: a non-finite loss; `collapsed`: finished without beating the unigram loss of their validation "
-    f"split by {COLLAPSE_MARGIN:.0%}) enter no mean, pick, fit or effect: they are counted per setting (the stability table), "
-    "reported as a rate per cell (`n_diverged` counts both; Clopper-Pearson 95% CI) and, in a sensitivity "
+    "(`diverged`: a non-finite loss; `collapsed`: stuck on the unigram plateau to its end; `unstable`: blew up and "
+    "did not come back; each judged from the run's own curve, never from its loss against its siblings' or a cut) "
+    "enter no mean, pick, fit or effect: they are counted per setting (the stability table), "
+    "reported as a rate per cell (`n_diverged` counts all three; Clopper-Pearson 95% CI) and, in a sensitivity "
     "analysis, counted at the unigram loss of the validation split; failed runs (crashes) are only listed. "
     "Model: {formula}. Every effect is a linear contrast of the fitted cell means, so its standard error comes "
     "from the model's error: pure replication error when there are seeds to replicate, never from "
@@ -202,11 +201,11 @@ def stability_section(tables: ReportTables, words: Sentences) -> list[Block]:
     blocks: list[Block] = [
         Heading("Stability"),
         Para(
-            "Per cell (or arm), role and tuned setting: runs that trained (`n_ok`), that finished without learning "
-            f"(`n_collapsed`: best val loss not {COLLAPSE_MARGIN:.0%} below the unigram loss of the validation split), "
-            f"that learned but ended more than {RISE:.0%} above the median of the other seeds at the same setting "
-            "(`n_unstable`: the edge of stability, crossed by that seed), that diverged (a non-finite loss) and that "
-            "failed (crashed). A run that did not train is a failure of its "
+            "Per cell (or arm), role and tuned setting: runs that trained (`n_ok`), that were stuck (`n_collapsed`: "
+            "the last half of training no longer descends and its training loss ends on the unigram plateau), that "
+            "blew up (`n_unstable`: its training loss ends above its own best by more than its own noise allows), "
+            "that diverged (a non-finite loss) and that failed (crashed); each judged from the run's own curve "
+            "(docs/STATISTICS.md, \"Which runs failed\"). A run that did not train is a failure of its "
             "setting: it enters no pick, fit, noise estimate or effect. Table: `tables/stability.csv`."
         ),
         Bullets(list(words.stability)),

@@ -6,8 +6,8 @@ dir or summary.csv is a `ReportError`; a summary.csv that disagrees with the run
 instead, in memory, by `gptlab.run.summary_csv`: nothing is written into results/NAME/), typing factor
 levels back to the grid (summary.csv holds them as text: "True", "100", "0.001"), level order, the
 baseline, cell labels, run environments, the validation curves of metrics.csv, the outcome the effects
-are on (`best_val_loss`, or `best_test_loss` when every run has a test split), and the `unstable` status
-of estimation runs beyond the cliff their cell's other seeds did not cross.
+are on (`best_val_loss`, or `best_test_loss` when every run has a test split). A run's status is its own
+summary's, judged from its own curve (`gptlab.statuses`): nothing here compares a run with its siblings.
 The load step is the only one of the report that reads files: its modules read each run's own files
 (`runfiles`, `block_losses`), the unigram ceiling's data (`ceiling`) and the text samples (`samples`).
 """
@@ -30,10 +30,8 @@ from gptlab.roles import ESTIMATION, WORTH, WORTH_TUNING
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SummaryCheck, check_summary
 from gptlab.stats.adaptive_seeds import ROUND_COLS
-from gptlab.stats.cliff import unstable
 from gptlab.stats.design import design_cells
 from gptlab.stats.levels import grid_level, level_key
-from gptlab.statuses import UNSTABLE
 from gptlab.sweep.runs import SweepSpec
 from gptlab.sweep.stored import spec_from_results, unrecorded_spec
 
@@ -179,15 +177,6 @@ def _outcome(runs: pd.DataFrame) -> str:
     return VAL_OUTCOME
 
 
-def _mark_unstable(runs: pd.DataFrame, outcome: str, tuned: list[str]) -> None:
-    """Give `unstable` (in place) to estimation runs beyond the cliff the other seeds of their cell and setting did
-    not cross (`stats.cliff.unstable`): a failure of the setting, counted, never averaged in."""
-    ok = runs["ok"] & np.isfinite(pd.to_numeric(runs[outcome], errors="coerce"))
-    for _, mine in runs[ok].groupby(["cell", *tuned], sort=False, dropna=False):
-        flagged = mine.index[unstable(mine[outcome].astype(float).tolist())]
-        runs.loc[flagged, "status"], runs.loc[flagged, "ok"] = UNSTABLE, False
-
-
 def load_results(results_dir: ResultsDir | Path | str) -> Results:
     """Read results/NAME/ (see docs/CONTRACTS.md). Raises `ReportError` when it is not one."""
     results_dir = ResultsDir(results_dir)
@@ -208,7 +197,7 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     def cell_label(cell: dict[str, str]) -> str:
         return ", ".join(res.label(f, cell[f]) for f in factors)
 
-    res.environment = read_run_json(results_dir, runs)  # first: it reads each run's status under the collapsed rule
+    res.environment = read_run_json(results_dir, runs)  # first: it reads each run's status under today's rule
     runs["status"] = runs["status"].str.strip().str.lower()
     runs["ok"] = runs["status"] == "ok"
     runs["cell"] = [cell_label(dict(zip(factors, row))) for row in runs[factors].to_numpy().tolist()] \
@@ -221,7 +210,6 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
         role == "selection", role == "estimation", ~role.isin(["selection", "estimation"])))
     runs = res.runs
     res.outcome = _outcome(runs)
-    _mark_unstable(runs, res.outcome, [k for k in res.tuned_space if k in runs])
     res.test_blocks = read_test_blocks(results_dir, runs, res.outcome, res.unit)
     if spec.worth is not None and len(res.other_roles):  # the baseline's lengths: blocks of their own
         other = res.other_roles

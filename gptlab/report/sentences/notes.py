@@ -23,7 +23,7 @@ from gptlab.run.schedules import WSD
 from gptlab.stats.effects import Analysis
 from gptlab.stats.models import FORMULAS, HETERO_P, OWN
 from gptlab.stats.to_decide import MAX_SEEDS
-from gptlab.statuses import COLLAPSE_MARGIN, FAILED_TO_TRAIN
+from gptlab.statuses import FAILED_TO_TRAIN
 
 
 def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[str], list[str]]:
@@ -254,7 +254,7 @@ def no_divergence(table: pd.DataFrame) -> str:
 
 def stability(res: Results, table: pd.DataFrame) -> list[str]:
     """What `tables.stability` says in words: where runs did not train (an estimation run that failed at a cell's
-    pick is that cell's failure rate there), which were recorded as ok before the `collapsed` rule, or that all
+    pick is that cell's failure rate there), which were judged again under today's status rule, or that all
     trained."""
     if not len(table):
         return []
@@ -281,13 +281,13 @@ def stability(res: Results, table: pd.DataFrame) -> list[str]:
     old = res_reclassified(res)
     if len(old):
         shown = ", ".join(old[:5]) + (f" and {len(old) - 5} more" if len(old) > 5 else "")
-        lines.append(f"{len(old)} run(s) recorded before the rule as ok are counted as collapsed (their best val loss "
-                     f"does not beat the unigram loss of their validation split by {COLLAPSE_MARGIN:.0%}): {shown}.")
+        lines.append(f"{len(old)} run(s) recorded under an earlier status rule read otherwise under today's, judged from "
+                     f"their own curves (docs/STATISTICS.md, \"Which runs failed\"): {shown}.")
     return lines
 
 
 def res_reclassified(res: Results) -> list[str]:
-    """The run ids recorded as ok before the `collapsed` rule that read as collapsed now, every role."""
+    """The run ids whose status today's rule reads otherwise than they recorded, every role."""
     frames = [f for f in (res.selection, res.runs, res.other_roles) if len(f) and "reclassified" in f]
     return [str(r) for f in frames for r in f.loc[f["reclassified"].astype(bool), "run_id"]]
 

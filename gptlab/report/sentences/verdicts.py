@@ -17,7 +17,7 @@ from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import ALPHA
 from gptlab.stats.robustness import DEPENDS, NOT_CHECKED
-from gptlab.statuses import COLLAPSED, DIVERGED, FAILED_TO_TRAIN
+from gptlab.statuses import COLLAPSED, DIVERGED, FAILED_TO_TRAIN, UNSTABLE
 
 MAX_SENTENCES = 15  # called effects given a sentence in the summary; the tables hold the rest
 
@@ -112,8 +112,9 @@ def _counts(r: dict, res: Results) -> str:
     out = ""
     for lvl in (r["level"], r["baseline"]):
         runs = res.runs[res.runs[r["factor"]] == lvl]
-        for s, n in (("diverged", (runs["status"] == DIVERGED).sum()), ("did not learn", (runs["status"] == COLLAPSED).sum()),
-                     ("failed", (~runs["ok"] & ~runs["status"].isin(FAILED_TO_TRAIN)).sum())):
+        status = runs["status"]
+        for s, n in (("diverged", (status == DIVERGED).sum()), ("were stuck", (status == COLLAPSED).sum()),
+                     ("blew up", (status == UNSTABLE).sum()), ("failed", (~runs["ok"] & ~status.isin(FAILED_TO_TRAIN)).sum())):
             if n:
                 out += f"; {n} of {len(runs)} {res.label(r['factor'], lvl)} runs {s}"
     return out

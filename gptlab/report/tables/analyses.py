@@ -6,7 +6,7 @@ divergence and the ceiling sensitivity analysis, each rounded once with `fmt.rou
 only: the sentences about them are `sentences`', the bundle of one report is `tables`'.
 
 Which runs count: runs with status "ok" enter the cell means, effects and curves. Runs that
-failed to train (`statuses.FAILED_TO_TRAIN`: diverged, or collapsed: finished without learning)
+failed to train (`statuses.FAILED_TO_TRAIN`: diverged, collapsed or unstable, from their own curves)
 are data too: counted together as `n_diverged`, their rate per cell (Clopper-Pearson 95% CI) is
 reported, and a sensitivity analysis repeats the effects with each of them counted at a ceiling
 loss (the unigram loss of the validation split, the loss of a model that learned only character
@@ -49,7 +49,7 @@ def mean_ci(values: pd.Series) -> tuple[float, ...]:
 
 
 def status_counts(runs: pd.DataFrame) -> dict[str, int]:
-    """Runs that failed to train (`n_diverged`: diverged or collapsed) and failed (any other non-ok status)."""
+    """Runs that failed to train (`n_diverged`: diverged, collapsed or unstable) and failed (any other non-ok status)."""
     diverged = runs["status"].isin(FAILED_TO_TRAIN)
     return {"n_diverged": int(diverged.sum()), "n_failed": int((~runs["ok"] & ~diverged).sum())}
 

@@ -1,11 +1,11 @@
 """`tables/stability.csv`: per cell (or arm), role and tuned setting, how many runs trained, collapsed, diverged, failed.
 
-A run that failed to train (`statuses.FAILED_TO_TRAIN`: diverged; collapsed: finished without
-learning; unstable: learned, but ended far above its cell's other seeds at the same setting) is a failure of its
+A run that failed to train (`statuses.FAILED_TO_TRAIN`: diverged; collapsed: stuck on the unigram
+plateau to its end; unstable: blew up and did not come back; each judged from its own curve) is a failure of its
 setting, never a loss to average: this table counts them where they
 happened, selection runs and estimation runs apart, so that an estimation run that failed at a
-cell's pick reads as that cell's failure rate there. `n_reclassified` counts the runs recorded as ok
-before the `collapsed` rule that read as collapsed now (`gptlab.run.reclassify`). Numbers only.
+cell's pick reads as that cell's failure rate there. `n_reclassified` counts the runs whose recorded
+status today's rule reads otherwise (`gptlab.run.reclassify`). Numbers only.
 """
 
 from __future__ import annotations
