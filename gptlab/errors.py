@@ -43,6 +43,17 @@ def exit_status(err: BaseException, stream: TextIO | None = None) -> int:
     return 2 if isinstance(err, (GptlabError, FileNotFoundError)) else 1
 
 
+def first_line(error: BaseException | str, limit: int | None = None, empty: str = "no message") -> str:
+    """The first line of an error's message (cut to `limit` characters), for a one-line report of it.
+
+    The one place such lines are built: many errors carry no message at all (torch's `EOFError` for an empty
+    checkpoint, a bare `ValueError()`), and `str(err).splitlines()[0]` then raises IndexError in the handler
+    that meant to report them. Those read as `empty`."""
+    lines = str(error).strip().splitlines()
+    line = lines[0].strip() if lines else ""
+    return (line[:limit] if limit is not None else line) or empty
+
+
 def shown(value: Any, limit: int = 60) -> str:
     """repr of a user's value, cut to `limit` characters for a one-line message."""
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from gptlab.errors import GptlabError, exit_status
+from gptlab.errors import GptlabError, exit_status, first_line
 from gptlab.model import GPT, build_model
 from gptlab.run.sampling import generate, import_sweep_plugins, load_checkpoint_model, sample_from_run, sweep_plugins
 from gptlab.run.tokenizers import CharTokenizer
@@ -42,7 +42,7 @@ def load_nanogpt_checkpoint(path: str | Path, dataset: str = "tinyshakespeare",
         args, weights = dict(state["model_args"]), state["model"]
     except Exception as err:  # pickle errors, a foreign file, missing keys
         raise GptlabError(f"--nanogpt-ckpt: {path} is not a nanoGPT checkpoint (needs 'model' and 'model_args'; "
-                          f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
+                          f"{type(err).__name__}: {first_line(err)})") from None
     weights = {k.removeprefix(NANOGPT_PREFIX): v for k, v in weights.items()}
     weights = {k: v for k, v in weights.items() if not (k.endswith(".attn.bias") and v.dim() == 4)}  # causal mask
     data = load_dataset(dataset, data_path)
@@ -57,7 +57,7 @@ def load_nanogpt_checkpoint(path: str | Path, dataset: str = "tinyshakespeare",
     try:
         model.load_state_dict(weights, strict=True)
     except RuntimeError as err:
-        raise GptlabError(f"--nanogpt-ckpt: {str(err).splitlines()[0]}") from None
+        raise GptlabError(f"--nanogpt-ckpt: {first_line(err)}") from None
     return model.eval(), data.tokenizer, data.val
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, first_line
 from gptlab.runio import read_yaml
 from gptlab.statuses import COLLAPSED, OK, collapse_note, is_collapsed
 
@@ -77,5 +77,5 @@ def unigram_of(key: DataKey) -> float | None:
         return unigram_val_loss(dataset, path, val_fraction, False, tokenizer, vocab_size, test_fraction)
     except (GptlabError, OSError, ValueError) as err:
         log.warning("runs on %s recorded as ok are not checked for the collapsed rule (%s)", path or dataset,
-                    str(err).splitlines()[0] if str(err) else type(err).__name__)
+                    first_line(err, empty=type(err).__name__))
         return None

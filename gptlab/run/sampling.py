@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, first_line
 from gptlab.model import GPT, build_model
 from gptlab.plugins import import_plugins, resolve_plugin, stored_plugins
 from gptlab.run.config import resolve_run_config
@@ -53,7 +53,7 @@ def load_checkpoint_model(run_dir: str | Path, which: str = "best") -> tuple[GPT
         raise GptlabError(f"{path}: {err}") from None
     except Exception as err:  # a hand-made or foreign file: wrong types, shapes or keys inside
         raise GptlabError(f"{path} cannot be loaded as the model its config describes ({type(err).__name__}: "
-                          f"{str(err).splitlines()[0][:160] if str(err) else 'no detail'})") from None
+                          f"{first_line(err, 160, 'no detail')})") from None
     return model.eval(), tokenizer
 
 
