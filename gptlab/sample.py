@@ -19,7 +19,14 @@ import torch
 
 from gptlab.errors import GptlabError, exit_status, first_line
 from gptlab.model import GPT, build_model
-from gptlab.run.sampling import generate, import_sweep_plugins, load_checkpoint_model, sample_from_run, sweep_plugins
+from gptlab.run.sampling import (
+    default_prompt,
+    generate,
+    import_sweep_plugins,
+    load_checkpoint_model,
+    sample_from_run,
+    sweep_plugins,
+)
 from gptlab.run.tokenizers import CharTokenizer
 
 __all__ = ["generate", "import_sweep_plugins", "load_checkpoint_model", "load_nanogpt_checkpoint", "main",
@@ -82,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", metavar="PATH", help="with --nanogpt-ckpt: the text it was trained on "
                         "(default: Tiny Shakespeare)")
     parser.add_argument("--eval", action="store_true", help="with --nanogpt-ckpt: print the full validation loss")
-    parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
+    parser.add_argument("--prompt", default=None, help="text to continue (default: a newline, or the vocabulary's first "
+                        "token where the text has no newline)")
     parser.add_argument("--tokens", type=token_count, default=500,
                         help=f"tokens to generate, 1 to {MAX_TOKENS:,} (characters with data.tokenizer char)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
@@ -104,14 +112,14 @@ def main(argv: list[str] | None = None) -> int:
                 loss = evaluate(model, val, model.config.block_size, 64, torch.device("cpu"),
                                 torch.autocast("cpu", enabled=False))
                 print(f"val loss {loss:.4f} nats/char (full validation split)")
-            text = generate(model, tokenizer, args.prompt, args.tokens, args.seed, args.temperature, args.top_k)
         else:
             import_sweep_plugins(args.run_dir, args.plugin)  # before the checkpoint's config is resolved
-            text = sample_from_run(args.run_dir, args.prompt, args.tokens, args.seed, args.temperature, args.top_k,
-                                   args.which)
+            model, tokenizer = load_checkpoint_model(args.run_dir, args.which)
+        prompt = args.prompt or default_prompt(tokenizer)  # printed with the text: the one it continues
+        text = generate(model, tokenizer, prompt, args.tokens, args.seed, args.temperature, args.top_k)
     except (GptlabError, FileNotFoundError) as err:
         return exit_status(err)
-    print(args.prompt + text)
+    print(prompt + text)
     return 0
 
 
