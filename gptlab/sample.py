@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from gptlab.errors import GptlabError, exit_status, first_line
+from gptlab.errors import GptlabError, exit_status, first_line, hidden_package
 from gptlab.model import GPT, build_model
 from gptlab.run.sampling import (
     default_prompt,
@@ -83,6 +83,8 @@ def token_count(raw: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (hidden := hidden_package()) is not None:  # a bare folder named gptlab shadows the package: nothing would work
+        return exit_status(hidden)
     parser = argparse.ArgumentParser(prog="python -m gptlab.sample", description="Sample text from a trained run.")
     parser.add_argument("run_dir", nargs="?", help="a run directory holding ckpt_best.pt / ckpt_last.pt")
     parser.add_argument("--nanogpt-ckpt", metavar="PATH", help="a nanoGPT ckpt.pt instead of a run directory")
