@@ -43,6 +43,33 @@ def exit_status(err: BaseException, stream: TextIO | None = None) -> int:
     return 2 if isinstance(err, (GptlabError, FileNotFoundError)) else 1
 
 
+def first_line(error: BaseException | str, limit: int | None = None, empty: str = "no message") -> str:
+    """The first line of an error's message (cut to `limit` characters), for a one-line report of it.
+
+    The one place such lines are built: many errors carry no message at all (torch's `EOFError` for an empty
+    checkpoint, a bare `ValueError()`), and `str(err).splitlines()[0]` then raises IndexError in the handler
+    that meant to report them. Those read as `empty`."""
+    lines = str(error).strip().splitlines()
+    line = lines[0].strip() if lines else ""
+    return (line[:limit] if limit is not None else line) or empty
+
+
+def hidden_package() -> GptlabError | None:
+    """The error to stop on when `gptlab` is not the package, else None; every command line asks first, and so does
+    a run before it trains (a worker started elsewhere).
+
+    From a folder holding a bare folder named gptlab (no __init__.py: the checkout's parent, an empty folder),
+    Python imports that folder as a namespace package before an editable install's finder is asked; the
+    submodules are still found, but the package's __init__ never ran, so every run trained to its last step
+    and then failed at its summary (no `gptlab.__version__`)."""
+    package = sys.modules.get("gptlab")  # imported before this module, always: it is gptlab's
+    if package is None or getattr(package, "__file__", None) is not None:
+        return None
+    folder = next(iter(getattr(package, "__path__", None) or ()), "a folder named gptlab")
+    return GptlabError(f"{folder} is not the gptlab package (a folder named gptlab without __init__.py, which Python "
+                       "imports in its place); run from another folder, or rename that one")
+
+
 def shown(value: Any, limit: int = 60) -> str:
     """repr of a user's value, cut to `limit` characters for a one-line message."""
     try:

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from gptlab.errors import GptlabError, exit_status
+from gptlab.errors import GptlabError, exit_status, hidden_package
 from gptlab.run.cache import cache_dir
 from gptlab.run.corpora import DATASETS
 
@@ -27,6 +27,8 @@ def default_destination(name: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (hidden := hidden_package()) is not None:  # a bare folder named gptlab shadows the package: nothing would work
+        return exit_status(hidden)
     from gptlab.run.corpora import prepare_dataset
 
     prepared = [n for n in DATASETS.names() if DATASETS.get(n).prepare is not None]

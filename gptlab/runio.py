@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Callable, Iterable
 
 import yaml
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, first_line
 
 
 def _current_umask() -> int:
@@ -52,7 +52,7 @@ def _disk_full(path: Path, error: BaseException) -> DiskFull | None:
         return None
     left = f"{free / 2**20:.1f} MiB free" if free is not None else "free space unknown"
     return DiskFull(f"disk full: cannot write {path} ({left} on its disk, {type(error).__name__}: "
-                    f"{str(error).splitlines()[0] if str(error) else 'no message'}); free some space, then resume")
+                    f"{first_line(error)}); free some space, then resume")
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> None:

@@ -17,9 +17,16 @@ from pathlib import Path
 
 import torch
 
-from gptlab.errors import GptlabError, exit_status
+from gptlab.errors import GptlabError, exit_status, first_line, hidden_package
 from gptlab.model import GPT, build_model
-from gptlab.run.sampling import generate, import_sweep_plugins, load_checkpoint_model, sample_from_run, sweep_plugins
+from gptlab.run.sampling import (
+    default_prompt,
+    generate,
+    import_sweep_plugins,
+    load_checkpoint_model,
+    sample_from_run,
+    sweep_plugins,
+)
 from gptlab.run.tokenizers import CharTokenizer
 
 __all__ = ["generate", "import_sweep_plugins", "load_checkpoint_model", "load_nanogpt_checkpoint", "main",
@@ -42,7 +49,7 @@ def load_nanogpt_checkpoint(path: str | Path, dataset: str = "tinyshakespeare",
         args, weights = dict(state["model_args"]), state["model"]
     except Exception as err:  # pickle errors, a foreign file, missing keys
         raise GptlabError(f"--nanogpt-ckpt: {path} is not a nanoGPT checkpoint (needs 'model' and 'model_args'; "
-                          f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})") from None
+                          f"{type(err).__name__}: {first_line(err)})") from None
     weights = {k.removeprefix(NANOGPT_PREFIX): v for k, v in weights.items()}
     weights = {k: v for k, v in weights.items() if not (k.endswith(".attn.bias") and v.dim() == 4)}  # causal mask
     data = load_dataset(dataset, data_path)
@@ -57,7 +64,7 @@ def load_nanogpt_checkpoint(path: str | Path, dataset: str = "tinyshakespeare",
     try:
         model.load_state_dict(weights, strict=True)
     except RuntimeError as err:
-        raise GptlabError(f"--nanogpt-ckpt: {str(err).splitlines()[0]}") from None
+        raise GptlabError(f"--nanogpt-ckpt: {first_line(err)}") from None
     return model.eval(), data.tokenizer, data.val
 
 
@@ -76,13 +83,16 @@ def token_count(raw: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (hidden := hidden_package()) is not None:  # a bare folder named gptlab shadows the package: nothing would work
+        return exit_status(hidden)
     parser = argparse.ArgumentParser(prog="python -m gptlab.sample", description="Sample text from a trained run.")
     parser.add_argument("run_dir", nargs="?", help="a run directory holding ckpt_best.pt / ckpt_last.pt")
     parser.add_argument("--nanogpt-ckpt", metavar="PATH", help="a nanoGPT ckpt.pt instead of a run directory")
     parser.add_argument("--data", metavar="PATH", help="with --nanogpt-ckpt: the text it was trained on "
                         "(default: Tiny Shakespeare)")
     parser.add_argument("--eval", action="store_true", help="with --nanogpt-ckpt: print the full validation loss")
-    parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
+    parser.add_argument("--prompt", default=None, help="text to continue (default: a newline, or the vocabulary's first "
+                        "token where the text has no newline)")
     parser.add_argument("--tokens", type=token_count, default=500,
                         help=f"tokens to generate, 1 to {MAX_TOKENS:,} (characters with data.tokenizer char)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
@@ -104,14 +114,14 @@ def main(argv: list[str] | None = None) -> int:
                 loss = evaluate(model, val, model.config.block_size, 64, torch.device("cpu"),
                                 torch.autocast("cpu", enabled=False))
                 print(f"val loss {loss:.4f} nats/char (full validation split)")
-            text = generate(model, tokenizer, args.prompt, args.tokens, args.seed, args.temperature, args.top_k)
         else:
             import_sweep_plugins(args.run_dir, args.plugin)  # before the checkpoint's config is resolved
-            text = sample_from_run(args.run_dir, args.prompt, args.tokens, args.seed, args.temperature, args.top_k,
-                                   args.which)
+            model, tokenizer = load_checkpoint_model(args.run_dir, args.which)
+        prompt = args.prompt or default_prompt(tokenizer)  # printed with the text: the one it continues
+        text = generate(model, tokenizer, prompt, args.tokens, args.seed, args.temperature, args.top_k)
     except (GptlabError, FileNotFoundError) as err:
         return exit_status(err)
-    print(args.prompt + text)
+    print(prompt + text)
     return 0
 
 

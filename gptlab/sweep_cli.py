@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from gptlab import report
-from gptlab.errors import GptlabError, exit_status
+from gptlab.errors import GptlabError, exit_status, hidden_package
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.sweep.dry_run import dry_run
 from gptlab.sweep.execute import SweepOptions, execute
@@ -136,6 +136,8 @@ def main(argv: list[str] | None = None, *, program: bool = False) -> int:
     `python -m gptlab.sweep`) and the sweep was stopped: then they stay ignored, since a Ctrl-C
     pressed again while the interpreter exits would print a traceback from its exit handlers.
     """
+    if (hidden := hidden_package()) is not None:  # a bare folder named gptlab shadows the package: nothing would work
+        return exit_status(hidden)
     if threading.current_thread() is not threading.main_thread():  # signals belong to the main thread
         return _main(argv)
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}

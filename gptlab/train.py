@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gptlab.errors import GptlabError, exit_status
+from gptlab.errors import GptlabError, exit_status, hidden_package
 from gptlab.run.config import resolve_run_config, set_dotted, valid_keys
 from gptlab.run.device import configure_process
 from gptlab.run.runner import train_run
@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (hidden := hidden_package()) is not None:  # a bare folder named gptlab shadows the package: nothing would work
+        return exit_status(hidden)
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     try:

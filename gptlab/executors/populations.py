@@ -21,6 +21,7 @@ import math
 import time
 from typing import Any, Sequence
 
+from gptlab.errors import first_line
 from gptlab.executors.base import ExecutorConfig, RunResult, Task
 from gptlab.executors.worker import ORPHAN_EXIT, RunStopped, execute_run, gpu_slot, watch_driver
 from gptlab.run.config import RunConfig
@@ -133,7 +134,7 @@ def execute_group(unit: Unit) -> list[RunResult]:
                                              callbacks=[watch] if watch else [])
             except Exception as err:  # the population as a whole: its members train alone, each to its own outcome
                 log.warning("a population of %d runs failed (%s: %s); training its runs alone", len(unit),
-                            type(err).__name__, str(err).splitlines()[0] if str(err) else "")
+                            type(err).__name__, first_line(err))
                 summaries = None
     except RunStopped:  # the driver is gone: nobody waits for a result; the folders' locks and markers are released
         assert watch is not None  # only a watch raises it

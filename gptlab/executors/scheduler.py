@@ -10,7 +10,7 @@ import asyncio
 import threading
 from typing import Any
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, first_line
 from gptlab.executors.base import ExecutorConfig
 from gptlab.executors.slurm import check_slurm
 
@@ -66,7 +66,7 @@ def check_scheduler(executor: ExecutorConfig) -> None:
     try:
         reply = probe(address, CONNECT_TIMEOUT_S)
     except Exception as err:  # refused, timed out, a bad address, or a server that is not dask
-        reason = (str(err).splitlines() or [""])[0] or (
+        reason = first_line(err, empty="") or (
             f"no dask answer within {3 * CONNECT_TIMEOUT_S:g} s (a dask scheduler listens on :8786 by default; "
             ":8787 is its dashboard)" if isinstance(err, (TimeoutError, asyncio.TimeoutError)) else type(err).__name__)
         raise GptlabError(f"cannot reach the dask scheduler at {address}: {reason}") from None

@@ -12,6 +12,10 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
+    from gptlab.errors import exit_status, hidden_package
+
+    if (hidden := hidden_package()) is not None:  # a bare folder named gptlab shadows the package: nothing would work
+        return exit_status(hidden)
     parser = argparse.ArgumentParser(prog="python -m gptlab.report",
                                      description="Regenerate reports/NAME/ from results/NAME/ alone.")
     parser.add_argument("results_dir", type=Path, help="a sweep's results directory, e.g. results/quick")
@@ -23,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    from gptlab.errors import GptlabError, exit_status
+    from gptlab.errors import GptlabError
     from gptlab.report import write_report
     from gptlab.stats.calls import check_margin
     try:

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from gptlab.errors import GptlabError, exit_status
+from gptlab.errors import GptlabError, exit_status, hidden_package
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +152,8 @@ def export_tensorboard(results_dir: Path | str, out_dir: Path | str) -> list[Pat
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (hidden := hidden_package()) is not None:  # a bare folder named gptlab shadows the package: nothing would work
+        return exit_status(hidden)
     parser = argparse.ArgumentParser(prog="python -m gptlab.export",
                                      description="Export a sweep's curves (every run, and each cell's mean "
                                      "with its seed band) for TensorBoard.")

@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from typing import Any, Sequence
 
+from gptlab.errors import hidden_package
 from gptlab.run.config import RunConfig
 from gptlab.run.data import load_run_dataset
 from gptlab.run.device import resolve_device
@@ -80,6 +81,8 @@ def train_population(configs: Sequence[RunConfig], run_dirs: Sequence[Any],
 
     A finished run's summary is returned as is. `callbacks` join the population's (a worker's driver watch:
     its `on_step` may raise to stop it; every file written by then is whole, and a rerun resumes)."""
+    if (hidden := hidden_package()) is not None:  # as `train_run`: refused before the population trains
+        raise hidden
     cfgs = list(configs)
     folders = [RunDir(d) for d in run_dirs]
     ids = list(run_ids) if run_ids is not None else [f.path.name for f in folders]

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, first_line
 from gptlab.runio import read_yaml
 from gptlab.statuses import JUDGED, STATUS_RULE, judge
 
@@ -116,5 +116,5 @@ def unigram_of(key: DataKey) -> float | None:
         return unigram_val_loss(dataset, path, val_fraction, False, tokenizer, vocab_size, test_fraction, split="train")
     except (GptlabError, OSError, ValueError) as err:
         log.warning("runs on %s are read with the status they recorded, not judged again (%s)", path or dataset,
-                    str(err).splitlines()[0] if str(err) else type(err).__name__)
+                    first_line(err, empty=type(err).__name__))
         return None

@@ -5,13 +5,21 @@ this module owns every other name in `results/NAME/` (the layout of docs/RESULTS
 and nothing else does. The sweep, the executors' collection, the report and `gptlab.sample` reach a
 file there through a `ResultsDir`, never by joining names to a bare path. Reading nothing on
 construction, it is as cheap as the path it wraps.
+
+It is also the one reader of `step_times.csv` (`ResultsDir.step_times`), which the sweep writes
+(`gptlab.sweep.step_times`) and reads back to keep it, and the report, `gptlab.load` and the TensorBoard export
+read: one check of it for all, so that a damaged or foreign file is "not measured" everywhere, never data.
 """
 from __future__ import annotations
 
+import csv
+import io
+import logging
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection
+from typing import Any, Collection, Sequence
 
 from gptlab.run.rundir import RunDir
 from gptlab.runio import read_json, remove_temp_files
@@ -29,6 +37,10 @@ RUNS = "runs"  # the folder of run directories
 LOCK = ".lock"  # the OS lock a sweep holds while it writes here (gptlab.sweep.lock)
 LOCK_HOLDER = ".lock.json"  # who holds that lock, for the message a second sweep gets
 GPU_SLOTS = ".gpu_slots"  # lock files of the GPU slots the local workers share (executor.runs_per_gpu)
+STEP_TIME_COLUMNS = ("round", "seconds_per_step", "machine")  # step_times.csv's, after the timed cell's factors
+MAX_SECONDS_PER_STEP = 1e6  # 11 days a step: beyond it a value is no timing (1e308 made a step cost of inf)
+
+log = logging.getLogger("gptlab.run.resultsdir")
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,19 @@ class ResultsDir:
     @property
     def step_times_csv(self) -> Path:
         return self.path / STEP_TIMES_CSV
+
+    def step_times(self, factors: Sequence[str]) -> list[dict[str, Any]] | None:
+        """The rows of step_times.csv, `round` an int and `seconds_per_step` a float (the factors and `machine`
+        as text); None where there is none, or one that is damaged or another sweep's (`step_time_rows`' check,
+        logged in one line): such a file is never read as timings."""
+        path = self.step_times_csv
+        if not path.is_file():
+            return None
+        try:
+            return step_time_rows(path.read_bytes(), factors)
+        except (OSError, ValueError) as err:
+            log.warning("%s: %s; read as not measured (a sweep times the steps again)", path, err)
+            return None
 
     @property
     def discussion_md(self) -> Path:
@@ -146,3 +171,54 @@ class ResultsDir:
         """The results folder a run folder sits in (`NAME/runs/RUN_ID` -> `NAME`), None for a folder elsewhere."""
         path = Path(run_dir)
         return cls(path.parent.parent) if path.parent.name == RUNS else None
+
+
+def step_time_rows(raw: bytes, factors: Sequence[str]) -> list[dict[str, Any]]:
+    """step_times.csv's rows, typed; ValueError (what is wrong, in a few words) for a file that is not whole.
+
+    A cell's round timed twice (every row twice: a file appended to itself) would count as two rounds and narrow
+    the step cost's CI; a time not in (0, MAX_SECONDS_PER_STEP] would make a cost of 0 or inf."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    reader = csv.DictReader(io.StringIO(text))
+    if not text.strip() or reader.fieldnames is None:
+        raise ValueError("empty")
+    missing = [c for c in (*factors, *STEP_TIME_COLUMNS[:2]) if c not in reader.fieldnames]
+    if missing:
+        raise ValueError(f"no {missing[0]} column (columns: {', '.join(reader.fieldnames)})")
+    rows, seen = [], set()
+    for row in reader:
+        line = reader.line_num
+        typed = _step_time_row(row, factors, line)
+        key = (*(typed[f] for f in factors), typed["round"])
+        if key in seen:
+            cell = ", ".join(f"{f}={typed[f]}" for f in factors)
+            raise ValueError(f"line {line}: round {typed['round']} of {cell or 'the cell'} twice")
+        seen.add(key)
+        rows.append(typed)
+    if not rows:
+        raise ValueError("no rows")
+    return rows
+
+
+def _step_time_row(row: dict[Any, Any], factors: Sequence[str], line: int) -> dict[str, Any]:
+    """One row of step_times.csv typed, or the ValueError naming its line and the value that is wrong."""
+    if None in row:
+        raise ValueError(f"line {line}: more values than columns")
+    for column in (*factors, *STEP_TIME_COLUMNS[:2]):
+        if row[column] is None:
+            raise ValueError(f"line {line}: no {column}")
+    text, seconds = row["round"], row["seconds_per_step"]
+    if not text.strip().isdecimal():
+        raise ValueError(f"line {line}: round {text!r} is not a round number (0, 1, ...)")
+    try:
+        value = float(seconds)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS_PER_STEP):
+        raise ValueError(f"line {line}: seconds_per_step {seconds!r} is not a time per step "
+                         f"(seconds above 0, at most {MAX_SECONDS_PER_STEP:g})")
+    return {**{f: row[f] for f in factors}, "round": int(text), "seconds_per_step": value,
+            "machine": row.get("machine") or ""}

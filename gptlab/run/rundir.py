@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, first_line
 from gptlab.run.config import RunConfig, resolve_run_config
 from gptlab.runio import atomic_write, atomic_write_text, read_json, read_yaml, write_csv, write_json, write_yaml
 from gptlab.statuses import FINISHED, STATUSES
@@ -142,7 +142,9 @@ class RunDir:
         try:
             return torch.load(path, map_location=map_location, weights_only=True)
         except Exception as err:  # a truncated or overwritten file: torch raises zipfile, pickle, EOF and runtime errors
-            raise CorruptCheckpoint(f"{path} cannot be read ({type(err).__name__}: {str(err).splitlines()[0][:120]}); "
+            empty = path.stat().st_size == 0  # what a kill or a power cut may leave: torch's EOFError says nothing
+            detail = "an empty file" if empty else f"{type(err).__name__}: {first_line(err, 120)}"
+            raise CorruptCheckpoint(f"{path} cannot be read ({detail}); "
                                     "it is damaged (a full disk or a kill mid-write?)") from None
 
     # -- shared trunks (gptlab.run.branching) -----------------------------------------------
@@ -205,7 +207,8 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         if isinstance(error, BaseException):
             text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-            message = f"{type(error).__name__}: {error}".splitlines()[0]
+            line = first_line(error, empty="")
+            message = f"{type(error).__name__}: {line}" if line else type(error).__name__
         else:
             text = message = error
         atomic_write_text(self / self.ERROR, text)

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import torch
 
 import gptlab
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, hidden_package
 from gptlab.run.branching import handoff_for
 from gptlab.run.config import RunConfig
 from gptlab.run.data import load_run_dataset, unigram_loss
@@ -73,6 +73,8 @@ def train_run(config: RunConfig, run_dir: str | os.PathLike, *, run_id: str | No
     last checkpoint resumes from it. Exceptions propagate (the sweep records them). `callbacks`
     join the loop after the one writing the run directory (e.g. a worker's stop on a lost driver).
     """
+    if (hidden := hidden_package()) is not None:  # refused before it trains: its summary would need the package
+        raise hidden
     folder = RunDir(run_dir)
     # One trainer per run folder: a worker orphaned by a killed driver, or a second terminal, may
     # be training this run; wait for it (it then leaves a finished run, or a checkpoint to resume).

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from gptlab.errors import GptlabError
+from gptlab.errors import GptlabError, first_line
 from gptlab.model import GPT, build_model
 from gptlab.plugins import import_plugins, resolve_plugin, stored_plugins
 from gptlab.run.config import resolve_run_config
@@ -20,7 +20,8 @@ from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.run.tokenizers import Tokenizer, tokenizer_from_state
 
-# The sample a run writes at its end and the report shows: same prompt, length and seed everywhere.
+# The sample a run writes at its end and the report shows: same prompt, length and seed everywhere. The prompt is
+# PROMPT wherever the vocabulary has it, else its first token (`default_prompt`).
 PROMPT, MAX_NEW_TOKENS, SEED = "\n", 200, 0
 
 
@@ -53,22 +54,37 @@ def load_checkpoint_model(run_dir: str | Path, which: str = "best") -> tuple[GPT
         raise GptlabError(f"{path}: {err}") from None
     except Exception as err:  # a hand-made or foreign file: wrong types, shapes or keys inside
         raise GptlabError(f"{path} cannot be loaded as the model its config describes ({type(err).__name__}: "
-                          f"{str(err).splitlines()[0][:160] if str(err) else 'no detail'})") from None
+                          f"{first_line(err, 160, 'no detail')})") from None
     return model.eval(), tokenizer
 
 
-def generate(model: GPT, tokenizer: Tokenizer, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW_TOKENS, seed: int = SEED,
-             temperature: float = 0.8, top_k: int | None = None) -> str:
-    """The text of `max_new_tokens` tokens after `prompt`; same seed, same text."""
-    idx = torch.tensor([tokenizer.encode(prompt or "\n")], dtype=torch.long)
+def default_prompt(tokenizer: Tokenizer) -> str:
+    """PROMPT (a newline) where the vocabulary has it, else its first token (id 0: a character of the corpus).
+
+    A corpus without a newline (a user's text with its lines joined, one long string) has no newline in its
+    character vocabulary: prompting with one would fail, at its very end, a run that trained every step."""
+    try:
+        if tokenizer.encode(PROMPT):
+            return PROMPT
+    except GptlabError:  # not in the vocabulary
+        pass
+    return tokenizer.decode([0])
+
+
+def generate(model: GPT, tokenizer: Tokenizer, prompt: str | None = None, max_new_tokens: int = MAX_NEW_TOKENS,
+             seed: int = SEED, temperature: float = 0.8, top_k: int | None = None) -> str:
+    """The text of `max_new_tokens` tokens after `prompt` (none or empty: `default_prompt`); same seed, same text.
+    A prompt given with a character the vocabulary lacks is the tokenizer's one-line error."""
+    idx = torch.tensor([tokenizer.encode(prompt or default_prompt(tokenizer))], dtype=torch.long)
     generator = torch.Generator().manual_seed(seed)
     out = model.generate(idx, max_new_tokens, temperature=temperature, top_k=top_k, generator=generator)
     return tokenizer.decode(out[0, idx.size(1):])
 
 
-def sample_from_run(run_dir: str | Path, prompt: str = PROMPT, max_new_tokens: int = MAX_NEW_TOKENS, seed: int = SEED,
-                    temperature: float = 0.8, top_k: int | None = None, which: str = "best") -> str:
-    """Generate `max_new_tokens` tokens after `prompt` (characters with char); same seed, same text."""
+def sample_from_run(run_dir: str | Path, prompt: str | None = None, max_new_tokens: int = MAX_NEW_TOKENS,
+                    seed: int = SEED, temperature: float = 0.8, top_k: int | None = None, which: str = "best") -> str:
+    """Generate `max_new_tokens` tokens after `prompt` (none: `default_prompt`; characters with char); same seed,
+    same text."""
     model, tokenizer = load_checkpoint_model(run_dir, which)
     return generate(model, tokenizer, prompt, max_new_tokens, seed, temperature, top_k)
 

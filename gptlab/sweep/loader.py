@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from gptlab.errors import GptlabError, shown
+from gptlab.errors import GptlabError, first_line, shown
 
 # Limits of the loader. A real sweep is a few kilobytes, a few levels deep, with at most a seeds
 # list of 10,000 entries (sweep.runs MAX_SEEDS); these are generous multiples of that, and keep a
@@ -218,7 +218,7 @@ def load_yaml(text: str, source: str) -> Any:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        problem = getattr(err, "problem", None) or first_line(err)
         raise GptlabError(one_line(f"{source}: invalid YAML{where}: {problem}")) from None
     finally:
         if loader is not None:

@@ -9,24 +9,24 @@ every cell after `WARMUP` untimed ones, the cells' order rotated from round to r
 does meanwhile falls on every arm alike. A cell is built afresh each round (one model in memory at a time) on
 stand-in data of its corpus's vocabulary (`sweep.estimate.build_trainer`: a step costs the same whatever the
 ids), on the runs' threads. Written to `results/NAME/step_times.csv` (the cell's factors, `round`,
-`seconds_per_step`, `machine`); a rerun that finds the same cells there times nothing again.
+`seconds_per_step`, `machine`); a rerun that finds the same cells there times nothing again. The file is read
+back through its one reader, `ResultsDir.step_times`: a damaged or foreign one (empty, a column missing, a round
+twice, a time that is no time) is as good as absent, and the steps are timed again.
 """
 from __future__ import annotations
 
-import csv
-import io
 import platform
 from typing import Any, Sequence, TextIO
 
 from gptlab.run.config import RunConfig
-from gptlab.run.resultsdir import ResultsDir
+from gptlab.run.resultsdir import STEP_TIME_COLUMNS, ResultsDir
 from gptlab.runio import write_csv
 from gptlab.sweep.runs import ESTIMATION, Run
 
 ROUNDS = 10  # a CI over rounds paired (df 9): on study 9, 5 rounds gave CIs of about +/-14%
 STEPS = 20  # timed steps per cell and round
 WARMUP = 3  # untimed first steps of each build (allocations, the optimizer's first step)
-COLUMNS = ("round", "seconds_per_step", "machine")  # after the cell's factors
+COLUMNS = STEP_TIME_COLUMNS  # after the cell's factors; the reader's (`ResultsDir.step_times`)
 
 
 def cells_to_time(planned: Sequence[Run]) -> dict[tuple[tuple[str, Any], ...], RunConfig]:
@@ -55,11 +55,11 @@ def time_steps(results_dir: ResultsDir, planned: Sequence[Run], threads: int, ou
     path = results_dir.step_times_csv
     if not cells or any(resolve_device(c.train.device).type != "cpu" for c in cells.values()):
         return  # only CPU steps are timed here: on a GPU the runs' timings are those of the card they shared
-    if path.is_file():
-        done = {tuple(row.get(f, "") for f in factors) for row in csv.DictReader(io.StringIO(path.read_text(errors="replace")))}
-        if done == {tuple(str(v) for _, v in cell) for cell in cells}:  # else (other cells, a garbled file): again
-            print(f"step times: kept {path} ({len(cells)} cells)", file=out)
-            return
+    kept = results_dir.step_times(factors)  # None: absent, or damaged (the reader says why)
+    if kept is not None and {tuple(row[f] for f in factors) for row in kept} == {tuple(str(v) for _, v in cell)
+                                                                                 for cell in cells}:
+        print(f"step times: kept {path} ({len(cells)} cells)", file=out)
+        return  # else (other cells, a damaged file): timed again
     print(f"step times: each of {len(cells)} cells' training step, {ROUNDS} rounds of {STEPS} steps, alternated",
           file=out)
     configure_process(threads)

@@ -162,7 +162,7 @@ def test_samples_use_best_seed_and_tolerate_missing_checkpoints(tmp_path, monkey
     ok = res.runs
     best = [ok.loc[ok[ok["cell"] == c]["best_val_loss"].idxmin(), "run_id"] for c in res.cells["cell"]]
     assert [run for _, run, _ in got.shown] == best == [c[0] for c in calls]
-    assert {c[1:] for c in calls} == {("\n", 200, 0)}
+    assert {c[1:] for c in calls} == {(None, 200, 0)}  # the sample's own prompt, as the run's (default_prompt)
     assert [t for _, _, t in got.shown] == ["To be, or not to be", NO_CHECKPOINT]
     # a sample drawn from a checkpoint is kept for reports without checkpoints: in the report's folder (the
     # render step writes it), never in results/NAME/, which no report step writes

@@ -226,6 +226,36 @@ def test_the_report_writes_worth_csv_its_figure_and_load_gives_it(tmp_path, wsd_
     assert list(study.worth["arm"]) == list(worth["arm"]) and list(study.worth_retune["best_factor"]) == [1, 2]
 
 
+def _every_row_twice(text: str) -> str:
+    return text + text.split("\n", 1)[1]
+
+
+def _first_time_absurd(text: str) -> str:
+    """The first row's seconds_per_step set to 1e308 (its step cost was inf)."""
+    header, first, rest = text.split("\n", 2)
+    cells = first.split(",")
+    cells[header.split(",").index("seconds_per_step")] = "1e308"
+    return "\n".join([header, ",".join(cells), rest])
+
+
+@pytest.mark.parametrize("damage", [lambda text: "", lambda text: text.replace("seconds_per_step", "seconds"),
+                                    _every_row_twice, _first_time_absurd],
+                         ids=["empty", "no-seconds-column", "every-row-twice", "1e308"])
+def test_a_damaged_step_times_csv_is_not_measured_in_the_report_load_and_export(tmp_path, wsd_study, damage, caplog):
+    from gptlab.report.export import main as export_main
+
+    copy = tmp_path / "worthy"
+    shutil.copytree(wsd_study, copy)
+    path = ResultsDir(copy).step_times_csv
+    path.write_text(damage(path.read_text()))
+    res = load_results(copy)
+    assert not len(res.step_times) and worth_words.machine_note(res).startswith("Times: not measured.")
+    worth = load(copy).worth
+    assert len(worth) and ("step_cost" not in worth or worth["step_cost"].isna().all())
+    assert export_main([str(copy), "--tensorboard", str(tmp_path / "tb")]) == 0
+    assert f"{path}: " in caplog.text and "read as not measured" in caplog.text
+
+
 @pytest.mark.parametrize("direction, low, high, expected", [
     ("better", 0.85, 0.95, "holds"), ("better", 1.02, 1.2, "opposite"), ("better", 0.9, 1.1, "not shown"),
     ("worse", 1.02, 1.2, "holds"), ("same", 0.9, 1.1, "not shown"), ("same", 0.8, 0.9, "opposite"),

@@ -134,3 +134,49 @@ def test_a_sweep_removes_what_a_killed_sweep_left_of_its_own_files(tmp_path):
         path.write_text("x")
     assert results.remove_sweep_temp_files() == 2
     assert not any(p.exists() for p in left) and all(p.exists() for p in kept)
+
+
+# -- step_times.csv: a `worth:` sweep's step timings, read back by the sweep, the report, `gptlab.load` and the export --
+
+STEP_TIMES = ("arm,round,seconds_per_step,machine\nnanogpt,0,0.05,test CPU\nrelu,0,0.06,test CPU\n"
+              "nanogpt,1,0.051,test CPU\nrelu,1,0.061,test CPU\n")
+
+
+def _step_times(tmp_path: Path, content: str | bytes) -> ResultsDir:
+    results = ResultsDir(tmp_path / "w")
+    results.path.mkdir()
+    path = results.step_times_csv
+    path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    return results
+
+
+def test_step_times_are_read_back_typed_and_an_absent_file_is_none_unlogged(tmp_path, caplog):
+    rows = _step_times(tmp_path, STEP_TIMES).step_times(["arm"])
+    assert rows is not None and len(rows) == 4
+    assert rows[0] == {"arm": "nanogpt", "round": 0, "seconds_per_step": 0.05, "machine": "test CPU"}
+    assert ResultsDir(tmp_path / "none").step_times(["arm"]) is None and not caplog.text
+
+
+@pytest.mark.parametrize("content, reason", [
+    ("", "empty"),
+    (b"\x00\xff\xfe binary", "not UTF-8 text"),
+    ("arm,round,machine\nnanogpt,0,test CPU\n", "no seconds_per_step column"),
+    ("dataset,round,seconds_per_step,machine\nx,0,0.05,test CPU\n", "no arm column"),  # another sweep's file
+    ("arm,round,seconds_per_step,machine\n", "no rows"),
+    (STEP_TIMES + STEP_TIMES.split("\n", 1)[1], "round 0 of arm=nanogpt twice"),  # every row twice: twice the rounds
+    (STEP_TIMES.replace("0.06,", "1e308,"), "line 3: seconds_per_step '1e308'"),
+    (STEP_TIMES.replace("0.06,", "inf,"), "seconds_per_step 'inf'"),
+    (STEP_TIMES.replace("0.06,", "nan,"), "seconds_per_step 'nan'"),
+    (STEP_TIMES.replace("0.06,", "-0.06,"), "seconds_per_step '-0.06'"),
+    (STEP_TIMES.replace("0.06,", "0,"), "seconds_per_step '0'"),
+    (STEP_TIMES.replace("0.06,", "fast,"), "seconds_per_step 'fast'"),
+    (STEP_TIMES.replace("relu,0,", "relu,0.5,"), "line 3: round '0.5'"),
+    (STEP_TIMES + "relu,2\n", "line 6: no seconds_per_step"),  # a row cut short
+    (STEP_TIMES + "relu,2,0.06,test CPU,0.07\n", "line 6: more values than columns"),
+])
+def test_a_damaged_or_foreign_step_times_csv_reads_as_not_measured(tmp_path, caplog, content, reason):
+    results = _step_times(tmp_path, content)
+    assert results.step_times(["arm"]) is None
+    said = caplog.text
+    assert f"{results.step_times_csv}: " in said and reason in said and "read as not measured" in said, said
+    assert said.strip().count("\n") == 0  # one line

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -154,6 +155,27 @@ def test_sampling_from_a_checkpoint_is_reproducible(corpus, tmp_path):
     assert len(a) == 50 and set(a) <= set(corpus.read_text())
     with pytest.raises(FileNotFoundError):
         sample_from_run(tmp_path, prompt="x")
+
+
+@pytest.mark.parametrize("joined", [lambda text: text.replace("\n", " "),  # a user's corpus with its lines joined
+                                    lambda text: "".join(random.Random(0).choice("ab") for _ in text)],
+                         ids=["lines-joined", "random-ab"])
+def test_a_corpus_without_a_newline_trains_to_its_sample_and_the_cli_samples_it(corpus, tmp_path, joined, capsys):
+    from gptlab.sample import main as sample_main
+
+    text = joined(corpus.read_text())
+    (tmp_path / "joined.txt").write_text(text)
+    summary = train_run(resolve_run_config(tiny_config(tmp_path / "joined.txt", max_iters=10, eval_interval=5)),
+                        tmp_path / "run")
+    assert summary["status"] in ("ok", "collapsed"), summary["error"]  # random a/b has nothing to learn past its unigram
+    sample = (tmp_path / "run" / "sample.txt").read_text()
+    assert len(sample) == 200 and set(sample) <= set(text)
+    assert sample_main([str(tmp_path / "run"), "--tokens", "5"]) == 0  # the default prompt: a token the corpus has
+    shown = capsys.readouterr().out
+    assert len(shown) == 1 + 5 + 1 and set(shown[:-1]) <= set(text)  # prompt, tokens, print's newline
+    assert sample_main([str(tmp_path / "run"), "--prompt", "~"]) == 2  # a prompt of the user's is theirs to fix
+    err = capsys.readouterr().err.strip()
+    assert err == "error: character '~' is not in the vocabulary"
 
 
 @pytest.mark.parametrize("flags, message", [

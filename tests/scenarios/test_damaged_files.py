@@ -21,21 +21,26 @@ def finished(tmp_path_factory, corpus):
     return folder, summary
 
 
-def _unfinish(src, dest, damage: tuple[str, ...]):
-    """A copy of the finished run as an interrupted one (no summary), with the named checkpoints overwritten."""
+NOT_A_CHECKPOINT = b"PK\x03\x04 not a checkpoint"
+
+
+def _unfinish(src, dest, damage: tuple[str, ...], content: bytes = NOT_A_CHECKPOINT):
+    """A copy of the finished run as an interrupted one (no summary), with the named checkpoints overwritten by
+    `content` (b"": the empty file a kill -9 or a power cut can leave, whose torch error has no message)."""
     import shutil
 
     shutil.copytree(src, dest)
     (dest / RunDir.SUMMARY).unlink()
     for name in damage:
-        (dest / name).write_bytes(b"PK\x03\x04 not a checkpoint")
+        (dest / name).write_bytes(content)
     return dest
 
 
+@pytest.mark.parametrize("content", [NOT_A_CHECKPOINT, b""], ids=["overwritten", "empty"])
 @pytest.mark.parametrize("damage", [(RunDir.LAST,), (RunDir.LAST, RunDir.BEST)], ids=["last", "both"])
-def test_a_damaged_checkpoint_resumes_to_the_uninterrupted_result(finished, tmp_path, corpus, damage, caplog):
+def test_a_damaged_checkpoint_resumes_to_the_uninterrupted_result(finished, tmp_path, corpus, damage, content, caplog):
     src, summary = finished
-    run = _unfinish(src, tmp_path / "r", damage)
+    run = _unfinish(src, tmp_path / "r", damage, content)
     again = train_run(resolve_run_config(tiny_config(corpus, max_iters=30, eval_interval=10)), run)
     assert again["status"] == "ok"
     for key in ("best_val_loss", "best_step", "final_val_loss", "final_train_loss"):
@@ -44,6 +49,21 @@ def test_a_damaged_checkpoint_resumes_to_the_uninterrupted_result(finished, tmp_
     assert "cannot be read" in said
     assert ("training from step 0 instead" in said) == (RunDir.BEST in damage)
     assert ("resuming from ckpt_best.pt instead" in said)
+
+
+def test_population_members_with_an_empty_last_checkpoint_resume_from_their_best(tmp_path, corpus, caplog):
+    from gptlab.run.population_run import train_population
+
+    configs = [resolve_run_config({**tiny_config(corpus, max_iters=30, eval_interval=10), "seed": s}) for s in (0, 1)]
+    folders = [tmp_path / "first" / f"r{s}" for s in (0, 1)]
+    summaries = train_population(configs, folders)
+    runs = [_unfinish(f, tmp_path / "again" / f.name, (RunDir.LAST,), b"") for f in folders]
+    again = train_population(configs, runs)
+    assert [s["status"] for s in again] == ["ok", "ok"]
+    for mine, theirs in zip(again, summaries):
+        assert mine["best_step"] == theirs["best_step"]
+        assert mine["best_val_loss"] == pytest.approx(theirs["best_val_loss"], abs=1e-5)  # test_population's tolerance
+    assert caplog.text.count("resuming from ckpt_best.pt instead") == 2 and "(an empty file)" in caplog.text
 
 
 def test_sampling_a_damaged_checkpoint_is_one_line(finished, tmp_path, capsys):

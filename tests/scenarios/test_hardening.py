@@ -217,3 +217,92 @@ def test_levels_that_resolve_to_one_value_are_named_as_such(tmp_path, corpus, ca
     assert err == ("error: grid: cells (pre, null) and (pre, 1024) resolve to the same config: they differ only in "
                    "data.vocab_size, whose levels resolve to the same value; exclude one of them "
                    "(e.g. exclude: [{model.norm: pre, data.vocab_size: 1024}])")
+
+
+# -- a folder named gptlab that is not the package (issue 55): refused at once, not after every run has trained --
+
+def _shadowed(tmp_path: Path, monkeypatch) -> Path:
+    """`gptlab` as Python imports it from a folder holding a bare gptlab/ (no __init__.py) when the package is
+    installed editable: a namespace package whose __init__ never ran (no __version__), its submodules the
+    installed ones."""
+    import types
+
+    folder = tmp_path / "gptlab"
+    folder.mkdir()
+    shadow = types.ModuleType("gptlab")
+    shadow.__path__ = [str(folder)]
+    monkeypatch.setitem(sys.modules, "gptlab", shadow)
+    return folder
+
+
+def _entry_points():
+    from gptlab.export import main as export_main
+    from gptlab.prepare import main as prepare_main
+    from gptlab.report.__main__ import main as report_main
+    from gptlab.sample import main as sample_main
+    from gptlab.train import main as train_main
+
+    return {"sweep": (sweep_main, ["{tmp}/s.yaml", "--results-dir", "{tmp}/results"]),
+            "train": (train_main, ["--config", "{tmp}/run.yaml", "--out", "{tmp}/results"]),
+            "report": (report_main, ["{tmp}/results", "--out", "{tmp}/results"]),
+            "export": (export_main, ["{tmp}/results", "--tensorboard", "{tmp}/results"]),
+            "sample": (sample_main, ["{tmp}/results"]),
+            "prepare": (prepare_main, ["austen", "--out", "{tmp}/results", "--from", "{tmp}/nowhere"])}
+
+
+@pytest.mark.parametrize("command", ["sweep", "train", "report", "export", "sample", "prepare"])
+def test_a_folder_named_gptlab_that_hides_the_package_is_refused_in_one_line(command, tmp_path, corpus, monkeypatch,
+                                                                             capsys):
+    main, argv = _entry_points()[command]
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(base_spec(corpus)))  # tiny: today's code trains them
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(tiny_config(corpus, max_iters=2, eval_interval=2)))
+    folder = _shadowed(tmp_path, monkeypatch)
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {folder} is not the gptlab package") and "\n" not in err, err
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_run_under_a_hidden_package_fails_before_it_trains(tmp_path, corpus, monkeypatch):
+    from gptlab.errors import GptlabError
+    from gptlab.run.population_run import train_population
+    from gptlab.run.runner import train_run
+
+    config = resolve_run_config(tiny_config(corpus))
+    folder = _shadowed(tmp_path, monkeypatch)
+    with pytest.raises(GptlabError, match=f"^{folder} is not the gptlab package"):
+        train_run(config, tmp_path / "run")  # a worker elsewhere (dask, SLURM) started in such a folder
+    with pytest.raises(GptlabError, match=f"^{folder} is not the gptlab package"):
+        train_population([config, config.with_settings({"seed": 1})], [tmp_path / "run", tmp_path / "run1"])
+    assert not (tmp_path / "run").exists() and not (tmp_path / "run1").exists()
+
+
+# An editable install's finder (setuptools'): on sys.meta_path after PathFinder, which sees the folder first.
+EDITABLE = """import runpy, sys
+from importlib.machinery import PathFinder
+root, module, *args = sys.argv[1:]
+class Installed:
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname == "gptlab" or fullname.rpartition(".")[0] == "gptlab":
+            return PathFinder.find_spec(fullname, [root] if fullname == "gptlab" else [root + "/gptlab"])
+        return None
+sys.meta_path.insert(sys.meta_path.index(PathFinder) + 1, Installed)
+sys.argv = [module, *args]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_sweep_started_in_a_folder_holding_a_bare_gptlab_folder_refuses_before_planning(tmp_path, corpus):
+    import os
+
+    (tmp_path / "gptlab").mkdir()
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(base_spec(corpus)))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the package only through the finder
+    proc = subprocess.run([sys.executable, "-c", EDITABLE, str(REPO), "gptlab.sweep", "s.yaml", "--dry-run"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (f"error: {tmp_path / 'gptlab'} is not the gptlab package (a folder named gptlab "
+                                   "without __init__.py, which Python imports in its place); run from another "
+                                   "folder, or rename that one"), proc.stderr

@@ -215,9 +215,8 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
         other = res.other_roles
         res.worth_blocks = read_test_blocks(results_dir, other[run_roles(other).isin([WORTH, WORTH_TUNING])],
                                             res.outcome, res.unit)
-    if spec.worth is not None and results_dir.step_times_csv.is_file():  # the arms' steps, timed after the runs
-        read_text(results_dir.step_times_csv)  # a binary file is one line of error, not a parser traceback
-        res.step_times = pd.read_csv(results_dir.step_times_csv, dtype={f: str for f in factors})
+    if spec.worth is not None:  # the arms' steps, timed after the runs; a damaged or foreign file: not measured
+        res.step_times = pd.DataFrame(results_dir.step_times(factors) or [])
     res.curves = read_curves(results_dir, runs)
     res.ceiling, res.ceiling_note = unigram_ceiling(results_dir, runs, per_token=res.unit == "nats/token",
                                              split="test" if res.has_test_split else "val")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from gptlab.errors import first_line
 from gptlab.report.load.results import Results
 from gptlab.run.reclassify import RECLASSIFIED
 from gptlab.run.resultsdir import ResultsDir
@@ -46,7 +47,7 @@ def read_metrics(path: Path, columns: list[str] | None = None) -> pd.DataFrame |
         return pd.read_csv(io.BytesIO(raw), usecols=columns)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         if raw.strip():
-            log.warning("%s: unreadable (%s); its curve is left out", path, str(exc).splitlines()[0])
+            log.warning("%s: unreadable (%s); its curve is left out", path, first_line(exc))
         return None
 
 

@@ -78,7 +78,7 @@ def gather(res: Results, report_dir: Path | str | None = None) -> Samples:
     """The sample of the best run of every cell that has an ok run; `report_dir` (reports/NAME/) holds the texts
     a report drew before (its `samples.json`), kept with the ones drawn now in `Samples.drawn`."""
     try:
-        from gptlab.run.sampling import MAX_NEW_TOKENS, PROMPT, SEED, sample_from_run
+        from gptlab.run.sampling import MAX_NEW_TOKENS, SEED, sample_from_run
     except Exception as exc:  # module missing or broken: the report still renders
         log.info("no sampling available (%s)", exc)
         sample_from_run = None
@@ -93,7 +93,7 @@ def gather(res: Results, report_dir: Path | str | None = None) -> Samples:
         if own is None and sample_from_run is not None:
             try:
                 text = fresh[str(run.run_id)] = sample_from_run(
-                    folder.path, prompt=PROMPT, max_new_tokens=MAX_NEW_TOKENS, seed=SEED)
+                    folder.path, prompt=None, max_new_tokens=MAX_NEW_TOKENS, seed=SEED)  # the run's: `default_prompt`
             except FileNotFoundError:
                 pass
             except Exception as exc:  # a broken checkpoint must not break the report
