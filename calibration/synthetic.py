@@ -42,7 +42,7 @@ def make_results(root: Path, grid: Mapping[str, Sequence[Any]], seeds: int | Seq
 
     `effects` maps a tuple of (factor, level) conditions to the loss added when all hold,
     e.g. `{(("model.norm", "post"),): 0.05}`. `status` maps (cell levels tuple, seed) to
-    "diverged", "collapsed" or "failed" (default "ok"). Failed runs have empty metrics and an error.
+    "diverged", "collapsed", "unstable" or "failed" (default "ok"). Failed runs have empty metrics and an error.
     """
     effects = effects or {}
     status = status or {}
@@ -87,7 +87,7 @@ def _write_run(run_dir: Path, run_id: str, seed: int, cell: dict[str, Any], stat
         config.setdefault(section, {})[field] = level
     (run_dir / RunDir.CONFIG).write_text(yaml.safe_dump(config))
     steps = list(range(0, max_iters + 1, eval_interval))
-    stop = len(steps) if status in ("ok", "collapsed") else (len(steps) // 2 if status == "diverged" else 0)
+    stop = len(steps) if status in ("ok", "collapsed", "unstable") else (len(steps) // 2 if status == "diverged" else 0)
     metrics, elapsed = [], 0.0
     for i, step in enumerate(steps[:stop]):
         val = best + (4.2 - best) * math.exp(-4.0 * step / max_iters)
@@ -110,7 +110,7 @@ def _write_run(run_dir: Path, run_id: str, seed: int, cell: dict[str, Any], stat
                tokens_per_sec=None if status == "failed" else float(5_000 + rng.normal(0, 100)),
                wall_s=round(elapsed + 1.0, 3),
                error={"failed": "RuntimeError: CUDA out of memory", "diverged": "loss is nan",
-                      "collapsed": "did not learn"}.get(status, ""))
+                      "collapsed": "stuck on the unigram plateau", "unstable": "blew up"}.get(status, ""))
     summary = {**row, "status_rule": STATUS_RULE, "eval_s": 0.1,
                "diverged_step": steps[stop] if status == "diverged" else None,
                "environment": ENVIRONMENT, "config": config}

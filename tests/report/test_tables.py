@@ -222,3 +222,42 @@ def test_a_study_decided_on_test_loss_ranks_its_cells_and_names_its_best_cell_on
     (best,) = best_and_baseline(res, cells)
     assert best.startswith("Best cell: **norm=pre** (the baseline is also the best cell), test loss at the best val step ")
     assert f"{cells.iloc[0]['best_test_loss']:.4f}" in best
+
+
+def test_an_arms_failures_at_its_pick_are_part_of_its_row(tmp_path):
+    """Issue 54: each arm's row gives its failures at the pick with a 95% interval, and its effect counting every
+    run (an unstable run at its own loss, a diverged one at the unigram loss) beside the effect of the runs that
+    trained; an arm without failures has the two equal."""
+    import pandas as pd
+    import yaml
+    from statsmodels.stats.proportion import proportion_confint
+
+    from gptlab.report import write_report
+
+    grid = {"arm": ["nanogpt", "a", "b", "c"]}
+    results = make_results(tmp_path, grid, seeds=4, effects={(("arm", "a"),): 0.02}, name="fail",
+                           status={(("a",), 1): "unstable", (("b",), 2): "diverged"})
+    spec = yaml.safe_load((results / "sweep.yaml").read_text())
+    spec["arms"] = {"nanogpt": {}, "a": {"model.activation": "relu"}, "b": {"model.tying": "untied"},
+                    "c": {"model.norm": "post"}}
+    (results / "sweep.yaml").write_text(yaml.safe_dump(spec))
+    report = write_report(results, tmp_path / "reports")
+    arms = pd.read_csv(report / "tables" / "arms.csv").set_index("arm")
+    low, high = proportion_confint(1, 4, alpha=0.05, method="beta")
+    for arm in ("a", "b"):
+        assert (arms.loc[arm, "n_ok"], arms.loc[arm, "n_diverged"]) == (3, 1)
+        assert (arms.loc[arm, "failure_rate_low"], arms.loc[arm, "failure_rate_high"]) == pytest.approx((low, high),
+                                                                                                       abs=1e-6)
+    assert arms.loc["c", "n_diverged"] == 0 and arms.loc["c", "failure_rate_low"] == 0
+    c = arms.loc["c"]
+    assert (c["estimate_all_runs"], c["ci_low_all_runs"], c["ci_high_all_runs"]) == (c["estimate"], c["ci_low"],
+                                                                                    c["ci_high"])
+    runs = load_results(results).runs
+    unstable = runs[(runs["arm"] == "a") & (runs["seed"] == 1)]
+    assert unstable["status"].item() == "unstable" and not unstable["ok"].item()
+    a = arms.loc["a"]
+    assert a["estimate_all_runs"] != a["estimate"] and abs(a["estimate_all_runs"] - a["estimate"]) < 0.01  # own loss
+    b = arms.loc["b"]
+    assert b["estimate_all_runs"] > b["estimate"] + 0.3  # the diverged run at the unigram loss, ~3.3 against ~1.5
+    text = (report / "report.md").read_text()
+    assert "1 of 4 runs at its pick failed to train" in text and "counting every run" in text

@@ -155,7 +155,18 @@ def arm(r: dict, res: Results, margin: float) -> str:
     at = f" at {res.label(r['scale_factor'], r['scale_level'])}" if r.get("scale_factor") else ""
     row = {"kind": "averaged", "alias": "", "p_value": r.get("p_adjusted"), **r, "factor": ARM, "level": r[ARM]}
     return main(row, res, margin).replace(f" vs {res.label(ARM, r['baseline'])}", f" vs {res.label(ARM, r['baseline'])}"
-                                          f"{at}", 1)
+                                          f"{at}", 1) + failure_cost(r, res)
+
+
+def failure_cost(r: dict, res: Results) -> str:
+    """'; 1 of 5 runs at its pick failed to train ...' for an arms.csv row with failures at its pick, else ''."""
+    failed, n_ok = r.get("n_diverged"), r.get("n_ok")
+    if absent(failed) or absent(n_ok) or not int(failed):
+        return ""
+    return (f"; {int(failed)} of {int(failed) + int(n_ok)} runs at its pick failed to train (failure rate 95% CI "
+            f"{r['failure_rate_low']:.2f} to {r['failure_rate_high']:.2f}); counting every run (a failed one at its "
+            f"own loss, a diverged one at the unigram loss) its effect is {fmt_loss(r['estimate_all_runs'])} {res.unit} "
+            f"(95% CI {fmt_loss(r['ci_low_all_runs'])} to {fmt_loss(r['ci_high_all_runs'])})")
 
 
 def interaction(r: dict, res: Results, margin: float) -> str:

@@ -154,7 +154,7 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
     interactions = effects.interactions if effects is not None else pd.DataFrame(columns=INT_COLS)
     by_step, level_curves = analyses.by_step(res, margin)
     by_scale = effects_by_scale(res, margin, left)
-    arms = arms_table(res, main, by_scale, tuned) if res.arms else pd.DataFrame()
+    arms = arms_table(res, main, by_scale, tuned, margin) if res.arms else pd.DataFrame()
     changes = effect_changes_by_scale(res, margin, left)
     worth = worth_view(res)
     scorecard = scorecard_table(res, arms, tuned, changes, worth.table if worth else None) if res.arms \

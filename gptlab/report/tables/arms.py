@@ -4,7 +4,11 @@ Owns, for a one-at-a-time design (`gptlab.sweep.arms_spec`):
 
 - `tables/arms.csv`: one row per arm (per scale level with `scale:`): the arm minus the baseline on the
   report's outcome, its CIs, Holm-adjusted p and call, from the same analysis as a grid's effects
-  (`stats.effects`, without the seed block: `stats.arms`), its tuning check, run counts and pick.
+  (`stats.effects`, without the seed block: `stats.arms`), its tuning check, run counts and pick, and what
+  failure costs it there: the 95% Clopper-Pearson interval of its failure rate among its runs at the pick
+  (`failure_rate_low`, `failure_rate_high`, of `n_diverged` failures to train beside `n_ok`), and its effect
+  counting every run (`estimate_all_runs` with its CI: a collapsed or unstable run at its own loss, a
+  diverged one at the unigram loss of the scored split), from the same model.
 - `tables/scorecard.csv`: one row per claim recorded for an arm (`claims:`; an arm without one gets a
   row saying so): the claim beside the arm's effect at the untuned setting (the selection runs at
   `train.lr` = its default, as the fixed-lr studies trained), the tuned effect with its CI, call and
@@ -12,22 +16,32 @@ Owns, for a one-at-a-time design (`gptlab.sweep.arms_spec`):
 """
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from statsmodels.stats.proportion import proportion_confint
 
+from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
+from gptlab.report.tables.analyses import analyse_runs
+from gptlab.report.tables.scale import effects_by_scale
 from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.run.config import LR_KEY, TrainConfig
 from gptlab.stats.arms import ARM
 from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.scorecard import MEASURED, NOT_TESTED, speed_verdict, verdict
+from gptlab.statuses import DIVERGED, FAILED_TO_TRAIN
 
 ARMS_COLS = ["arm", "baseline", "estimate", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value",
              "p_adjusted", "call", "text_share", "df", "variance", "tuning", "call_at_picks", "tuning_shift",
              "tuning_cell", "tuning_p", "mde80", "n_ok", "n_ok_baseline",
-             "n_diverged", "n_failed", "pick"]
+             "n_diverged", "n_failed", "failure_rate_low", "failure_rate_high", "estimate_all_runs", "ci_low_all_runs",
+             "ci_high_all_runs", "pick"]
+FAILURE_COST = ["n_ok", "n_diverged", "failure_rate_low", "failure_rate_high", "estimate_all_runs", "ci_low_all_runs",
+                "ci_high_all_runs"]  # what failure costs an arm at its pick (after the run counts, before `pick`)
 SCALE_COLS = ["scale_factor", "scale_level"]
 SCORECARD_COLS = ["arm", "source", "setting", "claim", "direction", "size", "about", "untuned_setting",
                   "untuned_estimate", "estimate", "ci_low", "ci_high", "call", "call_at_picks", "tuning", "verdict", "reason"]
@@ -39,21 +53,65 @@ def untuned_lr() -> float:
     return TrainConfig().lr
 
 
-def arms_table(res: Results, main: pd.DataFrame, by_scale: pd.DataFrame, tuned: TuningView | None) -> pd.DataFrame:
+def arms_table(res: Results, main: pd.DataFrame, by_scale: pd.DataFrame, tuned: TuningView | None,
+               margin: float) -> pd.DataFrame:
     """Each arm against the baseline (per scale level where the sweep has `scale:`); empty for a grid."""
     if not res.arms:
         return pd.DataFrame(columns=ARMS_COLS)
     picks = _picks(tuned)
     if res.scale:
         rows = by_scale[by_scale["factor"] == ARM].rename(columns={"level": ARM})
-        cols = [ARM, "baseline", *SCALE_COLS] + [c for c in ARMS_COLS[2:] if c in rows]
-        out = rows[cols].copy()
+        cols = [ARM, "baseline", *SCALE_COLS] + [c for c in ARMS_COLS[2:] if c in rows or c in FAILURE_COST]
+        out = rows.reindex(columns=cols).copy()
         out["pick"] = [picks.get((a, str(s)), "") for a, s in zip(out[ARM], out["scale_level"])]
-        return out.reset_index(drop=True)
-    rows = main[main["factor"] == ARM].rename(columns={"level": ARM})
-    out = rows.reindex(columns=ARMS_COLS).copy()
-    out["pick"] = [picks.get((a,), "") for a in out[ARM]]
-    return out.reset_index(drop=True)
+    else:
+        rows = main[main["factor"] == ARM].rename(columns={"level": ARM})
+        out = rows.reindex(columns=ARMS_COLS).copy()
+        out["pick"] = [picks.get((a,), "") for a in out[ARM]]
+    return round_frame(with_failure_cost(res, out.reset_index(drop=True), margin))
+
+
+def _key(res: Results, r: dict[str, Any]) -> tuple[str, ...]:
+    return (str(r[ARM]), str(r["scale_level"])) if res.scale else (str(r[ARM]),)
+
+
+def with_failure_cost(res: Results, arms: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """`arms` with each arm's failures at its pick (counts and the 95% Clopper-Pearson interval of the rate) and
+    its effect counting every run at the pick, from the same model as `estimate` (its CI likewise)."""
+    runs = res.runs
+    counted = runs["ok"] | runs["status"].isin(FAILED_TO_TRAIN)
+    groups = [ARM, *res.scale] if res.scale else [ARM]
+    arms = arms.copy()
+    for i, r in arms.iterrows():
+        mine = runs[counted & (runs[ARM].astype(str) == str(r[ARM]))]
+        if res.scale:
+            mine = mine[mine[res.scale[0]].astype(str) == str(r["scale_level"])]
+        n_ok, n_failed = int(mine["ok"].sum()), int((~mine["ok"]).sum())
+        low, high = proportion_confint(n_failed, n_ok + n_failed, alpha=0.05, method="beta") \
+            if n_ok + n_failed else (math.nan, math.nan)
+        arms.loc[i, ["n_ok", "n_diverged", "failure_rate_low", "failure_rate_high"]] = [n_ok, n_failed, low, high]
+    all_runs = _all_runs_effects(res, runs[counted], groups, margin) if (~runs.loc[counted, "ok"]).any() else {}
+    for i, r in arms.iterrows():
+        est = all_runs.get(_key(res, r.to_dict()), (r["estimate"], r["ci_low"], r["ci_high"]))
+        arms.loc[i, ["estimate_all_runs", "ci_low_all_runs", "ci_high_all_runs"]] = list(est)
+    return arms.astype({"n_ok": "Int64", "n_diverged": "Int64"})
+
+
+def _all_runs_effects(res: Results, runs: pd.DataFrame, groups: list[str], margin: float
+                      ) -> dict[tuple[str, ...], tuple[float, float, float]]:
+    """(arm[, scale level]) -> the arm's effect with every run counted: a failed run at its own loss where it has a
+    finite one, a diverged run (or one without a loss) at the ceiling, the unigram loss of the scored split."""
+    own = pd.to_numeric(runs[res.outcome], errors="coerce")
+    value = np.where(runs["ok"] | ((runs["status"] != DIVERGED) & np.isfinite(own)), own, res.ceiling)
+    counted = copy.copy(res)
+    counted.runs = runs.assign(ok=True, **{res.outcome: value})
+    if res.scale:
+        rows = effects_by_scale(counted, margin)
+        rows = rows[rows["factor"] == ARM].rename(columns={"level": ARM})
+        return {_key(res, r): (r["estimate"], r["ci_low"], r["ci_high"]) for r in rows.to_dict("records")}
+    a = analyse_runs(counted, counted.runs, res.outcome, margin, blocks=True)
+    rows = a.main[a.main["factor"] == ARM].rename(columns={"level": ARM}) if a is not None else pd.DataFrame()
+    return {_key(res, r): (r["estimate"], r["ci_low"], r["ci_high"]) for r in rows.to_dict("records")}
 
 
 def _picks(tuned: TuningView | None) -> dict[tuple[str, ...], str]:
