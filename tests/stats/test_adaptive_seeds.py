@@ -135,6 +135,28 @@ def test_part_of_the_null_simulation_through_the_reports_stein_path():
     assert abs(first_calls / sweeps - 0.05) < 3 * se, f"{first_calls} of {sweeps} first effects called"
 
 
+@pytest.mark.parametrize("seeds, kind", [(3, "stein"), (5, "pure")])
+def test_the_two_stage_error_only_where_a_cell_stopped_before_the_maximum(tmp_path, seeds, kind):
+    """Issue 54: Stein's first-round variance is needed only where the seed count depended on the noise; where every
+    cell trained the maximum, the CIs take every run's variance (and the report says which)."""
+    from calibration.synthetic import make_results
+    from gptlab.report.sentences import write as write_sentences
+    from gptlab.report.tables import compute_tables
+
+    results = make_results(tmp_path, {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]},
+                           seeds=seeds, noise_sd=0.01, name="ad")
+    spec = yaml.safe_load((results / "sweep.yaml").read_text())
+    spec["seeds"] = {"min": 3, "max": 5, "precision": 0.001}
+    (results / "sweep.yaml").write_text(yaml.safe_dump(spec))
+    res = load_results(results)
+    assert res.stopped_early == (seeds < 5)
+    tables = compute_tables(res, 0.01)
+    assert tables.effects.fit.kind == kind
+    assert tables.effects.fit.df == ((4 - 1) * (3 - 1) if kind == "stein" else 4 * 5 - 4 - 4)  # 4 cells, a seed block
+    rule = write_sentences(res, tables).rule
+    assert ("Welch-Satterthwaite" in rule) == (seeds == 5) and ("round 1's variance" in rule) == (seeds == 3)
+
+
 # -- the rule itself ------------------------------------------------------------------------------
 
 def test_seeds_needed_is_the_fewest_seeds_that_reach_the_target():
