@@ -2,10 +2,13 @@
 
 `load_spec` validates what the YAML says; `preflight` asks whether this machine can do it: the
 devices exist, every corpus is UTF-8 text long enough for its block size, and the largest run fits
-in the memory a run gets. `--dry-run` runs the same checks first.
+in the memory a run gets. It also warns (logged, nothing refused) where a valid setting will not
+measure what it names: a warmup as long as the run never reaches its lr. `--dry-run` runs the same
+checks first.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from dataclasses import dataclass
@@ -20,6 +23,7 @@ from gptlab.run.textscan import scan_corpus
 from gptlab.sweep.runs import SweepSpec
 
 MEMORY_SHARE = 0.8  # of the memory available now, what one run may plan to use
+log = logging.getLogger(__name__)
 
 
 def check_devices(spec: SweepSpec) -> str:
@@ -100,8 +104,26 @@ def check_memory(spec: SweepSpec, device: str, corpora: dict[DataConfig, Corpus]
     return sizes[largest.run_id]
 
 
+def warmup_warnings(spec: SweepSpec) -> list[str]:
+    """One line per distinct (warmup, length, lr) of the sweep whose warmup lasts the whole run: its lr never reaches
+    `train.lr` (a 60-step smoke sweep at the default warmup of 100 ends at 59% of it, and reads as not learning)."""
+    from gptlab.run.trainer import lr_at
+
+    seen: dict[tuple[int, int, float], list] = {}
+    for run in spec.runs:
+        t = run.config.train
+        if t.warmup_iters >= t.max_iters:
+            seen.setdefault((t.warmup_iters, t.max_iters, t.lr), []).append(run)
+    return [f"train.warmup_iters {w} is not below train.max_iters {n} ({len(runs)} run(s), e.g. {runs[0].run_id}): the "
+            f"lr warms up for the whole run and ends at {lr_at(n - 1, runs[0].config.train):.3g} of its peak {lr:g}; set "
+            "train.warmup_iters below train.max_iters to measure the setting, not a warmup"
+            for (w, n, lr), runs in seen.items()]
+
+
 def preflight(spec: SweepSpec) -> tuple[str, int]:
-    """All the checks, in order; returns (device type, estimated bytes of the largest run)."""
+    """All the checks, in order; returns (device type, estimated bytes of the largest run). Warnings are logged."""
+    for line in warmup_warnings(spec):
+        log.warning("warning: %s", line)
     device = check_devices(spec)
     corpora = check_datasets(spec)
     return device, check_memory(spec, device, corpora)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -173,6 +174,25 @@ def test_a_sweep_with_max_iters_1e4_and_huge_intervals_is_accepted(tmp_path, cor
     path.write_text(yaml.safe_dump(spec))
     assert sweep_main([str(path), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0
     assert "2 runs: 0 finished, 2 to train" in capsys.readouterr().out
+
+
+def test_a_warmup_as_long_as_the_run_is_warned_before_anything_trains(tmp_path, corpus, capsys, caplog):
+    """Issue 55: a 60-step sweep at the default warmup (100) never reaches its lr; the dry run (and the sweep, which
+    runs the same preflight) says so in one line naming both settings, and a warmup below the length says nothing."""
+    spec = setting(setting(base_spec(corpus), "base.train.max_iters", 60), "base.train.warmup_iters", 100)
+    path = tmp_path / "smoke.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with caplog.at_level(logging.WARNING, logger="gptlab"):
+        assert sweep_main([str(path), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0
+    lines = [r.getMessage() for r in caplog.records if "warmup_iters" in r.getMessage()]
+    assert len(lines) == 1 and "train.warmup_iters 100 is not below train.max_iters 60 (2 run(s)" in lines[0]
+    peak = spec["base"]["train"].get("lr", 1e-3)
+    assert f"ends at {peak * 60 / 101:.3g} of its peak {peak:g}" in lines[0]  # linear warmup: step 59 of 100
+    caplog.clear()
+    path.write_text(yaml.safe_dump(setting(spec, "base.train.warmup_iters", 10)))
+    with caplog.at_level(logging.WARNING, logger="gptlab"):
+        assert sweep_main([str(path), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0
+    assert not [r for r in caplog.records if "warmup_iters" in r.getMessage()]
 
 
 def test_a_nan_margin_is_echoed_as_nan(tmp_path, corpus, capsys):
