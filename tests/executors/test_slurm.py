@@ -3,6 +3,7 @@ there, is stopped by SIGTERM with its jobs released, resumes, survives a cancell
 equals the local sweep; and the key's validation, in one line each."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import re
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -40,11 +42,13 @@ def slurm_answers() -> tuple[bool, str]:
     return usable, (answer.stderr or answer.stdout).strip()
 
 
-@pytest.fixture(scope="module")
-def slurm():
-    """A SLURM that answers, started by the script CI uses (.ci/slurm_up.sh) when none does: the README's test
-    command needs nothing started beforehand. Where it cannot be started the test fails (it does not skip)."""
+@contextlib.contextmanager
+def slurm_for_tests() -> Iterator[None]:
+    """A SLURM that answers, started by the script CI uses (.ci/slurm_up.sh) when none does, and stopped again
+    (`slurm_up.sh --down`) when this started it: the README's test command needs nothing started beforehand and
+    leaves no daemon running that it started. Where it cannot be started the test fails (it does not skip)."""
     usable, said = slurm_answers()
+    started = None
     if not usable:
         started = subprocess.run(["bash", str(REPO / ".ci" / "slurm_up.sh")], capture_output=True, text=True,
                                  timeout=900)
@@ -52,8 +56,34 @@ def slurm():
         if not usable:
             pytest.fail(f"SLURM does not answer with a usable node ({said}) and .ci/slurm_up.sh could not start one "
                         f"(exit {started.returncode}: {(started.stderr or started.stdout).strip()[-300:]}): {SETUP}")
-    yield
-    subprocess.run(["scancel", "-n", JOB_NAME], capture_output=True)  # only if a test failed midway
+    try:
+        yield
+    finally:
+        subprocess.run(["scancel", "-n", JOB_NAME], capture_output=True)  # only if a test failed midway
+        if started is not None:  # ours: munged, slurmctld and slurmd go down with the tests that needed them
+            subprocess.run(["bash", str(REPO / ".ci" / "slurm_up.sh"), "--down"], capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    with slurm_for_tests():
+        yield
+
+
+def test_the_tests_stop_the_slurm_they_started_and_leave_one_that_was_running(monkeypatch):
+    calls: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "run", lambda args, **kw: calls.append(list(args)) or
+                        subprocess.CompletedProcess(args, 0, "", ""))
+    answers = iter([(False, "no node"), (True, "idle")])
+    monkeypatch.setitem(globals(), "slurm_answers", lambda: next(answers))
+    with slurm_for_tests():
+        assert calls[-1][-1].endswith("slurm_up.sh")
+    assert calls[-1][-1] == "--down"
+    calls.clear()
+    monkeypatch.setitem(globals(), "slurm_answers", lambda: (True, "idle"))
+    with slurm_for_tests():
+        pass
+    assert not any("--down" in c for c in calls)  # a SLURM someone else started is left running
 
 
 @pytest.fixture(autouse=True)
