@@ -223,7 +223,7 @@ def test_unreplicated_90_cell_grid_scales(tmp_path, no_figures):
     summary = md.split("\n## Summary\n", 1)[1].split("\n## ", 1)[0]
     calls = md_table(md, "Summary")
     assert len(calls) < 30 and set(calls["effect"][:9]) >= {"lr=0.001 vs 0.0001", "bias=True vs False"}
-    sentences = [ln for ln in summary.splitlines() if ln.startswith("- ") and " by " in ln]
+    sentences = [ln for ln in summary.splitlines() if ln.startswith("- ") and " (estimate " in ln]
     assert 2 <= len(sentences) <= 16
     assert sentences[0].startswith("- lr=0.001 is better than lr=0.0001")  # largest first
     # simple effects: 2 x 30 + 4 x 18 + 2 x 30 + 1 x 45 rows, too many for the page

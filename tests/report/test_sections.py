@@ -112,12 +112,13 @@ def test_one_sign_per_sentence(one_factor):
            "alias": "", "estimate": -0.0707, "ci_low": -0.0840, "ci_high": -0.0574, "p_value": 1e-5,
            "p_adjusted": 1e-4, "call": "better"}
     text = verdicts.main(row, res, 0.01)
-    assert "better than norm=pre" in text and "by 0.0707 nats/char (95% CI 0.0574 to 0.0840, unadjusted;" in text
+    # the table's sign in the prose too (issue 55): a gain is negative, as in every table
+    assert "better than norm=pre (estimate -0.0707 nats/char, 95% CI -0.0840 to -0.0574, unadjusted;" in text
     worse = verdicts.main({**row, "estimate": 0.0707, "ci_low": 0.0574, "ci_high": 0.0840, "call": "worse"}, res, 0.01)
-    assert "by 0.0707 nats/char (95% CI 0.0574 to 0.0840, unadjusted;" in worse
+    assert "worse than norm=pre (estimate 0.0707 nats/char, 95% CI 0.0574 to 0.0840, unadjusted;" in worse
     inter = {"factor_a": "model.norm", "level_a": "post", "factor_b": "model.activation", "level_b": "relu",
              **{k: row[k] for k in ("alias", "estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call")}}
-    assert "by 0.0707 nats/char (95% CI 0.0574 to 0.0840, unadjusted;" in verdicts.interaction(inter, res, 0.01)
+    assert "(estimate -0.0707 nats/char, 95% CI -0.0840 to -0.0574, unadjusted;" in verdicts.interaction(inter, res, 0.01)
     # an inconclusive effect keeps its signed estimate and CI, in one sign convention
     inconclusive = verdicts.main({**row, "estimate": -0.004, "ci_low": -0.009, "ci_high": 0.001, "p_adjusted": 0.4,
                                   "call": "inconclusive"}, res, 0.01)
@@ -152,3 +153,33 @@ def test_two_factors_keep_simple_effects_a_distinct_baseline_line_and_a_divergen
     assert "also the best" not in words.best[0]
     assert words.no_divergence == "" and words.divergence  # a run diverged: the table stays, with its caveat
     assert overview.best_and_baseline(res, tables.cells) == list(words.best)
+
+
+def test_the_first_screen_prints_nothing_twice_and_no_empty_column(tmp_path):
+    """Issue 55: the Summary's called effects are not repeated under Main effects; the Holm family is named beside
+    the calls; without a test split the table of what would decide shows no text columns (zeros and n/a); the
+    cells' wide CIs are explained."""
+    import pandas as pd
+
+    from calibration.synthetic import make_results
+    from gptlab.report import write_report
+
+    grid = {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}
+    results = make_results(tmp_path, grid, seeds=3, effects={(("model.norm", "post"),): 0.05,
+                                                             (("model.activation", "relu"),): 0.004},
+                           noise_sd=0.004, name="screen")
+    md = (write_report(results, tmp_path / "reports") / "report.md").read_text()
+
+    def section(name: str) -> str:
+        return md.split(f"\n## {name}\n", 1)[1].split("\n## ", 1)[0]
+
+    summary, main = section("Summary"), section("Main effects")
+    said = {ln for ln in summary.splitlines() if ln.startswith("- ")}
+    assert any("norm=post is worse than norm=pre (estimate 0.05" in ln for ln in said)
+    assert not said & {ln for ln in main.splitlines() if ln.startswith("- ")}
+    assert "stated in the Summary" in main
+    assert "distinct tests" in summary
+    decide = pd.read_csv(tmp_path / "reports" / "tables" / "to_decide.csv")
+    assert len(decide) and "text_ci95" in decide  # the CSV keeps every column; the page shows none that is empty
+    assert "What would decide" in summary and "text_ci95" not in summary and "| n/a |" not in summary
+    assert "wider than an effect's" in section("Cells")

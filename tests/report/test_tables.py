@@ -46,7 +46,7 @@ def test_planted_effect_is_recovered(tmp_path):
     assert norm["estimate"] == pytest.approx(0.05, abs=0.004)
     assert norm["ci_low"] <= 0.05 <= norm["ci_high"]
     assert norm["p_value"] < 0.001
-    assert norm["verdict"].startswith("norm=post is worse than norm=pre by 0.0")
+    assert norm["verdict"].startswith("norm=post is worse than norm=pre (estimate 0.0")
     assert norm["call"] == "worse" and norm["p_adjusted"] >= norm["p_value"]
     act = _row(eff.main, factor="model.activation", level="relu")
     assert act["ci_low"] <= 0.0 <= act["ci_high"]
@@ -59,7 +59,7 @@ def test_better_level_has_negative_effect(tmp_path):
     results = make_results(tmp_path, GRID, 3, effects={(("model.activation", "relu"),): -0.03})
     row = _row(effects(load_results(results)).main, factor="model.activation", level="relu")
     assert row["estimate"] == pytest.approx(-0.03, abs=0.004)
-    assert "activation=relu is better than activation=gelu by" in row["verdict"]
+    assert "activation=relu is better than activation=gelu (estimate -0.0" in row["verdict"]
 
 
 def test_no_effect_says_no_detectable_difference(tmp_path):
@@ -77,7 +77,7 @@ def test_interaction_and_seed_pairing_match_statsmodels_formula(tmp_path):
     eff = effects(res)
     inter = _row(eff.interactions, level_a="post", level_b="relu")
     assert inter["ci_low"] <= 0.03 <= inter["ci_high"] and inter["p_value"] < 0.001
-    assert "not additive; together they are worse than the sum of their separate effects by" in inter["verdict"]
+    assert "not additive; together they are worse than the sum of their separate effects (estimate 0.0" in inter["verdict"]
     # independent check: the cell-means model with seed blocking through statsmodels' formula interface
     df = res.runs.rename(columns={"model.norm": "norm", "model.activation": "act"})
     df["cell"] = df["norm"] + "-" + df["act"]

@@ -127,6 +127,16 @@ FOREST_ALT = ("Every effect with its unadjusted 95% CI, coloured by its Holm-adj
               "called better or worse whose unadjusted CI excludes zero); equivalence band shaded")
 
 
+def _family(tables: ReportTables) -> str:
+    """' (here the report's 47 distinct tests, 32 of them simple effects)': the Holm family beside the headline calls,
+    so that a reader sees what the follow-up tests cost them."""
+    a = tables.effects
+    if a is None or not a.n_tests:
+        return ""
+    simple = int(np.isfinite(pd.to_numeric(a.simple["p_value"], errors="coerce")).sum()) if len(a.simple) else 0
+    return f" (here the report's {a.n_tests} distinct tests" + (f", {simple} of them simple effects" if simple else "") + ")"
+
+
 def summary(res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> list[Block]:
     """What the sweep found: the best cell, the calls table, the forest plot, the called effects and what would
     decide the rest."""
@@ -138,7 +148,8 @@ def summary(res: Results, tables: ReportTables, words: Sentences, figures: Figur
     table = _calls_table(tables, res)
     if len(table):
         blocks += [Para(f"Calls (equivalence margin +/-{tables.margin:g} {res.unit}; `better`/`worse`: Holm-adjusted "
-                        f"p < {ALPHA} over every test of its family; `equivalent`: 90% CI inside the margin). Every "
+                        f"p < {ALPHA} over every test of its family{_family(tables)}; `equivalent`: 90% CI inside the "
+                        "margin). Every "
                         "main effect, and every other effect called better or worse. The 95% CI is each effect's own, "
                         "unadjusted: it can exclude zero where the adjusted call is still inconclusive "
                         "(docs/STATISTICS.md, \"Calls\"):"), Table(table)]
@@ -156,6 +167,7 @@ def summary(res: Results, tables: ReportTables, words: Sentences, figures: Figur
 
 DECIDE_MD_COLS = ["effect", "estimate", "ci95", "seeds", "seeds_needed", "text_ci95", "test_fraction_needed",
                   "seeds_at_test_fraction"]
+TEXT_COLS = ("text_ci95", "test_fraction_needed", "seeds_at_test_fraction")  # a test split's (its blocks')
 
 
 def _to_decide(tables: ReportTables, res: Results, words: Sentences) -> list[Block]:
@@ -167,12 +179,15 @@ def _to_decide(tables: ReportTables, res: Results, words: Sentences) -> list[Blo
         np.zeros(len(tables.to_decide), bool)  # their numbers are a curve's, not seeds: said in words, apart
     blocks: list[Block] = []
     if not depends.all():
+        text = res.has_test_split  # without a test split the text's columns would be zeros and n/a: not shown
+        cols = DECIDE_MD_COLS if text else [c for c in DECIDE_MD_COLS if c not in TEXT_COLS]
         blocks += [Para(f"What would decide the inconclusive effects: seeds per {per} for a 95% CI of "
-                        f"+/-{tables.margin:g} {res.unit} at this test split (`seeds_needed`; blank where no number of "
-                        "seeds reaches it), the half-width the text alone leaves (`text_ci95`), and where it is too "
-                        "wide, the test split that would reach it with its seeds (docs/STATISTICS.md). Table: "
-                        "`tables/to_decide.csv`."),
-                   *table_blocks(tables.to_decide[~depends], DECIDE_MD_COLS, "to_decide.csv", "inconclusive effects"),
+                        f"+/-{tables.margin:g} {res.unit}" + (" at this test split" if text else "")
+                        + " (`seeds_needed`; blank where no number of seeds reaches it)"
+                        + (", the half-width the text alone leaves (`text_ci95`), and where it is too wide, the test "
+                           "split that would reach it with its seeds" if text else "") + " (docs/STATISTICS.md). "
+                        "Table: `tables/to_decide.csv`."),
+                   *table_blocks(tables.to_decide[~depends], cols, "to_decide.csv", "inconclusive effects"),
                    Para(words.to_decide_summary) if words.to_decide_summary else
                    Bullets([w for w, d in zip(words.to_decide, depends) if not d])]
     if depends.any():
@@ -235,7 +250,10 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures
     blocks += [Heading("Cells"),
                Para("One row per combination of factor levels, ranked by mean best val loss over ok seeds "
                     f"({res.unit}; `_ci95` = half-width of the 95% CI; bpc = bits/char). "
-                    "`baseline` marks the baseline cell. Table: `tables/cells.csv`.")]
+                    "`baseline` marks the baseline cell. A cell's CI is its own mean's, from its own few seeds (a "
+                    "t quantile on few degrees of freedom, and each seed's offset included), so it is wider than an "
+                    "effect's: an effect's CI takes the model's error over every cell and, where seeds are paired "
+                    "across cells, leaves out the offset each seed shares. Table: `tables/cells.csv`.")]
     blocks += table_blocks(cells, CELL_MD_COLS + [c for c in TEST_MD_COLS if c in cells], "cells.csv", "cells")
     blocks += image(figures.val_curves, "Validation loss curves") + _kind_blocks(kinds, "cells")  # effects by scale
     blocks += effects_sections(res, tables, words, figures)

@@ -114,7 +114,7 @@ def effects_sections(res: Results, tables: ReportTables, words: Sentences, figs:
         blocks += [Para(f"Difference in {res.outcome_label} ({res.unit}) between each level and the baseline level of "
                         f"its factor, {what}; positive = worse. {CI_NOTE} Table: `tables/main_effects.csv`.")]
         blocks += table_blocks(tables.main, MAIN_MD_COLS, "main_effects.csv", "main effects")
-        blocks += [Bullets(words.main)]
+        blocks += _not_in_summary(words.main, words)
     else:
         blocks.append(Para("No main effects to estimate."))
     blocks += image(figs.level_effects, "Best val loss per level of each factor")
@@ -126,7 +126,7 @@ def effects_sections(res: Results, tables: ReportTables, words: Sentences, figs:
                            ", at the baseline of the other factors; aliased where the cells cannot separate it. ")
                         + f"{CI_NOTE} Table: `tables/interactions.csv`.")]
         blocks += table_blocks(tables.interactions, INT_MD_COLS + ["alias"], "interactions.csv", "interaction contrasts")
-        blocks += [Bullets(words.interactions)] if len(tables.interactions) <= MAX_MD_ROWS else []
+        blocks += _not_in_summary(words.interactions, words) if len(tables.interactions) <= MAX_MD_ROWS else []
     else:
         blocks.append(Para("No pair of factors with two or more levels: no interactions."))
     blocks += image(figs.interactions, "Interaction plots: marginal means with 95% CIs")
@@ -153,6 +153,16 @@ def effects_sections(res: Results, tables: ReportTables, words: Sentences, figs:
                          "simple effects")
         blocks += image(figs.simple_effects, "Simple effects with 95% CIs")
     return blocks
+
+
+def _not_in_summary(lines: list[str], words: Sentences) -> list[Block]:
+    """The verdicts of a section that its Summary does not already give (nothing is printed twice), as bullets;
+    with a pointer when the Summary holds some of them."""
+    said = set(words.called)
+    rest = [line for line in lines if line not in said]
+    shown = [Bullets(rest)] if rest else []
+    return shown + ([Para("The effects called better or worse are stated in the Summary.")] if len(rest) < len(lines)
+                    else [])
 
 
 def training_sections(res: Results, tables: ReportTables, words: Sentences, figs: Figures) -> list[Block]:

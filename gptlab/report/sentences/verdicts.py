@@ -30,14 +30,11 @@ def absent(x: object) -> bool:
 UNADJUSTED = "unadjusted"  # said after every 95% CI next to a Holm call: the CI is the effect's own, the call the family's
 
 
-def _ci(r: dict, level: int = 95, magnitude: bool = False) -> str:
+def _ci(r: dict, level: int = 95) -> str:
     """'95% CI lo to hi, unadjusted' (the 95% CI is the effect's own; its call is Holm-adjusted), or '90% CI lo to hi'
-    (the TOST interval of an equivalence call, which no family adjusts). `magnitude`: the CI of -estimate when the
-    estimate is negative, so that a sentence giving the effect's size ('better by 0.0707') gives its CI in the same
-    sign."""
+    (the TOST interval of an equivalence call, which no family adjusts); signed as the tables are (level minus
+    baseline: negative = lower loss)."""
     lo, hi = (r["ci_low"], r["ci_high"]) if level == 95 else (r["ci90_low"], r["ci90_high"])
-    if magnitude and r["estimate"] < 0:
-        lo, hi = -hi, -lo
     return f"{level}% CI {fmt_loss(lo)} to {fmt_loss(hi)}" + (f", {UNADJUSTED}" if level == 95 else "")
 
 
@@ -52,7 +49,7 @@ def _decided(r: dict, what: str, margin: float, unit: str = "nats/char") -> str:
     unchecked = (", at the picks only: not checked against the tuning (a cell it uses has no loss-against-lr curve "
                  "to bound the loss its pick may leave)") if r.get("tuning") == NOT_CHECKED else ""
     if r["call"] in ("better", "worse"):
-        return (f"by {fmt_loss(abs(r['estimate']))} {unit} ({_ci(r, magnitude=True)}; Holm-adjusted p "
+        return (f"(estimate {fmt_loss(r['estimate'])} {unit}, {_ci(r)}; Holm-adjusted p "
                 f"{fmt_p(r['p_adjusted'])}){unchecked}")
     if r["call"] == "equivalent":
         return (f"equivalent within +/-{margin:g} {unit} (estimate {fmt_loss(r['estimate'])}, {_ci(r, 90)})"
