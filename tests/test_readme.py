@@ -7,18 +7,21 @@ from the README, fails `test_every_readme_command_is_covered`. Each test below t
 README by mode, so the text run is the text shown:
 
 - `pip`: the requirement and the extras are checked against pyproject.toml (nothing is installed);
+- `env`: the data line is a line of `.ci/run`, and the folder it names is `../shared/data` beside the checkout,
+  where a run then finds Tiny Shakespeare;
 - `ci`: the test command is what `.ci/run` runs, part for part;
 - `dry-run`: the sweep runs in this process with `--dry-run` added (a real sweep is minutes): its plan and
   time estimate, after the same validation as a real sweep;
+- `yaml`: the command run on the README's sweep YAML, saved under the name it gives, with `--dry-run` added;
 - `run`: runs as shown (`--list`, `--help`);
 - `report`: runs as shown, in a folder where `results/quick` was trained by the quick sweep cut to two
   runs of 10 steps, validated on 1% of the text (its grid trimmed; `--set` shrinks only base keys);
 - `cli`: a module named in prose answers `--help`;
 - `synopsis`: every option a synopsis line shows is an option of that command's `--help`.
 
-The README's sweep YAML and its plugin example are dry-run together, as written and with the plugin's entry
-in the grid. Commands run in this process (`runpy`, as `python -m` runs them), which saves an interpreter
-and a torch import per command.
+The README's sweep YAML is dry-run as pasted, in a folder with nothing else in it (so it needs no plugin), and
+again with the plugin example saved beside it and named as the README says, its entry in the grid. Commands run
+in this process (`runpy`, as `python -m` runs them), which saves an interpreter and a torch import per command.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import itertools
 import re
 import runpy
 import shlex
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -42,13 +46,14 @@ README = REPO / "README.md"
 COVERED: dict[str, str] = {
     'pip install torch==2.13.0 && pip install -e ".[test]"': "pip",
     'pip install torch==2.13.0 && pip install -e ".[test]" && python -m pytest -q': "ci",
+    'export GPTLAB_DATA_DIR="$(cd .. && pwd)/shared/data"': "env",
     "python -m gptlab.sweep ablations/quick.yaml --dry-run": "dry-run",
     "python -m gptlab.sweep ablations/quick.yaml": "dry-run",
     "python -m gptlab.report results/quick": "report",
     "python -m gptlab.sweep ablations/plugin_example.yaml": "dry-run",
+    "python -m gptlab.sweep my_sweep.yaml": "yaml",
     "python -m gptlab.sweep --list": "run",
     "python -m gptlab.train --help": "run",
-    "python -m gptlab.sample": "cli",
     "python -m gptlab.sweep SPEC.yaml [--dry-run] [--jobs N] [--set KEY=VALUE ...] [--results-dir DIR] "
     "[--reports-dir DIR] [--rerun-failed] [--fail-fast] [--backend loky|dask] [--scheduler ADDRESS] "
     "[--margin NATS] [--reuse RESULTS_DIR ...]": "synopsis",
@@ -189,6 +194,25 @@ def test_the_test_command_is_what_ci_runs():
             assert expected in ci, f"{part.strip()!r} is not a line of .ci/run"
 
 
+def test_the_data_line_names_the_shared_corpora_as_ci_does(data_dir, tmp_path, monkeypatch):
+    from helpers import SHAKESPEARE
+
+    from gptlab.run.data import resolve_dataset
+
+    ci = [line.split("#")[0].strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
+    for command in commands("env"):
+        assert command in ci, f"{command!r} is not a line of .ci/run"
+        name = re.fullmatch(r"export (\w+)=.*", command).group(1)
+        shown = subprocess.run(["bash", "-c", f'{command} && printf %s "${name}"'], cwd=REPO, capture_output=True,
+                               text=True, check=True).stdout
+        assert Path(shown) == REPO.parent / "shared" / "data", shown  # the README: ../shared/data, beside the checkout
+        folder = tmp_path / "data" / "tinyshakespeare"  # a run finds the text under the folder the line names
+        folder.mkdir(parents=True)
+        (folder / "input.txt").write_bytes(SHAKESPEARE.read_bytes())
+        monkeypatch.setenv(name, str(tmp_path / "data"))
+        assert resolve_dataset("tinyshakespeare", download_missing=False) == folder / "input.txt"
+
+
 # -- commands that run ---------------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -287,26 +311,41 @@ def readme_block(language: str, index: int = 0) -> str:
     return blocks[index]
 
 
-@pytest.mark.parametrize("activations", [None, ["gelu", "softplus"]])
-def test_the_readme_sweep_yaml_and_plugin_dry_run(activations, data_dir, tmp_path, monkeypatch, capsys):
-    spec = yaml.safe_load(readme_block("yaml"))
-    plugin = readme_block("python")
-    module = re.match(r"# (\w+)\.py", plugin).group(1)
-    assert spec["plugins"] == [module], "the YAML names the plugin the README's example defines"
-    (tmp_path / f"{module}.py").write_text(plugin)
-    if activations:  # the README: "With it, `model.activation: [gelu, softplus]` is a grid like any other."
-        assert f"`model.activation: [{', '.join(activations)}]`" in README.read_text()
-        spec["grid"]["model.activation"] = activations
-        spec["exclude"] = [{"model.norm": "post", "model.activation": "softplus"}]
-    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+def planned_runs(spec: dict) -> int:
+    """The runs a grid sweep trains: its cells less those an `exclude` rule matches, times its seeds."""
+    cells = [dict(zip(spec["grid"], levels)) for levels in itertools.product(*spec["grid"].values())]
+    kept = [c for c in cells if not any(all(c.get(k) == v for k, v in rule.items()) for rule in spec.get("exclude", []))]
+    seeds = spec["seeds"]
+    return len(kept) * (seeds if isinstance(seeds, int) else len(seeds))
+
+
+@pytest.mark.parametrize("with_plugin", [False, True])
+def test_the_readme_sweep_yaml_and_plugin_dry_run(with_plugin, data_dir, tmp_path, monkeypatch, capsys):
+    text = README.read_text()
+    pasted = readme_block("yaml")
+    spec = yaml.safe_load(pasted)
+    assert "plugins" not in spec, "the README's sweep YAML runs as pasted, before any plugin file is saved"
+    (command,) = commands("yaml")
+    name = shlex.split(command)[3]
+    if with_plugin:  # the README: save the file, then add `plugins: [FILE]` and the new level to the grid
+        plugin = readme_block("python")
+        file = re.match(r"# (\w+\.py)\n", plugin).group(1)
+        (tmp_path / file).write_text(plugin)
+        assert f"`plugins: [{file}]`" in text, "the README names the plugin file its example saves"
+        grid = yaml.safe_load(re.search(r"`(model\.activation: \[[^]`]*\bsoftplus\b[^]`]*\])`", text).group(1))
+        assert set(spec["grid"]["model.activation"]) < set(grid["model.activation"])  # the new level added
+        spec = {**spec, "plugins": [file], "grid": {**spec["grid"], **grid}}
+        (tmp_path / name).write_text(yaml.safe_dump(spec, sort_keys=False))
+    else:
+        (tmp_path / name).write_text(pasted)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    code, out = run_readme(capsys, "python -m gptlab.sweep spec.yaml --dry-run")
+    code, out = run_readme(capsys, command, "--dry-run")
     assert code == 0, out
-    cells = len(list(itertools.product(*spec["grid"].values())))
-    n_runs = (cells - len(spec["exclude"]) * len(spec["grid"]["train.max_iters"])) * spec["seeds"]
+    n_runs = planned_runs(spec)
     assert f"{n_runs} runs: 0 finished, {n_runs} to train" in out, out
-    assert ("softplus" in out) == bool(activations)
+    assert ("softplus" in out) == with_plugin
+    written = sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__")  # the plugin's bytecode aside
+    assert written == sorted([name] + spec.get("plugins", [])), written  # a dry run writes nothing
 
 
 # -- links ---------------------------------------------------------------------------------------------------
