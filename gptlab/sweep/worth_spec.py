@@ -3,8 +3,8 @@
 `worth: {lengths: [0.5, 1, 2, 4], seeds: 8, retune: [0.5, 2]}`: the lengths as multiples of the study's
 `train.max_iters` (3 or more, 1 among them), how many of the baseline's estimation seeds train them,
 and the lr factors tried beside the pick at the shortest and longest length. `{}` or `true` take the
-defaults. Each length must be a valid warmup-stable-decay run; no arm or scale key may set a length's
-own settings (`FIXED`).
+defaults. Each length must be a valid warmup-stable-decay run of steps of its own (1 at least, none rounding to
+another's); no arm or scale key may set a length's own settings (`FIXED`).
 """
 from __future__ import annotations
 
@@ -81,12 +81,34 @@ def check_worth(raw: Any, spec_has_arms: bool, base: RunConfig, arms: Mapping[st
         if where is not None:
             raise GptlabError(f"worth: {where} sets {key}, which the baseline's lengths set themselves; keep one")
     steps = base.train.max_iters
+    _check_distinct_steps(lengths, steps)
     for factor in lengths:  # each length must itself be a valid wsd run (a cooldown step at least)
         try:
             length_config(base, steps_at(factor, steps))
         except GptlabError as err:
             raise _fail("lengths", f"{factor:g} x {steps} steps: {err}") from None
     return WorthSpec(lengths, seeds, retune)
+
+
+def _check_distinct_steps(lengths: Sequence[float], steps: int) -> None:
+    """Refuse lengths that train no step, or the same steps as another: the sweep would train them all, and a curve
+    with two points at one length gives no multiplier (and no line saying why)."""
+    for factor in lengths:
+        if round(factor * steps) < 1:
+            raise _fail("lengths", f"{factor:g} x {steps} steps rounds to {round(factor * steps)} steps; a length trains "
+                                   f"1 step or more (1/{steps} = {1 / steps:.3g} of the study's)")
+    groups: dict[int, list[float]] = {}
+    for factor in lengths:
+        groups.setdefault(steps_at(factor, steps), []).append(factor)
+    same = [(n, fs) for n, fs in groups.items() if len(fs) > 1]
+    if same:
+        def listed(factors: list[float]) -> str:
+            names = [f"{f:g}" for f in factors]
+            return f"{', '.join(names[:-1])} and {names[-1]}"
+        parts = [f"{listed(fs)} x {steps} steps round to the same {n} steps" if i == 0 else f"{listed(fs)} to the same {n}"
+                 for i, (n, fs) in enumerate(same)]
+        raise _fail("lengths", f"{', '.join(parts)}; lengths must differ by 1 step at least (1/{steps} = {1 / steps:.3g} "
+                               "of the study's)")
 
 
 def steps_at(factor: float, study_steps: int) -> int:

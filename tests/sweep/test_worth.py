@@ -42,7 +42,12 @@ def _spec(corpus: Path, raw: dict):
     ({"lengths": [1, 2, "4x"]}, "must be a list of numbers"),
     ({"lengths": [1, 2, float("nan")]}, "positive finite numbers"),
     ({"lengths": [1, 2, 1000]}, "at most 64 times the study's steps"),
-    ({"lengths": [0.01, 1, 2]}, r"worth.lengths: 0.01 x 40 steps: .*cooldown"),
+    ({"lengths": [0.05, 1, 2]}, r"worth.lengths: 0.05 x 40 steps: .*cooldown"),
+    ({"lengths": [0.01, 1, 2]}, r"^worth.lengths: 0.01 x 40 steps rounds to 0 steps; a length trains 1 step or more"),
+    ({"lengths": [1, 1.001, 1.002]}, r"^worth.lengths: 1, 1.001 and 1.002 x 40 steps round to the same 40 steps; "
+                                     r"lengths must differ by 1 step at least \(1/40 = 0.025 of the study's\)$"),
+    ({"lengths": [0.5, 0.51, 1, 2, 2.01]}, r"^worth.lengths: 0.5 and 0.51 x 40 steps round to the same 20 steps, 2 and "
+                                           r"2.01 to the same 80; lengths must differ"),
     ({"seeds": 1}, "worth.seeds: must be a whole number >= 2"),
     ({"seeds": True}, "worth.seeds: must be a whole number"),
     ({"retune": [1, 2]}, "worth.retune: lists 1: the pick itself is always tried"),
