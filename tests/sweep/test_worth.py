@@ -14,7 +14,7 @@ from gptlab.errors import GptlabError
 from gptlab.sweep.kinds import known_runs, planned_count
 from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.step_times import ROUNDS
-from gptlab.sweep.worth import learned, worth_runs
+from gptlab.sweep.worth import describe, learned, shortfall, worth_runs
 from gptlab.sweep.worth_spec import DEFAULT_LENGTHS, WorthSpec
 
 
@@ -56,6 +56,38 @@ def _spec(corpus: Path, raw: dict):
 def test_a_bad_worth_section_is_one_line_naming_the_key(corpus, worth, message):
     with pytest.raises(GptlabError, match=message):
         _spec(corpus, _raw(corpus, worth))
+
+
+def test_more_worth_seeds_than_the_baseline_trains_are_refused_not_cut(corpus):
+    """The lengths train on the baseline's estimation seeds: asking for more than it can train is refused in one line."""
+    with pytest.raises(GptlabError, match=r"^worth.seeds: 6 is more than the 2 estimation seeds the baseline nanogpt "
+                                          r"trains \(the lengths train on them\); give 2 or fewer, or train more \(`seeds:`\)$"):
+        _spec(corpus, _raw(corpus, {"seeds": 6}))
+    three = {"nanogpt": {}, "relu": {"model.activation": "relu"}, "silu": {"model.activation": "silu"}}
+    assert _spec(corpus, _raw(corpus, {"seeds": 3}, arms=three)).worth.seeds == 3  # Dunnett's rule: the baseline trains 3
+    adaptive = {"min": 2, "max": 4, "precision": 0.01}
+    with pytest.raises(GptlabError, match=r"^worth.seeds: 5 is more than the 4 estimation seeds the baseline nanogpt "
+                                          r"trains at most \(the lengths"):
+        _spec(corpus, _raw(corpus, {"seeds": 5}, seeds=adaptive))
+    assert _spec(corpus, _raw(corpus, {"seeds": 4}, seeds=adaptive)).worth.seeds == 4
+    with pytest.raises(GptlabError, match=r"the 1 estimation seed the baseline nanogpt trains \(the lengths train on "
+                                          r"them\); a curve needs 2: train more \(`seeds:`\)$"):
+        _spec(corpus, _raw(corpus, {"seeds": 2}, seeds=1))
+
+
+def test_the_lengths_say_when_fewer_baseline_seeds_finished_ok_than_worth_seeds(corpus):
+    """Adaptive seeds that stopped early, or a baseline seed that failed to train, leave fewer seeds than asked: the
+    lengths train on those, and one line says so."""
+    spec = _spec(corpus, _raw(corpus, {"lengths": [0.5, 1, 2], "seeds": 3}, seeds=3))
+    estimation = [r for r in known_runs(spec) if r.role == "estimation" and r.config.train.lr == 1e-2]
+    rows = [{"run_id": r.run_id, "status": "diverged" if r.seed == 2 else "ok"} for r in estimation]
+    kept = learned(estimation, rows)
+    assert shortfall(spec, estimation, kept) == [
+        "warning: worth.seeds is 3, but 2 of the baseline nanogpt's estimation seeds finished ok: its lengths train "
+        "on those 2"]
+    assert shortfall(spec, estimation, learned(estimation, [{**r, "status": "ok"} for r in rows])) == []
+    said = describe(spec, worth_runs(spec, estimation, kept))
+    assert "at 0.5x, 1x, 2x the study's steps on 2 estimation seeds (6 runs), and at lr x 1, 0.5, 2 at 0.5x and 2x" in said
 
 
 def test_worth_needs_arms_and_leaves_the_lengths_settings_to_itself(corpus):
