@@ -29,7 +29,7 @@ from gptlab.statuses import OK
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage, SweepKind
 from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, cell_label
 from gptlab.sweep.step_times import time_steps
-from gptlab.sweep.tuning import TunedRun
+from gptlab.sweep.tuning import TunedRun, selects
 from gptlab.sweep.worth_spec import BaselineSeeds, WorthSpec, check_worth, length_config, steps_at
 
 
@@ -89,7 +89,11 @@ def worth_runs(spec: SweepSpec, estimation: Sequence[Run], trained: set[str] | N
 
 
 def stand_in_estimation(spec: SweepSpec) -> list[Run]:
-    """The baseline's estimation runs as the dry run counts them, before any pick: at the first lr, its most seeds."""
+    """The baseline's estimation runs as the dry run counts them. A sweep that selects no setting knows them: its own
+    runs. A tuned one's are known once picked: stand-ins at the first lr with its most seeds, each id ending in its
+    config's hash as a real run's does, so that a wsd study's 1x lengths are found to be them (trained once)."""
+    if not selects(spec):
+        return [r for r in spec.runs if r.role == ESTIMATION and dict(r.cell).get(ARM) == spec.arms.baseline]
     seen: dict[Any, Run] = {}
     for run in spec.runs:
         if dict(run.cell).get(ARM) == spec.arms.baseline:
@@ -98,8 +102,10 @@ def stand_in_estimation(spec: SweepSpec) -> list[Run]:
     runs = []
     for run in seen.values():
         count = spec.seed_count(run.cell, n)
-        runs += [Run(f"{run.run_id}-stand-in-{s}", run.cell, s, dataclasses.replace(run.config, seed=s))
-                 for s in range(min(count, spec.worth.seeds or count))]
+        for seed in range(min(count, spec.worth.seeds or count)):
+            config = dataclasses.replace(run.config, seed=seed)
+            digest = config.run_hash(run_sources(spec.plugins, config.data.path))
+            runs.append(Run(f"{cell_label(run.cell)}-stand-in_s{seed}_{digest}", run.cell, seed, config))
     return runs
 
 
@@ -154,13 +160,16 @@ class WorthStages:
         return None
 
     def preview(self) -> Preview | None:
+        """The stage's runs added to each whole case: known runs where the sweep selects no setting (their state on
+        disk counts), else stand-ins for the lengths of picks yet to be made."""
         base = self.base.preview()
-        stand_ins = tuple(worth_runs(self.spec, stand_in_estimation(self.spec)))
-        intro = describe(self.spec, stand_ins)
+        lengths = tuple(worth_runs(self.spec, stand_in_estimation(self.spec)))
+        known, stand_ins = ((), lengths) if selects(self.spec) else (lengths, ())
+        intro = describe(self.spec, lengths)
         if base is None:
-            return Preview(intro, (Case("the sweep with the baseline's lengths", tuple(self.spec.runs), stand_ins,
+            return Preview(intro, (Case("the sweep with the baseline's lengths", tuple(self.spec.runs) + known, stand_ins,
                                         whole=True),))
-        cases = tuple(Case(c.label + (" + the baseline's lengths" if c.whole else ""), c.runs,
+        cases = tuple(Case(c.label + (" + the baseline's lengths" if c.whole else ""), c.runs + (known if c.whole else ()),
                            c.stand_ins + (stand_ins if c.whole else ()), whole=c.whole) for c in base.cases)
         return Preview(f"{base.intro}; then {intro}", cases)
 

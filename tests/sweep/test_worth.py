@@ -196,6 +196,35 @@ def test_a_sweep_with_worth_trains_the_lengths_from_shared_trunks_and_resumes(tm
     assert all(line.endswith(" 0 to train") for line in err.splitlines() if line.endswith(" to train"))
 
 
+@pytest.mark.parametrize("tuned", [False, True])
+def test_a_wsd_study_counts_its_1x_points_once_as_its_estimation_runs(corpus, tuned):
+    """The dry run's and an interrupted sweep's count: a wsd study's 1x lengths are its estimation runs, trained once."""
+    raw = _raw(corpus, {"lengths": [0.5, 1, 2], "retune": [2]})
+    raw["base"]["train"]["schedule"] = "wsd"
+    if not tuned:
+        del raw["tune"]
+        raw["base"]["train"]["lr"] = 1e-2
+    spec = _spec(corpus, raw)
+    estimation = [r for r in known_runs(spec) if r.role == "estimation" and r.config.train.lr == 1e-2]
+    trained = worth_runs(spec, estimation)
+    assert sorted(r.config.train.max_iters for r in trained if r.role == "worth") == [20, 20, 80, 80]
+    assert planned_count(spec) == len(trained) == 8
+
+
+def test_the_dry_run_of_an_untuned_wsd_study_counts_the_runs_it_trains_and_names_no_selection(tmp_path, corpus, capsys):
+    from gptlab.sweep_cli import main as sweep_main
+
+    raw = _raw(corpus, {"lengths": [0.5, 1, 2], "retune": [2]})
+    del raw["tune"]
+    raw["base"]["train"].update(schedule="wsd", lr=1e-2)
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
+    assert sweep_main([str(tmp_path / "sweep.yaml"), "--results-dir", str(tmp_path / "results"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    # 4 estimation runs (their nanogpt ones are the 1x lengths), 4 lengths (0.5x, 2x on 2 seeds), 4 re-tune runs
+    assert "the sweep with the baseline's lengths (432 steps with shared trunks, 560 without), 12 runs, 12 to train" in out
+    assert "from scratch: 12 runs" in out and "selection" not in out
+
+
 def test_the_lengths_take_the_baseline_seeds_that_finished_ok_whatever_their_loss(corpus):
     spec = _spec(corpus, _raw(corpus, seeds=3))
     estimation = [r for r in known_runs(spec) if r.role == "estimation" and r.config.train.lr == 1e-2
