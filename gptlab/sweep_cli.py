@@ -197,6 +197,10 @@ def _main(argv: list[str] | None) -> int:
     except GptlabError as err:
         return exit_status(err, out)
     except KeyboardInterrupt:
+        if args.dry_run:  # nothing to rebuild: a dry run writes nothing
+            with contextlib.suppress(OSError):
+                print("\ninterrupted: the dry run stopped; nothing was trained or written", file=out)
+            return 130
         if spec is not None and results_dir is not None and results_dir.path.exists():
             rows = write_summary(spec, results_dir, known_runs(spec))  # tuned: the estimation runs too
             low, high = (n + planned_count(spec) for n in planned_range(spec))
