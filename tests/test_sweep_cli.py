@@ -152,3 +152,37 @@ def test_a_stop_while_the_command_starts_exits_130_in_one_line_without_a_traceba
                           timeout=300)
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip() == "interrupted while starting: nothing was trained or written" and done.stdout == ""
+
+
+def test_a_stop_in_the_step_timing_says_every_run_finished_and_the_timing_was_stopped(tmp_path, corpus, monkeypatch,
+                                                                                      capsys):
+    """A worth sweep whose runs all finished, stopped while it times the arms' steps: the count is true (a wsd study's
+    1x lengths are its estimation runs, counted once) and the line says what was stopped."""
+    import yaml
+    from fakes import FakeBackend
+
+    import gptlab.sweep.estimate as estimate
+
+    class Backends:
+        @staticmethod
+        def get(name):
+            return lambda executor: FakeBackend(lambda config: 1.0)
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(execute_module, "BACKENDS", Backends)
+    monkeypatch.setattr(estimate, "build_trainer", lambda config, stand_in=False: object())
+    monkeypatch.setattr(estimate, "time_train_steps", stopped)
+    monkeypatch.setattr("gptlab.run.device.configure_process", lambda threads=None: None)
+    spec = write_spec(tmp_path, corpus, {}, seeds=2, train={"schedule": "wsd"},
+                      worth={"lengths": [0.5, 1, 2], "retune": [2]})
+    raw = yaml.safe_load(spec.read_text())
+    del raw["grid"]
+    raw["arms"] = {"nanogpt": {}, "relu": {"model.activation": "relu"}}
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    args = [str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")]
+    assert sweep_main(args) == 130
+    err = capsys.readouterr().err
+    assert ("interrupted: 12 of 12 runs finished; the step timing after them was stopped: run the same command again "
+            "to time the steps (no run trains again)") in err
