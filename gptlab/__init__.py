@@ -1,19 +1,22 @@
 """gptlab: an architecture ablation laboratory for GPT-style language models.
 
 Public API (docs/ARCHITECTURE.md): `ModelConfig`, `build_model`, `REGISTRIES`, and `load(results_dir)`: a
-sweep's results (runs, curves, the report's tables) as DataFrames, for notebooks (`gptlab.report.study`).
+sweep's results (runs, curves, the report's tables) as DataFrames, for notebooks (`gptlab.report.study`). The model's
+names are imported on first use, so that `import gptlab` (which every `python -m gptlab.X` runs first) imports no torch.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gptlab.errors import GptlabError
-from gptlab.model import REGISTRIES, ModelConfig, build_model
 from gptlab.registry import Registry
 
 if TYPE_CHECKING:
+    from gptlab.model import REGISTRIES, ModelConfig, build_model
     from gptlab.report.study import Study
+
+MODEL_NAMES = ("ModelConfig", "build_model", "REGISTRIES")  # `gptlab.model`'s, imported on first use (`__getattr__`)
 
 __version__ = "0.1.0"
 __all__ = ["ModelConfig", "build_model", "REGISTRIES", "Registry", "GptlabError", "load", "__version__"]
@@ -27,3 +30,13 @@ def load(results_dir: Path | str, *, margin: float | None = None) -> Study:
     """
     from gptlab.report.study import load as load_study  # lazily: `import gptlab` stays free of the report
     return load_study(results_dir, margin=margin)
+
+
+def __getattr__(name: str) -> Any:
+    """The model's public names, imported (with torch) when first asked for: `python -m gptlab.sweep` runs this
+    package first, and a command must set up its stop signals before torch's second or more of import."""
+    if name in MODEL_NAMES:
+        from gptlab import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module 'gptlab' has no attribute {name!r}")

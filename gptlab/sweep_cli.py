@@ -40,6 +40,7 @@ from gptlab.sweep.methods import TUNERS, planned_range, tuner_of
 from gptlab.sweep.reuse import check_sources
 from gptlab.sweep.runs import SweepSpec
 from gptlab.sweep.spec import load_spec, parse_overrides
+from gptlab.sweep.step_times import StepTimingStopped
 from gptlab.sweep.summary import write_summary
 from gptlab.sweep.tuning import selects
 
@@ -196,14 +197,20 @@ def _main(argv: list[str] | None) -> int:
         return execute(spec, plan, options)
     except GptlabError as err:
         return exit_status(err, out)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
+        if args.dry_run:  # nothing to rebuild: a dry run writes nothing
+            with contextlib.suppress(OSError):
+                print("\ninterrupted: the dry run stopped; nothing was trained or written", file=out)
+            return 130
         if spec is not None and results_dir is not None and results_dir.path.exists():
             rows = write_summary(spec, results_dir, known_runs(spec))  # tuned: the estimation runs too
             low, high = (n + planned_count(spec) for n in planned_range(spec))
             # a range's low end is no ceiling: a refining sweep may be past it when stopped ("345 of 264 to 384" misled)
             finished = (f"{len(rows)} of {high} runs finished" if low == high else f"{len(rows)} runs finished, of the "
                         f"{low} to {high} the sweep trains in all ({why_a_range(spec)})")
+            then = ("the step timing after them was stopped: run the same command again to time the steps (no run "
+                    "trains again)" if isinstance(stop, StepTimingStopped) else
+                    "run the same command again to resume (each run continues from its last checkpoint)")
             with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) cannot show it
-                print(f"\ninterrupted: {finished}; run the same command "
-                      "again to resume (each run continues from its last checkpoint)", file=out)
+                print(f"\ninterrupted: {finished}; {then}", file=out)
         return 130

@@ -101,3 +101,88 @@ def test_the_help_names_what_set_takes(flag, capsys):
         sweep_main([flag])
     text = " ".join(capsys.readouterr().out.split())
     assert "seeds=4" in text and "train.max_iters=500" in text
+
+
+def test_a_dry_run_stopped_says_so_in_one_line_and_writes_nothing(tmp_path, corpus, monkeypatch, capsys):
+    """Ctrl-C while the dry run times its run: exit 130 and one line, and nothing written into a results folder that
+    exists (the sweep's own stop rebuilds summary.csv there: a dry run writes nothing)."""
+    import gptlab.sweep.estimate as estimate
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(estimate, "time_run", stopped)
+    spec = write_spec(tmp_path, corpus, {"model.activation": ["gelu", "relu"]})
+    results = tmp_path / "results"
+    (results / "t").mkdir(parents=True)
+    assert sweep_main([str(spec), "--dry-run", "--results-dir", str(results)]) == 130
+    captured = capsys.readouterr()
+    stops = [line for line in (captured.out + captured.err).splitlines() if "interrupted" in line]
+    assert stops == ["interrupted: the dry run stopped; nothing was trained or written"]
+    assert list((results / "t").iterdir()) == []
+
+
+# Stops the process as `python -m gptlab.sweep` begins to import torch (then the report, the executors...): the
+# seconds a Ctrl-C pressed at once lands in.
+STOP_WHILE_IMPORTING = '''
+import os, runpy, signal, sys
+
+class StopAtImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            os.kill(os.getpid(), signal.{signal})
+        return None
+
+sys.meta_path.insert(0, StopAtImport())
+runpy.run_module("gptlab.sweep", run_name="__main__", alter_sys=True)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_a_stop_while_the_command_starts_exits_130_in_one_line_without_a_traceback(tmp_path, corpus, stop):
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    spec = write_spec(tmp_path, corpus)
+    done = subprocess.run([sys.executable, "-c", STOP_WHILE_IMPORTING.replace("{signal}", stop), str(spec), "--dry-run",
+                           "--results-dir", str(tmp_path / "results")], capture_output=True, text=True, cwd=REPO,
+                          timeout=300)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip() == "interrupted while starting: nothing was trained or written" and done.stdout == ""
+
+
+def test_a_stop_in_the_step_timing_says_every_run_finished_and_the_timing_was_stopped(tmp_path, corpus, monkeypatch,
+                                                                                      capsys):
+    """A worth sweep whose runs all finished, stopped while it times the arms' steps: the count is true (a wsd study's
+    1x lengths are its estimation runs, counted once) and the line says what was stopped."""
+    import yaml
+    from fakes import FakeBackend
+
+    import gptlab.sweep.estimate as estimate
+
+    class Backends:
+        @staticmethod
+        def get(name):
+            return lambda executor: FakeBackend(lambda config: 1.0)
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(execute_module, "BACKENDS", Backends)
+    monkeypatch.setattr(estimate, "build_trainer", lambda config, stand_in=False: object())
+    monkeypatch.setattr(estimate, "time_train_steps", stopped)
+    monkeypatch.setattr("gptlab.run.device.configure_process", lambda threads=None: None)
+    spec = write_spec(tmp_path, corpus, {}, seeds=2, train={"schedule": "wsd"},
+                      worth={"lengths": [0.5, 1, 2], "retune": [2]})
+    raw = yaml.safe_load(spec.read_text())
+    del raw["grid"]
+    raw["arms"] = {"nanogpt": {}, "relu": {"model.activation": "relu"}}
+    spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+    args = [str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "reports")]
+    assert sweep_main(args) == 130
+    err = capsys.readouterr().err
+    assert ("interrupted: 12 of 12 runs finished; the step timing after them was stopped: run the same command again "
+            "to time the steps (no run trains again)") in err

@@ -39,10 +39,11 @@ def compile_mode(train: TrainConfig, device: torch.device) -> str | None:
     auto device) captures graphs where the device is CUDA, and is dropped with a log line where `auto` chose another.
     """
     use_compile = train.compile if train.compile is not None else device.type == "cuda"
+    if train.cuda_graphs and device.type != "cuda":  # said whether or not the step compiles (`compile` unset: eager)
+        log.info("train.cuda_graphs: the device is %s, not CUDA; %s", device, "compiling without CUDA graphs" if use_compile
+                 else "training without CUDA graphs (and eager: train.compile is unset, which compiles on CUDA only)")
     if not use_compile:
         return None
-    if train.cuda_graphs and device.type != "cuda":
-        log.info("train.cuda_graphs: the device is %s, not CUDA; compiling without CUDA graphs", device)
     return GRAPHS if train.cuda_graphs and device.type == "cuda" else "default"
 
 

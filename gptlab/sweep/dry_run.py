@@ -89,6 +89,9 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
                   if companions else " alone")
         print(f"estimate: ~{clock(timing.seconds(pending[0].config))} for {pending[0].run_id} (timed from its first "
               f"steps{beside}; other runs scaled by their steps), ~{clock(timed(pending))} in all", file=stream)
+        compiling = compile_line(pending, workers)
+        if compiling:
+            print(compiling, file=stream)
     preview = planner_for(spec, stream).preview()  # the planner's stages, e.g. adaptive seeds' min and worst case
     picked = False  # a stand-in counted as trained: its cell and role have a later run finished on disk
     wholes = []  # (runs from scratch, their time, runs to train with what is on disk, their time) per way it may end
@@ -153,8 +156,24 @@ def bottom_line(wholes: list[tuple[int, float | None, int, float | None]], picke
 
 
 def _seconds(spec: SweepSpec, runs: list[Run], timing: Any, workers: int) -> float:
-    """Wall time of `runs` on `workers`: each run's steps (a shared trunk's branch only its cooldown), spread over the
-    workers, and never less than the longest run."""
+    """Wall time of `runs` on `workers`: each run's steps (a shared trunk's branch only its cooldown) and each worker's
+    compiles (`estimate.compiles`), spread over the workers, and never less than the longest run."""
+    from gptlab.sweep.estimate import FIRST_COMPILE_S, compile_seconds, compiles
+
     starts = branch_starts(spec, [*spec.runs, *runs])
     each = [timing.seconds(r.config, starts.get(r.run_id, 0)) for r in runs]
-    return max(max(each, default=0.0), sum(each) / max(1, workers))
+    n_compiles = compiles([r.config for r in runs], workers)
+    first = FIRST_COMPILE_S if n_compiles else 0.0
+    return max(max(each, default=0.0) + first, (sum(each) + compile_seconds(n_compiles, workers)) / max(1, workers))
+
+
+def compile_line(runs: list[Run], workers: int) -> str | None:
+    """One line on the compiles the estimates count, and the figure they are counted at; None where none compiles."""
+    from gptlab.sweep.estimate import FIRST_COMPILE_S, NEXT_COMPILE_S, compile_seconds, compiles
+
+    n = compiles([r.config for r in runs], workers)
+    if not n:
+        return None
+    return (f"compile: train.compile on: about {clock(compile_seconds(n, workers) / max(1, workers))} a worker ({n} "
+            f"compiles: {FIRST_COMPILE_S:g} s a worker's first architecture, {NEXT_COMPILE_S:g} s each further one, as "
+            "benchmarks/compile_reuse.py measured the tests' tiny model on a 2-core CPU, cold caches), in the estimates")

@@ -3,6 +3,10 @@
 A run is timed beside as many others as the sweep trains at once (`companions`): on a CPU the workers share
 the memory bandwidth and the caches, so a step side by side is slower than alone (measured on a 2-core VM:
 134 ms against 110 ms), and a dry run that timed one process alone promised too little.
+
+The timing leaves out `torch.compile`'s own time (the timed steps come after the first, which compiles), and a
+compiled sweep's workers each compile every architecture they train once: `compile_seconds` adds that, at a
+stated figure (`FIRST_COMPILE_S`, `NEXT_COMPILE_S`), where it was missing (a sweep timed at 1 s trained 54 s).
 """
 from __future__ import annotations
 
@@ -11,8 +15,9 @@ import math
 import multiprocessing
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from gptlab.run.config import RunConfig
 
@@ -77,6 +82,33 @@ class StepTiming:
         """Seconds to train `config` from step `start` (a branch of a shared trunk starts at its cooldown)."""
         steps = max(0, config.train.max_iters - start)
         return steps * self.per_step + (steps // config.train.eval_interval + 2) * self.per_eval
+
+
+# A worker's compiles, measured by benchmarks/compile_reuse.py on the lab's 2-core CPU VM (torch 2.13.0+cpu, inductor,
+# cold caches, the tests' tiny model; benchmarks/README.md "One compile per architecture", docs/GPU.md): a process's
+# first run 22.00 s (the compiler's own start in it), a second architecture after it 4.03 s, a run of an
+# architecture it has compiled 0.00 s. A larger model, or a GPU, compiles for longer or shorter: a figure, not a timing.
+FIRST_COMPILE_S = 22.0
+NEXT_COMPILE_S = 4.0
+
+
+def compiles(configs: Sequence[RunConfig], workers: int) -> int:
+    """How many compiles the workers make for `configs`' runs: each worker compiles each architecture it trains once,
+    and an architecture's runs are taken to be spread over every worker (the most compiles); 0 where none compiles."""
+    from gptlab.run.compiled import compile_mode
+    from gptlab.run.device import resolve_device
+
+    devices = {name: resolve_device(name) for name in {c.train.device for c in configs}}
+    runs = Counter((c.model, c.train.batch_size, c.train.device) for c in configs
+                   if compile_mode(c.train, devices[c.train.device]) is not None)
+    return sum(min(max(1, workers), n) for n in runs.values())
+
+
+def compile_seconds(n_compiles: int, workers: int) -> float:
+    """The seconds `n_compiles` take over all the workers: each worker's first at `FIRST_COMPILE_S`, the rest at
+    `NEXT_COMPILE_S`."""
+    first = min(max(1, workers), n_compiles)
+    return first * FIRST_COMPILE_S + (n_compiles - first) * NEXT_COMPILE_S
 
 
 def time_run(config: RunConfig, steps: int = 6, companions: int = 0, threads: int = 1) -> StepTiming:

@@ -9,9 +9,10 @@ every cell after `WARMUP` untimed ones, the cells' order rotated from round to r
 does meanwhile falls on every arm alike. A cell is built afresh each round (one model in memory at a time) on
 stand-in data of its corpus's vocabulary (`sweep.estimate.build_trainer`: a step costs the same whatever the
 ids), on the runs' threads. Written to `results/NAME/step_times.csv` (the cell's factors, `round`,
-`seconds_per_step`, `machine`); a rerun that finds the same cells there times nothing again. The file is read
-back through its one reader, `ResultsDir.step_times`: a damaged or foreign one (empty, a column missing, a round
-twice, a time that is no time) is as good as absent, and the steps are timed again.
+`seconds_per_step`, `machine`); a rerun that finds the same cells there times nothing again. A stop while
+timing raises `StepTimingStopped`, so that the command line says the timing, not a run, was stopped. The file is
+read back through its one reader, `ResultsDir.step_times`: a damaged or foreign one (empty, a column missing, a
+round twice, a time that is no time) is as good as absent, and the steps are timed again.
 """
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ ROUNDS = 10  # a CI over rounds paired (df 9): on study 9, 5 rounds gave CIs of 
 STEPS = 20  # timed steps per cell and round
 WARMUP = 3  # untimed first steps of each build (allocations, the optimizer's first step)
 COLUMNS = STEP_TIME_COLUMNS  # after the cell's factors; the reader's (`ResultsDir.step_times`)
+
+
+class StepTimingStopped(KeyboardInterrupt):
+    """A stop (Ctrl-C, SIGTERM, SIGHUP) while the steps were timed: every run had finished, so the command line says
+    that the timing, not a run, was stopped (a rerun trains nothing and times the steps again)."""
 
 
 def cells_to_time(planned: Sequence[Run]) -> dict[tuple[tuple[str, Any], ...], RunConfig]:
@@ -64,11 +70,14 @@ def time_steps(results_dir: ResultsDir, planned: Sequence[Run], threads: int, ou
           file=out)
     configure_process(threads)
     keys, rows, where = list(cells), [], machine(threads)
-    for r in range(ROUNDS):
-        for cell in keys[r % len(keys):] + keys[: r % len(keys)]:  # rotated: no cell always first or last
-            trainer = build_trainer(cells[cell], stand_in=True)
-            rows.append({**dict(cell), "round": r, "seconds_per_step": time_train_steps(trainer, STEPS, WARMUP),
-                         "machine": where})
-            del trainer
+    try:
+        for r in range(ROUNDS):
+            for cell in keys[r % len(keys):] + keys[: r % len(keys)]:  # rotated: no cell always first or last
+                trainer = build_trainer(cells[cell], stand_in=True)
+                rows.append({**dict(cell), "round": r, "seconds_per_step": time_train_steps(trainer, STEPS, WARMUP),
+                             "machine": where})
+                del trainer
+    except KeyboardInterrupt:
+        raise StepTimingStopped from None
     write_csv(path, rows, [*factors, *COLUMNS])
     print(f"step times: {path}", file=out)

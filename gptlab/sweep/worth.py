@@ -29,8 +29,8 @@ from gptlab.statuses import OK
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage, SweepKind
 from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, cell_label
 from gptlab.sweep.step_times import time_steps
-from gptlab.sweep.tuning import TunedRun
-from gptlab.sweep.worth_spec import WorthSpec, check_worth, length_config, steps_at
+from gptlab.sweep.tuning import TunedRun, selects
+from gptlab.sweep.worth_spec import BaselineSeeds, WorthSpec, check_worth, length_config, steps_at
 
 
 def length_of(run: Run) -> int:
@@ -89,7 +89,11 @@ def worth_runs(spec: SweepSpec, estimation: Sequence[Run], trained: set[str] | N
 
 
 def stand_in_estimation(spec: SweepSpec) -> list[Run]:
-    """The baseline's estimation runs as the dry run counts them, before any pick: at the first lr, its most seeds."""
+    """The baseline's estimation runs as the dry run counts them. A sweep that selects no setting knows them: its own
+    runs. A tuned one's are known once picked: stand-ins at the first lr with its most seeds, each id ending in its
+    config's hash as a real run's does, so that a wsd study's 1x lengths are found to be them (trained once)."""
+    if not selects(spec):
+        return [r for r in spec.runs if r.role == ESTIMATION and dict(r.cell).get(ARM) == spec.arms.baseline]
     seen: dict[Any, Run] = {}
     for run in spec.runs:
         if dict(run.cell).get(ARM) == spec.arms.baseline:
@@ -98,9 +102,33 @@ def stand_in_estimation(spec: SweepSpec) -> list[Run]:
     runs = []
     for run in seen.values():
         count = spec.seed_count(run.cell, n)
-        runs += [Run(f"{run.run_id}-stand-in-{s}", run.cell, s, dataclasses.replace(run.config, seed=s))
-                 for s in range(min(count, spec.worth.seeds or count))]
+        for seed in range(min(count, spec.worth.seeds or count)):
+            config = dataclasses.replace(run.config, seed=seed)
+            digest = config.run_hash(run_sources(spec.plugins, config.data.path))
+            runs.append(Run(f"{cell_label(run.cell)}-stand-in_s{seed}_{digest}", run.cell, seed, config))
     return runs
+
+
+def baseline_seeds(spec: SweepSpec) -> BaselineSeeds | None:
+    """The most estimation seeds the baseline of an arms sweep trains (adaptive seeds: at their max); None for a grid."""
+    if spec.arms is None:
+        return None
+    n = spec.seed_rule.max if spec.seed_rule else len(spec.seeds)
+    return BaselineSeeds(spec.arms.baseline, spec.seed_count(((ARM, spec.arms.baseline),), n), spec.seed_rule is not None)
+
+
+def shortfall(spec: SweepSpec, estimation: Sequence[Run], trained: set[str]) -> list[str]:
+    """One warning per baseline cell (and lr) with fewer estimation seeds finished ok than `worth.seeds` asks (adaptive
+    seeds that stopped early, a seed that failed to train): its lengths train on those, and the user is told so."""
+    asked = spec.worth.seeds
+    if asked is None:
+        return []
+    seeds: dict[tuple[Any, float], set[int]] = {}
+    for run in estimation:
+        if dict(run.cell).get(ARM) == spec.arms.baseline:
+            seeds.setdefault((run.cell, run.config.train.lr), set()).update([run.seed] if run.run_id in trained else [])
+    return [f"warning: worth.seeds is {asked}, but {len(ok)} of the baseline {cell_label(cell)}'s estimation seeds finished "
+            f"ok: its lengths train on those {len(ok)}" for (cell, _), ok in seeds.items() if ok and len(ok) < asked]
 
 
 class WorthStages:
@@ -119,7 +147,10 @@ class WorthStages:
                 return stage
             self.state = "done"
             estimation = [r for r in self.planned if r.role == ESTIMATION]
-            runs = worth_runs(self.spec, estimation, learned(estimation, finished.rows))
+            trained = learned(estimation, finished.rows)
+            runs = worth_runs(self.spec, estimation, trained)
+            for line in shortfall(self.spec, estimation, trained):
+                print(line, file=self.out)
             if not runs:
                 print("worth: no estimation run of the baseline finished ok: no lengths to train", file=self.out)
                 return None
@@ -129,13 +160,16 @@ class WorthStages:
         return None
 
     def preview(self) -> Preview | None:
+        """The stage's runs added to each whole case: known runs where the sweep selects no setting (their state on
+        disk counts), else stand-ins for the lengths of picks yet to be made."""
         base = self.base.preview()
-        stand_ins = tuple(worth_runs(self.spec, stand_in_estimation(self.spec)))
-        intro = describe(self.spec, stand_ins)
+        lengths = tuple(worth_runs(self.spec, stand_in_estimation(self.spec)))
+        known, stand_ins = ((), lengths) if selects(self.spec) else (lengths, ())
+        intro = describe(self.spec, lengths)
         if base is None:
-            return Preview(intro, (Case("the sweep with the baseline's lengths", tuple(self.spec.runs), stand_ins,
+            return Preview(intro, (Case("the sweep with the baseline's lengths", tuple(self.spec.runs) + known, stand_ins,
                                         whole=True),))
-        cases = tuple(Case(c.label + (" + the baseline's lengths" if c.whole else ""), c.runs,
+        cases = tuple(Case(c.label + (" + the baseline's lengths" if c.whole else ""), c.runs + (known if c.whole else ()),
                            c.stand_ins + (stand_ins if c.whole else ()), whole=c.whole) for c in base.cases)
         return Preview(f"{base.intro}; then {intro}", cases)
 
@@ -144,8 +178,14 @@ def describe(spec: SweepSpec, runs: Sequence[Run]) -> str:
     """One line: what the worth stage trains."""
     worth: WorthSpec = spec.worth
     n_worth = sum(r.role == WORTH for r in runs)  # type: ignore[attr-defined]
-    return (f"worth: the baseline {spec.arms.baseline} at its pick under wsd, at {', '.join(f'{f:g}x' for f in worth.lengths)} "
-            f"the study's steps ({n_worth} runs), and at lr x {', '.join(f'{f:g}' for f in (1.0, *worth.retune))} at "
+    seeds: dict[Any, set[int]] = {}  # per cell: the estimation seeds its lengths train on (the seeds used, said)
+    for run in runs:
+        if run.role == WORTH:
+            seeds.setdefault(run.cell, set()).add(run.seed)
+    n_seeds = max((len(s) for s in seeds.values()), default=0)
+    lengths, factors = (", ".join(f"{f:g}{x}" for f in fs) for fs, x in ((worth.lengths, "x"), ((1.0, *worth.retune), "")))
+    return (f"worth: the baseline {spec.arms.baseline} at its pick under wsd, at {lengths} the study's steps on {n_seeds} "
+            f"estimation seed{'' if n_seeds == 1 else 's'} ({n_worth} runs), and at lr x {factors} at "
             f"{worth.lengths[0]:g}x and {worth.lengths[-1]:g}x ({len(runs) - n_worth} runs: does its optimum move?)")
 
 
@@ -155,7 +195,8 @@ class WorthKind(SweepKind):
     description = "An arms sweep's baseline at its pick trained to several lengths: each arm's worth in its steps"
 
     def check(self, raw: Any, spec: SweepSpec) -> WorthSpec | None:
-        return check_worth(raw, spec.arms is not None, spec.base_config, spec.arms.arms if spec.arms else {}, spec.scale)
+        return check_worth(raw, spec.arms is not None, spec.base_config, spec.arms.arms if spec.arms else {}, spec.scale,
+                           baseline_seeds(spec))
 
     def stages(self, planner: Planner, spec: SweepSpec, out: TextIO) -> Planner:
         return WorthStages(planner, spec, out)

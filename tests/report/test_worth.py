@@ -212,6 +212,72 @@ def test_without_the_key_no_worth_and_speed_claims_are_not_tested(tmp_path):
     assert "What each arm is worth" not in text
 
 
+def _edited(study, tmp_path, edit):
+    """A copy of `study` whose summary.csv `edit` changed (a frame in, a frame out), read as the report reads it: its
+    results, tables and sentences, and the worth section's text."""
+    copy = tmp_path / "edited"
+    shutil.copytree(study, copy)
+    rd = ResultsDir(copy)
+    edit(pd.read_csv(rd.summary_csv)).to_csv(rd.summary_csv, index=False)
+    res = load_results(copy)
+    tables = compute_tables(res, 0.01)
+    words = sentences.write(res, tables)
+    blocks = kind_sections(res, tables, words, Figures())
+    text = "\n".join(str(getattr(b, "text", "")) for b in build(res, tables, words, Figures(), [], blocks))
+    return tables, words, text
+
+
+def _at(summary: pd.DataFrame, role: str, length: float | None = None, seeds=None, arm: str | None = None) -> pd.Series:
+    mask = summary["role"] == role
+    if length is not None:
+        mask &= summary["train.max_iters"] == int(round(length * S))
+    if seeds is not None:
+        mask &= summary["seed"].isin(seeds)
+    return mask & (summary["arm"] == arm) if arm else mask
+
+
+def test_a_curve_its_shortest_length_left_short_of_seeds_says_why_not_0_seeds(wsd_study, tmp_path):
+    def diverged(summary):  # the shortest length ok on one seed only: no 2 seeds have every length
+        summary.loc[_at(summary, "worth", 0.5, [1, 2, 3]), "status"] = "diverged"
+        return summary
+
+    tables, words, text = _edited(wsd_study, tmp_path, diverged)
+    assert (tables.worth.table["curve_seeds"] == 0).all()
+    curve = words.worth_notes[0]
+    assert curve == ("The curve: none could be fitted, so no arm has a multiplier: fewer than 2 of the baseline's seeds "
+                     "finished ok at every length (0.5x: 1 of 4 seeds ok).")
+    assert " 0 seeds" not in text and "What each arm is worth" in text
+
+
+def test_a_curve_not_every_length_of_which_trained_says_to_rerun(wsd_study, tmp_path):
+    def stopped(summary):  # stopped after the trunks (4x): the shorter lengths branch from them later
+        return summary[~(_at(summary, "worth", 0.5, [1, 2, 3]) | _at(summary, "worth", 2, [1, 2, 3]))]
+
+    _, words, text = _edited(wsd_study, tmp_path, stopped)
+    assert words.worth_notes[0] == ("The curve: none could be fitted, so no arm has a multiplier: not every length is "
+                                    "trained yet (0.5x on 1 of 4 seeds, 2x on 1 of 4 seeds): rerun the sweep to finish it.")
+    assert " 0 seeds" not in text
+
+
+@pytest.mark.parametrize("case, words", [
+    ("stopped before the lengths", "No multiplier yet: the baseline's lengths are not trained (the sweep stopped before "
+                                   "them): rerun the sweep to finish it."),
+    ("baseline diverged", "No multiplier: no estimation run of the baseline finished ok, so the sweep trained none of "
+                          "its lengths."),
+])
+def test_a_study_without_its_lengths_keeps_the_section_with_one_sentence_why(wsd_study, tmp_path, case, words):
+    def edit(summary):
+        summary = summary[summary["role"] == "estimation"].copy()
+        if case == "baseline diverged":
+            summary.loc[summary["arm"] == "nanogpt", "status"] = "diverged"
+        return summary
+
+    tables, said, text = _edited(wsd_study, tmp_path, edit)
+    assert tables.worth is None and said.worth_notes == (words,)
+    section = text.split("What each arm is worth", 1)[1]
+    assert section.lstrip().startswith(words)
+
+
 @pytest.mark.slow
 def test_the_report_writes_worth_csv_its_figure_and_load_gives_it(tmp_path, wsd_study, monkeypatch):
     skip_figures(monkeypatch, keep=("worth_plot",))
@@ -284,3 +350,46 @@ def test_the_machine_note_counts_its_rounds_in_words(rounds, words):
     times = pd.DataFrame({"arm": ["baseline"] * rounds, "round": range(rounds), "machine": "test CPU",
                           "seconds_per_step": 0.1})
     assert words in worth_words.machine_note(SimpleNamespace(step_times=times))
+
+
+def test_a_level_without_a_curve_says_why_beside_the_levels_that_have_one():
+    from types import SimpleNamespace
+
+    from gptlab.report.tables.worth import COVERAGE_COLS, WorthView
+
+    table = pd.DataFrame({"arm": ["rotary", "rotary"], "scale_level": ["tinyshakespeare", "austen"],
+                          "study_steps": [S, S], "lengths": ["0.5, 1, 2", ""], "curve_seeds": [3, 0], "note": ["", "x"]})
+    coverage = pd.DataFrame([("tinyshakespeare", f, 3, 3, 3) for f in (0.5, 1, 2)]
+                            + [("austen", 0.5, 3, 3, 1), ("austen", 1, 3, 3, 3), ("austen", 2, 3, 0, 0)],
+                            columns=COVERAGE_COLS)
+    view = WorthView(table=table, points=pd.DataFrame(), curves=pd.DataFrame(), retune=pd.DataFrame(), schedule="wsd",
+                     scale_factor="data.dataset", coverage=coverage)
+    res = SimpleNamespace(label=lambda factor, level: f"dataset={level}", outcome_label="test loss", unit="bits/char")
+    note = worth_words.curve_note(view, res)
+    assert "to 0.5, 1, 2x the study's 1000 steps on 3 seeds" in note
+    assert (" At dataset=austen no curve could be fitted: not every length is trained yet (2x on none): rerun the sweep "
+            "to finish it.") in note
+
+
+def test_a_curve_fitted_before_every_length_trained_counts_its_seeds_and_says_to_rerun(wsd_study, tmp_path):
+    def stopped(summary):  # seed 3's shorter lengths not trained yet: the curve has the other 3 seeds
+        return summary[~(_at(summary, "worth", 0.5, [3]) | _at(summary, "worth", 2, [3]))]
+
+    tables, words, _ = _edited(wsd_study, tmp_path, stopped)
+    assert (tables.worth.table["curve_seeds"] == 3).all()
+    curve = words.worth_notes[0]
+    assert "the study's 1000 steps on 3 seeds" in curve
+    assert " Not every length is trained yet (0.5x on 3 of 4 seeds, 2x on 3 of 4 seeds): rerun the sweep to finish it." in curve
+
+
+def test_a_curve_on_the_one_baseline_seed_that_trained_ok_says_a_curve_needs_two(wsd_study, tmp_path):
+    def one_seed(summary):  # the baseline ok on seed 0 alone: the sweep trains its lengths on that one
+        summary.loc[(summary["role"] == "estimation") & (summary["arm"] == "nanogpt") & (summary["seed"] > 0),
+                    "status"] = "diverged"
+        return summary[~(_at(summary, "worth") & (summary["seed"] > 0))]
+
+    _, words, text = _edited(wsd_study, tmp_path, one_seed)
+    assert words.worth_notes[0] == ("The curve: none could be fitted, so no arm has a multiplier: 1 of the baseline's "
+                                    "estimation seeds finished ok at the study's length, and its lengths train on those: "
+                                    "a curve needs 2.")
+    assert " 0 seeds" not in text

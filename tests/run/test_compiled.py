@@ -64,6 +64,15 @@ def test_compile_mode_by_device_and_settings(caplog):
     assert "not CUDA; compiling without CUDA graphs" in caplog.text
 
 
+def test_cuda_graphs_dropped_where_auto_chose_a_cpu_say_so_with_compile_unset_too(caplog):
+    """docs/GPU.md's promise: `train.cuda_graphs` dropped with a log line where `auto` chose no CUDA device, whether
+    the step compiles (`compile: true`) or not (`compile` unset: eager off CUDA)."""
+    with caplog.at_level(logging.INFO, logger="gptlab.train"):
+        assert compile_mode(TrainConfig(cuda_graphs=True), torch.device("cpu")) is None
+    assert caplog.messages == ["train.cuda_graphs: the device is cpu, not CUDA; training without CUDA graphs (and "
+                               "eager: train.compile is unset, which compiles on CUDA only)"]
+
+
 @pytest.mark.parametrize("train", [{"cuda_graphs": True, "compile": False}, {"cuda_graphs": True, "device": "cpu"},
                                    {"cuda_graphs": True, "device": "mps"}])
 def test_cuda_graphs_refused_where_they_cannot_apply(train):

@@ -14,7 +14,7 @@ from gptlab.errors import GptlabError
 from gptlab.sweep.kinds import known_runs, planned_count
 from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.step_times import ROUNDS
-from gptlab.sweep.worth import learned, worth_runs
+from gptlab.sweep.worth import describe, learned, shortfall, worth_runs
 from gptlab.sweep.worth_spec import DEFAULT_LENGTHS, WorthSpec
 
 
@@ -42,7 +42,12 @@ def _spec(corpus: Path, raw: dict):
     ({"lengths": [1, 2, "4x"]}, "must be a list of numbers"),
     ({"lengths": [1, 2, float("nan")]}, "positive finite numbers"),
     ({"lengths": [1, 2, 1000]}, "at most 64 times the study's steps"),
-    ({"lengths": [0.01, 1, 2]}, r"worth.lengths: 0.01 x 40 steps: .*cooldown"),
+    ({"lengths": [0.05, 1, 2]}, r"worth.lengths: 0.05 x 40 steps: .*cooldown"),
+    ({"lengths": [0.01, 1, 2]}, r"^worth.lengths: 0.01 x 40 steps rounds to 0 steps; a length trains 1 step or more"),
+    ({"lengths": [1, 1.001, 1.002]}, r"^worth.lengths: 1, 1.001 and 1.002 x 40 steps round to the same 40 steps; "
+                                     r"lengths must differ by 1 step at least \(1/40 = 0.025 of the study's\)$"),
+    ({"lengths": [0.5, 0.51, 1, 2, 2.01]}, r"^worth.lengths: 0.5 and 0.51 x 40 steps round to the same 20 steps, 2 and "
+                                           r"2.01 to the same 80; lengths must differ"),
     ({"seeds": 1}, "worth.seeds: must be a whole number >= 2"),
     ({"seeds": True}, "worth.seeds: must be a whole number"),
     ({"retune": [1, 2]}, "worth.retune: lists 1: the pick itself is always tried"),
@@ -51,6 +56,38 @@ def _spec(corpus: Path, raw: dict):
 def test_a_bad_worth_section_is_one_line_naming_the_key(corpus, worth, message):
     with pytest.raises(GptlabError, match=message):
         _spec(corpus, _raw(corpus, worth))
+
+
+def test_more_worth_seeds_than_the_baseline_trains_are_refused_not_cut(corpus):
+    """The lengths train on the baseline's estimation seeds: asking for more than it can train is refused in one line."""
+    with pytest.raises(GptlabError, match=r"^worth.seeds: 6 is more than the 2 estimation seeds the baseline nanogpt "
+                                          r"trains \(the lengths train on them\); give 2 or fewer, or train more \(`seeds:`\)$"):
+        _spec(corpus, _raw(corpus, {"seeds": 6}))
+    three = {"nanogpt": {}, "relu": {"model.activation": "relu"}, "silu": {"model.activation": "silu"}}
+    assert _spec(corpus, _raw(corpus, {"seeds": 3}, arms=three)).worth.seeds == 3  # Dunnett's rule: the baseline trains 3
+    adaptive = {"min": 2, "max": 4, "precision": 0.01}
+    with pytest.raises(GptlabError, match=r"^worth.seeds: 5 is more than the 4 estimation seeds the baseline nanogpt "
+                                          r"trains at most \(the lengths"):
+        _spec(corpus, _raw(corpus, {"seeds": 5}, seeds=adaptive))
+    assert _spec(corpus, _raw(corpus, {"seeds": 4}, seeds=adaptive)).worth.seeds == 4
+    with pytest.raises(GptlabError, match=r"the 1 estimation seed the baseline nanogpt trains \(the lengths train on "
+                                          r"them\); a curve needs 2: train more \(`seeds:`\)$"):
+        _spec(corpus, _raw(corpus, {"seeds": 2}, seeds=1))
+
+
+def test_the_lengths_say_when_fewer_baseline_seeds_finished_ok_than_worth_seeds(corpus):
+    """Adaptive seeds that stopped early, or a baseline seed that failed to train, leave fewer seeds than asked: the
+    lengths train on those, and one line says so."""
+    spec = _spec(corpus, _raw(corpus, {"lengths": [0.5, 1, 2], "seeds": 3}, seeds=3))
+    estimation = [r for r in known_runs(spec) if r.role == "estimation" and r.config.train.lr == 1e-2]
+    rows = [{"run_id": r.run_id, "status": "diverged" if r.seed == 2 else "ok"} for r in estimation]
+    kept = learned(estimation, rows)
+    assert shortfall(spec, estimation, kept) == [
+        "warning: worth.seeds is 3, but 2 of the baseline nanogpt's estimation seeds finished ok: its lengths train "
+        "on those 2"]
+    assert shortfall(spec, estimation, learned(estimation, [{**r, "status": "ok"} for r in rows])) == []
+    said = describe(spec, worth_runs(spec, estimation, kept))
+    assert "at 0.5x, 1x, 2x the study's steps on 2 estimation seeds (6 runs), and at lr x 1, 0.5, 2 at 0.5x and 2x" in said
 
 
 def test_worth_needs_arms_and_leaves_the_lengths_settings_to_itself(corpus):
@@ -157,6 +194,35 @@ def test_a_sweep_with_worth_trains_the_lengths_from_shared_trunks_and_resumes(tm
     err = capsys.readouterr().err
     assert "trunks: reused 4 finished run(s)" in err and "branches: reused 6 finished run(s)" in err
     assert all(line.endswith(" 0 to train") for line in err.splitlines() if line.endswith(" to train"))
+
+
+@pytest.mark.parametrize("tuned", [False, True])
+def test_a_wsd_study_counts_its_1x_points_once_as_its_estimation_runs(corpus, tuned):
+    """The dry run's and an interrupted sweep's count: a wsd study's 1x lengths are its estimation runs, trained once."""
+    raw = _raw(corpus, {"lengths": [0.5, 1, 2], "retune": [2]})
+    raw["base"]["train"]["schedule"] = "wsd"
+    if not tuned:
+        del raw["tune"]
+        raw["base"]["train"]["lr"] = 1e-2
+    spec = _spec(corpus, raw)
+    estimation = [r for r in known_runs(spec) if r.role == "estimation" and r.config.train.lr == 1e-2]
+    trained = worth_runs(spec, estimation)
+    assert sorted(r.config.train.max_iters for r in trained if r.role == "worth") == [20, 20, 80, 80]
+    assert planned_count(spec) == len(trained) == 8
+
+
+def test_the_dry_run_of_an_untuned_wsd_study_counts_the_runs_it_trains_and_names_no_selection(tmp_path, corpus, capsys):
+    from gptlab.sweep_cli import main as sweep_main
+
+    raw = _raw(corpus, {"lengths": [0.5, 1, 2], "retune": [2]})
+    del raw["tune"]
+    raw["base"]["train"].update(schedule="wsd", lr=1e-2)
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
+    assert sweep_main([str(tmp_path / "sweep.yaml"), "--results-dir", str(tmp_path / "results"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    # 4 estimation runs (their nanogpt ones are the 1x lengths), 4 lengths (0.5x, 2x on 2 seeds), 4 re-tune runs
+    assert "the sweep with the baseline's lengths (432 steps with shared trunks, 560 without), 12 runs, 12 to train" in out
+    assert "from scratch: 12 runs" in out and "selection" not in out
 
 
 def test_the_lengths_take_the_baseline_seeds_that_finished_ok_whatever_their_loss(corpus):

@@ -31,10 +31,11 @@ class WorthReport:
 
 
 def worth_section(res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> list[Block]:
-    """The section, or nothing where the sweep has no `worth:` runs."""
+    """The section; where the sweep has `worth:` but none of its runs, the heading and the sentence why (a section
+    dropped without a word read as a study that never asked); nothing for a sweep without `worth:`."""
     view = tables.worth
     if view is None:
-        return []
+        return [Heading("What each arm is worth"), *(Para(note) for note in words.worth_notes)] if words.worth_notes else []
     blocks: list[Block] = [Heading("What each arm is worth"), Para(
         "Each arm in the baseline's training steps: `worth` is how many times the study's steps the baseline needs "
         "to match the arm's loss (95% CI; `beyond`/`below`: outside the lengths trained, not extrapolated); "

@@ -5,6 +5,8 @@ Owns the words of the report's worth section (`document.worth`), from the rounde
 "beyond"/"below" a length trained, a censored arm only its bound, a CI that holds 1x says no gain is shown),
 the curve and the schedule it was trained with (the confound when the arms trained with another), the
 how the step times were taken (side by side, after the runs), and the re-tune of the baseline at the end lengths.
+The curve is said on the seeds that counted (those with every length); where there is none, or no lengths at all,
+one sentence says why (a length not trained yet: rerun; too few seeds ok; the baseline's runs all failed).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from gptlab.report.fmt import fmt_loss, fmt_times
 from gptlab.report.load import Results
 from gptlab.report.tables.worth import WorthView
 from gptlab.run.schedules import WSD
+from gptlab.stats.arms import ARM
 
 
 def _num(value: Any) -> float:
@@ -68,13 +71,66 @@ def arm_line(r: dict, res: Results) -> str:
     return line + "."
 
 
-def curve_note(view: WorthView, res: Results) -> str:
-    """How the curve was trained and fitted, and what the multiplier compares (the schedule's confound named)."""
+def _times(factor: float) -> str:
+    return f"{factor:g}x"
+
+
+def _coverage(view: WorthView, level: str) -> list[dict]:
+    cov = view.coverage
+    return cov[cov["scale_level"].astype(str) == str(level)].to_dict("records")
+
+
+def not_trained(rows: list[dict]) -> str | None:
+    """The lengths some of whose seeds have no run yet (a stopped sweep), in words; None when every one has."""
+    short = [r for r in rows if r["trained"] < r["seeds"]]
+    if not short:
+        return None
+    return ("not every length is trained yet (" + ", ".join(
+        f"{_times(r['length'])} on " + (f"{int(r['trained'])} of {int(r['seeds'])} seeds" if r["trained"] else "none")
+        for r in short) + "): rerun the sweep to finish it")
+
+
+def unfitted(view: WorthView, level: str) -> str:
+    """Why a level's curve could not be fitted, in words: a length not trained yet (rerun), too few seeds ok at every
+    length, or, failing those, the fit's own note."""
+    rows = _coverage(view, level)
+    if rows and int(rows[0]["seeds"]) < 2:
+        return (f"{int(rows[0]['seeds'])} of the baseline's estimation seeds finished ok at the study's length, and its "
+                "lengths train on those: a curve needs 2")
+    short = not_trained(rows)
+    if short:
+        return short
+    failed = [r for r in rows if r["ok"] < r["seeds"]]
+    if failed:
+        return ("fewer than 2 of the baseline's seeds finished ok at every length ("
+                + ", ".join(f"{_times(r['length'])}: {int(r['ok'])} of {int(r['seeds'])} seeds ok" for r in failed) + ")")
     table = view.table
-    first = table.iloc[0] if len(table) else None
-    steps = int(first["study_steps"]) if first is not None else 0
-    lengths = first["lengths"] if first is not None else ""
-    seeds = sorted({int(n) for n in table["curve_seeds"]}) if len(table) else []
+    mine = table[table["scale_level"].astype(str) == str(level)] if "scale_level" in table else table
+    return next((str(n) for n in mine["note"] if isinstance(n, str) and n), "no runs")
+
+
+def _levels(view: WorthView) -> tuple[list[str], list[str]]:
+    """(every scale level of worth.csv, those whose curve could not be fitted); one level "" without a scale."""
+    table = view.table
+    levels = list(dict.fromkeys(table["scale_level"].astype(str))) if "scale_level" in table else [""]
+    fitted = table[table["curve_seeds"].astype(float) > 0]
+    have = set(fitted["scale_level"].astype(str)) if "scale_level" in table else ({""} if len(fitted) else set())
+    return levels, [lv for lv in levels if lv not in have]
+
+
+def curve_note(view: WorthView, res: Results) -> str:
+    """How the curve was trained and fitted (on the seeds that counted: those with every length), and what the
+    multiplier compares (the schedule's confound named); a level whose curve could not be fitted says why instead."""
+    table = view.table
+    levels, missing = _levels(view)
+    at = {lv: res.label(view.scale_factor, lv) if lv else "" for lv in levels}
+    if len(missing) == len(levels):
+        return " ".join(f"The curve{f' ({at[lv]})' if at[lv] else ''}: none could be fitted, so no arm has a "
+                        f"multiplier: {unfitted(view, lv)}." for lv in missing)
+    fitted = table[table["curve_seeds"].astype(float) > 0]
+    first = fitted.iloc[0]
+    steps, lengths = int(first["study_steps"]), first["lengths"]
+    seeds = sorted({int(n) for n in fitted["curve_seeds"]})
     text = (f"The curve: the baseline at its picked lr, trained with warmup-stable-decay (each length fully decayed, "
             f"from shared trunks) to {lengths}x the study's {steps} steps on {', '.join(map(str, seeds))} seeds, its "
             f"{res.outcome_label} ({res.unit}) against log2 steps through a monotone cubic (PCHIP) of the per-length "
@@ -83,6 +139,10 @@ def curve_note(view: WorthView, res: Results) -> str:
             + (", the text blocks" if view.text else " (not the text: runs without test blocks)")
             + " and the curve's own error, and an arm outside the lengths trained is only bounded, never "
             "extrapolated (docs/STATISTICS.md, \"What each choice is worth\").")
+    text += "".join(f" At {at[lv]} no curve could be fitted: {unfitted(view, lv)}." for lv in missing)
+    for lv in (lv for lv in levels if lv not in missing):  # fitted on the seeds with every length so far
+        short = not_trained(_coverage(view, lv))
+        text += f" {short[0].upper()}{short[1:]}{f' at {at[lv]}' if at[lv] else ''}." if short else ""
     if view.schedule == WSD:
         return text + (" The arms trained with the same schedule at the study's length (the baseline's estimation "
                        "runs are the curve's 1x points), so the decay matches and the multiplier compares "
@@ -157,10 +217,20 @@ def retune_lines(view: WorthView, res: Results) -> list[str]:
     return out
 
 
+def no_lengths(res: Results) -> str:
+    """Why a `worth:` study has none of the baseline's lengths: its estimation runs all failed to train (the lengths
+    start from them), or the sweep stopped before it came to them."""
+    base = res.runs[res.runs[ARM] == res.baseline.get(ARM)] if ARM in res.runs else res.runs
+    if len(base) and not base["ok"].any():
+        return "No multiplier: no estimation run of the baseline finished ok, so the sweep trained none of its lengths."
+    return ("No multiplier yet: the baseline's lengths are not trained (the sweep stopped before them): rerun the sweep "
+            "to finish it.")
+
+
 def lines(view: WorthView | None, res: Results) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """(one line per row of worth.csv, the notes on the curve and the machine, the re-tune's lines)."""
     if view is None:
-        return (), (), ()
+        return (), ((no_lengths(res),) if res.arms and res.spec is not None and res.spec.worth is not None else ()), ()
     rows = [arm_line(r, res) for r in view.table.to_dict("records")]
     return tuple(rows), (curve_note(view, res), machine_note(res)), tuple(retune_lines(view, res))
 

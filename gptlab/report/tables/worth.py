@@ -19,6 +19,7 @@ Numbers only (and the multiplier's compact text, `fmt.multiplier_text`); the wor
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -43,6 +44,7 @@ WORTH_COLS = ["arm", "baseline", "study_steps", "lengths", "curve_seeds", "n_arm
               "retuned_high", "retuned_low_open", "retuned_high_open", "retuned_censored", "retuned_worth", "note"]
 RETUNE_COLS = ["steps", "length", "pick_lr", "factors", "best_factor", "pick_loss", "best_loss", "gap", "noise_sd",
                "threshold", "verdict", "optimum"]
+COVERAGE_COLS = ["scale_level", "length", "seeds", "trained", "ok"]
 GRID_POINTS = 97  # the curve drawn in the figure: points over the lengths' range (log2 steps)
 
 
@@ -57,6 +59,8 @@ class WorthView:
     schedule: str  # the study's own schedule (cosine: the arms are placed on the curve by the anchor)
     scale_factor: str  # the scale factor the levels are of ("" without one)
     text: bool = False  # whether the CIs count the text (every run of the curve and of the arms has test blocks)
+    coverage: pd.DataFrame = dataclasses.field(default_factory=lambda: pd.DataFrame(columns=COVERAGE_COLS))  # per
+    # level and length: the baseline's seeds the lengths train on, those trained there and those ok (`coverage`)
 
 
 def has_worth(res: Results) -> bool:
@@ -249,6 +253,23 @@ def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame, estimat
     return rows, points, drawn, retune
 
 
+def coverage(res: Results, worth: pd.DataFrame, base: pd.DataFrame, steps: float, schedule: str) -> pd.DataFrame:
+    """Per length of `worth.lengths`: of the baseline's seeds the lengths train on (as the sweep plans them: its first
+    `worth.seeds` estimation seeds that finished ok, and any its `worth` runs have), how many have a run there
+    (finished or failed) and how many of those finished ok; a wsd study's 1x points are its estimation runs (`base`,
+    any status). What a curve that could not be fitted lacked: a length not trained yet, or too few seeds ok."""
+    seeds = set(sorted(set(base.loc[base["ok"], "seed"]))[:res.spec.worth.seeds]) | set(worth["seed"])
+    lengths = pd.to_numeric(worth[LENGTH_KEY], errors="coerce") if len(worth) else pd.Series(dtype=float)
+    rows = []
+    for factor in res.spec.worth.lengths:
+        there = worth[np.isclose(lengths, max(1, round(factor * steps)))]  # the sweep's steps of a length
+        if schedule == WSD and factor == 1.0:
+            there = pd.concat([there, base[base["seed"].isin(seeds)]])
+        rows.append({"length": factor, "seeds": len(seeds), "trained": len(set(there["seed"]) & seeds),
+                     "ok": len(set(there.loc[there["ok"], "seed"]) & seeds)})
+    return pd.DataFrame(rows, columns=COVERAGE_COLS[1:])
+
+
 def _worth_cols(w: stats_worth.Worth) -> dict:
     return {"multiplier": w.multiplier, "multiplier_low": w.ci_low, "multiplier_high": w.ci_high,
             "low_open": w.ci_low_open, "high_open": w.ci_high_open, "censored": w.censored, "lowest": w.lowest,
@@ -278,19 +299,23 @@ def worth_view(res: Results) -> WorthView | None:
         return None
     schedule = study_schedule(res)
     role = run_roles(res.other_roles)
-    worth = _ok(res.other_roles[role == WORTH], res.outcome)
+    every = res.other_roles[role == WORTH]  # any status: what `coverage` counts
+    worth = _ok(every, res.outcome)
     tuning = _ok(res.other_roles[role == WORTH_TUNING], res.outcome)
     estimation = _ok(res.runs, res.outcome)
     selection = _ok(res.selection, res.outcome) if len(res.selection) and LR_KEY in res.selection else \
         pd.DataFrame(columns=[ARM, "seed", LR_KEY, *res.scale])
     scale = res.scale[0] if res.scale else ""  # one scale factor (e.g. the corpus); its levels in grid order
-    levels = [lv for lv in res.levels[scale] if lv in set(worth[scale])] if scale else [""]
-    rows, points, curves, retunes = [], [], [], []
+    levels = [lv for lv in res.levels[scale] if lv in set(every[scale])] if scale else [""]  # a level's runs all
+    # failed: its rows say so
+    rows, points, curves, retunes, covered = [], [], [], [], []
     for level in levels:
         def at(frame: pd.DataFrame) -> pd.DataFrame:
             return frame[frame[scale].astype(str) == level] if scale else frame
         mine, pts, drawn, retune = _level_rows(res, at(worth), at(tuning), at(estimation), at(selection), schedule,
                                                level)
+        base, base_ok = (frame[frame[ARM] == res.baseline[ARM]] for frame in (at(res.runs), at(estimation)))
+        covered.append(coverage(res, at(every), base, _study_steps(res, base_ok), schedule).assign(scale_level=level))
         rows += [{**r, **({"scale_factor": scale, "scale_level": level} if scale else {})} for r in mine]
         points.append(pts.assign(scale_level=level))
         curves.append(drawn.assign(scale_level=level))
@@ -301,4 +326,5 @@ def worth_view(res: Results) -> WorthView | None:
     retune = round_frame(pd.concat(retunes, ignore_index=True).reindex(columns=retune_cols))
     return WorthView(table=table, points=pd.concat(points, ignore_index=True),
                      curves=pd.concat(curves, ignore_index=True), retune=retune, schedule=schedule,
-                     scale_factor=scale, text=res.test_blocks.present and res.worth_blocks.present)
+                     scale_factor=scale, text=res.test_blocks.present and res.worth_blocks.present,
+                     coverage=pd.concat(covered, ignore_index=True).reindex(columns=COVERAGE_COLS))
