@@ -13,6 +13,9 @@ of thousands of sweeps take seconds. `tests/stats/test_adaptive_seeds.py` checks
   final CI uses round 1's variance and df);
 - `naive`: add one seed at a time until the half-width, re-estimated from all seeds so far, is
   <= precision (or max), and use that last variance. It stops when the variance is by chance small.
+- `report`: what the report does since issue 54: Stein's rule sets N; a sweep that stopped below the
+  maximum keeps round 1's variance, one that reached the maximum uses the variance of all its seeds
+  (its seed count no longer depended on the noise).
 
 A false call is a 95% CI that excludes zero (a `better` or `worse` call on a one-test family).
 """
@@ -26,7 +29,7 @@ from scipy import stats as st
 
 from gptlab.stats.adaptive_seeds import SeedRule
 
-RULES = ("stein", "naive")
+RULES = ("stein", "naive", "report")
 
 
 @dataclass(frozen=True)
@@ -77,13 +80,18 @@ def simulate_null(n_factors: int, rule: SeedRule, sweeps: int, rng: np.random.Ge
     K, k = C.shape[1], float((C[0] ** 2).sum())
     y = rng.normal(0.0, sigma, (sweeps, K, rule.max)) + rng.normal(0.0, seed_sd, (sweeps, 1, rule.max))
     means = np.cumsum(y, axis=2) / np.arange(1, rule.max + 1)  # (S, K, n): cell means of the first n seeds
-    if which == "stein":
+    if which in ("stein", "report"):
         s2, df0 = _pure_error(y, rule.min)
         t0 = st.t.ppf(0.975, df0)
         widest = t0 * np.sqrt(s2 * k / rule.min)
         n = rule.seeds_needed(widest)
         se = np.sqrt(s2 * k / n)
         t = np.full(sweeps, t0)
+        if which == "report":  # at the maximum: every seed's variance and df
+            s2_all, df_all = _pure_error(y, rule.max)
+            at_max = n == rule.max
+            se = np.where(at_max, np.sqrt(s2_all * k / rule.max), se)
+            t = np.where(at_max, st.t.ppf(0.975, df_all), t)
     else:
         n = np.full(sweeps, rule.max)
         se = np.zeros(sweeps)

@@ -127,21 +127,6 @@ class Results:
             section, name = dotted.split(".", 1)
             return getattr(SECTIONS[section], name)
 
-    @property
-    def stopped_early(self) -> bool:
-        """Whether adaptive seeds stopped a cell before its maximum: only then did a cell's seed count depend on its
-        first round's noise, and only then do its CIs need the two-stage (Stein) form; where every cell trained its
-        maximum the ordinary intervals on every run are valid (a seed count fixed in advance)."""
-        rule = self.seed_rule
-        if rule is None or not len(self.runs):
-            return False
-        base = baseline_seed_count(rule.max, len(self.arms) - 1) if self.arms else rule.max
-        for _, mine in self.runs[self.first_seeds(self.runs, rule.max)].groupby("cell"):
-            wanted = base if self.arms and str(mine[ARM].iloc[0]) == str(self.baseline[ARM]) else rule.max
-            if mine["seed"].nunique() < wanted:
-                return True
-        return False
-
     def first_seeds(self, runs: pd.DataFrame, n_seeds: int) -> pd.Series:
         """Which of `runs` have a seed among their cell's first n_seeds (an arms baseline's: its Dunnett share)."""
         base = baseline_seed_count(n_seeds, len(self.arms) - 1) if self.arms else n_seeds

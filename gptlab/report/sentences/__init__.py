@@ -92,7 +92,7 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         warnings=warnings + edge,
         schedule=notes.schedule_note(res),
         scale=sweeps.scale_verdicts(tables.by_scale, res),
-        rule=sweeps.rule_sentence(adaptive.rule, res.stopped_early) if adaptive is not None else "",
+        rule=sweeps.rule_sentence(adaptive.rule) if adaptive is not None else "",
         tuning_changes=sweeps.tuning_changes(tuned) if tuned is not None else [],
         tuning_warnings=edge,
         changes=sweeps.change_verdicts(tables.changes, res),

@@ -54,21 +54,16 @@ def scale_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
     return out
 
 
-def rule_sentence(rule: SeedRule, stopped_early: bool = True) -> str:
-    """The stopping rule in one sentence, for the report; `stopped_early`: whether some cell stopped before the
-    maximum (then the CIs take round 1's variance; else every run's, as with seeds fixed in advance)."""
+def rule_sentence(rule: SeedRule) -> str:
+    """The stopping rule in one sentence, for the report."""
     what = "every main effect (or cell against the baseline)" + (
         " and every two-way interaction" if rule.precision_for == "interactions" else "")
     chose = (f"Seeds were chosen by Stein's two-stage rule: round 1 trained {rule.min} seeds per cell; its pure-error "
              f"variance alone fixed the seed count N in [{rule.min}, {rule.max}] at which {what} reaches a 95% CI "
              f"half-width of {rule.precision:g}; all N seeds enter the estimates")
-    if not stopped_early:
-        return (chose + f". Here every cell trained the maximum, {rule.max} seeds (an arms baseline its Dunnett "
-                "share): no seed count depended on the noise, so every CI, p-value and call uses the variance and "
-                "degrees of freedom of all the runs (Welch-Satterthwaite), as with seeds fixed in advance. "
-                "Stopping never looked at an estimate or a p-value.")
     return (chose + ", and every CI, p-value and call uses round 1's variance and degrees of freedom, which keeps "
-            "them exact whatever N was chosen. Stopping never looked at an estimate or a p-value.")
+            "them exact whatever N was chosen, the maximum included (reaching it was decided by round 1's noise too: "
+            "docs/SEEDS_AND_TUNING.md). Stopping never looked at an estimate or a p-value.")
 
 
 def tuning_changes(view: TuningView) -> list[str]:
