@@ -186,3 +186,35 @@ def test_a_stop_in_the_step_timing_says_every_run_finished_and_the_timing_was_st
     err = capsys.readouterr().err
     assert ("interrupted: 12 of 12 runs finished; the step timing after them was stopped: run the same command again "
             "to time the steps (no run trains again)") in err
+
+
+def test_the_dry_run_of_an_interrupted_sweep_times_only_the_steps_left(tmp_path, corpus, capsys):
+    """Issue 55: after an interrupt the dry run said the runs were partial but timed them from scratch."""
+    from helpers import skip_figures
+
+    from gptlab.run.rundir import RunDir
+    from gptlab.sweep.dry_run import _seconds
+
+    spec_path = write_spec(tmp_path, corpus, {"model.norm": ["pre", "post"]}, seeds=1)
+    results = tmp_path / "results"
+    with pytest.MonkeyPatch.context() as mp:
+        skip_figures(mp)
+        assert sweep_main([str(spec_path), "--results-dir", str(results), "--reports-dir", str(tmp_path / "r")]) == 0
+    spec = load_spec(spec_path)
+    folder = RunDir(results / "t" / "runs" / spec.runs[0].run_id)
+    (folder / RunDir.SUMMARY).unlink()  # as an interrupt leaves it: metrics to its last checkpoint, no summary
+    rows = (folder / RunDir.METRICS).read_text().splitlines()
+    (folder / RunDir.METRICS).write_text("\n".join(r for r in rows if r.split(",")[0] in ("step", "10", "20")) + "\n")
+    (folder / RunDir.LAST).write_bytes((folder / RunDir.BEST).read_bytes())  # a last checkpoint: the run is partial
+    assert folder.state() == "partial" and folder.resume_step() == 20
+    capsys.readouterr()
+    assert sweep_main([str(spec_path), "--dry-run", "--results-dir", str(results)]) == 0
+    assert "1 of them resume from their last checkpoint (steps 20): only their remaining steps" in capsys.readouterr().out
+
+    class PerStep:  # one second a step: the estimate counts steps
+        @staticmethod
+        def seconds(config, start=0):
+            return float(config.train.max_iters - start)
+
+    run = spec.runs[0]
+    assert _seconds(spec, [run], PerStep, 1) == 40 and _seconds(spec, [run], PerStep, 1, {run.run_id: 20}) == 20

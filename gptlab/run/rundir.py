@@ -187,6 +187,16 @@ class RunDir:
     def write_metrics(self, rows: list[dict[str, Any]]) -> None:
         write_csv(self / self.METRICS, rows, METRIC_COLUMNS)
 
+    def resume_step(self) -> int:
+        """The step a partial run resumes from: its last evaluated row (every evaluation is a checkpoint), 0 without
+        one (read from metrics.csv: no checkpoint is loaded)."""
+        try:
+            with open(self / self.METRICS, newline="", encoding="utf-8") as fh:
+                steps = [int(float(r["step"])) for r in csv.DictReader(fh) if r.get("val_loss") not in (None, "")]
+        except (OSError, UnicodeDecodeError, csv.Error, KeyError, TypeError, ValueError):
+            return 0
+        return max(steps, default=0)
+
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json(self / self.SUMMARY, summary)
 

@@ -56,6 +56,11 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
 
     pending = [r for r in spec.runs if untrained(r)]
     print(f"\n{len(spec.runs)} runs: {len(spec.runs) - len(pending)} finished, {len(pending)} to train", file=stream)
+    resumed = {r.run_id: step for r in pending if (folder := results_dir.run(r.run_id)).state() == "partial"
+               and (step := folder.resume_step())}  # an interrupted run trains only the steps it has left
+    if resumed:
+        print(f"{len(resumed)} of them resume from their last checkpoint (steps {_span(sorted(resumed.values()))}): "
+              "only their remaining steps are in the estimates", file=stream)
     reused = Reuse(reuse)
     found = [r for r in pending if reused.find(r.run_id) is not None]
     if reuse:
@@ -81,7 +86,7 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
         if timing is None and runs:
             configure_process(threads)
             timing = time_run(runs[0].config, companions=companions, threads=threads)
-        return _seconds(spec, runs, timing, workers) if timing is not None else None
+        return _seconds(spec, runs, timing, workers, resumed) if timing is not None else None
 
     if pending:
         timed(pending)
@@ -155,13 +160,16 @@ def bottom_line(wholes: list[tuple[int, float | None, int, float | None]], picke
     return f"\nfrom scratch: {_span(total)} runs{about(scratch)}; with what is on disk: {disk}"
 
 
-def _seconds(spec: SweepSpec, runs: list[Run], timing: Any, workers: int) -> float:
-    """Wall time of `runs` on `workers`: each run's steps (a shared trunk's branch only its cooldown) and each worker's
-    compiles (`estimate.compiles`), spread over the workers, and never less than the longest run."""
+def _seconds(spec: SweepSpec, runs: list[Run], timing: Any, workers: int,
+             resumed: dict[str, int] | None = None) -> float:
+    """Wall time of `runs` on `workers`: each run's steps (a shared trunk's branch only its cooldown, a partial run
+    only those after its last checkpoint, `resumed`) and each worker's compiles (`estimate.compiles`), spread over
+    the workers, and never less than the longest run."""
     from gptlab.sweep.estimate import FIRST_COMPILE_S, compile_seconds, compiles
 
     starts = branch_starts(spec, [*spec.runs, *runs])
-    each = [timing.seconds(r.config, starts.get(r.run_id, 0)) for r in runs]
+    resumed = resumed or {}
+    each = [timing.seconds(r.config, max(starts.get(r.run_id, 0), resumed.get(r.run_id, 0))) for r in runs]
     n_compiles = compiles([r.config for r in runs], workers)
     first = FIRST_COMPILE_S if n_compiles else 0.0
     return max(max(each, default=0.0) + first, (sum(each) + compile_seconds(n_compiles, workers)) / max(1, workers))
