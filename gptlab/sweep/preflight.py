@@ -121,12 +121,14 @@ def warmup_warnings(spec: SweepSpec) -> list[str]:
 
 
 def preflight(spec: SweepSpec) -> tuple[str, int]:
-    """All the checks, in order; returns (device type, estimated bytes of the largest run). Warnings are logged."""
-    for line in warmup_warnings(spec):
-        log.warning("warning: %s", line)
+    """All the checks, in order; returns (device type, estimated bytes of the largest run). Warnings are logged once
+    every check has passed (a refusal stays the one line it is)."""
     device = check_devices(spec)
     corpora = check_datasets(spec)
-    return device, check_memory(spec, device, corpora)
+    largest = check_memory(spec, device, corpora)
+    for line in warmup_warnings(spec):
+        log.warning("warning: %s", line)
+    return device, largest
 
 
 def _gib(n: int) -> str:
