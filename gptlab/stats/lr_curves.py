@@ -40,18 +40,28 @@ quantiles on its df: every value whose best fit constrained to it is within t^2 
   `calibration.lr_curve_sim`, docs/STATISTICS.md.
 - The loss the pick leaves on the table, L = c (x_pick - x*)^2 exp(a (x_pick - x*)) = the curve at
   the pick minus its minimum: every L0 >= 0 for which the best fit with L = L0 (c = L0 / that
-  shape) is within the bound. Its upper end is inf when the optimum's CI is unbounded.
+  shape) is within the bound.
+- Where the optimum's CI is unbounded (an open side: the curve alone cannot say how far beyond the
+  lrs tried its minimum lies), the upper end is taken against the lrs tried instead (`tried_bound`,
+  flag `against_tried`): the largest simultaneous one-sided 97.5% upper bound, over every other lr
+  the cell trained on this side of its cliff, of the pick's mean minus that lr's mean, from every
+  run of the cell there (its estimation runs at the pick included), at the cell's own noise and t on
+  its df, Bonferroni over those lrs. It needs no shape: it bounds what the pick leaves against the
+  best lr tried, not against a minimum beyond them (never extrapolated), and it is finite whatever
+  the sides (study 8's NoPE: its left side open at its noise of 0.031 nats, its pick within 0.14
+  of every lr it tried). Calibration: docs/STATISTICS.md ("The tuning check").
 
 Flags: `edge` (the lowest mean is the cell's smallest or largest ok lr: the window is one-sided),
 `diverged_nearby` (a run within one step of the lowest point did not train), `beyond_cliff` (lrs left out),
 `too_few_points` (fewer than 3 ok lrs: no fit), `not_convex` (the parabola's c <= 0: no optimum),
 `optimum_outside_window` (the optimum beyond the window's lrs: an extrapolation), `ci_unbounded`,
-`pick_outside_window` (no loss left reported), `no_noise_estimate`, `confined`, `pooled_noise`.
+`pick_outside_window` (no loss left reported), `no_noise_estimate`, `confined`, `pooled_noise`, `against_tried`.
 Numbers only: no files, no sentences.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Hashable, Mapping
@@ -73,9 +83,9 @@ Z_STEP, A_POINTS = 0.01, 41  # the scan: x* every 0.01 octave, a at 41 values ov
 LR_CURVE_COLS = ["pick_lr", "optimum_lr", "optimum_lr_low", "optimum_lr_high", "curvature", "bend", "min_loss",
                  "loss_left", "loss_left_ci_low", "loss_left_ci_high", "n_points", "n_runs", "window_lr_low", "window_lr_high",
                  "noise_sd", "noise_df", "flags"]
-EDGE, DIVERGED, FEW, NOT_CONVEX, OUTSIDE, UNBOUNDED, PICK_OUTSIDE, NO_NOISE, CLIFF, CONFINED = (
+EDGE, DIVERGED, FEW, NOT_CONVEX, OUTSIDE, UNBOUNDED, PICK_OUTSIDE, NO_NOISE, CLIFF, CONFINED, TRIED = (
     "edge", "diverged_nearby", "too_few_points", "not_convex", "optimum_outside_window", "ci_unbounded",
-    "pick_outside_window", "no_noise_estimate", "beyond_cliff", "confined")
+    "pick_outside_window", "no_noise_estimate", "beyond_cliff", "confined", "against_tried")
 
 
 @dataclass(frozen=True)
@@ -219,11 +229,49 @@ def fit_curves(runs: pd.DataFrame, step: float | None = None, ceiling: float = m
         for cell, g in ok[np.isfinite(ok["capped"])].groupby("cell", sort=False):
             sums[cell] = sums.get(cell, NoiseSums()) + replicate_sums(g)
     pool = sum(sums.values(), NoiseSums())
+    every = _every_run(runs, replicates, ceiling)
     for w in windows:
         sd, df, pooled = own_noise(sums[w.cell], pool)
-        done[w.cell] = _fit(w, sd, df, pooled, confine(oks[w.cell], w.centre, sd, df), level, asymmetry)
+        fit = _fit(w, sd, df, pooled, confine(oks[w.cell], w.centre, sd, df), level, asymmetry)
+        if math.isinf(fit.loss_left_ci_high) and UNBOUNDED in fit.flags and w.cell in every:
+            high = tried_bound(every[w.cell], math.log2(w.pick), sd, df, level)
+            if math.isfinite(high):
+                fit = dataclasses.replace(fit, loss_left_ci_high=high, flags=(*fit.flags, TRIED))
+        done[w.cell] = fit
     noise = Noise(pool.sd, pool.df, pool.df_replicates, pool.df_residual)
     return LrCurves(tuple(done[c] for c in dict.fromkeys(runs["cell"])), noise)
+
+
+def _every_run(runs: pd.DataFrame, replicates: pd.DataFrame | None, ceiling: float) -> dict[Hashable, pd.DataFrame]:
+    """Per cell, every run that trained on this side of its cliff, selection and estimation alike (x, capped)."""
+    ok = runs[runs["status"] == TRAINED]
+    if replicates is not None and len(replicates):
+        more = replicates[replicates["status"] == TRAINED]
+        more = more.assign(x=np.log2(more["lr"].astype(float)), capped=np.minimum(more["loss"].astype(float), ceiling))
+        ok = pd.concat([ok, more[np.isfinite(more["capped"])]], ignore_index=True)
+    out = {}
+    for cell, mine in runs.groupby("cell", sort=False):
+        edge = cliff_edge(zip(mine["x"], mine["capped"], mine["status"] == TRAINED))
+        kept = ok[ok["cell"] == cell]
+        out[cell] = kept[~beyond(kept["x"].to_numpy(float), edge)]
+    return out
+
+
+def tried_bound(ok: pd.DataFrame, x_pick: float, sd: float, df: int, level: float = LEVEL) -> float:
+    """The loss the pick may leave against the best lr tried: the largest simultaneous one-sided upper bound (at
+    (1 + level) / 2 in all, Bonferroni over the other lrs) of the pick's mean minus another lr's mean; `ok`: the
+    cell's trained runs (x = log2 lr, capped loss). inf without noise or without runs at the pick."""
+    if not (sd > 0 and df > 0):
+        return math.inf
+    g = ok.groupby(np.round(ok["x"].to_numpy(float) / TOLERANCE) * TOLERANCE)["capped"]
+    means, counts = g.mean(), g.count()
+    at = np.abs(means.index.to_numpy(float) - x_pick) <= TOLERANCE
+    if not at.any() or len(means) < 2:
+        return math.inf
+    m0, n0 = float(means[at].iloc[0]), int(counts[at].iloc[0])
+    others, n = means[~at].to_numpy(float), counts[~at].to_numpy(float)
+    q = float(stats.t.ppf(1 - (1 - level) / 2 / len(others), df))
+    return float(max(0.0, np.max(m0 - others + q * sd * np.sqrt(1 / n + 1 / n0))))
 
 
 def _fit(win: _Window, sd: float, df: int, pooled: bool, sides: tuple[float, float], level: float,

@@ -117,7 +117,8 @@ def test_an_optimum_between_two_lrs_clearly_above_it_is_confined_and_its_loss_le
     # without the far points the same window is open: an unbounded loss left
     near = {k: v for k, v in wide.items() if 2e-3 <= k <= 8e-3}
     open_fit = fit_curves(_runs({"w": near}), step=1.0, replicates=reps).fits[0]
-    assert "ci_unbounded" in open_fit.flags and math.isinf(open_fit.loss_left_ci_high)
+    assert "ci_unbounded" in open_fit.flags and "against_tried" in open_fit.flags  # bounded against the lrs tried
+    assert 0 < open_fit.loss_left_ci_high < math.inf
 
 
 def test_nope_s_curve_rising_on_both_sides_gets_a_finite_loss_left():
@@ -156,7 +157,8 @@ def test_flags_edge_concave_diverged_too_few_and_unbounded():
     assert (d.window_lr_low, d.window_lr_high) == pytest.approx((5e-4, 2e-3)) and d.optimum_lr == pytest.approx(2e-3)
     assert fits["few"].flags == ("too_few_points",) and fits["few"].n_points == 0
     flat = fits["flat"]
-    assert "ci_unbounded" in flat.flags and flat.optimum_lr_low == 0.0 and math.isinf(flat.loss_left_ci_high)
+    assert "ci_unbounded" in flat.flags and flat.optimum_lr_low == 0.0 and "against_tried" in flat.flags
+    assert 0 < flat.loss_left_ci_high < math.inf
 
 
 def test_a_cell_s_pick_follows_stats_picks_and_losses_are_capped():
@@ -249,3 +251,26 @@ def test_the_isolation_plot_draws_fits_and_an_edge_marker_no_cell_uses(tmp_path,
     dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
     assert len(dashed) == 2 and min(dashed[0].get_xdata()) == pytest.approx(2e-3)
     assert ax.get_xscale() == "log"
+
+
+def test_an_open_curve_bounds_its_picks_loss_left_against_the_lrs_tried():
+    """Issue 54: where the optimum's CI is unbounded the loss the pick leaves was inf whatever the effect (study 8's
+    NoPE); it is bounded against every lr tried instead (flag against_tried), by hand here."""
+    from scipy import stats as st
+
+    from gptlab.stats.lr_curves import TRIED, tried_bound
+
+    lrs = [5e-4, 1e-3, 1.41421e-3, 2e-3, 2.82843e-3, 4e-3, 8e-3]
+    means = [2.0764, 2.0382, 2.0212, 1.9958, 2.0057, 2.0626, 2.175]  # study 8's NoPE selection runs
+    runs = pd.DataFrame({"cell": "nope", "lr": lrs, "loss": means, "status": "ok"})
+    estimation = pd.DataFrame({"cell": "nope", "lr": 2e-3, "loss": [2.03, 2.05, 1.99, 2.06, 2.02], "status": "ok"})
+    fit = fit_curves(runs, step=1.0, picks={"nope": 2e-3}, replicates=estimation).fits[0]
+    assert TRIED in fit.flags and math.isfinite(fit.loss_left_ci_high)
+    sd, df = fit.noise_sd, fit.noise_df
+    at_pick = (1.9958 + 2.03 + 2.05 + 1.99 + 2.06 + 2.02) / 6
+    q = st.t.ppf(1 - 0.025 / 6, df)
+    by_hand = max(at_pick - m + q * sd * math.sqrt(1 + 1 / 6) for m in means if m != 1.9958)
+    assert fit.loss_left_ci_high == pytest.approx(by_hand, rel=1e-9)
+    ok = runs.assign(x=np.log2(runs["lr"]), capped=runs["loss"])
+    assert tried_bound(ok, math.log2(2e-3), math.nan, 0) == math.inf  # no noise: no bound
+    assert tried_bound(ok, math.log2(3e-3), 0.02, 4) == math.inf  # no run at the pick

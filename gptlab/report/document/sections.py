@@ -310,7 +310,9 @@ def _curves_blocks(view: TuningView, res: Results, words: Sentences) -> list[Blo
         "the table, the fitted curve at the pick minus its minimum, with its 95% CI. The CIs are profile-likelihood "
         f"intervals with {words.lr_noise}. Flags say where to read with care (`edge`: the lowest point at the end of the lrs "
         "tried; `ci_unbounded`; `optimum_outside_window`: an extrapolation; `confined`: a side's CI ends at a tried lr "
-        "clearly above the lowest point, between which and the other side's the optimum lies). Table: "
+        "clearly above the lowest point, between which and the other side's the optimum lies; `against_tried`: the "
+        "optimum's CI is unbounded, so `loss_left_ci_high` bounds what the pick leaves against every lr tried, jointly, "
+        "from all the cell's runs there, not against a minimum beyond them). Table: "
         "`tables/lr_curves.csv`.")] + \
         _md(curves[["cell", "pick_lr", "optimum_lr", "optimum_lr_low", "optimum_lr_high", "curvature", "min_loss",
                     "loss_left", "loss_left_ci_low", "loss_left_ci_high", "flags"]], "lr_curves.csv", "cells")
