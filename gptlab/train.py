@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
             if value is not None:
                 set_dotted(raw, key, parse_yaml(value))
         cfg = resolve_run_config(raw)
+        if cfg.population:  # this trains alone: a lone run under a member's id would be neither
+            raise GptlabError("population: true marks a run trained in a population (a sweep's executor.population); "
+                              "this command trains a run alone: remove the key to train its lone run")
         run_dir = Path(args.out or Path("results") / "train" / cfg.run_hash())
         configure_process()
         summary = train_run(cfg, run_dir)

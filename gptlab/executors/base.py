@@ -126,6 +126,33 @@ LIMITS = {
 
 
 
+# `executor.population: auto` by device type: the most members per population where a population was measured
+# faster than lone runs. Empty today: on CPU it is slower at the scorecard's size (docs/GPU.md: 0.79-0.95x), and
+# no GPU has measured it yet; an entry goes here with its benchmark (benchmarks/README.md).
+AUTO_SIZES: dict[str, int] = {}
+
+
+def plans_members(executor: ExecutorConfig, config: RunConfig) -> bool:
+    """Whether a sweep under `executor` plans `config` to train in a population (`RunConfig.population`, hashed into
+    its id: a member's losses drift from its lone run's as training goes on, docs/GPU.md, so the two never share an
+    id, a `--reuse` or a resume). A number above 1, or `auto` where `AUTO_SIZES` names the run's device, on the loky
+    backend, for a config that may share one (`population_key`). Such a run may still train alone (no sibling left
+    in its stage, a shared trunk, a population that failed as a whole): it keeps its id, apart from lone runs."""
+    from gptlab.run.population import population_key
+
+    if executor.backend != "loky" or executor.population == "off" or (executor.population == "auto" and not AUTO_SIZES):
+        return False
+    auto = executor.population == "auto"
+    size = AUTO_SIZES.get(_device_type(config.train.device), 1) if auto else int(executor.population)
+    return size > 1 and population_key(config, auto) is not None
+
+
+def _device_type(name: str) -> str:
+    from gptlab.run.device import resolve_device
+
+    return resolve_device(name).type if name == "auto" else name.partition(":")[0]
+
+
 def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 

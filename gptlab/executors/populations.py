@@ -4,7 +4,8 @@ The driver side: `population_size` resolves the key (`off`: 1; `auto`: `AUTO_SIZ
 N: at most N members), `group_tasks` splits the tasks into units: runs that may share a population
 (`check_population`'s rule: one `ModelConfig`, data section and `SHARED_TRAIN` settings; e.g. an arm's
 selection lrs and seeds, a cell's seeds) in groups of at most that size, as even as the count allows, and
-every other run alone. Shared trunks stay lone runs (a trunk writes into its branches' folders from its own
+every other run alone; only runs the sweep planned as members (`RunConfig.population`, in their ids:
+`base.plans_members`) are batched. Shared trunks stay lone runs (a trunk writes into its branches' folders from its own
 loop; a branch resumes from its trunk's state). Under `auto`, runs with `model.dropout > 0` stay alone too:
 a member's dropout masks are not its lone run's (docs/GPU.md); a number batches them, a note says so. A run
 with `train.cuda_graphs` always trains alone: a population's step is compiled without CUDA graphs.
@@ -22,19 +23,13 @@ import time
 from typing import Any, Sequence
 
 from gptlab.errors import first_line
-from gptlab.executors.base import ExecutorConfig, RunResult, Task
+from gptlab.executors.base import AUTO_SIZES, ExecutorConfig, RunResult, Task
 from gptlab.executors.worker import ORPHAN_EXIT, RunStopped, execute_run, gpu_slot, watch_driver
-from gptlab.run.config import RunConfig
-from gptlab.run.population import SHARED_TRAIN
+from gptlab.run.population import population_key
 from gptlab.run.resultsdir import GPU_SLOTS, ResultsDir
 from gptlab.run.rundir import RunDir
 
 log = logging.getLogger("gptlab.executors.populations")
-
-# `executor.population: auto` by device type: the most members per population where a population was measured
-# faster than lone runs. Empty today: on CPU it is slower at the scorecard's size (docs/GPU.md: 0.79-0.95x), and
-# no GPU has measured it yet; an entry goes here with its benchmark (benchmarks/README.md).
-AUTO_SIZES: dict[str, int] = {}
 
 Unit = tuple[Task, ...]  # what one worker trains at once: one lone run, or the members of one population
 
@@ -67,13 +62,6 @@ def population_note(executor: ExecutorConfig, device: str) -> str:
     return ""
 
 
-def population_key(config: RunConfig, auto: bool) -> tuple[Any, ...] | None:
-    """What runs of one population share (None: the run trains alone): its model, data and shared train settings."""
-    if (auto and config.model.dropout > 0) or config.train.cuda_graphs:  # a population's step is not captured as graphs
-        return None
-    return config.model, config.data, tuple(getattr(config.train, name) for name in SHARED_TRAIN)
-
-
 def trains_with_trunk(task: Task) -> bool:
     """A shared trunk (it hands its state to branches) or a branch started from one: it trains alone."""
     folder = RunDir(task.run_dir)
@@ -81,13 +69,14 @@ def trains_with_trunk(task: Task) -> bool:
 
 
 def group_tasks(tasks: Sequence[Task], size: int, auto: bool = False) -> list[Unit]:
-    """The units of `tasks`: populations of at most `size` runs that may share one, and lone runs; in task order."""
+    """The units of `tasks`: populations of at most `size` runs planned as members (`base.plans_members`) that may
+    share one, and lone runs; in task order. A run planned alone is never batched: its id is its lone run's."""
     if size <= 1:
         return [(task,) for task in tasks]
     by_key: dict[tuple[Any, ...], list[Task]] = {}
     units: list[Unit] = []
     for task in tasks:
-        key = None if trains_with_trunk(task) else population_key(task.config, auto)
+        key = None if not task.config.population or trains_with_trunk(task) else population_key(task.config, auto)
         if key is None:
             units.append((task,))
         else:

@@ -1,9 +1,11 @@
 """`python -m gptlab.export results/NAME --tensorboard DIR`: a sweep's curves as TensorBoard event files.
 
-Owns the export's layout. Each run becomes a TensorBoard run `DIR/CELL/seed_N` with the scalars
+Owns the export's layout. Each estimation run becomes a TensorBoard run `DIR/CELL/seed_N` with the scalars
 `train_loss`, `val_loss` and `lr` at every step of its metrics.csv (read through `gptlab.load`, so in
-the study's loss unit: as written for a sweep with one tokenizer). Each cell also gets
-`DIR/CELL/mean`, the mean over the cell's `ok` seeds (a diverged run's curve is exported but never
+the study's loss unit: as written for a sweep with one tokenizer); every run of another role (a tuned
+sweep's `selection` runs, a `worth:` study's `worth` and `worth_tuning` runs) becomes `DIR/ROLE/CELL/RUN_ID`,
+its id naming its setting and length, without a mean. Each cell also gets
+`DIR/CELL/mean`, the mean over the cell's `ok` estimation seeds (a diverged run's curve is exported but never
 averaged, as in the report), and its seed band as two more runs, `DIR/CELL/mean-sd` and
 `DIR/CELL/mean+sd`: the mean minus and plus one sample standard deviation across those seeds
 (ddof=1; only where a cell has two seeds or more). CELL is the report's cell label with its
@@ -30,6 +32,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from gptlab.errors import GptlabError, exit_status, hidden_package
+from gptlab.roles import ESTIMATION
 
 log = logging.getLogger(__name__)
 
@@ -134,21 +137,29 @@ def export_tensorboard(results_dir: Path | str, out_dir: Path | str) -> list[Pat
     writer_class = _writer_class()
     out = _out_dir(Path(out_dir))
     folders, written, points = _folders(list(dict.fromkeys(study.runs["cell"]))), [], 0
-    for cell, at in curves.groupby("cell", sort=False):
-        base = out / folders[cell]
-        names: dict[str, int] = {}
-        for run_id, run in at.groupby("run_id", sort=False):
-            name = f"seed_{run['seed'].iloc[0]}"
-            names[name] = names.get(name, 0) + 1
-            if names[name] > 1:  # the same cell and seed twice (a repeated run): keep both, by run id
-                name = f"{name}-{run_id}"
-            points += _write_run(writer_class, base / name, run, TAGS)
-            written.append(base / name)
-        for name, frame in cell_bands(at).items():
-            points += _write_run(writer_class, base / name, frame, TAGS if name == "mean" else BAND_TAGS)
-            written.append(base / name)
+    for (role, cell), at in curves.groupby(["role", "cell"], sort=False):
+        if role == ESTIMATION:
+            runs = _estimation_runs(out / folders[cell], at)
+        else:  # no mean: a role's runs of one cell differ in more than their seed (a setting, a length)
+            runs = [(out / cell_folder(str(role)) / folders[cell] / str(run_id), run, TAGS)
+                    for run_id, run in at.groupby("run_id", sort=False)]
+        for folder, frame, tags in runs:
+            points += _write_run(writer_class, folder, frame, tags)
+            written.append(folder)
     log.info("%d TensorBoard runs (%d points) written to %s", len(written), points, out)
     return written
+
+
+def _estimation_runs(base: Path, at: pd.DataFrame) -> list[tuple[Path, pd.DataFrame, tuple[str, ...]]]:
+    """One cell's estimation runs as `seed_N` (a repeated seed also by run id), then its mean and seed band."""
+    runs, names = [], {}
+    for run_id, run in at.groupby("run_id", sort=False):
+        name = f"seed_{run['seed'].iloc[0]}"
+        names[name] = names.get(name, 0) + 1
+        if names[name] > 1:  # the same cell and seed twice (a repeated run): keep both, by run id
+            name = f"{name}-{run_id}"
+        runs.append((base / name, run, TAGS))
+    return runs + [(base / name, frame, TAGS if name == "mean" else BAND_TAGS) for name, frame in cell_bands(at).items()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                                      "with its seed band) for TensorBoard.")
     parser.add_argument("results_dir", type=Path, help="a sweep's results directory, e.g. results/quick")
     parser.add_argument("--tensorboard", type=Path, required=True, metavar="DIR",
-                        help="where to write the event files (DIR/CELL/seed_N, DIR/CELL/mean, mean-sd, mean+sd)")
+                        help="where to write the event files (DIR/CELL/seed_N, DIR/CELL/mean, mean-sd, mean+sd; "
+                        "DIR/ROLE/CELL/RUN_ID for the runs of other roles)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")

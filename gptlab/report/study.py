@@ -74,15 +74,20 @@ class Study:
 
     @cached_property
     def runs(self) -> pd.DataFrame:
-        """One row per run: summary.csv's columns (factor levels as labels), plus `cell`, `ok`, `diverged_step`.
+        """One row per run of the study, summary.csv's rows in its order: its columns (factor levels as labels), plus
+        `cell`, `ok`, `diverged_step` and `role` (`estimation`, `selection`, `worth`, `worth_tuning`, or a tuning
+        method's own; `estimation` for every run of results from before roles).
 
-        A tuned sweep's selection runs are not here (the effects are not on them): see `tables["tuning"]`."""
-        return self.results.runs.drop(columns=[c for c in INTERNAL if c in self.results.runs]).copy()
+        Only the estimation runs enter the effects (`runs[runs.role == "estimation"]`): a tuned sweep's selection
+        runs chose the settings (`tables["tuning"]`), a `worth:` study's baseline lengths give `worth`."""
+        runs = self.results.every_run
+        return runs.drop(columns=[c for c in INTERNAL if c in runs]).copy()
 
     @cached_property
     def curves(self) -> pd.DataFrame:
-        """Every run's metrics.csv in one long table: run_id, cell, factors, seed, status, then step,
-        train_loss, val_loss (empty between evaluations), lr, grad_norm, tokens, elapsed_s."""
+        """Every run's metrics.csv in one long table, each role's (filter on `role` for the estimation runs' curves):
+        run_id, cell, factors, seed, status, role, then step, train_loss, val_loss (empty between evaluations), lr,
+        grad_norm, tokens, elapsed_s."""
         return read_all_curves(self.results)
 
     @cached_property
@@ -154,7 +159,7 @@ class Study:
         return self._bundle.files(write(self.results, self._bundle).verdicts)
 
     def __repr__(self) -> str:
-        return (f"Study({self.name!r}: {len(self.results.runs)} runs, {len(self.results.cells)} cells, "
+        return (f"Study({self.name!r}: {len(self.results.every_run)} runs, {len(self.results.cells)} cells, "
                 f"factors {self.factors}, from {str(self.results_dir)!r})")
 
 

@@ -154,6 +154,7 @@ class RunConfig:
     data: DataConfig  # corpus
     seed: int = 0  # seeds the initialisation, the batch order and dropout
     vocab_size: int | None = None  # derived, never set by hand: the tokenizer's size (bind_vocab); not hashed
+    population: bool = False  # planned to train in a population (executor.population): hashed, written, when true
 
     def bind_vocab(self, vocab_size: int) -> "RunConfig":
         """This config with its derived vocabulary size set (in `model` too), as a run needs it."""
@@ -172,15 +173,12 @@ class RunConfig:
         return resolve_run_config(raw)
 
     def to_dict(self) -> dict[str, Any]:
-        """The settings only: the derived vocab_size is left out (and so out of the run's hash)."""
+        """The settings only: the derived vocab_size is left out (and so out of the run's hash); `population` only
+        when true (a population member is another run than its lone twin: docs/GPU.md), so a lone run's is unchanged."""
         model = _settings(self.model)
         model.pop("vocab_size")
-        return {
-            "model": model,
-            "train": _settings(self.train),
-            "data": _settings(self.data),
-            "seed": self.seed,
-        }
+        member = {"population": True} if self.population else {}
+        return {"model": model, "train": _settings(self.train), "data": _settings(self.data), "seed": self.seed, **member}
 
     def identity(self, sources: Mapping[str, str] | None = None) -> dict[str, Any]:
         """What makes two runs the same run: the settings, and the content of what they read.
@@ -322,11 +320,11 @@ def resolve_run_config(raw: dict[str, Any] | RunConfig) -> RunConfig:
     seed = coerce("seed", raw.get("seed", 0), int)
     if not 0 <= seed < MAX_SEED:
         raise GptlabError(f"seed must be in [0, 2**63), got {seed}")
-    allowed = list(SECTIONS) + ["seed"]
+    allowed = list(SECTIONS) + ["seed", "population"]
     for key in raw:  # a stray top-level key (`modle:`), once the sections and the seed are valid
         if key not in allowed:
             raise unknown_key(key, allowed)
-    return RunConfig(seed=seed, **sections)
+    return RunConfig(seed=seed, population=coerce("population", raw.get("population", False), bool), **sections)
 
 
 def set_dotted(config: dict[str, Any], dotted: str, value: Any) -> None:

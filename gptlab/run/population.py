@@ -9,7 +9,10 @@ metrics rows, evaluations (in a plain model holding its weights: the lone run's 
 loss. The parameters are stacked (`torch.func.stack_module_state`) and the step is one `vmap`ped
 `functional_call` (`population_cache`). A member whose loss goes non-finite is frozen at once on the device
 (no host sync), recorded `diverged` at that step at its next row, and the others train on untouched.
-Dropout masks are the member's own but not its lone run's draws (docs/GPU.md).
+Dropout masks are the member's own but not its lone run's draws (docs/GPU.md). "Reproducing" holds to float
+rounding over the first steps (1e-5 nats over the tests' 10); training amplifies that rounding, so over a whole
+run a member ends measurably away from its lone run (docs/GPU.md has the figures), and a sweep plans a member
+under an id of its own (`RunConfig.population`).
 """
 from __future__ import annotations
 
@@ -41,6 +44,14 @@ log = logging.getLogger("gptlab.train")
 # grad_clip) are per member.
 SHARED_TRAIN = ("max_iters", "batch_size", "eval_interval", "eval_batch_size", "log_interval", "device", "dtype",
                 "compile", "beta1", "beta2")
+
+
+def population_key(config: RunConfig, auto: bool) -> tuple[Any, ...] | None:
+    """What runs of one population share (None: the run trains alone): its model, data and shared train settings
+    (`check_population`'s rule); under `auto` a dropout run stays alone (its masks are not its lone run's)."""
+    if (auto and config.model.dropout > 0) or config.train.cuda_graphs:  # a population's step is not captured as graphs
+        return None
+    return config.model, config.data, tuple(getattr(config.train, name) for name in SHARED_TRAIN)
 
 
 def check_population(cfgs: Sequence[RunConfig]) -> None:

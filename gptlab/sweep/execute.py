@@ -75,6 +75,17 @@ def other_finished_runs(spec: SweepSpec, results_dir: ResultsDir) -> list[RunDir
     return results_dir.finished_runs(skip=named)
 
 
+def rerun_failed_note(spec: SweepSpec, results_dir: ResultsDir) -> str | None:
+    """The line `--rerun-failed` prints when no run of the sweep's folder failed (None when one did): after an
+    interrupt it resumes the unfinished runs, as a plain rerun would, and must not seem to have rerun a failure."""
+    states = [results_dir.run(r.run_id).state() for r in known_runs(spec)]  # a tuned sweep: its later stages too
+    if "failed" in states:
+        return None
+    partial = states.count("partial")
+    resumed = f"; resuming the {partial} unfinished run(s) from their last checkpoints" if partial else ""
+    return f"--rerun-failed: no failed run to rerun{resumed}"
+
+
 def warn_other_runs(spec: SweepSpec, results_dir: ResultsDir, out: TextIO) -> None:
     others = other_finished_runs(spec, results_dir)
     if others:
@@ -97,6 +108,9 @@ def data_paths(spec: SweepSpec) -> list[str | None]:
 def _execute_locked(spec: SweepSpec, plan: Resources, options: SweepOptions, backend: Backend) -> int:
     options.results_dir.remove_sweep_temp_files()  # a sweep killed mid-write left them; the lock is ours now
     warn_other_runs(spec, options.results_dir, options.stream)
+    note = rerun_failed_note(spec, options.results_dir) if options.rerun_failed else None
+    if note:
+        print(note, file=options.stream)
     sources = sweep_sources(spec.plugins, data_paths(spec))  # in sweep.yaml: a place stamped under it names them
     write_yaml(options.results_dir.sweep_yaml, {**spec.to_dict(), SOURCES: sources, "command": options.command})
     for line in (arms_allocation(spec), noise_df_warning(spec)):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gptlab.errors import GptlabError, key_error
-from gptlab.executors.base import ExecutorConfig
+from gptlab.executors.base import ExecutorConfig, plans_members
 from gptlab.roles import ESTIMATION
 from gptlab.run.config import RunConfig, resolve_run_config
 from gptlab.run.identity import run_sources
@@ -234,6 +234,7 @@ def expand(spec: SweepSpec, setting: Pairs = ()) -> list[Run]:
         except GptlabError as err:
             where = ", ".join(f"{k}={v}" for k, v in cell)
             raise GptlabError(f"grid cell ({where}): {err}") from None
+        resolved = dataclasses.replace(resolved, population=plans_members(spec.executor, resolved))  # in its id
         key = resolved.run_hash()
         if key in seen:
             raise key_error("grid", same_config_message(spec.grid, seen[key], (cell, resolved)) if spec.arms is None else

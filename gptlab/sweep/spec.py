@@ -102,6 +102,9 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     _require(base, dict, "base", "a mapping with model, train and data sections")
     if "seed" in base:
         raise key_error("base.seed", "seeds are set by the top-level 'seeds' key")
+    if "population" in base:  # a lone run would carry a member's id
+        raise key_error("base.population", "not a run setting: executor.population decides which runs train in a "
+                                           "population, and marks their configs and ids")
     keys = [k for k in valid_keys() if k != "seed"]
     for dotted, value in overrides.items():
         if dotted not in keys:

@@ -89,6 +89,26 @@ def test_a_diverged_seed_is_exported_but_not_averaged_a_failed_one_not_at_all(tm
     assert len(read_back(post / "seed_0")["val_loss"])  # the diverged run's own curve is there
 
 
+def test_every_run_is_exported_by_role(tmp_path):
+    """The estimation runs as DIR/CELL/seed_N with the cell's mean and band over them alone; every other run of the
+    study (a tuned study's selection runs, a `worth:` study's lengths) under DIR/ROLE/CELL/RUN_ID."""
+    from tests.report.test_load import with_roles
+
+    results, summary = with_roles(tmp_path)
+    out = tmp_path / "tb"
+    assert main([str(results), "--tensorboard", str(out)]) == 0
+    pre = out / cell_folder("norm=pre")
+    assert sorted(p.name for p in pre.iterdir()) == ["mean", "mean+sd", "mean-sd", "seed_0", "seed_1"]
+    for role in ("selection", "worth"):
+        for run in summary[summary["role"] == role].to_dict("records"):
+            folder = out / role / cell_folder(f"norm={run['model.norm']}") / run["run_id"]
+            metrics = pd.read_csv(results / "runs" / run["run_id"] / "metrics.csv")
+            pd.testing.assert_series_equal(read_back(folder)["val_loss"], from_csv(metrics, "val_loss"), check_names=False)
+    estimation = [pd.read_csv(results / "runs" / r / "metrics.csv") for r in ("run00s0", "run00s1")]
+    mean = (from_csv(estimation[0], "val_loss") + from_csv(estimation[1], "val_loss")) / 2
+    np.testing.assert_allclose(read_back(pre / "mean")["val_loss"], mean, rtol=1e-6)  # the estimation runs' mean
+
+
 def test_a_second_export_replaces_the_first(tmp_path):
     results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, seeds=2)
     out = tmp_path / "tb"

@@ -94,6 +94,30 @@ def test_a_study_is_frozen_and_its_tables_lazy(tmp_path):
     assert "_bundle" in vars(s)
 
 
+def with_roles(tmp_path, name="roles"):
+    """A synthetic study of 2 cells x 4 seeds whose seeds 2 and 3 are a selection and a `worth` run in each cell, as a
+    tuned `worth:` study has runs of several roles: 4 estimation runs of 8."""
+    path = make_results(tmp_path, {"model.norm": ["pre", "post"]}, seeds=4, name=name)
+    summary = pd.read_csv(path / "summary.csv")
+    summary["role"] = summary["seed"].map({0: "estimation", 1: "estimation", 2: "selection", 3: "worth"})
+    summary.to_csv(path / "summary.csv", index=False)
+    return path, summary
+
+
+def test_runs_and_curves_hold_every_run_of_the_study_with_its_role(tmp_path):
+    path, summary = with_roles(tmp_path)
+    s = gptlab.load(path)
+    assert list(s.runs["run_id"]) == list(summary["run_id"])  # summary.csv's rows, in its order
+    assert list(s.runs["role"]) == list(summary["role"])
+    assert s.curves.groupby("role")["run_id"].nunique().to_dict() == {"estimation": 4, "selection": 2, "worth": 2}
+    worth = s.curves[s.curves["role"] == "worth"]
+    assert set(worth["run_id"]) == set(summary.loc[summary["role"] == "worth", "run_id"])
+    assert len(s.results.runs) == 4  # the effects are still the estimation runs' alone
+    old = gptlab.load(make_results(tmp_path, {"model.norm": ["pre", "post"]}, seeds=2, name="plain"))
+    assert list(old.runs["role"]) == ["estimation"] * 4  # a summary.csv from before roles: every run estimates
+    assert set(old.curves["role"]) == {"estimation"}
+
+
 @slow
 def test_margin_overrides_the_sweeps(tmp_path):
     path = make_results(tmp_path, {"model.norm": ["pre", "post"]}, seeds=3)

@@ -135,6 +135,27 @@ def test_three_levels_typed_levels_single_seed_and_named_baseline(tmp_path):
     assert any("No error estimate" in w for w in eff.warnings)
 
 
+def _no_error_warning(tmp_path, name, **losses):
+    """The report's no-error warning for 2 cells x 2 seeds whose losses are exactly cell plus seed (no noise)."""
+    res = load_results(make_results(tmp_path, {"model.norm": ["pre", "post"]}, [0, 1], name=name, noise_sd=0.0,
+                                    **losses))
+    eff = effects(res)
+    assert eff.analysis.fit.kind == "none"  # nothing is left to estimate an error from
+    (warning,) = [w for w in eff.warnings if w.startswith("No error estimate")]
+    return warning
+
+
+def test_no_error_estimate_says_each_cells_runs_are_identical_only_when_they_are(tmp_path):
+    same = _no_error_warning(tmp_path, "same", seed_sd=0.0)  # every run at one loss: each cell's runs are identical
+    assert "the runs of each cell have identical losses" in same
+    twins = _no_error_warning(tmp_path, "twins", seed_sd=0.05)  # the seeds differ, the cells match seed for seed
+    assert "identical losses" not in twins
+    assert "cells norm=pre and norm=post have the same loss at every seed" in twins
+    shifted = _no_error_warning(tmp_path, "shifted", seed_sd=0.05, effects={(("model.norm", "post"),): 0.03})
+    assert "identical losses" not in shifted and "same loss at every seed" not in shifted
+    assert "exactly its cell's plus its seed's" in shifted and "exactly its cell's plus its seed's" in twins
+
+
 def test_float_levels_keep_grid_order(tmp_path):
     results = make_results(tmp_path, {"train.lr": [1e-3, 3e-4, 1e-4]}, 2, effects={(("train.lr", 1e-4),): 0.1})
     res = load_results(results)

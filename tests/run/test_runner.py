@@ -190,6 +190,17 @@ def test_cli_bad_input_is_one_line(flags, message, capsys, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_cli_refuses_a_population_members_config(capsys, tmp_path, corpus):
+    """A member's config.yaml (`population: true`) names a run trained in a population; the CLI trains alone, so it
+    would write a lone run under the member's id: one line says so, and nothing is written."""
+    config_path = tmp_path / "member.yaml"
+    config_path.write_text(yaml.safe_dump({**tiny_config(corpus), "population": True}))
+    assert train_main(["--config", str(config_path), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: population: true marks a run trained in a population") and "\n" not in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_cli_missing_dataset_offline_is_one_line(capsys, monkeypatch, tmp_path):
     monkeypatch.delenv("GPTLAB_DATA_DIR", raising=False)
     with_dataset(monkeypatch, "tinyshakespeare",

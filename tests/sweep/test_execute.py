@@ -181,7 +181,24 @@ def test_failed_runs_are_rerun_only_when_asked(tmp_path, corpus, plugin, capsys)
     assert sweep_main(args) == 1
     assert "2 already finished, 0 to train" in capsys.readouterr().err
     assert sweep_main(args + ["--rerun-failed"]) == 1
-    assert "1 already finished, 1 to train" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "1 already finished, 1 to train" in err and "no failed run to rerun" not in err
+
+
+def test_rerun_failed_says_in_one_line_when_no_run_failed(tmp_path, corpus, capsys):
+    """After an interrupt nothing failed: --rerun-failed resumes the unfinished runs as a plain rerun does, and says so
+    rather than seem to have rerun something."""
+    spec = write_spec(tmp_path, corpus, seeds=1)
+    args = [str(spec), "--results-dir", str(tmp_path / "results"), "--reports-dir", str(tmp_path / "rep"),
+            "--rerun-failed"]
+    assert sweep_main(args) == 0
+    assert "no failed run to rerun" in capsys.readouterr().err  # a first sweep: nothing failed, nothing to resume
+    runs = sorted((tmp_path / "results" / "t" / "runs").iterdir())
+    (runs[0] / "summary.json").unlink()  # as a kill leaves a run: its last checkpoint, no summary
+    assert sweep_main(args) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "--rerun-failed" in line]
+    assert lines == ["--rerun-failed: no failed run to rerun; resuming the 1 unfinished run(s) from their last "
+                     "checkpoints"]
 
 
 BAD_SPECS = [

@@ -206,6 +206,7 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     res.cells["is_baseline"] = [all(r[f] == baseline[f] for f in factors) for _, r in res.cells.iterrows()]
     res.unit = _units(runs, corpora=len(res.corpora) + 1)
     role = run_roles(runs)  # a method's own roles (neither selection nor estimation) go to other_roles
+    res.every_run = runs.assign(role=role)
     res.selection, res.runs, res.other_roles = (runs[m].reset_index(drop=True) for m in (
         role == "selection", role == "estimation", ~role.isin(["selection", "estimation"])))
     runs = res.runs

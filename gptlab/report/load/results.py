@@ -57,6 +57,8 @@ class Results:
     discussion: str | None = None  # results/NAME/discussion.md, written by a person (Markdown), if any
     selection: pd.DataFrame = field(default_factory=pd.DataFrame)  # a tuned sweep's selection runs (`runs`: estimation)
     other_roles: pd.DataFrame = field(default_factory=pd.DataFrame)  # runs of any other role: in no effect
+    every_run: pd.DataFrame = field(default_factory=pd.DataFrame)  # all of summary.csv, in order, with `role`: the
+    # notebook's and the export's view of the study (`gptlab.load`); the statistics read `runs`
     test_blocks: BlockLosses = field(default_factory=BlockLosses)  # per-block test losses (the text's error), or why none
     selection_ceiling: float = math.nan  # a tuned sweep's cap: unigram loss of the selection runs' validation split
     rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLS))  # rounds.csv (adaptive)

@@ -67,14 +67,15 @@ def read_curves(results_dir: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_all_curves(res: Results) -> pd.DataFrame:
-    """Every run's metrics.csv, labelled with its run, cell, factor levels, seed and status, losses in `res.unit`.
+    """Every run's metrics.csv (`res.every_run`: each role's, not the estimation runs' alone), labelled with its run,
+    cell, factor levels, seed, status and role, losses in `res.unit`.
 
     A run without a metrics.csv (it failed before its first row) has no rows; an unreadable one is
     left out with a warning, as the report does.
     """
-    labels = ["run_id", "cell", *res.factors, "seed", "status"]
+    labels = ["run_id", "cell", *res.factors, "seed", "status", "role"]
     frames = []
-    for run in res.runs.to_dict("records"):
+    for run in res.every_run.to_dict("records"):
         metrics = read_metrics(res.results_dir.run(run["run_id"]) / RunDir.METRICS)
         if metrics is None:
             continue

@@ -60,7 +60,7 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
                      "and no higher-order term is tested.")
     ok = res.runs[res.runs["ok"] & np.isfinite(res.runs[res.outcome].astype(float))]
     if fit.kind == "none" and ok.groupby("cell").size().max() > 1:
-        warns.append("No error estimate: the runs of each cell have identical losses, so no variation is left to "
+        warns.append(f"No error estimate: {_no_variation(ok, res.outcome)}, so no variation is left to "
                      "estimate an error from. Estimates only, no CIs, p-values or calls.")
     elif fit.kind == "none":
         warns.append("No error estimate (one ok run per cell and fewer than three factors): estimates only, "
@@ -111,6 +111,21 @@ MISSING_BLOCKS = {  # why a report's CIs count the seeds alone (`load.block_loss
     "unlike blocks": "the runs' `test_blocks.csv` files do not cut the test text into the same blocks",
     "not their loss": "the `test_blocks.csv` of run {culprit} does not add up to its test loss",
 }
+
+
+def _no_variation(ok: pd.DataFrame, outcome: str) -> str:
+    """Why a fit with replicates found no error: each cell's runs at one loss, or losses that are exactly cell plus
+    seed (runs that move together from seed to seed: two cells matching seed for seed, the same runs twice?)."""
+    runs = ok.assign(y=ok[outcome].astype(float))
+    tol = 1e-9 * max(1.0, float(runs["y"].abs().mean()))  # the fit's own test of no variation (stats.models)
+    if (runs.groupby("cell")["y"].agg(np.ptp) <= tol).all():
+        return "the runs of each cell have identical losses"
+    by_seed = runs.pivot_table(index="seed", columns="cell", values="y", sort=False)
+    cells = list(by_seed.columns)
+    twins = [f"{a} and {b}" for i, a in enumerate(cells) for b in cells[i + 1:]
+             if by_seed[[a, b]].notna().all(axis=1).sum() > 1 and (by_seed[a] - by_seed[b]).abs().max() <= tol]
+    same = f" (cells {'; '.join(twins)} have the same loss at every seed: the same runs under two names?)" if twins else ""
+    return f"every run's loss is exactly its cell's plus its seed's{same}"
 
 
 def error_model(res: Results, a: Analysis | None) -> str:
