@@ -1,4 +1,4 @@
-"""Populations: K runs of one architecture trained as one batched model, each member reproducing its lone run.
+"""Populations: K runs of one architecture trained as one batched model, each member trained as its lone run would be.
 
 `Population(cfgs, dataset, device)` takes K run configs that share their `ModelConfig` (and the settings that
 fix a step's shapes and timing: max_iters, batch_size, eval/log intervals, device, dtype) and may differ in
