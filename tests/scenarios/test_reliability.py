@@ -165,7 +165,8 @@ def test_an_arms_study_whose_selection_failed_is_reported_and_the_sweep_says_rer
     from gptlab import load
 
     study = load(results)  # a notebook's view of the same folder, mid-sweep
-    assert study.calls.empty and study.scorecard.empty and len(study.runs) == 0
+    assert study.calls.empty and study.scorecard.empty
+    assert len(study.runs) == 12 and set(study.runs["role"]) == {"selection"}  # every run, by role: no estimation yet
 
 
 # -- 5. an lr space spanning a float's range: planned, not a traceback ------------------------------------------

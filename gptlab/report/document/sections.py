@@ -41,10 +41,15 @@ SNAPSHOT = ("Effects at a step are snapshots of the runs taken mid-schedule, not
             "so an effect at step s is not the effect of training for s steps.")
 
 
+# On the page a count of runs that failed to train says so: the CSVs' `n_diverged` (docs/CONTRACTS.md) counts the
+# diverged, collapsed and unstable runs together, while the stability table's `n_diverged` counts divergences alone.
+SHOWN_AS = {"n_diverged": "n_not_trained"}
+
+
 def table_blocks(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list[Block]:
     """A table in the report, or a pointer to its CSV when it is long."""
     if len(df) <= MAX_MD_ROWS:
-        return [Table(df[[c for c in cols if c in df.columns]])]
+        return [Table(df[[c for c in cols if c in df.columns]].rename(columns=SHOWN_AS))]
     return [Para(too_long(df, what, csv))]
 
 
