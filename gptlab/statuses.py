@@ -45,7 +45,8 @@ STATUS_RULE = 2
 # docs/STATISTICS.md: no false failure among the simulated healthy curves or the shipped runs that learned.
 Z = 3.0
 # The blow-up's z: its rise is measured from the lowest of many window means (a minimum over the curve), and
-# row noise has heavier tails than Gaussian; at Z the simulated healthy curves read `unstable` 1 in 400.
+# row noise has heavier tails than Gaussian; at Z = 3 the simulated healthy curves of 40 rows read `unstable` 1 in
+# 400, at 4 about 1 in 1,000 (docs/STATISTICS.md, "Which runs failed").
 Z_RISE = 4.0
 MIN_ROWS = 8  # training-loss rows a curve needs to be judged: 4 in the last half, 2 in each half of it
 NOISE_ROWS = 10  # rows of the last half that estimate the noise alone

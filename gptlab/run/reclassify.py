@@ -10,22 +10,25 @@ losses are judged by `statuses.judge` against the unigram loss of its training s
 downloading, once per corpus and process). A run whose status changes is returned with its new status,
 `"reclassified": true` and the note why (or the earlier rule's note removed); nothing is written: the
 file keeps what the run recorded. A run whose corpus is not on this machine keeps its recorded status,
-logged once per corpus; `diverged` and `failed` are never judged again.
+logged once per corpus, as does one whose metrics.csv cannot be read (`RunDir.metric_rows`: binary, missing);
+`diverged` and `failed` are never judged again.
 """
 from __future__ import annotations
 
-import csv
 import functools
 import logging
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from gptlab.errors import GptlabError, first_line
 from gptlab.runio import read_yaml
 from gptlab.statuses import JUDGED, STATUS_RULE, judge
+
+if TYPE_CHECKING:
+    from gptlab.run.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +41,17 @@ def needs_rule(summary: dict[str, Any]) -> bool:
     return summary.get("status") in JUDGED and summary.get("status_rule") != STATUS_RULE
 
 
-def reclassified(summary: dict[str, Any], config_path: Path, metrics_path: Path) -> dict[str, Any]:
+def reclassified(summary: dict[str, Any], folder: RunDir) -> dict[str, Any]:
     """`summary` under today's rule (a new dict when its status or note changes, else `summary` itself)."""
     if not needs_rule(summary):
         return summary
     unigram = summary.get("unigram_train_loss")
     if isinstance(unigram, bool) or not isinstance(unigram, (int, float)):
-        key = data_key(summary, config_path)
+        key = data_key(summary, folder / folder.CONFIG)
         unigram = None if key is None else unigram_of(key)
     if unigram is None:
         return summary
-    train = train_losses(metrics_path)
+    train = train_losses(folder)
     if train is None:
         return summary
     verdict = judge(train, float(unigram))
@@ -58,32 +61,10 @@ def reclassified(summary: dict[str, Any], config_path: Path, metrics_path: Path)
             RECLASSIFIED: True}
 
 
-@functools.lru_cache(maxsize=4096)
-def _read_train_losses(path: str, stamp: tuple[int, int]) -> tuple[float, ...] | None:
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return None
-    losses = []
-    for row in rows:
-        try:
-            value = float(row.get("train_loss") or "nan")
-        except (TypeError, ValueError):
-            continue
-        if math.isfinite(value):
-            losses.append(value)
-    return tuple(losses)
-
-
-def train_losses(metrics_path: Path) -> tuple[float, ...] | None:
-    """A run's metrics.csv training losses in row order (finite ones), None when it has none readable; cached by the
-    file's size and modification time (planners read every run's summary each round)."""
-    try:
-        st = metrics_path.stat()
-    except OSError:
-        return None
-    return _read_train_losses(str(metrics_path), (st.st_size, st.st_mtime_ns))
+def train_losses(folder: RunDir) -> tuple[float, ...] | None:
+    """A run's metrics.csv training losses in row order (finite ones), None when it has none readable."""
+    rows = folder.metric_rows()
+    return None if rows is None else tuple(r["train_loss"] for r in rows if math.isfinite(r["train_loss"]))
 
 
 def data_key(summary: dict[str, Any], config_path: Path) -> DataKey | None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import json
 import logging
+import math
 import os
 import socket
 import time
@@ -78,7 +80,7 @@ class RunDir:
             from gptlab.run.reclassify import needs_rule, reclassified
 
             if needs_rule(summary):
-                summary = reclassified(summary, self / self.CONFIG, self / self.METRICS)
+                summary = reclassified(summary, self)
         return summary
 
     def state(self) -> str:
@@ -187,15 +189,21 @@ class RunDir:
     def write_metrics(self, rows: list[dict[str, Any]]) -> None:
         write_csv(self / self.METRICS, rows, METRIC_COLUMNS)
 
+    def metric_rows(self) -> tuple[dict[str, float], ...] | None:
+        """metrics.csv's rows as numbers (a value that is missing or not a number: NaN), None when it cannot be read;
+        cached by the file's size and modification time (planners read every run's summary each round)."""
+        try:
+            st = (self / self.METRICS).stat()
+        except OSError:
+            return None
+        return _metric_rows(str(self / self.METRICS), (st.st_size, st.st_mtime_ns))
+
     def resume_step(self) -> int:
         """The step a partial run resumes from: its last evaluated row (every evaluation is a checkpoint), 0 without
         one (read from metrics.csv: no checkpoint is loaded)."""
-        try:
-            with open(self / self.METRICS, newline="", encoding="utf-8") as fh:
-                steps = [int(float(r["step"])) for r in csv.DictReader(fh) if r.get("val_loss") not in (None, "")]
-        except (OSError, UnicodeDecodeError, csv.Error, KeyError, TypeError, ValueError):
-            return 0
-        return max(steps, default=0)
+        rows = self.metric_rows() or ()
+        steps = [r["step"] for r in rows if math.isfinite(r["val_loss"]) and math.isfinite(r["step"])]
+        return int(max(steps, default=0))
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json(self / self.SUMMARY, summary)
@@ -301,6 +309,22 @@ class RunDir:
             logger.removeHandler(handler)
             handler.close()
             logger.setLevel(previous)
+
+
+@functools.lru_cache(maxsize=4096)
+def _metric_rows(path: str, stamp: tuple[int, int]) -> tuple[dict[str, float], ...] | None:
+    """One metrics.csv read (`RunDir.metric_rows`); `stamp` (size, mtime) keys the cache to the file's version."""
+    def number(text: Any) -> float:
+        try:
+            return float(text)
+        except (TypeError, ValueError):
+            return math.nan
+
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            return tuple({c: number(row.get(c)) for c in METRIC_COLUMNS} for row in csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
 
 
 def _same_config(recorded: Any, config: Any) -> bool:

@@ -223,18 +223,20 @@ def fit_curves(runs: pd.DataFrame, step: float | None = None, ceiling: float = m
         else:
             windows.append(win)
             sums[cell] += NoiseSums(0.0, 0, _parabola(win.z, win.y, win.w)[1], len(win.z) - 3)
+    reps = pd.DataFrame(columns=["cell", "x", "capped"])
     if replicates is not None and len(replicates):
-        ok = replicates[replicates["status"] == "ok"]
-        ok = ok.assign(capped=np.minimum(ok["loss"].astype(float), ceiling))
-        for cell, g in ok[np.isfinite(ok["capped"])].groupby("cell", sort=False):
+        ok = replicates[replicates["status"] == TRAINED]
+        ok = ok.assign(x=np.log2(ok["lr"].astype(float)), capped=np.minimum(ok["loss"].astype(float), ceiling))
+        reps = ok[np.isfinite(ok["capped"])]
+        for cell, g in reps.groupby("cell", sort=False):
             sums[cell] = sums.get(cell, NoiseSums()) + replicate_sums(g)
     pool = sum(sums.values(), NoiseSums())
-    every = _every_run(runs, replicates, ceiling)
     for w in windows:
         sd, df, pooled = own_noise(sums[w.cell], pool)
         fit = _fit(w, sd, df, pooled, confine(oks[w.cell], w.centre, sd, df), level, asymmetry)
-        if math.isinf(fit.loss_left_ci_high) and UNBOUNDED in fit.flags and w.cell in every:
-            high = tried_bound(every[w.cell], math.log2(w.pick), sd, df, level)
+        if math.isinf(fit.loss_left_ci_high) and UNBOUNDED in fit.flags:  # an open curve: against the lrs tried
+            high = tried_bound(_every_run(runs[runs["cell"] == w.cell], reps[reps["cell"] == w.cell]),
+                               math.log2(w.pick), sd, df, level)
             if math.isfinite(high):
                 fit = dataclasses.replace(fit, loss_left_ci_high=high, flags=(*fit.flags, TRIED))
         done[w.cell] = fit
@@ -242,19 +244,11 @@ def fit_curves(runs: pd.DataFrame, step: float | None = None, ceiling: float = m
     return LrCurves(tuple(done[c] for c in dict.fromkeys(runs["cell"])), noise)
 
 
-def _every_run(runs: pd.DataFrame, replicates: pd.DataFrame | None, ceiling: float) -> dict[Hashable, pd.DataFrame]:
-    """Per cell, every run that trained on this side of its cliff, selection and estimation alike (x, capped)."""
-    ok = runs[runs["status"] == TRAINED]
-    if replicates is not None and len(replicates):
-        more = replicates[replicates["status"] == TRAINED]
-        more = more.assign(x=np.log2(more["lr"].astype(float)), capped=np.minimum(more["loss"].astype(float), ceiling))
-        ok = pd.concat([ok, more[np.isfinite(more["capped"])]], ignore_index=True)
-    out = {}
-    for cell, mine in runs.groupby("cell", sort=False):
-        edge = cliff_edge(zip(mine["x"], mine["capped"], mine["status"] == TRAINED))
-        kept = ok[ok["cell"] == cell]
-        out[cell] = kept[~beyond(kept["x"].to_numpy(float), edge)]
-    return out
+def _every_run(mine: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
+    """One cell's runs that trained on this side of its cliff, selection (`mine`) and estimation (`reps`) alike."""
+    edge = cliff_edge(zip(mine["x"], mine["capped"], mine["status"] == TRAINED))
+    kept = pd.concat([mine.loc[mine["status"] == TRAINED, ["x", "capped"]], reps[["x", "capped"]]], ignore_index=True)
+    return kept[~beyond(kept["x"].to_numpy(float), edge)]
 
 
 def tried_bound(ok: pd.DataFrame, x_pick: float, sd: float, df: int, level: float = LEVEL) -> float:

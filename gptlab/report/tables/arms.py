@@ -80,7 +80,6 @@ def with_failure_cost(res: Results, arms: pd.DataFrame, margin: float) -> pd.Dat
     its effect counting every run at the pick, from the same model as `estimate` (its CI likewise)."""
     runs = res.runs
     counted = runs["ok"] | runs["status"].isin(FAILED_TO_TRAIN)
-    groups = [ARM, *res.scale] if res.scale else [ARM]
     arms = arms.copy()
     for i, r in arms.iterrows():
         mine = runs[counted & (runs[ARM].astype(str) == str(r[ARM]))]
@@ -90,15 +89,14 @@ def with_failure_cost(res: Results, arms: pd.DataFrame, margin: float) -> pd.Dat
         low, high = proportion_confint(n_failed, n_ok + n_failed, alpha=0.05, method="beta") \
             if n_ok + n_failed else (math.nan, math.nan)
         arms.loc[i, ["n_ok", "n_diverged", "failure_rate_low", "failure_rate_high"]] = [n_ok, n_failed, low, high]
-    all_runs = _all_runs_effects(res, runs[counted], groups, margin) if (~runs.loc[counted, "ok"]).any() else {}
+    all_runs = _all_runs_effects(res, runs[counted], margin) if (~runs.loc[counted, "ok"]).any() else {}
     for i, r in arms.iterrows():
         est = all_runs.get(_key(res, r.to_dict()), (r["estimate"], r["ci_low"], r["ci_high"]))
         arms.loc[i, ["estimate_all_runs", "ci_low_all_runs", "ci_high_all_runs"]] = list(est)
     return arms.astype({"n_ok": "Int64", "n_diverged": "Int64"})
 
 
-def _all_runs_effects(res: Results, runs: pd.DataFrame, groups: list[str], margin: float
-                      ) -> dict[tuple[str, ...], tuple[float, float, float]]:
+def _all_runs_effects(res: Results, runs: pd.DataFrame, margin: float) -> dict[tuple[str, ...], tuple[float, float, float]]:
     """(arm[, scale level]) -> the arm's effect with every run counted: a failed run at its own loss where it has a
     finite one, a diverged run (or one without a loss) at the ceiling, the unigram loss of the scored split."""
     own = pd.to_numeric(runs[res.outcome], errors="coerce")
