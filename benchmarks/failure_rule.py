@@ -67,7 +67,7 @@ def shipped(results: Path) -> None:
             raw = json.loads((folder / RunDir.SUMMARY).read_text())
         except (OSError, ValueError):
             continue
-        train = train_losses(recorded)
+        train = train_losses(recorded.metric_rows())
         key = data_key(raw, folder / RunDir.CONFIG)
         plateau = None if key is None else unigram_of(key)
         status = margin_status(raw, key)

@@ -19,16 +19,13 @@ import functools
 import logging
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping, Sequence
 
 import yaml
 
 from gptlab.errors import GptlabError, first_line
 from gptlab.runio import read_yaml
 from gptlab.statuses import JUDGED, STATUS_RULE, judge
-
-if TYPE_CHECKING:
-    from gptlab.run.rundir import RunDir
 
 log = logging.getLogger(__name__)
 
@@ -41,17 +38,19 @@ def needs_rule(summary: dict[str, Any]) -> bool:
     return summary.get("status") in JUDGED and summary.get("status_rule") != STATUS_RULE
 
 
-def reclassified(summary: dict[str, Any], folder: RunDir) -> dict[str, Any]:
-    """`summary` under today's rule (a new dict when its status or note changes, else `summary` itself)."""
+def reclassified(summary: dict[str, Any], config_path: Path,
+                 rows: Sequence[Mapping[str, float]] | None) -> dict[str, Any]:
+    """`summary` under today's rule (a new dict when its status or note changes, else `summary` itself); `rows`: its
+    metrics.csv as numbers (`RunDir.metric_rows`), None when unreadable."""
     if not needs_rule(summary):
         return summary
     unigram = summary.get("unigram_train_loss")
     if isinstance(unigram, bool) or not isinstance(unigram, (int, float)):
-        key = data_key(summary, folder / folder.CONFIG)
+        key = data_key(summary, config_path)
         unigram = None if key is None else unigram_of(key)
     if unigram is None:
         return summary
-    train = train_losses(folder)
+    train = train_losses(rows)
     if train is None:
         return summary
     verdict = judge(train, float(unigram))
@@ -61,9 +60,8 @@ def reclassified(summary: dict[str, Any], folder: RunDir) -> dict[str, Any]:
             RECLASSIFIED: True}
 
 
-def train_losses(folder: RunDir) -> tuple[float, ...] | None:
+def train_losses(rows: Sequence[Mapping[str, float]] | None) -> tuple[float, ...] | None:
     """A run's metrics.csv training losses in row order (finite ones), None when it has none readable."""
-    rows = folder.metric_rows()
     return None if rows is None else tuple(r["train_loss"] for r in rows if math.isfinite(r["train_loss"]))
 
 

@@ -80,7 +80,7 @@ class RunDir:
             from gptlab.run.reclassify import needs_rule, reclassified
 
             if needs_rule(summary):
-                summary = reclassified(summary, self)
+                summary = reclassified(summary, self / self.CONFIG, self.metric_rows())
         return summary
 
     def state(self) -> str:
