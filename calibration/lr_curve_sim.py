@@ -15,8 +15,8 @@ the edge, at the same seeds. The pick is then `stats.picks`' rule over every lr,
 estimation runs do. The truths come from the planted curves alone: the optimum, and the loss left =
 the curve at the pick minus its minimum. With `cliff`, a stability cliff: from that many octaves above
 each optimum (uniform over the range) a run fails with a probability rising linearly to 1 over
-`cliff_width` octaves, landing stuck 0.3-0.9 above the best loss (status ok) or, half of them, at the
-unigram loss (status collapsed); the pick is then `stats.picks`' (its cliff rule). Deterministic for a
+`cliff_width` octaves: it blew up after learning, 0.3-0.9 above the best loss (status unstable, as the
+status rule judges such a curve) or, half of them, at the unigram loss (status collapsed); the pick is then `stats.picks`' (its cliff rule). Deterministic for a
 given RNG seed.
 """
 
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gptlab.stats.cliff import beyond, cliff_edge
 from gptlab.stats.lr_curves import ASYMMETRY, NOT_CONVEX, UNBOUNDED, fit_curves
+from gptlab.stats.lr_model import beyond, cliff_edge
 
 GRID = (5e-4, 1e-3, 2e-3, 4e-3, 8e-3)  # the `tuned` study's space
 BENT = 0.25  # the RMS bend of results/tuned's four curves
@@ -113,7 +113,7 @@ def simulate_sweep(sc: CurveScenario, rng: np.random.Generator, prior: float = A
                                                                   + rng.normal(0, sc.noise_sd)), "status": "ok"}
             if sc.cliff and rng.uniform() < fails(x):  # drawn only with a cliff: the other scenarios keep theirs
                 stuck = rng.uniform() < 0.5
-                row.update(loss=best + rng.uniform(0.3, 0.9) if stuck else 3.33, status="ok" if stuck else "collapsed")
+                row.update(loss=best + rng.uniform(0.3, 0.9) if stuck else 3.33, status="unstable" if stuck else "collapsed")
             return row
 
         def sample(xs: np.ndarray, seeds: range) -> list[dict]:

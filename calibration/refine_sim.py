@@ -6,7 +6,9 @@ untied), each cell with a true loss curve in u = log2(lr / lr*) (`Curve`): a qua
 low-lr side (right-side curvature log-uniform in `World.curvature`, the left side `skew` times it;
 optima log-uniform over `World.optima`), optionally diverging `diverge` octaves above the optimum, or
 with a stability cliff (`World.cliff`): past it a run fails with a probability rising linearly to 1 over
-`cliff_width` octaves, stuck 0.3-0.9 above the best loss (it learned, then blew up) or collapsed (half).
+`cliff_width` octaves: it blew up after learning (status `unstable`) or collapsed, and either way did not
+train (an infinite loss to the tuner: `gptlab.statuses.judge` decides that from the run's own curve, its
+confusion table is `calibration.failure_sim`'s; no loss is a cut here).
 Selection runs are the curve plus independent noise (`World.run_sd`); each is a fixed draw per (cell,
 half-step, replicate), shared by every tuner of the study (common random numbers: paired comparisons).
 The tuners, each picking every cell's lr from selection runs alone (`Tuner`):
@@ -83,7 +85,6 @@ class World:
     diverge: float = math.inf  # octaves above the optimum where runs diverge
     cliff: tuple[float, float] | None = None  # uniform range of each cell's cliff, octaves above its optimum
     cliff_width: float = 1.0  # octaves over which a run's failure probability rises from 0 to 1
-    stuck: tuple[float, float] = (0.3, 0.9)  # a failed run that learned: this far above the best loss (uniform)
     best_loss: float = 1.73  # gelu's best loss
     run_sd: float = 0.006  # SD of one run's loss (selection and estimation alike)
     seed_share: float = 0.36  # estimation: the share of the run variance that a seed shifts every cell by
@@ -126,7 +127,6 @@ class Noise:
     seed_offsets: np.ndarray  # (estimation seeds,)
     estimation: np.ndarray  # (cell, estimation seeds)
     fail: np.ndarray | None = None  # (cell, half-step - low, replicate): uniform; a run fails below its probability
-    stuck: np.ndarray | None = None  # ... a failed run's loss above the best (inf: collapsed)
 
     @classmethod
     def draw(cls, world: World, rng: np.random.Generator, replicates: int) -> "Noise":
@@ -137,8 +137,7 @@ class Noise:
         out = cls(sel, rng.normal(0.0, seed_sd, world.seeds), rng.normal(0.0, est_sd, (len(CELLS), world.seeds)))
         if world.cliff is None:
             return out
-        stuck = rng.uniform(*world.stuck, shape)
-        return replace(out, fail=rng.uniform(size=shape), stuck=np.where(rng.uniform(size=shape) < 0.5, math.inf, stuck))
+        return replace(out, fail=rng.uniform(size=shape))
 
     def failed(self, curve: Curve, cell: int, k: int, replicate: int) -> bool:
         """Whether `cell`'s `replicate`-th run at half-step k fails (beyond its curve's cliff)."""
@@ -147,7 +146,7 @@ class Noise:
     def run(self, curve: Curve, cell: int, k: int, replicate: int) -> float:
         """The selection loss of `cell`'s `replicate`-th run at half-step k (inf: it did not train)."""
         if self.failed(curve, cell, k, replicate):
-            return curve.best_loss + float(self.stuck[cell, k - LATTICE.bounds[0], replicate])
+            return math.inf
         return curve.loss(LATTICE.value(k)) + self.selection[cell, k - LATTICE.bounds[0], replicate]
 
 

@@ -1,13 +1,15 @@
 """Each cell's loss against log2(lr) near its lowest point: fitted optimum, curvature and the loss its pick leaves, with 95% CIs.
 
-The fit, per cell, from its selection runs (lr, loss, status; `fit_curves`):
+The fit, per cell, from every run of the cell (selection and estimation runs, at every lr: lr, loss,
+status; `fit_curves`), by the curve model the refining tuner shares (`stats.lr_model`: the points, the
+cliff, the noise, the closed sides, the window and its parabola):
 
-- x = log2(lr). Runs that did not train (not ok), and lrs beyond the cell's cliff (`stats.cliff`), are left
+- x = log2(lr). Runs that did not train (not ok), and lrs beyond the cell's cliff, are left
   out of fits and noise; an ok run's loss is capped at `ceiling` (the validation unigram loss, as the report's
   LR sensitivity caps it). Each lr with ok runs is one point: the mean of its runs, weighted by their number.
 - The window: the lowest mean and every point within one coarse grid `step` (octaves) of it on
   each side, `step` being the spacing of `tune.space` (default: the widest gap between the cell's
-  sampled lrs; give or take `stats.cliff.TOLERANCE`: lrs have 6 digits). On a factor-2 grid that is the lowest point
+  sampled lrs; give or take `stats.lr_model.TOLERANCE`: lrs have 6 digits). On a factor-2 grid that is the lowest point
   and its two neighbours, the fewest a
   parabola needs and the closest to the minimum (a loss curve is a parabola only near it: a wider
   window trades noise for shape bias), plus refine's half-step midpoints. With fewer than 3
@@ -22,19 +24,19 @@ The fit, per cell, from its selection runs (lr, loss, status; `fit_curves`):
   second derivative at the optimum: the loss added one octave away from it, nats per octave^2, as
   `calibration.tuning_sim` states curvatures; the fitted minimum is m.
 
-The noise: each cell's own SD of a selection run's loss, from its own runs that trained
-(`stats.lr_support`): replicate runs at one lr (the `replicates` given, e.g. the estimation runs at its
-pick, included: n - 1 df each) plus its window's plain-parabola residual (window lrs - 3 df). A cell
-with no df of its own takes the pool over the cells (`Noise`; flag `pooled_noise`); with no df at all
-there are no CIs (flag `no_noise_estimate`); the point estimates stand.
+The noise: the model's (`stats.lr_model.noise_of`): each cell's own SD of one run's loss from its
+replicates (trained runs repeated at one lr, the estimation runs included: n - 1 df each), never from
+the parabola's residuals (lack of fit at a bend is not noise). A cell with fewer than
+`lr_model.MIN_OWN_DF` df of its own takes the pool over the cells (`Noise`; flag `pooled_noise`); with
+no df at all there are no CIs (flag `no_noise_estimate`); the point estimates stand.
 
 The CIs are profile-likelihood intervals of that penalised fit, with the cell's SD s and t
 quantiles on its df: every value whose best fit constrained to it is within t^2 s^2 of the best fit.
 (x*, a) are scanned on a grid, (m, c) solved exactly at each.
 
 - The optimum: the piece around the estimate of that set of x*, searched up to half a coarse step
-  (`REACH`) beyond the window, or on a confined side (`lr_support.confine`: a tried lr there is clearly
-  above the lowest mean) up to that lr, which then ends the CI (flag `confined`); an open side that the
+  (`REACH`) beyond the window, or on a closed side (`lr_model.closed_sides`: a tried lr there is clearly
+  above the lowest mean, or one where a run did not train) up to that lr, which then ends the CI (flag `confined`); an open side that the
   set reaches is unbounded (lr 0 or inf), flag `ci_unbounded` (an estimate beyond the search gets no
   CIs). For a parabola (a = 0) it is Fieller's interval, exact under normal noise. Coverage by simulation:
   `calibration.lr_curve_sim`, docs/STATISTICS.md.
@@ -70,9 +72,21 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from gptlab.stats.cliff import SAYS_NOTHING, TOLERANCE, TRAINED, beyond, cliff_edge
+from gptlab.stats.lr_model import (
+    POOLED,
+    SAYS_NOTHING,
+    TOLERANCE,
+    TRAINED,
+    NoiseSums,
+    beyond,
+    cliff_edge,
+    closed_sides,
+    noise_of,
+    parabola,
+    replicate_sums,
+    window,
+)
 from gptlab.stats.lr_profile import Scan, interval, left_ci
-from gptlab.stats.lr_support import POOLED, NoiseSums, confine, own_noise, replicate_sums
 from gptlab.stats.picks import Trial, pick_rows
 from gptlab.stats.picks import picks as picked_rows
 
@@ -90,12 +104,10 @@ EDGE, DIVERGED, FEW, NOT_CONVEX, OUTSIDE, UNBOUNDED, PICK_OUTSIDE, NO_NOISE, CLI
 
 @dataclass(frozen=True)
 class Noise:
-    """The SD of one selection run's loss pooled over the cells (a cell without df of its own uses it)."""
+    """The replicate SD of one run's loss pooled over the cells (a cell with too few df of its own uses it)."""
 
     sd: float  # pooled SD (loss units); NaN without degrees of freedom
-    df: int  # its degrees of freedom, df_replicates + df_residual
-    df_replicates: int  # from runs repeated at one lr of one cell (n - 1 each)
-    df_residual: int  # from the parabolas' residuals (window lrs - 3 each)
+    df: int  # its degrees of freedom: runs repeated at one lr of one cell, n - 1 each
 
 
 @dataclass(frozen=True)
@@ -157,14 +169,8 @@ class _Window:
     centre: float  # log2 of the lowest mean's lr
     step: float  # the coarse grid step, octaves
     flags: tuple[str, ...]
-
-
-def _parabola(z: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, float]:
-    """Weighted least-squares parabola through the points: (m0, b, c) of m0 + b z + c z^2, and its RSS."""
-    X = np.column_stack([np.ones_like(z), z, z * z])
-    coef = np.linalg.pinv((X.T * w) @ X) @ ((X.T * w) @ y)
-    resid = y - X @ coef
-    return coef, float(np.sum(w * resid * resid))
+    points: Mapping[float, tuple[float, int]] = dataclasses.field(default_factory=dict)  # x -> (mean, runs), every lr
+    shut: tuple[float, ...] = ()  # x of tried lrs where a run did not train (they close their side)
 
 
 def default_picks(runs: pd.DataFrame) -> dict[Hashable, float]:
@@ -179,75 +185,69 @@ def default_picks(runs: pd.DataFrame) -> dict[Hashable, float]:
     return out
 
 
-def _window(cell: Hashable, mine: pd.DataFrame, pick: float, step: float | None) -> tuple[_Window | None, float, int]:
-    """The cell's window (None with fewer than 3 ok lrs), its replicate sum of squares and df: this side of its cliff."""
+def _window(cell: Hashable, mine: pd.DataFrame, pick: float, step: float | None) -> tuple[_Window | None, NoiseSums]:
+    """The cell's window (None with fewer than 3 ok lrs) and its replicate sums: this side of its cliff."""
     cut = beyond(mine["x"].to_numpy(float), cliff_edge(zip(mine["x"], mine["capped"], mine["status"] == TRAINED)))
-    groups = mine[(mine["status"] == TRAINED) & ~cut].groupby("x")["capped"]
+    kept = mine[(mine["status"] == TRAINED) & ~cut]
+    groups = kept.groupby("x")["capped"]
     means, counts = groups.mean(), groups.count()
-    ss, df = float((groups.var(ddof=0) * counts).sum()), int((counts - 1).sum())
+    sums = replicate_sums({x: g.to_numpy(float) for x, g in groups})
     if len(means) < 3:
-        return None, ss, df
+        return None, sums
     if step is None:
         sampled = np.sort(mine.loc[mine["status"] != SAYS_NOTHING, "x"].unique())
         step = float(np.max(np.diff(sampled)))
     centre = float(means.idxmin())
     xs = means.index.to_numpy(float)
-    dist = np.abs(xs - centre)
-    inside = dist <= step + TOLERANCE
-    for i in np.argsort(dist, kind="stable"):  # nearest first, the smaller lr first on a tie
-        if inside.sum() >= 3:
-            break
-        inside[i] = True
+    inside = window(xs, centre, step)
     near = np.abs(mine["x"] - centre) <= step + TOLERANCE
-    flags = [EDGE] * (centre in (xs.min(), xs.max())) + [CLIFF] * bool(cut.any()) + \
-        [DIVERGED] * bool((~mine["status"].isin([TRAINED, SAYS_NOTHING]) & near).any())
-    return (_Window(cell, pick, xs[inside] - centre, means.to_numpy(float)[inside], counts.to_numpy(float)[inside],
-                    centre, step, tuple(flags)), ss, df)
+    failed = ~mine["status"].isin([TRAINED, SAYS_NOTHING])
+    flags = [EDGE] * (centre in (xs.min(), xs.max())) + [CLIFF] * bool(cut.any()) + [DIVERGED] * bool((failed & near).any())
+    points = {float(x): (float(m), int(n)) for x, m, n in zip(xs, means, counts)}
+    win = _Window(cell, pick, xs[inside] - centre, means.to_numpy(float)[inside], counts.to_numpy(float)[inside],
+                  centre, step, tuple(flags), points, tuple(float(x) for x in mine.loc[failed, "x"].unique()))
+    return win, sums
 
 
 def fit_curves(runs: pd.DataFrame, step: float | None = None, ceiling: float = math.inf,
                picks: Mapping[Hashable, float] | None = None, replicates: pd.DataFrame | None = None,
                level: float = LEVEL, asymmetry: float = ASYMMETRY) -> LrCurves:
-    """Every cell's fit. `runs`: the selection runs, columns cell, lr, loss, status (ok | diverged | failed);
-    `replicates` (same columns): more runs whose repeats at one lr only inform the noise (the estimation runs)."""
-    runs = runs.assign(x=np.log2(runs["lr"].astype(float)), capped=np.minimum(runs["loss"].astype(float), ceiling))
-    runs = runs[(runs["status"] != "ok") | np.isfinite(runs["capped"])]
-    picks = {**default_picks(runs), **(picks or {})}
-    sums, windows, done, oks = {}, [], {}, {}
+    """Every cell's fit (`stats.lr_model`'s curve). `runs`: the selection runs, columns cell, lr, loss, status (ok |
+    diverged | collapsed | failed ...); `replicates` (same columns): the cell's other runs (the estimation runs, at
+    its pick and at earlier picks), points of its curve like every run; the default pick is read from `runs`."""
+    prepare = lambda f: f.assign(x=np.log2(f["lr"].astype(float)),  # noqa: E731
+                                 capped=np.minimum(f["loss"].astype(float), ceiling))
+    runs = prepare(runs)
+    picks = {**default_picks(runs[(runs["status"] != TRAINED) | np.isfinite(runs["capped"])]), **(picks or {})}
+    if replicates is not None and len(replicates):
+        runs = pd.concat([runs, prepare(replicates[list(replicates.columns.intersection(runs.columns))])],
+                         ignore_index=True)
+    runs = runs[(runs["status"] != TRAINED) | np.isfinite(runs["capped"])]
+    sums, windows, done = {}, [], {}
     for cell, mine in runs.groupby("cell", sort=False):
-        win, s, d = _window(cell, mine, picks.get(cell, math.nan), step)
-        sums[cell], oks[cell] = NoiseSums(s, d), mine[mine["status"] == "ok"]
+        win, sums[cell] = _window(cell, mine, picks.get(cell, math.nan), step)
         if win is None:
             done[cell] = CurveFit(cell, picks.get(cell, math.nan), *[math.nan] * 8, 0,
-                                  int((mine["status"] == "ok").sum()), math.nan, math.nan, math.nan, (FEW,))
+                                  int((mine["status"] == TRAINED).sum()), math.nan, math.nan, math.nan, (FEW,))
         else:
             windows.append(win)
-            sums[cell] += NoiseSums(0.0, 0, _parabola(win.z, win.y, win.w)[1], len(win.z) - 3)
-    reps = pd.DataFrame(columns=["cell", "x", "capped"])
-    if replicates is not None and len(replicates):
-        ok = replicates[replicates["status"] == TRAINED]
-        ok = ok.assign(x=np.log2(ok["lr"].astype(float)), capped=np.minimum(ok["loss"].astype(float), ceiling))
-        reps = ok[np.isfinite(ok["capped"])]
-        for cell, g in reps.groupby("cell", sort=False):
-            sums[cell] = sums.get(cell, NoiseSums()) + replicate_sums(g)
     pool = sum(sums.values(), NoiseSums())
     for w in windows:
-        sd, df, pooled = own_noise(sums[w.cell], pool)
-        fit = _fit(w, sd, df, pooled, confine(oks[w.cell], w.centre, sd, df), level, asymmetry)
+        sd, df, pooled = noise_of(sums[w.cell], pool)
+        low, high = closed_sides(w.points, w.centre, sd, df, w.shut)
+        fit = _fit(w, sd, df, pooled, (low - w.centre, high - w.centre), level, asymmetry)
         if math.isinf(fit.loss_left_ci_high) and UNBOUNDED in fit.flags:  # an open curve: against the lrs tried
-            high = tried_bound(_every_run(runs[runs["cell"] == w.cell], reps[reps["cell"] == w.cell]),
-                               math.log2(w.pick), sd, df, level)
+            high = tried_bound(_every_run(runs[runs["cell"] == w.cell]), math.log2(w.pick), sd, df, level)
             if math.isfinite(high):
                 fit = dataclasses.replace(fit, loss_left_ci_high=high, flags=(*fit.flags, TRIED))
         done[w.cell] = fit
-    noise = Noise(pool.sd, pool.df, pool.df_replicates, pool.df_residual)
-    return LrCurves(tuple(done[c] for c in dict.fromkeys(runs["cell"])), noise)
+    return LrCurves(tuple(done[c] for c in dict.fromkeys(runs["cell"])), Noise(pool.sd, pool.df))
 
 
-def _every_run(mine: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
-    """One cell's runs that trained on this side of its cliff, selection (`mine`) and estimation (`reps`) alike."""
+def _every_run(mine: pd.DataFrame) -> pd.DataFrame:
+    """One cell's runs that trained on this side of its cliff (selection and estimation runs alike)."""
     edge = cliff_edge(zip(mine["x"], mine["capped"], mine["status"] == TRAINED))
-    kept = pd.concat([mine.loc[mine["status"] == TRAINED, ["x", "capped"]], reps[["x", "capped"]]], ignore_index=True)
+    kept = mine.loc[mine["status"] == TRAINED, ["x", "capped"]]
     return kept[~beyond(kept["x"].to_numpy(float), edge)]
 
 
@@ -274,7 +274,7 @@ def _fit(win: _Window, sd: float, df: int, pooled: bool, sides: tuple[float, flo
     minus the centre; +/-inf: open)."""
     flags, s2, nan = list(win.flags) + ([POOLED] if pooled else []), sd ** 2, math.nan
     crit = float(stats.t.ppf(0.5 + level / 2, df)) ** 2 if df > 0 else nan
-    (m0, b, c), _ = _parabola(win.z, win.y, win.w)
+    (m0, b, c), _ = parabola(win.z, win.y, win.w)
     lo, hi = float(win.z.min()), float(win.z.max())
     window = (2 ** (win.centre + lo), 2 ** (win.centre + hi))
     if not math.isfinite(s2):

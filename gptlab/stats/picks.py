@@ -8,7 +8,7 @@ decide with the same code from the same summaries.
 
 The rule: a cell's pick is its setting with the lowest mean selection loss over the runs that
 trained (status ok), among the settings on the trained side of the cell's stability cliff
-(`stats.cliff`, where one numeric key is tuned: those beyond are `beyond_cliff` and never picked).
+(`stats.lr_model`, where one numeric key is tuned: those beyond are `beyond_cliff` and never picked).
 A run that did not train (diverged, collapsed) counts as an infinite loss: a setting with one is
 picked only when every setting of the cell has one (then the fewest such runs, then the lowest mean
 of the ok runs); a failed run (a crash) says nothing and is skipped. Ties go to the setting listed first. A pick is
@@ -24,7 +24,7 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from gptlab.stats.cliff import SAYS_NOTHING, beyond, cliff_edge, trained
+from gptlab.stats.lr_model import SAYS_NOTHING, beyond, cliff_edge, trained
 from gptlab.statuses import FAILED_TO_TRAIN
 
 Pairs = tuple[tuple[str, Any], ...]  # (dotted key, value) pairs, in grid or tune.space order
@@ -93,7 +93,7 @@ class SettingRow:
     sd_loss: float  # their sample SD (NaN with fewer than two)
     picked: bool  # the cell's pick
     at_edge: bool  # picked, and on the edge of the space in some tuned key
-    beyond_cliff: bool = False  # beyond the cell's stability cliff (`stats.cliff`): in the record, never in a pick
+    beyond_cliff: bool = False  # beyond the cell's stability cliff (`stats.lr_model`): in the record, never in a pick
 
     def rank(self) -> tuple[int, float]:
         """What the pick minimises: runs that did not train first (an infinite loss), then the mean loss."""

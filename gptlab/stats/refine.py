@@ -7,25 +7,27 @@ what trains.
 The lrs a cell may try form a lattice in log2(lr): the coarse levels of `tune.space` (a geometric
 grid, ratio r) are the even half-steps k = 0, 2, ..., 2(n-1) (lr = lr_0 r^(k/2)); the odd ones are
 their geometric midpoints; at most `extend` coarse steps beyond either end. Every step below sees a
-cell's runs on the trained side of its stability cliff only (`stats.cliff`: a run that did not train,
-or a jump far above the lowest mean, and every higher lr; `trained_side`): those runs never enter a
-fit, a pick or the noise, and nothing at or beyond the cliff is tried. After the coarse grid (one seed
+cell's runs on the trained side of its stability cliff only (`stats.lr_model`, the curve model the
+report shares: the lowest lr above the lowest mean where a run did not train, and every higher lr;
+`trained_side`): those runs never enter a fit, a pick or the noise, and nothing at or beyond the
+cliff is tried. After the coarse grid (one seed
 per level), each round takes, for every cell, the first of these that applies:
 
 1. edge: the lowest mean sits at the highest (lowest) lr tried -> try one coarse step beyond it.
 2. refine: a half-step neighbour of the lowest mean is untried -> try it (the neighbours at half
    the spacing, so the pick is at most a quarter of a coarse step from the curve's minimum).
-3. the pick: a weighted quadratic in k through the points within one coarse step of the lowest
-   mean (weights: ok runs per lr; Wortsman et al. 2023 read the whole loss-vs-lr curve, not one
+3. the pick: the model's parabola in k through the points within one coarse step of the lowest
+   mean (`stats.lr_model.window`; weights: ok runs per lr; Wortsman et al. 2023 read the whole loss-vs-lr curve, not one
    point) smooths the means; the pick is the tried lr with the lowest fitted loss (the lowest
    mean where the fit is not convex). A pick that a tried point beats by more than `BEATEN` (2)
-   SEs of the difference at the pooled noise is not made: the lowest mean is the pick and its
+   SEs of the difference at the cell's noise is not made: the lowest mean is the pick and its
    bootstrap reads the means unsmoothed (`beaten` records the fit's minimum it overruled).
-4. close: once the noise is known, a side of the pick with no tried point above the pick's mean by
-   more than `BEATEN` SEs of the difference is open -> try one coarse step beyond that side's
-   farthest point (a half-step where the coarse one is out of bounds or tried; nothing where both
-   are, or past the cliff: the cliff closes a side). Every cell, the baseline included.
-5. trust: a parametric bootstrap of the points under the pooled selection noise gives the pick's
+4. close: once the noise is known, a side of the lowest mean that the model finds open
+   (`stats.lr_model.closed_sides`, the report's test: no tried lr there clearly above the lowest
+   mean at one-sided 2.5% on the cell's noise, and none where a run did not train) -> try one coarse
+   step beyond that side's farthest point (a half-step where the coarse one is out of bounds or
+   tried; nothing where both are, or past the cliff). Every cell, the baseline included.
+5. trust: a parametric bootstrap of the points under the cell's noise gives the pick's
    probability of being the best tried lr (`p_best`) and the loss it is expected to leave on the
    table against the best of them (`expected_regret`). The cell is done when p_best >= confidence,
    or the expected regret is below `tolerance` (two lrs whose true losses differ by less than
@@ -33,9 +35,10 @@ per level), each round takes, for every cell, the first of these that applies:
    trains at the pick and at its closest rival.
 
 Runs that did not train (diverged, collapsed) count as an infinite loss (never a pick, never in a
-fit). The pooled noise SD comes from replicate seeds at one lr and from the fits' residuals, on the
-trained side of each cell's cliff, pooled over cells with their degrees of freedom; with none yet,
-no pick is trusted and no curve is closed (more seeds are the only way to learn it). Every random
+fit). Each cell's noise is the model's (`stats.lr_model.noise_of`): its own replicate seeds at one
+lr once they give `MIN_OWN_DF` df, the pool of every cell's replicates before that; never a fit's
+residuals. With none yet, no pick is trusted and no curve is closed (more seeds at the pick and its
+rival are the only way to learn it). Every random
 draw comes from a generator seeded by the data's shape, so a rerun decides the same.
 """
 from __future__ import annotations
@@ -46,7 +49,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from gptlab.stats.cliff import beyond, cliff_edge
+from gptlab.stats.lr_model import NoiseSums, beyond, cliff_edge, closed_sides, noise_of, parabola, replicate_sums, window
 
 BOOTSTRAP_DRAWS = 2000  # parametric bootstrap draws behind p_best and the expected regret
 WINDOW = 2  # half-steps either side of the lowest mean that the local quadratic sees (one coarse step)
@@ -118,9 +121,11 @@ class CellDecision:
     expected_regret: float = math.nan  # expected loss the pick leaves against the best lr tried (nats)
     reason: str = ""  # edge | refine | close | replicate | confident | tolerance | budget | no ok run
     runs: int = 0  # selection runs of the cell so far
-    cliff: int | None = None  # the lowest half-step beyond the stability cliff (`stats.cliff`; None: none seen)
+    cliff: int | None = None  # the lowest half-step beyond the stability cliff (`stats.lr_model`; None: none seen)
     window: tuple[int, ...] = ()  # the half-steps of the local fit behind the pick
     beaten: int | None = None  # the fit's minimum, where a tried point beat it by more than the noise explains
+    noise_sd: float = math.nan  # the cell's noise SD behind p_best and the closed sides (`stats.lr_model.noise_of`)
+    noise_df: float = 0  # its degrees of freedom (inf: a noise given as known)
 
 
 @dataclass(frozen=True)
@@ -135,7 +140,7 @@ class RefineRule:
 
 
 def cliff(obs: Observations, octaves: float = HALF_STEP) -> int | None:
-    """The lowest tried half-step beyond the cell's stability cliff (`stats.cliff`), None when none is."""
+    """The lowest tried half-step beyond the cell's stability cliff (`stats.lr_model`), None when none is."""
     edge = cliff_edge((k * octaves, y, math.isfinite(y)) for k, ys in obs.items() for y in ys)
     return min((k for k in obs if beyond(k * octaves, edge)), default=None)
 
@@ -157,52 +162,34 @@ def _means(obs: Observations) -> dict[int, tuple[float, int]]:
 
 
 def _window(means: Mapping[int, tuple[float, int]], best: int) -> list[int]:
-    return sorted(k for k, (m, n) in means.items() if abs(k - best) <= WINDOW and n > 0)
+    """The half-steps the local parabola sees (`stats.lr_model.window`, one coarse step = `WINDOW` half-steps)."""
+    ks = np.array(sorted(k for k, (m, n) in means.items() if n > 0), float)
+    return [int(k) for k in ks[window(ks, float(best), WINDOW)]] if len(ks) else []
 
 
 def _fit(ks: Sequence[int], y: np.ndarray, w: np.ndarray) -> np.ndarray | None:
-    """Weighted least-squares quadratic coefficients (a, b, c) of y = a k^2 + b k + c; None with < 3 points."""
+    """The shared parabola's coefficients (a, b, c) of y = a k^2 + b k + c (`stats.lr_model.parabola`); None with < 3."""
     if len(ks) < 3:
         return None
-    x = np.asarray(ks, float)
-    X = np.stack([x * x, x, np.ones_like(x)], axis=1) * np.sqrt(w)[:, None]
-    coef, *_ = np.linalg.lstsq(X, y * np.sqrt(w), rcond=None)
-    return coef
+    (m0, b, c), _ = parabola(np.asarray(ks, float), y, w)
+    return np.array([c, b, m0])
 
 
-def residual_ss(obs: Observations, octaves: float = HALF_STEP) -> tuple[float, int]:
-    """This cell's contribution to the pooled noise: (sum of squares, degrees of freedom) from replicate
-    seeds at one lr and from the residuals of its local quadratic (weighted by runs), on the trained side of
-    its cliff only."""
-    obs = trained_side(obs, octaves)
-    means = _means(obs)
-    ss, df = 0.0, 0
-    for k, losses in obs.items():
-        ok = np.array([x for x in losses if math.isfinite(x)])
-        if len(ok) > 1:
-            ss, df = ss + float(((ok - ok.mean()) ** 2).sum()), df + len(ok) - 1
-    finite = {k: v for k, v in means.items() if math.isfinite(v[0])}
-    if finite:
-        best = min(finite, key=lambda k: finite[k][0])
-        ks = _window(finite, best)
-        if len(ks) > 3:
-            y, w = np.array([finite[k][0] for k in ks]), np.array([finite[k][1] for k in ks], float)
-            coef = _fit(ks, y, w)
-            fitted = np.polyval(coef, np.asarray(ks, float))
-            ss, df = ss + float((w * (y - fitted) ** 2).sum()), df + len(ks) - 3
-    return ss, df
+def noise_sums(obs: Observations, octaves: float = HALF_STEP) -> NoiseSums:
+    """This cell's replicate sums (`stats.lr_model`): its trained runs repeated at one lr, on the trained side of its
+    cliff only (never a fit's residuals)."""
+    return replicate_sums({k: [y for y in v if math.isfinite(y)] for k, v in trained_side(obs, octaves).items()})
 
 
 def pooled_sigma(cells: Sequence[Observations], octaves: float = HALF_STEP) -> tuple[float, int]:
-    """The pooled selection noise SD over cells and its degrees of freedom (NaN, 0 with none)."""
-    parts = [residual_ss(obs, octaves) for obs in cells]
-    ss, df = sum(p[0] for p in parts), sum(p[1] for p in parts)
-    return (math.sqrt(ss / df), df) if df > 0 else (math.nan, 0)
+    """The replicate noise SD pooled over cells and its degrees of freedom (NaN, 0 with none)."""
+    pool = sum((noise_sums(obs, octaves) for obs in cells), NoiseSums())
+    return pool.sd, pool.df
 
 
-def judge(obs: Observations, sigma: float, seed: int = 0, octaves: float = HALF_STEP) -> CellDecision:
+def judge(obs: Observations, sigma: float, seed: int = 0, octaves: float = HALF_STEP, df: float = math.inf) -> CellDecision:
     """The pick of one cell from its runs on the trained side of its cliff, with p_best and the expected regret
-    under noise SD `sigma` (`octaves`: the width of a half-step)."""
+    under the cell's noise SD `sigma` on `df` degrees of freedom (inf: known; `octaves`: the width of a half-step)."""
     runs = sum(len(v) for v in obs.values())
     edge = cliff(obs, octaves)
     finite = {k: v for k, v in _means(trained_side(obs, octaves)).items() if math.isfinite(v[0])}
@@ -222,7 +209,8 @@ def judge(obs: Observations, sigma: float, seed: int = 0, octaves: float = HALF_
         # here (a bent curve, a point near a cliff); the pick is the lowest mean and the bootstrap uses the means.
         pick, beaten, convex, centre = best, pick, False, y
     if not known:
-        return CellDecision(pick=pick, runs=runs, cliff=edge, window=tuple(ks), beaten=beaten)
+        return CellDecision(pick=pick, runs=runs, cliff=edge, window=tuple(ks), beaten=beaten, noise_sd=sigma,
+                            noise_df=df)
     rng = np.random.default_rng([seed, len(ks), int(n.sum())])
     draws = centre + rng.standard_normal((BOOTSTRAP_DRAWS, len(ks))) * sigma / np.sqrt(n)
     if convex:  # refit each draw: the smoothed losses a rerun of these runs would give
@@ -235,7 +223,7 @@ def judge(obs: Observations, sigma: float, seed: int = 0, octaves: float = HALF_
     p_best = float(np.mean(np.argmin(draws, axis=1) == i))
     regret = float(np.mean(draws[:, i] - draws.min(axis=1)))
     return CellDecision(pick=pick, p_best=p_best, expected_regret=regret, runs=runs, cliff=edge, window=tuple(ks),
-                        beaten=beaten)
+                        beaten=beaten, noise_sd=sigma, noise_df=df)
 
 
 def _rival(obs: Observations, pick: int, octaves: float = HALF_STEP) -> int | None:
@@ -244,26 +232,26 @@ def _rival(obs: Observations, pick: int, octaves: float = HALF_STEP) -> int | No
     return min(sorted(finite), key=lambda k: finite[k][0]) if finite else None
 
 
-def open_sides(finite: Mapping[int, tuple[float, int]], pick: int, sigma: float, low: int, high: int,
+def open_sides(finite: Mapping[int, tuple[float, int]], sigma: float, df: float, low: int, high: int,
                tried: Sequence[int]) -> tuple[int, ...]:
-    """Where the curve around the pick is still open: per side with no trained point above the pick's mean by more
-    than `BEATEN` SEs of the difference (and no tried lr where nothing trained, or beyond the cliff: those close it),
-    one coarse step beyond its farthest trained point (a half-step where that is out of [low, high] or tried), if
-    any; `finite`: half-step -> (mean, runs) on the trained side, `tried`: every half-step tried."""
-    m0, n0 = finite[pick]
+    """Where the curve around its lowest mean is still open (`stats.lr_model.closed_sides`, the report's test: a side
+    closes at a tried lr clearly above the lowest mean, or at one where a run did not train): per open side, one
+    coarse step beyond its farthest trained point (a half-step where that is out of [low, high] or tried), if any;
+    `finite`: half-step -> (mean, runs) on the trained side, `tried`: every half-step tried."""
+    best = min(sorted(finite), key=lambda k: finite[k][0])
+    shut = [k for k in tried if k not in finite]
+    sides = closed_sides({float(k): v for k, v in finite.items()}, float(best), sigma, df, [float(k) for k in shut])
     add = []
-    for s in (-1, 1):
-        side = [k for k in finite if (k - pick) * s > 0]
-        if any(finite[k][0] - m0 > BEATEN * sigma * math.sqrt(1 / finite[k][1] + 1 / n0) for k in side) or \
-                any((k - pick) * s > 0 and k not in finite for k in tried):
+    for s, side in zip((-1, 1), sides):
+        if math.isfinite(side):
             continue
-        far = max(side, key=lambda k: k * s, default=pick)
+        far = max((k for k in finite if (k - best) * s >= 0), key=lambda k: k * s)
         add += [t for t in (far + 2 * s, far + s) if low <= t <= high and t not in tried][:1]
     return tuple(add)
 
 
-def decide(obs: Observations, lattice: Lattice, rule: RefineRule, sigma: float, seed: int = 0) -> CellDecision:
-    """The next runs of one cell (see the module's steps), given the pooled noise SD `sigma`."""
+def decide(obs: Observations, lattice: Lattice, rule: RefineRule, sigma: float, seed: int = 0, df: float = math.inf) -> CellDecision:
+    """The next runs of one cell (see the module's steps), given its noise SD `sigma` on `df` degrees of freedom (inf: known)."""
     means = _means(obs)
     runs = sum(len(v) for v in obs.values())
     edge = cliff(obs, lattice.octaves)
@@ -280,11 +268,11 @@ def decide(obs: Observations, lattice: Lattice, rule: RefineRule, sigma: float, 
         missing = [k for k in (best - 1, best + 1) if low <= k <= high and k not in means]
         if missing:
             return CellDecision(add=tuple(missing[:room]), pick=best, reason="refine", runs=runs, cliff=edge)
-    verdict = judge(obs, sigma, seed, lattice.octaves)
+    verdict = judge(obs, sigma, seed, lattice.octaves, df)
     if verdict.pick is None:
         return verdict
     if room > 0 and math.isfinite(sigma) and sigma > 0:
-        add = open_sides(finite, verdict.pick, sigma, low, high, sorted(means))
+        add = open_sides(finite, sigma, df, low, high, sorted(means))
         if add:
             return replace(verdict, add=add[:room], reason="close")
     if verdict.p_best >= rule.confidence:
@@ -297,6 +285,12 @@ def decide(obs: Observations, lattice: Lattice, rule: RefineRule, sigma: float, 
 
 
 def decide_all(cells: Sequence[Observations], lattice: Lattice, rule: RefineRule) -> tuple[list[CellDecision], float, int]:
-    """Every cell's next runs under the noise pooled over all cells; (decisions, sigma, its df)."""
-    sigma, df = pooled_sigma(cells, lattice.octaves)
-    return [decide(obs, lattice, rule, sigma, seed=i) for i, obs in enumerate(cells)], sigma, df
+    """Every cell's next runs, each under its own noise (`stats.lr_model.noise_of`: its replicates, or the pool over
+    the cells while it has too few); (decisions, the pool's SD, its df)."""
+    sums = [noise_sums(obs, lattice.octaves) for obs in cells]
+    pool = sum(sums, NoiseSums())
+    out = []
+    for i, (obs, own) in enumerate(zip(cells, sums)):
+        sd, df, _ = noise_of(own, pool)
+        out.append(decide(obs, lattice, rule, sd, seed=i, df=df))
+    return out, pool.sd, pool.df

@@ -7,7 +7,7 @@ its lowest mean, one coarse step beyond a side of its pick that is not yet clear
 the curve), or one more seed at its pick and its closest rival, until each pick's probability of
 being the best lr tried is at least `tune.confidence`, or its expected loss left on the table is
 below `tune.tolerance`, or the cell has used `tune.max_runs_per_cell` runs. Runs that did not train
-and lrs beyond a cell's stability cliff (`stats.cliff`) stay out of its fit, its pick and the noise.
+and lrs beyond a cell's stability cliff (`stats.lr_model`) stay out of its fit, its pick and the noise.
 The estimation seeds then train at each refined pick. `results/NAME/refine.csv` records every round's
 decisions (`decision` says where a tried point overruled the fit's minimum; `cliff_lr` is the cell's
 lowest lr beyond its cliff).
@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Mapping, TextIO
 
 from gptlab.errors import GptlabError, shown
 from gptlab.runio import write_csv
-from gptlab.stats.cliff import SAYS_NOTHING, trained
+from gptlab.stats.lr_model import SAYS_NOTHING, trained
 from gptlab.stats.picks import Pairs
 from gptlab.stats.refine import BEATEN, CellDecision, Lattice, RefineRule, decide_all, geometric_ratio
 from gptlab.sweep.planners import Case, FinishedRuns, Stage
@@ -128,12 +128,12 @@ class Refine(TuneThenEstimate):
         for t in self.trials(finished):
             if t.status != SAYS_NOTHING:  # a run that did not train (diverged, collapsed) is an infinite loss
                 obs[t.cell].setdefault(self._k(t.setting[0][1]), []).append(t.loss if trained(t.status) else math.inf)
-        decisions, sigma, df = decide_all([obs[c] for c in self.cells], self.lattice, self.rule)
+        decisions, _, _ = decide_all([obs[c] for c in self.cells], self.lattice, self.rule)
         new: list[Run] = []
         for cell, d in zip(self.cells, decisions):
             self.log.append({"round": self.round - 1, "cell": self._label(cell), "runs": d.runs,
                              "pick": self.lattice.value(d.pick) if d.pick is not None else None, "p_best": d.p_best,
-                             "expected_regret": d.expected_regret, "noise_sd": sigma, "noise_df": df,
+                             "expected_regret": d.expected_regret, "noise_sd": d.noise_sd, "noise_df": d.noise_df,
                              "decision": self._decision(d), "adds": " ".join(f"{self.lattice.value(k):g}" for k in d.add),
                              "cliff_lr": self.lattice.value(d.cliff) if d.cliff is not None else None})
             for k in d.add:

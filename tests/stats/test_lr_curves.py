@@ -41,10 +41,12 @@ def _replicates(cell: str, lr: float, losses: list[float]) -> pd.DataFrame:
 def test_the_fit_recovers_a_planted_optimum_curvature_and_loss_left():
     optimum, c = 3e-3, 0.03
     lrs = sorted(GRID + [2e-3 * 2 ** 0.5, 4e-3 * 2 ** 0.5])  # refine's midpoints around the pick
-    reps = _replicates("a", 4e-3, [1.700, 1.702, 1.704])
+    on_curve = float(_curve(4e-3, optimum, c))  # the estimation runs, centred on the curve: the point stays on it
+    reps = _replicates("a", 4e-3, [on_curve - 0.002, on_curve, on_curve + 0.002])
     exact = fit_curves(_runs({"a": {lr: [float(_curve(lr, optimum, c))] for lr in lrs}}), step=1.0, replicates=reps)
     fit = exact.fits[0]
-    assert fit.n_points == 4 and fit.n_runs == 4  # the lowest point (2.83e-3) and the lrs within one octave of it
+    assert fit.n_points == 4 and fit.n_runs == 7  # the lowest point (2.83e-3) and the lrs within one octave of it
+    # (4e-3: its selection run and the 3 estimation runs)
     assert fit.optimum_lr == pytest.approx(optimum, rel=1e-3) and fit.curvature == pytest.approx(c, rel=1e-3)
     assert fit.bend == pytest.approx(0, abs=1e-3) and fit.min_loss == pytest.approx(1.7, abs=1e-6)
     truth = float(_curve(2e-3 * 2 ** 0.5, optimum, c) - 1.7)
@@ -64,46 +66,47 @@ def test_without_the_bend_prior_the_optimum_ci_is_fieller_and_the_prior_only_wid
     reps = _replicates("a", 4e-3, [1.730, 1.732, 1.734, 1.731])
     plain = fit_curves(_runs({"a": losses}), step=1.0, replicates=reps, asymmetry=0.0)
     fit = plain.fits[0]
-    z, y = np.array([-1.0, 0.0, 1.0]), np.array([1.808, 1.730, 1.734])
+    at_pick = [1.730, 1.730, 1.732, 1.734, 1.731]  # the selection run and the estimation runs: one point, weight 5
+    z, y, w = np.array([-1.0, 0.0, 1.0]), np.array([1.808, np.mean(at_pick), 1.734]), np.array([1.0, 5.0, 1.0])
     b, c = (y[2] - y[0]) / 2, (y[0] + y[2] - 2 * y[1]) / 2
-    cov = np.linalg.inv(np.column_stack([z ** 0, z, z * z]).T @ np.column_stack([z ** 0, z, z * z]))
+    X = np.column_stack([z ** 0, z, z * z])
+    cov = np.linalg.inv(X.T @ (X * w[:, None]))
     q = float(lr_curves.stats.t.ppf(0.975, plain.noise.df)) ** 2 * plain.noise.sd ** 2
     A, B, C = 4 * c * c - 4 * q * cov[2, 2], 4 * b * c - 4 * q * cov[1, 2], b * b - q * cov[1, 1]
     roots = np.sort(np.roots([A, B, C]).real)  # Fieller's interval, in octaves from 4e-3
-    assert plain.noise.df == 3 and plain.noise.sd == pytest.approx(np.std([1.730, 1.732, 1.734, 1.731], ddof=1))
+    assert plain.noise.df == 4 and plain.noise.sd == pytest.approx(np.std(at_pick, ddof=1))
     assert math.log2(fit.optimum_lr / 4e-3) == pytest.approx(-b / (2 * c), abs=1e-9)
     assert math.log2(fit.optimum_lr_low / 4e-3) == pytest.approx(roots[0], abs=0.006)
     assert math.log2(fit.optimum_lr_high / 4e-3) == pytest.approx(roots[1], abs=0.006)
     more = {1e-3: [1.85], 2e-3: [1.808], 2.83e-3: [1.762], 4e-3: [1.730], 5.66e-3: [1.728], 8e-3: [1.734]}
     four = fit_curves(_runs({"a": more}), step=1.0, replicates=reps, asymmetry=0.0).fits[0]  # 2.83e-3 .. 8e-3
     x = np.log2([2.83e-3, 4e-3, 5.66e-3, 8e-3])
-    c2, c1, _ = np.polyfit(x, [1.762, 1.730, 1.728, 1.734], 2)
+    c2, c1, _ = np.polyfit(x, [1.762, np.mean(at_pick), 1.728, 1.734], 2, w=np.sqrt([1, 5, 1, 1]))
     assert four.n_points == 4 and four.bend == 0 and math.log2(four.optimum_lr) == pytest.approx(-c1 / (2 * c2))
     bent = fit_curves(_runs({"a": losses}), step=1.0, replicates=reps).fits[0]
     assert bent.optimum_lr == pytest.approx(fit.optimum_lr) and bent.curvature == pytest.approx(fit.curvature)
     assert bent.optimum_lr_low < fit.optimum_lr_low and bent.optimum_lr_high > fit.optimum_lr_high
 
 
-def test_the_noise_pools_replicates_and_residuals_with_their_degrees_of_freedom():
+def test_the_noise_is_each_cell_s_replicates_and_a_cell_with_too_few_takes_the_pool():
     runs = _runs({"a": {1e-3: [1.80, 1.82], 2e-3: [1.75], 4e-3: [1.74], 8e-3: [1.79]},
                   "b": {lr: [float(_curve(lr, 3e-3, 0.03))] for lr in GRID + [2.83e-3, 5.66e-3]}})
     curves = fit_curves(runs, step=1.0, replicates=_replicates("a", 2e-3, [1.75, 1.76, 1.77]))
-    # a: 1 df at 1e-3 (two runs), 2 from the estimation runs; b: its window 2e-3..5.66e-3 has 4 lrs, 1 residual df
-    assert (curves.noise.df_replicates, curves.noise.df_residual, curves.noise.df) == (3, 1, 4)
-    assert curves.noise.sd == pytest.approx(math.sqrt((0.0002 + 0.0002 + 0.0) / 4))  # b lies on a parabola
-    a, b = curves.fits  # each cell's CIs use its own noise: a's 3 df, b's 1 (its residual, 0: on a parabola)
-    assert (a.noise_df, b.noise_df) == (3, 1) and a.noise_sd == pytest.approx(math.sqrt(0.0004 / 3))
-    assert b.noise_sd == pytest.approx(0.0, abs=1e-9) and "pooled_noise" not in a.flags + b.flags
-    frame = curves.frame()
-    assert frame["noise_df"].tolist() == [3, 1]
+    # a: 1 df at 1e-3 (two runs), 3 at 2e-3 (its selection run and 3 estimation runs); b: none (its window's
+    # residual is lack of fit, not noise): b takes the pool, a's 4 df
+    ss = 0.0002 + float(np.sum((np.array([1.75, 1.75, 1.76, 1.77]) - 1.7575) ** 2))
+    assert curves.noise.df == 4 and curves.noise.sd == pytest.approx(math.sqrt(ss / 4))
+    a, b = curves.fits
+    assert (a.noise_df, b.noise_df) == (4, 4) and "pooled_noise" in b.flags and "pooled_noise" not in a.flags
+    assert curves.frame()["noise_df"].tolist() == [4, 4]
 
 
 def test_a_cell_without_df_of_its_own_takes_the_pool_and_says_so():
     runs = _runs({"a": {1e-3: [1.80], 2e-3: [1.75], 4e-3: [1.78]}, "b": {1e-3: [1.80], 2e-3: [1.75], 4e-3: [1.78]}})
     curves = fit_curves(runs, step=1.0, replicates=_replicates("a", 2e-3, [1.75, 1.76, 1.77]))
     a, b = curves.fits
-    assert (a.noise_df, b.noise_df) == (2, 2) and "pooled_noise" in b.flags and "pooled_noise" not in a.flags
-    assert b.noise_sd == pytest.approx(a.noise_sd) == pytest.approx(0.01)
+    assert (a.noise_df, b.noise_df) == (3, 3) and "pooled_noise" in b.flags and "pooled_noise" not in a.flags
+    assert b.noise_sd == pytest.approx(a.noise_sd) == pytest.approx(np.std([1.75, 1.75, 1.76, 1.77], ddof=1))
 
 
 def test_an_optimum_between_two_lrs_clearly_above_it_is_confined_and_its_loss_left_finite():

@@ -38,7 +38,7 @@ from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.tables.analyses import design_for
 from gptlab.run.config import LR_KEY  # the tuned key whose curves lr_curves.csv fits
-from gptlab.stats.cliff import SAYS_NOTHING
+from gptlab.stats.lr_model import SAYS_NOTHING
 from gptlab.stats.effects import analyse
 from gptlab.stats.levels import grid_level, level_key, same_level
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves

@@ -1,7 +1,8 @@
-"""The stability cliff (`stats.cliff`) and what it changes: picks on points that trained, closed curves, half-steps.
+"""The curve model the tuner and the report share (`stats.lr_model`), tested from both sides.
 
-Real numbers from study 8 (results/scorecard/tuning.csv, nats/char): SwiGLU learned at every lr but blew up
-beyond 8e-3; post-LN collapsed to the unigram loss at 4e-3; NoPE's curve is smooth and rises on both sides.
+Real numbers from study 8 (results/scorecard/tuning.csv, nats/char): SwiGLU trained at every lr (its runs
+above 8e-3 are far higher, still descending: points of its curve, not a cliff); post-LN collapsed to the
+unigram loss at 4e-3 (a run that did not train: the cliff); NoPE's curve is smooth and rises on both sides.
 """
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import pandas as pd
 import pytest
 
 from calibration.refine_sim import CLIFF_WORLDS, LATTICE, Curve, Noise, Tuner, World, cliff_scores, simulate, summarise
-from gptlab.stats import cliff as cliff_rule
-from gptlab.stats.cliff import RISE, beyond, cliff_edge
+from gptlab.stats import lr_model
 from gptlab.stats.lr_curves import fit_curves
+from gptlab.stats.lr_model import MIN_OWN_DF, NoiseSums, beyond, cliff_edge, closed_sides, noise_of
 from gptlab.stats.picks import Trial, pick_rows, picks
-from gptlab.stats.refine import BEATEN, Lattice, RefineRule, cliff, decide, judge, open_sides, pooled_sigma, residual_ss
+from gptlab.stats.refine import (BEATEN, Lattice, RefineRule, cliff, decide, decide_all, judge, noise_sums, open_sides,
+                                 pooled_sigma)
 
 SWIGLU = {5e-4: 1.827607565650009, 1e-3: 1.7625156023573787, 2e-3: 1.7179991360552378, 4e-3: 1.701333782697635,
           5.65685e-3: 1.7041314834780505, 8e-3: 1.6850406037474117, 1.13137e-2: 2.4315047316511964,
@@ -35,34 +37,14 @@ def half_steps(curve: dict[float, float]) -> dict[int, list[float]]:
     return {round(2 * math.log2(lr / 5e-4)): [y] for lr, y in curve.items()}
 
 
-# -- the rule --------------------------------------------------------------------------------------------------
+# -- the cliff: what runs did, never their loss ----------------------------------------------------------------
 
 
-def test_swiglu_s_cliff_starts_above_its_best_lr():
-    edge = cliff_edge(runs_of(SWIGLU))
-    assert edge == pytest.approx(math.log2(1.13137e-2))
-    assert [lr for lr in SWIGLU if beyond(math.log2(lr), edge)] == [1.13137e-2, 1.6e-2]  # 8e-3 kept
-
-
-def test_smooth_real_curves_have_no_cliff():
-    assert math.isinf(cliff_edge(runs_of(NOPE)))  # rises 0.063 within an octave of 2.000
-    austen = dict(zip((5e-4, 1e-3, 2e-3, 4e-3, 8e-3), (2.284, 2.259, 2.255, 2.289, 2.390)))  # bits/char
-    assert math.isinf(cliff_edge(runs_of(austen)))
-    # the steepest curve the docs know (0.05 nats per octave^2), bent +0.3 per octave, 3 octaves out
-    steep = {2e-3 * 2 ** d: 1.7 + 0.05 * d * d * math.exp(0.3 * d) for d in np.arange(-2, 3.01, 0.5)}
-    assert math.isinf(cliff_edge(runs_of(steep)))
-
-
-def test_the_threshold_scales_with_the_loss_level_and_the_distance():
-    base = {1e-3: 1.8, 2e-3: 1.7}
-    just_below = 1.7 * (1 + RISE) - 1e-6  # within one octave, the floor: 10% of the loss level
-    assert math.isinf(cliff_edge(runs_of({**base, 4e-3: just_below})))
-    assert cliff_edge(runs_of({**base, 2.82843e-3: 1.7 * (1 + RISE) + 1e-3})) == pytest.approx(math.log2(2.82843e-3))
-    two_octaves = 1.7 * (1 + RISE * 4)  # 4x the rise at two octaves
-    assert math.isinf(cliff_edge(runs_of({**base, 8e-3: two_octaves - 1e-3})))
-    assert math.isfinite(cliff_edge(runs_of({**base, 8e-3: two_octaves + 1e-3})))
-    bits = {lr: y / math.log(2) for lr, y in SWIGLU.items()}  # unit-free: the same cliff in bits
-    assert cliff_edge(runs_of(bits)) == cliff_edge(runs_of(SWIGLU))
+def test_a_high_loss_of_a_run_that_trained_is_a_point_of_the_curve_not_a_cliff():
+    assert math.isinf(cliff_edge(runs_of(SWIGLU)))  # 2.43 at 1.13e-2: far above 1.685, but it trained
+    assert math.isinf(cliff_edge(runs_of(NOPE)))
+    bits = {lr: y / math.log(2) for lr, y in SWIGLU.items()}
+    assert cliff_edge(runs_of(bits, {1.13137e-2: "unstable"})) == pytest.approx(math.log2(1.13137e-2))
 
 
 def test_a_run_that_did_not_train_is_the_far_side_of_a_cliff_only_above_the_best():
@@ -72,12 +54,57 @@ def test_a_run_that_did_not_train_is_the_far_side_of_a_cliff_only_above_the_best
     # a run failed at the lowest mean's lr: the cliff starts there, the reference moves down
     mixed = runs_of(curve) + [(math.log2(2e-3), math.inf, False)]
     assert cliff_edge(mixed) == pytest.approx(math.log2(2e-3))
-    assert cliff_rule.trained("ok") and not cliff_rule.trained("collapsed") and not cliff_rule.trained("diverged")
+    assert lr_model.trained("ok") and not lr_model.trained("collapsed") and not lr_model.trained("diverged")
 
 
 def test_post_ln_s_collapse_and_everything_above_it_are_beyond():
-    assert cliff_edge(runs_of(POST_LN)) == pytest.approx(math.log2(4e-3))
-    assert cliff_edge(runs_of(POST_LN, {4e-3: "collapsed"})) == pytest.approx(math.log2(4e-3))
+    assert math.isinf(cliff_edge(runs_of(POST_LN)))  # 3.33 as a loss alone says nothing
+    edge = cliff_edge(runs_of(POST_LN, {4e-3: "collapsed"}))
+    assert edge == pytest.approx(math.log2(4e-3)) and beyond(math.log2(8e-3), edge)
+
+
+# -- the noise: replicates, the cell's own once it has enough --------------------------------------------------
+
+
+def test_the_noise_is_the_cell_s_replicates_never_a_fit_s_residuals():
+    bent = {0: [1.9], 2: [1.75], 4: [1.70, 1.71], 6: [1.76], 8: [1.95]}  # lack of fit at a bend: no df
+    assert noise_sums(bent) == NoiseSums(pytest.approx(0.00005), 1)
+    assert noise_of(NoiseSums(0.00005, 1), NoiseSums(0.001, 10)) == (pytest.approx(0.01), 10, True)  # too few: pool
+    own = NoiseSums(0.0009 * MIN_OWN_DF, MIN_OWN_DF)
+    assert noise_of(own, NoiseSums(0.001, 10)) == (pytest.approx(0.03), MIN_OWN_DF, False)
+    assert noise_of(NoiseSums(), NoiseSums())[1] == 0 and math.isnan(noise_of(NoiseSums(), NoiseSums())[0])
+
+
+def test_tuner_and_report_give_a_cell_the_same_noise():
+    obs = {0: [2.08], 2: [2.04], 3: [2.02], 4: [2.00, 2.06, 2.00, 2.06, 2.01], 5: [2.01], 6: [2.06], 8: [2.18]}
+    decision, = decide_all([obs], LATTICE_8, RefineRule())[0]
+    frame = pd.DataFrame([{"cell": "nope", "lr": LATTICE_8.value(k), "loss": y, "status": "ok"}
+                          for k, ys in obs.items() for y in ys])
+    fit = fit_curves(frame, step=1.0).fits[0]
+    assert decision.noise_df == fit.noise_df == 4 and decision.noise_sd == pytest.approx(fit.noise_sd)
+
+
+# -- the closed sides: one test for the tuner and the report ---------------------------------------------------
+
+
+def test_closed_sides_close_at_a_clearly_higher_lr_or_a_failure():
+    means = {0.0: (1.80, 1), 1.0: (1.70, 2), 2.0: (1.701, 1)}
+    assert closed_sides(means, 1.0, 0.01, 10) == (0.0, math.inf)
+    assert closed_sides(means, 1.0, 0.01, 10, shut=[3.0]) == (0.0, 3.0)
+    assert closed_sides(means, 1.0, math.nan, 0) == (-math.inf, math.inf)  # no noise: nothing is closed
+
+
+def test_the_tuner_closes_a_curve_exactly_where_the_report_finds_it_open():
+    # NoPE-like: flat within noise on the low side, clearly higher on the high side
+    obs = {0: [2.005], 2: [2.004], 3: [2.003], 4: [2.00, 2.03, 1.97, 2.01], 5: [2.02], 6: [2.06], 8: [2.18]}
+    frame = pd.DataFrame([{"cell": "c", "lr": LATTICE_8.value(k), "loss": y, "status": "ok"}
+                          for k, ys in obs.items() for y in ys])
+    fit = fit_curves(frame, step=1.0).fits[0]
+    sd, df = fit.noise_sd, fit.noise_df
+    d = decide(obs, LATTICE_8, RefineRule(max_runs_per_cell=20), sd, df=df)
+    assert open_sides({k: (float(np.mean(v)), len(v)) for k, v in obs.items()}, sd, df, -4, 12, sorted(obs)) == (-2,)
+    assert d.reason == "close" and d.add == (-2,)
+    assert "ci_unbounded" in fit.flags and fit.optimum_lr_high < math.inf  # open below, closed above
 
 
 # -- the grid pick and tuning.csv ------------------------------------------------------------------------------
@@ -87,8 +114,11 @@ def test_the_grid_pick_flags_runs_beyond_the_cliff_and_never_picks_them():
     cell, key = (("arm", "swiglu"),), "train.lr"
     trials = [Trial(cell, ((key, lr),), "ok", y) for lr, y in SWIGLU.items()]
     rows = pick_rows(trials, [cell], [((key, lr),) for lr in SWIGLU], {key: list(SWIGLU)})
-    assert [dict(r.setting)[key] for r in rows if r.beyond_cliff] == [1.13137e-2, 1.6e-2]
+    assert not any(r.beyond_cliff for r in rows)  # every run trained: no cliff, 8e-3 the lowest mean
     assert dict(picks(rows)[cell].setting)[key] == 8e-3
+    trials[-2:] = [Trial(cell, ((key, lr),), "unstable", y) for lr, y in list(SWIGLU.items())[-2:]]
+    rows = pick_rows(trials, [cell], [((key, lr),) for lr in SWIGLU], {key: list(SWIGLU)})
+    assert [dict(r.setting)[key] for r in rows if r.beyond_cliff] == [1.13137e-2, 1.6e-2]
     assert rows[-1].to_row()["beyond_cliff"] is True
     # a collapsed run is a run that did not train: its lr ranks behind every lr whose runs all trained
     trials = [Trial(cell, ((key, 1e-3),), "ok", 1.8), Trial(cell, ((key, 2e-3),), "collapsed", math.nan),
@@ -113,7 +143,8 @@ def test_a_rounded_half_step_stays_in_the_window():
 
 
 def test_lr_curves_leave_the_cliff_out_of_the_fit_and_the_noise():
-    curves = fit_curves(_frame({"swiglu": SWIGLU, "post_ln": POST_LN}), step=1.0)
+    failed = {("swiglu", 1.13137e-2): "unstable", ("swiglu", 1.6e-2): "unstable", ("post_ln", 4e-3): "collapsed"}
+    curves = fit_curves(_frame({"swiglu": SWIGLU, "post_ln": POST_LN}, failed), step=1.0)
     fits = {f.cell: f for f in curves.fits}
     assert fits["swiglu"].window_lr_high == pytest.approx(8e-3) and "beyond_cliff" in fits["swiglu"].flags
     post = fits["post_ln"]
@@ -126,13 +157,13 @@ def test_lr_curves_leave_the_cliff_out_of_the_fit_and_the_noise():
 # -- refine: picks on points that trained ----------------------------------------------------------------------
 
 
-def test_refine_leaves_swiglu_s_cliff_out_of_its_fit_its_noise_and_its_next_runs():
-    obs = half_steps(SWIGLU)
+def test_refine_leaves_a_cliff_out_of_its_fit_its_noise_and_its_next_runs():
+    obs = {**half_steps(SWIGLU), 9: [math.inf], 10: [math.inf]}  # blew up there (`unstable`): did not train
     assert cliff(obs, LATTICE_8.octaves) == 9
-    d = judge(obs, 0.0133, octaves=LATTICE_8.octaves)
+    d = judge(obs, 0.0133, octaves=LATTICE_8.octaves, df=10)
     assert d.pick == 8 and d.window == (6, 7, 8) and d.cliff == 9
-    assert residual_ss(obs) == (0.0, 0)  # before: most of study 8's pooled noise
-    nxt = decide(obs, LATTICE_8, RefineRule(), 0.0133)
+    assert noise_sums(obs) == NoiseSums()  # one run per lr: no replicate, no noise
+    nxt = decide(obs, LATTICE_8, RefineRule(), 0.0133, df=10)
     assert nxt.reason == "replicate" and set(nxt.add) <= {6, 7, 8} and 8 in nxt.add  # nothing at or past 9
     assert pooled_sigma([obs, {k: [v[0], v[0] + 0.01] for k, v in obs.items()}])[0] == pytest.approx(
         math.sqrt(6 * 0.005 ** 2 * 2 / 6))  # replicates below the cliff only: 6 lrs, 6 df
@@ -154,22 +185,22 @@ FLAT_ABOVE = {0: [1.9], 2: [1.8], 3: [1.75], 4: [1.70], 5: [1.7005], 6: [1.701],
 
 
 def test_a_side_within_noise_of_the_pick_is_extended_one_coarse_step_beyond_its_farthest_point():
-    d = decide(FLAT_ABOVE, LATTICE_8, RefineRule(), 0.01)
-    assert (d.reason, d.add) == ("close", (10,))  # the low side rises 0.1 (clearly); the high side is flat
+    d = decide(FLAT_ABOVE, LATTICE_8, RefineRule(), 0.01, df=10)
+    assert (d.reason, d.add) == ("close", (10,))  # the low side rises 0.05 (clearly); the high side is flat
     assert decide(FLAT_ABOVE, LATTICE_8, RefineRule(), math.nan).reason == "replicate"  # no noise: seeds first
-    assert decide(FLAT_ABOVE, LATTICE_8, RefineRule(), 1e-5).reason != "close"  # at tiny noise 1.7005 > 1.70 clearly
+    assert decide(FLAT_ABOVE, LATTICE_8, RefineRule(), 1e-5, df=10).reason != "close"  # tiny noise: 1.7005 clearly above
     flat_to_the_bound = {**FLAT_ABOVE, 10: [1.703], 12: [1.7035]}
-    assert decide(flat_to_the_bound, LATTICE_8, RefineRule(max_runs_per_cell=20), 0.01).reason != "close"
+    assert decide(flat_to_the_bound, LATTICE_8, RefineRule(max_runs_per_cell=20), 0.01, df=10).reason != "close"
     spent = RefineRule(confidence=0.99, max_runs_per_cell=7, tolerance=0.0)
-    assert decide(FLAT_ABOVE, LATTICE_8, spent, 0.01).reason == "budget"  # the budget ends the closing too
+    assert decide(FLAT_ABOVE, LATTICE_8, spent, 0.01, df=10).reason == "budget"  # the budget ends the closing too
 
 
 def test_open_sides_step_half_a_step_where_a_coarse_one_is_out_of_bounds_and_never_past_a_cliff():
     finite = {4: (1.70, 1), 5: (1.701, 1), 6: (1.702, 1)}
-    assert open_sides(finite, 4, 0.01, 0, 7, [4, 5, 6]) == (2, 7)  # high: 8 is out of bounds, 7 is not
-    assert open_sides(finite, 4, 0.01, 0, 6, [4, 5, 6]) == (2,)  # a cliff at 7: the high side is closed by it
-    assert open_sides(finite, 4, 0.0001, 0, 12, [4, 5, 6]) == (2,)  # high side clearly above at tiny noise
-    assert open_sides({3: (1.8, 1), **finite}, 4, 0.0001, 0, 12, [3, 4, 5, 6]) == ()  # and now the low side
+    assert open_sides(finite, 0.01, 10, 0, 7, [4, 5, 6]) == (2, 7)  # high: 8 is out of bounds, 7 is not
+    assert open_sides(finite, 0.01, 10, 0, 6, [4, 5, 6]) == (2,)  # a cliff at 7: the high side is closed by it
+    assert open_sides(finite, 0.0001, 10, 0, 12, [4, 5, 6]) == (2,)  # high side clearly above at tiny noise
+    assert open_sides({3: (1.8, 1), **finite}, 0.0001, 10, 0, 12, [3, 4, 5, 6]) == ()  # and now the low side
 
 
 # -- the simulation's cliff ------------------------------------------------------------------------------------
@@ -183,7 +214,7 @@ def test_simulated_runs_fail_beyond_the_cliff_with_a_rising_probability():
     curves, noise = world.draw(rng), Noise.draw(world, rng, 4)
     assert all(0.5 <= cv.cliff <= 1.5 for cv in curves)
     far = [noise.run(curves[0], 0, 12, r) for r in range(4)]  # 3.2e-2: every run fails there
-    assert all(not math.isfinite(y) or 0.3 <= y - 1.73 <= 0.9 for y in far)
+    assert not any(math.isfinite(y) for y in far)  # a run that failed did not train: no loss
     assert [noise.run(cv, 0, 0, 0) for cv in World().draw(np.random.default_rng(5))] == \
         [noise.run(cv, 0, 0, 0) for cv in World().draw(np.random.default_rng(5))]
 
@@ -224,7 +255,8 @@ def test_the_report_shows_swiglu_s_cliff_apart_and_keeps_it_out_of_the_pick_and_
 
     results = tmp_path / "results" / "cliff"
     rows = [{"run_id": f"swiglu-{lr:.6g}", "seed": 1000000, "model.activation": "swiglu", "train.lr": lr,
-             "stage": "selection", "status": "ok", "best_val_loss": y, "best_test_loss": y, "wall_s": 1.0}
+             "stage": "selection", "status": "ok" if lr < 1e-2 else "unstable", "best_val_loss": y,
+             "best_test_loss": y, "wall_s": 1.0}
             for lr, y in SWIGLU.items()]
     rows += [{"run_id": f"swiglu_s{s}", "seed": s, "model.activation": "swiglu", "train.lr": 8e-3, "stage": "estimation",
               "status": "ok", "best_val_loss": 1.685 + e, "best_test_loss": 1.685 + e, "wall_s": 1.0}
@@ -256,7 +288,7 @@ def test_the_report_shows_swiglu_s_cliff_apart_and_keeps_it_out_of_the_pick_and_
 
 def test_a_side_with_an_lr_where_nothing_trained_is_closed():
     finite = {4: (1.70, 1), 5: (1.701, 1), 6: (1.702, 1)}
-    assert open_sides(finite, 4, 0.01, 0, 12, [2, 4, 5, 6]) == (8,)  # 2 collapsed (too small to learn): closed
+    assert open_sides(finite, 0.01, 10, 0, 12, [2, 4, 5, 6]) == (8,)  # 2 collapsed (too small to learn): closed
 
 
 def test_refine_csv_says_where_a_tried_point_overruled_the_fit_and_where_the_cliff_is():
