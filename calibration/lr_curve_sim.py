@@ -16,8 +16,8 @@ estimation runs do. The truths come from the planted curves alone: the optimum, 
 the curve at the pick minus its minimum. With `cliff`, a stability cliff: from that many octaves above
 each optimum (uniform over the range) a run fails with a probability rising linearly to 1 over
 `cliff_width` octaves: it blew up after learning, 0.3-0.9 above the best loss (status unstable, as the
-status rule judges such a curve) or, half of them, at the unigram loss (status collapsed); the pick is then `stats.picks`' (its cliff rule). Deterministic for a
-given RNG seed.
+status rule judges such a curve) or, half of them, at the unigram loss (status collapsed); the pick is
+then `stats.picks`' (its cliff rule). Deterministic for a given RNG seed.
 """
 
 from __future__ import annotations

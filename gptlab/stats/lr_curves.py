@@ -36,8 +36,8 @@ quantiles on its df: every value whose best fit constrained to it is within t^2 
 
 - The optimum: the piece around the estimate of that set of x*, searched up to half a coarse step
   (`REACH`) beyond the window, or on a closed side (`lr_model.closed_sides`: a tried lr there is clearly
-  above the lowest mean, or one where a run did not train) up to that lr, which then ends the CI (flag `confined`); an open side that the
-  set reaches is unbounded (lr 0 or inf), flag `ci_unbounded` (an estimate beyond the search gets no
+  above the lowest mean, or one where a run did not train) up to that lr, which then ends the CI (flag
+
   CIs). For a parabola (a = 0) it is Fieller's interval, exact under normal noise. Coverage by simulation:
   `calibration.lr_curve_sim`, docs/STATISTICS.md.
 - The loss the pick leaves on the table, L = c (x_pick - x*)^2 exp(a (x_pick - x*)) = the curve at

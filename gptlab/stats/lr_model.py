@@ -22,6 +22,11 @@ finds closed, and a pick's noise is the same number in refine.csv and in `tables
   runs at one lr, n - 1 df each; `replicate_sums`): never from a fit's residuals, which hold lack of
   fit at a bend as well as noise. A cell with fewer than `MIN_OWN_DF` df of its own takes the pool
   over the cells (`noise_of`); with none at all the noise is unknown.
+- **Lagging runs** (`lagging`): a trained run that lies above the median of its lr's runs by more than
+  `Z_LAG` robust SDs of the cell's replicates (1.4826 x their median absolute deviation from their
+  lr's median, which one lagging seed cannot inflate as it inflates an SD). It stays a point of the
+  curve and a run of its effect at its own loss; it only tells the tuner that its lr carries a risk
+  its neighbours may not (`stats.refine.risk_free_pick`).
 - **The closed sides** (`closed_sides`): a side of the lowest mean is closed at the nearest tried lr
   there whose mean is clearly above it (one-sided t test at `SIDE_LEVEL` on the cell's noise and df,
   the two means' run counts); a unimodal curve then has its minimum between the two closed lrs (were
@@ -47,6 +52,7 @@ SAYS_NOTHING = FAILED  # a crashed run: no evidence about its lr, left out of ev
 TOLERANCE = 1e-4  # octaves: lrs written to 6 significant digits (1.41421e-3) are this close to the lattice's
 SIDE_LEVEL = 0.025  # one-sided: a side's lr is "clearly above" the lowest mean at this level
 MIN_OWN_DF = 3  # replicate df a cell needs before its own noise replaces the pool's
+Z_LAG = 4.0  # a run this many robust SDs above its lr's median lagged (a normal run does so once in 30,000)
 POOLED = "pooled_noise"  # flag: the cell had too few df of its own; its noise is the pool over the cells
 
 
@@ -112,11 +118,20 @@ def noise_of(cell: NoiseSums, pool: NoiseSums) -> tuple[float, int, bool]:
     return (pool.sd, pool.df, True) if pool.df > 0 else (math.nan, 0, True)
 
 
+def lagging(points: Mapping[float, Sequence[float]]) -> set[float]:
+    """The x (lrs) of `points` (x -> trained runs' losses) where a run lagged (see the module's docstring)."""
+    devs = [abs(y - float(np.median(ys))) for ys in points.values() if len(ys) > 1 for y in ys]
+    scale = 1.4826 * float(np.median(devs)) if devs else math.nan
+    if not scale > 0:
+        return set()
+    return {x for x, ys in points.items() if len(ys) > 1 and max(ys) - float(np.median(ys)) > Z_LAG * scale}
+
+
 def closed_sides(means: Mapping[float, tuple[float, int]], centre: float, sd: float, df: float,
                  shut: Sequence[float] = (), level: float = SIDE_LEVEL) -> tuple[float, float]:
     """The nearest x on each side of `centre` whose mean is clearly above the mean there (-inf / inf: that side is
-    open; `df` inf: the noise is known); `means`: x -> (mean, trained runs) on the trained side of the cliff; `shut`: tried x where a run did not
-    train (a failure closes its side at that x without a test)."""
+    open; `df` inf: the noise is known); `means`: x -> (mean, trained runs) on the trained side of the cliff;
+    `shut`: tried x where a run did not train (a failure closes its side at that x without a test)."""
     m0, n0 = means[centre]
     q = float(stats.t.ppf(1 - level, df)) if sd > 0 and df > 0 else math.inf
     above = [x for x, (m, n) in means.items() if m - m0 > q * sd * math.sqrt(1 / n + 1 / n0)] + list(shut)

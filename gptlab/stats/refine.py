@@ -49,7 +49,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from gptlab.stats.lr_model import NoiseSums, beyond, cliff_edge, closed_sides, noise_of, parabola, replicate_sums, window
+from gptlab.stats.lr_model import NoiseSums, beyond, cliff_edge, closed_sides, lagging, noise_of, parabola, replicate_sums, window
 
 BOOTSTRAP_DRAWS = 2000  # parametric bootstrap draws behind p_best and the expected regret
 WINDOW = 2  # half-steps either side of the lowest mean that the local quadratic sees (one coarse step)
@@ -226,6 +226,19 @@ def judge(obs: Observations, sigma: float, seed: int = 0, octaves: float = HALF_
                         beaten=beaten, noise_sd=sigma, noise_df=df)
 
 
+def risk_free_pick(obs: Observations, pick: int, octaves: float = HALF_STEP) -> int:
+    """The pick once every run of the cell is read (its estimation runs included): where a run at `pick` lagged
+    (`stats.lr_model.lagging`), the trained-side lr with the lowest mean of its runs (every run counted) among
+    those where none lagged; else `pick` (a pick whose runs all trained alike never moves: no churn by noise)."""
+    side = {k: [y for y in v if math.isfinite(y)] for k, v in trained_side(obs, octaves).items()}
+    side = {k: v for k, v in side.items() if v}
+    lagged = lagging(side)
+    if pick not in lagged:
+        return pick
+    calm = {k: float(np.mean(v)) for k, v in side.items() if k not in lagged}
+    return min(sorted(calm), key=lambda k: calm[k]) if calm else pick
+
+
 def _rival(obs: Observations, pick: int, octaves: float = HALF_STEP) -> int | None:
     """The tried half-step (trained side) closest to the pick in mean loss (the one more seeds should tell apart)."""
     finite = {k: v for k, v in _means(trained_side(obs, octaves)).items() if math.isfinite(v[0]) and k != pick}
@@ -250,8 +263,9 @@ def open_sides(finite: Mapping[int, tuple[float, int]], sigma: float, df: float,
     return tuple(add)
 
 
-def decide(obs: Observations, lattice: Lattice, rule: RefineRule, sigma: float, seed: int = 0, df: float = math.inf) -> CellDecision:
-    """The next runs of one cell (see the module's steps), given its noise SD `sigma` on `df` degrees of freedom (inf: known)."""
+def decide(obs: Observations, lattice: Lattice, rule: RefineRule, sigma: float, seed: int = 0,
+           df: float = math.inf) -> CellDecision:
+    """The next runs of one cell (see the module's steps), given its noise SD `sigma` on `df` df (inf: known)."""
     means = _means(obs)
     runs = sum(len(v) for v in obs.values())
     edge = cliff(obs, lattice.octaves)

@@ -24,8 +24,8 @@ from typing import Any, ClassVar, Mapping, TextIO
 from gptlab.errors import GptlabError, shown
 from gptlab.runio import write_csv
 from gptlab.stats.lr_model import SAYS_NOTHING, trained
-from gptlab.stats.picks import Pairs
-from gptlab.stats.refine import BEATEN, CellDecision, Lattice, RefineRule, decide_all, geometric_ratio
+from gptlab.stats.picks import Pairs, Trial
+from gptlab.stats.refine import BEATEN, CellDecision, Lattice, RefineRule, decide_all, geometric_ratio, risk_free_pick
 from gptlab.sweep.planners import Case, FinishedRuns, Stage
 from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, TuneSpec
 from gptlab.sweep.tuning import SELECTION, TuneThenEstimate, runs_at
@@ -118,16 +118,33 @@ class Refine(TuneThenEstimate):
     def _k(self, value: Any) -> int:
         return round(2 * math.log(float(value) / self.lattice.levels[0]) / math.log(self.lattice.ratio))
 
+    def _observations(self, trials: list[Trial]) -> dict[Pairs, dict[int, list[float]]]:
+        """Each cell's runs by half-step (a run that did not train: an infinite loss; a failed one: left out)."""
+        obs: dict[Pairs, dict[int, list[float]]] = {cell: {} for cell in self.cells}
+        for t in trials:
+            if t.status != SAYS_NOTHING:
+                obs[t.cell].setdefault(self._k(t.setting[0][1]), []).append(t.loss if trained(t.status) else math.inf)
+        return obs
+
+    def repick(self, finished: FinishedRuns) -> dict[Pairs, Pairs]:
+        """Each cell's pick read again from its whole curve, its estimation runs included
+        (`stats.refine.risk_free_pick`: where a run at the pick lagged, the lowest mean among the lrs where none
+        did): the cells whose pick moves; tuning.csv is written again when one does."""
+        obs = self._observations(self.curve_trials(finished))
+        chosen = {c: risk_free_pick(obs[c], self._k(self.picks[c][0][1]), self.lattice.octaves)
+                  for c in self.cells if c in self.picks}
+        moved = {c: ((self.key, self.lattice.value(k)),) for c, k in chosen.items() if k != self._k(self.picks[c][0][1])}
+        if moved:
+            self._pick(finished, chosen, [replace(CellDecision(), pick=chosen.get(c), reason="risk") for c in self.cells])
+        return moved
+
     def select(self, finished: FinishedRuns) -> Stage | None:
         self.round += 1
         if self.round == 1:
             return Stage("selection round 1", self.selection, self.selection, tag="selection round 1",
                          unfinished="selection is incomplete: the next round is decided once every run of this one has "
                          "finished")
-        obs: dict[Pairs, dict[int, list[float]]] = {cell: {} for cell in self.cells}
-        for t in self.trials(finished):
-            if t.status != SAYS_NOTHING:  # a run that did not train (diverged, collapsed) is an infinite loss
-                obs[t.cell].setdefault(self._k(t.setting[0][1]), []).append(t.loss if trained(t.status) else math.inf)
+        obs = self._observations(self.trials(finished))
         decisions, _, _ = decide_all([obs[c] for c in self.cells], self.lattice, self.rule)
         new: list[Run] = []
         for cell, d in zip(self.cells, decisions):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Sequence, TextIO
 
 from gptlab.errors import GptlabError
-from gptlab.roles import SELECTION
+from gptlab.roles import EARLIER_PICK, SELECTION
 from gptlab.runio import write_csv
 from gptlab.stats.picks import Pairs, SettingRow, Trial
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
@@ -105,6 +105,9 @@ def selects(spec: SweepSpec) -> bool:
     return spec.tune is not None and not spec.tune.given
 
 
+MAX_REPICKS = 2  # times the picks may move once their estimation runs are read (a bound: each move trains a cell again)
+
+
 class TuneThenEstimate:
     """Selection stages (`select`, each method's own), then estimation at each cell's pick (fixed or adaptive seeds).
 
@@ -128,6 +131,9 @@ class TuneThenEstimate:
         # adaptive seeds' planner over the estimation runs (seeds: {min, max, precision}); False: fixed seeds
         self.adaptive_seeds: AdaptiveSeeds | bool | None = None
         self.picks: dict[Pairs, Pairs] | None = None  # cell -> its picked setting, once decided
+        self.repicks = 0  # times the picks moved once their estimation runs were read (at most MAX_REPICKS)
+        self.strays_placed = False  # whether the finished runs of earlier picks on disk have joined the plan
+        self.last_planned: tuple[Run, ...] = ()  # the last stage's planned runs (summary.csv's rows)
 
     # -- what a method implements ---------------------------------------------------------
     @classmethod
@@ -149,6 +155,11 @@ class TuneThenEstimate:
         """The next selection stage, or None once `self.picks` is set (from the finished runs on disk)."""
         raise NotImplementedError
 
+    def repick(self, finished: FinishedRuns) -> dict[Pairs, Pairs]:
+        """Once every estimation run has finished: the cells whose pick moves, read with them (cell -> new setting);
+        a method whose curve does not read its estimation runs moves none."""
+        return {}
+
     def selection_cases(self) -> list[Case]:
         """The selection's cases for `--dry-run` (the first stage, and the worst case of an adaptive method)."""
         return [Case(f"selection: {len(self.cells)} cells x {len(self.tune.settings())} settings x {self.tune.seeds} "
@@ -163,6 +174,12 @@ class TuneThenEstimate:
         return f"adaptive seeds ({rule.min} to {rule.max})" if rule else f"{len(self.spec.seeds)} seed(s)"
 
     def next_stage(self, finished: FinishedRuns) -> Stage | None:
+        stage = self._next(finished)
+        if stage is not None:
+            self.last_planned = tuple(stage.planned)
+        return stage
+
+    def _next(self, finished: FinishedRuns) -> Stage | None:
         if self.picks is None:
             if not finished.rows:
                 print(self.describe(), file=self.out)
@@ -172,18 +189,90 @@ class TuneThenEstimate:
                 return stage
             if self.picks is None:
                 raise GptlabError(f"tune.method {self.tune.method}: its planner ended selection without picks")
-            runs = self.estimation_runs()
-            if self.spec.seed_rule is not None:
-                self.adaptive_seeds = self.adaptive_seeds_class(runs, self.spec.seed_rule, self.out,
-                                                                seed_count=self.spec.seed_count)
-                return self._wrap(self.adaptive_seeds.next_stage(FinishedRuns(finished.results_dir)))
-            self.adaptive_seeds = False  # fixed seeds: one estimation stage, then done
-            return Stage("estimation", tuple(runs), self.selection + tuple(runs), tag="estimation")
+            return self._estimate(finished)
         if self.adaptive_seeds:
             selection_ids = {r.run_id for r in self.selection}
             rows = tuple(r for r in finished.rows if r["run_id"] not in selection_ids)
-            return self._wrap(self.adaptive_seeds.next_stage(FinishedRuns(finished.results_dir, rows)))
-        return None
+            stage = self._wrap(self.adaptive_seeds.next_stage(FinishedRuns(finished.results_dir, rows)))
+            if stage is not None:
+                return stage
+        return self._moved(finished)
+
+    def _estimate(self, finished: FinishedRuns) -> Stage | None:
+        """The estimation stage at the current picks (fixed seeds: one stage; adaptive: its first round)."""
+        runs = self.estimation_runs()
+        if self.spec.seed_rule is not None:
+            self.adaptive_seeds = self.adaptive_seeds_class(runs, self.spec.seed_rule, self.out,
+                                                            seed_count=self.spec.seed_count)
+            selection_ids = {r.run_id for r in self.selection}
+            rows = tuple(r for r in finished.rows if r["run_id"] not in selection_ids)
+            stage = self._wrap(self.adaptive_seeds.next_stage(FinishedRuns(finished.results_dir, rows)))
+            return stage if stage is not None else self._moved(finished)
+        self.adaptive_seeds = False  # fixed seeds: one estimation stage, then done
+        return Stage("estimation", tuple(runs), self.selection + tuple(runs), tag="estimation")
+
+    def _moved(self, finished: FinishedRuns) -> Stage | None:
+        """After estimation: where a cell's curve, read with its estimation runs, moves its pick (`repick`), those
+        runs become points of the curve (`EARLIER_PICK`, in no effect) and estimation starts again at the new
+        picks (runs already on disk are reused); at most `MAX_REPICKS` times, then None."""
+        at_picks, before = self.estimation_runs(), dict(self.picks)
+        moved = self.repick(finished) if self.repicks < MAX_REPICKS else {}
+        if not moved:
+            return self._strays(finished, at_picks)
+        self.repicks += 1
+        from gptlab.stats.picks import pairs_text, short_names
+
+        names = short_names(list(self.spec.grid))
+        print("selection, read with the estimation runs: " + "; ".join(
+            f"{pairs_text(c, names)} moves from {pairs_text(before[c])} to {pairs_text(s)}" for c, s in moved.items())
+            + " (the runs at the earlier pick stay points of its curve, in no effect)", file=self.out)
+        self.selection = self.selection + tuple(dataclasses.replace(r, role=EARLIER_PICK) for r in at_picks
+                                                if r.cell in moved)
+        self.picks = {**before, **moved}
+        return self._estimate(finished)
+
+    def _strays(self, finished: FinishedRuns, at_picks: Sequence[TunedRun]) -> Stage | None:
+        """Once the picks are final: finished estimation runs on disk at a cell's other tried settings (an earlier
+        spec's picks) join the plan as points of its curve (`EARLIER_PICK`, in no effect; a stage that trains
+        nothing), so that no finished run of a cell is left out of it; None when there are none (or once done).
+        Only here, at the end: earlier, a resumed sweep would find on disk the runs its own later stages train."""
+        extra = [] if self.strays_placed else self._earlier_on_disk(finished, at_picks)
+        self.strays_placed = True
+        if not extra:
+            return None
+        self.selection = self.selection + tuple(extra)
+        return Stage("curve points: estimation runs of earlier picks on disk", (), self.last_planned + tuple(extra),
+                     tag="curve points")
+
+    def _earlier_on_disk(self, finished: FinishedRuns, at_picks: Sequence[TunedRun]) -> list[TunedRun]:
+        """Finished estimation runs on disk at a cell's tried settings other than its pick, not yet planned."""
+        planned = {r.run_id for r in (*self.selection, *at_picks)}
+        tried: dict[Pairs, list[Pairs]] = {}
+        for r in self.selection:
+            if getattr(r, "role", SELECTION) == SELECTION and r.setting != self.picks.get(r.cell):
+                if r.setting not in tried.setdefault(r.cell, []):
+                    tried[r.cell].append(r.setting)
+        out = []
+        for cell, settings in tried.items():
+            for run in runs_at(self.spec, settings, self.spec.seeds, ESTIMATION, [cell]):
+                if run.run_id not in planned and finished.results_dir.run(run.run_id).summary() is not None:
+                    out.append(dataclasses.replace(run, role=EARLIER_PICK))
+        return out
+
+    def curve_trials(self, finished: FinishedRuns) -> list[Trial]:
+        """Every finished run of each cell's curve as a Trial: the selection runs, the estimation runs at the picks
+        and those of earlier picks (`EARLIER_PICK`)."""
+        by_id = {r["run_id"]: r for r in finished.rows}
+        runs = [*(r for r in self.selection if getattr(r, "role", SELECTION) in (SELECTION, EARLIER_PICK)),
+                *(self.estimation_runs() if self.picks else [])]
+        out = []
+        for run in runs:
+            row = by_id.get(run.run_id)
+            if row is not None and row.get("status"):
+                loss = row.get("best_val_loss")
+                out.append(Trial(run.cell, run.setting, str(row["status"]),
+                                 float(loss) if loss not in (None, "") else math.nan))
+        return out
 
     def estimation_runs(self) -> list[TunedRun]:
         """Every cell at its pick with the estimation seeds (adaptive: 0..max-1), cell-major.

@@ -17,8 +17,18 @@ from gptlab.stats import lr_model
 from gptlab.stats.lr_curves import fit_curves
 from gptlab.stats.lr_model import MIN_OWN_DF, NoiseSums, beyond, cliff_edge, closed_sides, noise_of
 from gptlab.stats.picks import Trial, pick_rows, picks
-from gptlab.stats.refine import (BEATEN, Lattice, RefineRule, cliff, decide, decide_all, judge, noise_sums, open_sides,
-                                 pooled_sigma)
+from gptlab.stats.refine import (
+    BEATEN,
+    Lattice,
+    RefineRule,
+    cliff,
+    decide,
+    decide_all,
+    judge,
+    noise_sums,
+    open_sides,
+    pooled_sigma,
+)
 
 SWIGLU = {5e-4: 1.827607565650009, 1e-3: 1.7625156023573787, 2e-3: 1.7179991360552378, 4e-3: 1.701333782697635,
           5.65685e-3: 1.7041314834780505, 8e-3: 1.6850406037474117, 1.13137e-2: 2.4315047316511964,
@@ -302,3 +312,18 @@ def test_refine_csv_says_where_a_tried_point_overruled_the_fit_and_where_the_cli
     assert text == "replicate; lowest mean taken: the fit's minimum 0.004 was above 0.008 by more than 2 SEs"
     assert Refine._decision(planner, CellDecision(pick=8, reason="confident")) == "confident"
     assert REFINE_COLS[-1] == "cliff_lr"
+
+
+# -- the pick once every run is read: a lagging seed is a risk its lr carries -----------------------------------
+
+
+def test_a_seed_far_above_its_siblings_lags_and_moves_the_pick_to_a_neighbour_where_none_did():
+    from gptlab.stats.lr_model import lagging
+    from gptlab.stats.refine import risk_free_pick
+
+    swiglu = {k: v for k, v in half_steps(SWIGLU).items() if k <= 8}
+    swiglu[8] = [1.685, 1.701, 1.699, 2.427, 1.699, 1.726]  # study 8: its estimation seed 2 lagged from step 500
+    assert lagging({k: v for k, v in swiglu.items()}) == {8}
+    assert risk_free_pick(swiglu, 8, LATTICE_8.octaves) == 6  # 4e-3: 1.701, the lowest mean where none lagged
+    calm = {**swiglu, 8: [1.685, 1.701, 1.699, 1.712, 1.699, 1.726]}
+    assert lagging(calm) == set() and risk_free_pick(calm, 8, LATTICE_8.octaves) == 8  # no lag: the pick stays

@@ -80,7 +80,7 @@ def test_the_budget_ends_a_cell_and_diverged_runs_are_never_picked():
     assert judge(obs, 0.001).pick == 4 and 10 not in decide(obs, LATTICE, RefineRule(), 0.001).add
 
 
-def test_the_pooled_noise_comes_from_replicates_and_fit_residuals():
+def test_the_pooled_noise_comes_from_replicates_alone():
     rng = __import__("numpy").random.default_rng(0)
     cells = [{k: list(curve(k, 5) + 0.006 * rng.standard_normal(3)) for k in range(1, 9)} for _ in range(4)]
     sigma, df = pooled_sigma(cells)
@@ -190,6 +190,49 @@ def test_refine_extends_an_edge_refines_around_the_optimum_and_estimates_at_the_
     rerun = FakeBackend(planted)  # a killed sweep, rerun, decides the same rounds from disk and trains nothing
     again, _, _ = _loop(spec, results, rerun)
     assert [r.run_id for r in again] == [r.run_id for r in planned] and rerun.trained == []
+
+
+def lagging(config: RunConfig) -> float:
+    """`planted`, but at relu's refined pick one estimation seed lags far behind its siblings (it still trained)."""
+    lags = config.model.activation == "relu" and abs(config.train.lr - 2.82843e-3) < 1e-8 and config.seed == 1
+    return planted(config) + 0.6 * lags
+
+
+def test_a_pick_where_an_estimation_seed_lagged_moves_to_a_neighbour_and_its_runs_stay_points_of_the_curve(
+        tmp_path, corpus):
+    spec, results = _spec(corpus), tmp_path / "results"
+    planned, out, planner = _loop(spec, results, FakeBackend(lagging))
+    relu = [r for r in planned if dict(r.cell)["model.activation"] == "relu"]
+    earlier = [r for r in relu if r.role == "earlier_pick"]
+    estimation = {dict(r.setting)["train.lr"] for r in relu if r.role == "estimation"}
+    assert [dict(r.setting)["train.lr"] for r in earlier] == pytest.approx([2.82843e-3] * 2)  # seeds 0 and 1
+    assert len(estimation) == 1 and estimation != {2.82843e-3} and planner.repicks == 1
+    assert "activation=relu moves from lr=0.00282843 to lr=0.002" in out
+    summary = _rows(results / SUMMARY_CSV)
+    assert [r["role"] for r in summary].count("earlier_pick") == 2 and len(summary) == len(planned)
+    picked = [r for r in _rows(results / TUNING_CSV) if r["picked"] == "True" and "relu" in r["cell"]]
+    assert len(picked) == 1 and float(picked[0]["train.lr"]) in estimation
+    rerun = FakeBackend(lagging)  # resumed: the same plan, nothing trained
+    again, _, _ = _loop(spec, results, rerun)
+    assert [r.run_id for r in again] == [r.run_id for r in planned] and rerun.trained == []
+
+
+def test_estimation_runs_of_an_earlier_pick_on_disk_join_the_curve_and_are_not_trained_again(tmp_path, corpus):
+    spec, results = _spec(corpus), tmp_path / "results"
+    whole, _, _ = _loop(spec, results, FakeBackend(planted))
+    gelu_pick = next(r for r in whole if r.role == "estimation" and dict(r.cell)["model.activation"] == "gelu")
+    other = next(r for r in whole if r.role == "selection" and r.cell == gelu_pick.cell and r.setting != gelu_pick.setting)
+    from gptlab.run.rundir import RunDir
+    from gptlab.sweep.tuning import runs_at
+
+    stray = runs_at(spec, [other.setting], spec.seeds, "estimation", [other.cell])  # an earlier spec's picks
+    for run in stray:
+        RunDir(results / "runs" / run.run_id).path.mkdir(parents=True)
+        RunDir(results / "runs" / run.run_id).write_summary({"run_id": run.run_id, "status": "ok", "best_val_loss": 1.9})
+    again, _, _ = _loop(spec, results, FakeBackend(planted))
+    roles = {r.run_id: r.role for r in again}
+    assert all(roles[r.run_id] == "earlier_pick" for r in stray)
+    assert [r["role"] for r in _rows(results / SUMMARY_CSV)].count("earlier_pick") == len(stray)
 
 
 def test_an_interrupted_round_resumes_with_the_same_decisions(tmp_path, corpus):
@@ -303,3 +346,4 @@ def test_a_plugin_tuning_method_plans_trains_resumes_and_stays_out_of_the_effect
     for module in (execute, __import__("gptlab.sweep_cli", fromlist=["x"])):
         source = Path(module.__file__).read_text()
         assert "probe_first" not in source and "Refine" not in source and "Grid" not in source
+

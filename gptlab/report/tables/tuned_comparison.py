@@ -35,13 +35,14 @@ import numpy as np
 import pandas as pd
 
 from gptlab.report.fmt import round_frame
-from gptlab.report.load import Results
+from gptlab.report.load import Results, run_roles
 from gptlab.report.tables.analyses import design_for
+from gptlab.roles import EARLIER_PICK
 from gptlab.run.config import LR_KEY  # the tuned key whose curves lr_curves.csv fits
-from gptlab.stats.lr_model import SAYS_NOTHING
 from gptlab.stats.effects import analyse
 from gptlab.stats.levels import grid_level, level_key, same_level
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
+from gptlab.stats.lr_model import SAYS_NOTHING
 from gptlab.stats.picks import Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows, tuning_columns
 from gptlab.statuses import FAILED_TO_TRAIN
 
@@ -223,7 +224,8 @@ def _trained_picks(res: Results, space: dict[str, list[Any]], cells: list[Pairs]
 def _curves(res: Results, sel: pd.DataFrame, rows: list[SettingRow], label: dict[Pairs, str], space: dict[str, list[Any]],
             ceiling: float) -> pd.DataFrame:
     """tables/lr_curves.csv: each cell's loss-against-lr fit (`stats.lr_curves`), the window one step of the space
-    wide, the estimation runs at each pick the noise's replicates; lrs to 3 significant digits."""
+    wide, every run of the cell a point of its curve (the estimation runs at its pick and at earlier picks,
+    `EARLIER_PICK`, included); lrs to 3 significant digits."""
     levels = sorted(x for x in map(level_number, space[LR_KEY]) if x is not None and x > 0)
     step = float(np.median(np.diff(np.log2(levels)))) if len(levels) > 1 else None
 
@@ -233,7 +235,9 @@ def _curves(res: Results, sel: pd.DataFrame, rows: list[SettingRow], label: dict
                              "status": runs["status"]})[lr > 0]
 
     selection = runs_at(sel, [dict(s)[LR_KEY] for s in sel["setting"]])
-    estimation = runs_at(res.runs, list(res.runs[LR_KEY])) if LR_KEY in res.runs else None
+    earlier = res.other_roles[run_roles(res.other_roles) == EARLIER_PICK] if len(res.other_roles) else res.other_roles
+    curve_runs = pd.concat([res.runs, earlier], ignore_index=True) if len(earlier) else res.runs
+    estimation = runs_at(curve_runs, list(curve_runs[LR_KEY])) if LR_KEY in curve_runs else None
     picks = {label[r.cell]: float(dict(r.setting)[LR_KEY]) for r in rows if r.picked and level_number(dict(r.setting)[LR_KEY])}
     fits = fit_curves(selection, step, ceiling if math.isfinite(ceiling) else math.inf, picks, estimation)
     cell_of = {text: cell for cell, text in label.items()}
