@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gptlab.stats.lr_curves import ASYMMETRY, NOT_CONVEX, UNBOUNDED, fit_curves
+from gptlab.stats.lr_curves import ASYMMETRY, NOT_CONVEX, UNBOUNDED, CurveFit, fit_curves
 from gptlab.stats.lr_model import beyond, cliff_edge
 
 GRID = (5e-4, 1e-3, 2e-3, 4e-3, 8e-3)  # the `tuned` study's space
@@ -137,24 +137,27 @@ def simulate_sweep(sc: CurveScenario, rng: np.random.Generator, prior: float = A
     replicates = pd.DataFrame(reps).assign(lr=lambda f: 2.0 ** f["x"])
     curves = fit_curves(runs[["cell", "lr", "loss", "status"]], step=step,
                         replicates=replicates[["cell", "lr", "loss", "status"]], asymmetry=prior)
-    out = []
-    for fit in curves.fits:
-        opt, left = truths[fit.cell]
-        convex = NOT_CONVEX not in fit.flags and math.isfinite(fit.curvature)
-        out.append({"convex": convex, "covers": fit.covers_optimum(2.0 ** opt) if convex else math.nan,
-                    "bounded": UNBOUNDED not in fit.flags if convex else math.nan,
-                    "width": math.log2(fit.optimum_lr_high / fit.optimum_lr_low)
-                    if convex and UNBOUNDED not in fit.flags and fit.optimum_lr_low > 0 else math.nan,
-                    "left_covers": (fit.loss_left_ci_low - 1e-9 <= left <= fit.loss_left_ci_high + 1e-9)
-                    if math.isfinite(fit.loss_left_ci_low) else math.nan,
-                    "left_bounded": math.isfinite(fit.loss_left_ci_high) if math.isfinite(fit.loss_left_ci_low)
-                    else math.nan,
-                    "left_width": fit.loss_left_ci_high - fit.loss_left_ci_low
-                    if math.isfinite(fit.loss_left_ci_high) else math.nan,
-                    "true_left": left, "df": curves.noise.df, "cut": safe[fit.cell][0],
-                    "failed_in_fit": any(fit.window_lr_low * (1 - 1e-9) <= 2.0 ** x <= fit.window_lr_high * (1 + 1e-9)
-                                         for x in safe[fit.cell][1]) if fit.n_points else False})
-    return out
+    return [_scored(fit, *truths[fit.cell], *safe[fit.cell], curves.noise.df) for fit in curves.fits]
+
+
+def _scored(fit: CurveFit, opt: float, left: float, cut: bool, failed: set[float], df: float) -> dict:
+    """One cell's fit scored against its planted truth: the optimum `opt` (log2 lr) and the loss left at its pick
+    `left`. `cut`: an lr whose runs never fail was read as beyond the cliff; `failed`: the log2 lrs with a run far
+    above the truth (a failure), counted when one lies in the fit's window; `df`: the pooled noise's."""
+    convex = NOT_CONVEX not in fit.flags and math.isfinite(fit.curvature)
+    return {"convex": convex, "covers": fit.covers_optimum(2.0 ** opt) if convex else math.nan,
+            "bounded": UNBOUNDED not in fit.flags if convex else math.nan,
+            "width": math.log2(fit.optimum_lr_high / fit.optimum_lr_low)
+            if convex and UNBOUNDED not in fit.flags and fit.optimum_lr_low > 0 else math.nan,
+            "left_covers": (fit.loss_left_ci_low - 1e-9 <= left <= fit.loss_left_ci_high + 1e-9)
+            if math.isfinite(fit.loss_left_ci_low) else math.nan,
+            "left_bounded": math.isfinite(fit.loss_left_ci_high) if math.isfinite(fit.loss_left_ci_low)
+            else math.nan,
+            "left_width": fit.loss_left_ci_high - fit.loss_left_ci_low
+            if math.isfinite(fit.loss_left_ci_high) else math.nan,
+            "true_left": left, "df": df, "cut": cut,
+            "failed_in_fit": any(fit.window_lr_low * (1 - 1e-9) <= 2.0 ** x <= fit.window_lr_high * (1 + 1e-9)
+                                 for x in failed) if fit.n_points else False}
 
 
 def calibrate_curves(sc: CurveScenario, sims: int, seed: int = 0, prior: float = ASYMMETRY) -> Coverage:

@@ -1,6 +1,8 @@
-"""The map in docs/ARCHITECTURE.md, checked: imports point one way between rooms, no import circles, modules
-stay small, the map names every module with the first line of its docstring, and the calibration beside the
-package (`calibration/`) keeps the same rules and stays out of it."""
+"""The house rules of docs/ARCHITECTURE.md, checked: imports point one way between rooms, no import circles,
+functions stay short, every module has a docstring, no module takes another's private names, the report's steps
+keep to their files, and the calibration beside the package (`calibration/`) keeps the same rules and stays out of
+it. The map itself is checked too: short, every path it names exists, every room of gptlab/ on it. Most checks
+have a test of their own that plants a bad input and shows the check catches it."""
 from __future__ import annotations
 
 import ast
@@ -11,9 +13,10 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gptlab"
-CALIBRATION = PACKAGE.parent / "calibration"  # beside the package, not installed: it imports gptlab, never the reverse
+REPO = PACKAGE.parent
+CALIBRATION = REPO / "calibration"  # beside the package, not installed: it imports gptlab, never the reverse
 BASICS = {"errors", "registry", "fields", "runio", "plugins", "statuses", "roles"}
-# Which rooms each room may import from (docs/ARCHITECTURE.md, "Rooms").
+# Which rooms each room may import from (docs/ARCHITECTURE.md, "The rooms").
 ALLOWED = {
     "basics": {"basics"},
     "model": {"basics", "model"},
@@ -120,10 +123,56 @@ def test_the_rules_catch_an_upward_import(tmp_path):
     assert "sweep" not in ALLOWED["run"]
 
 
-@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_no_module_is_over_350_lines(path):
-    lines = len(path.read_text(encoding="utf-8").splitlines())
-    assert lines <= 350, f"{path.relative_to(PACKAGE)} has {lines} lines; split it by what its parts own"
+FUNCTION_LINES = 60  # from the `def` line to the last, decorators not counted
+
+
+def long_functions(path: Path, limit: int = FUNCTION_LINES) -> list[str]:
+    """Each function or method of `path` (nested ones too) longer than `limit` lines, `def` line to last line."""
+    found = [node for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit]
+    return [f"line {node.lineno}: {node.name} has {node.end_lineno - node.lineno + 1} lines"
+            for node in sorted(found, key=lambda node: node.lineno)]
+
+
+def has_docstring(path: Path) -> bool:
+    """Whether the module `path` opens with a docstring that says something."""
+    return bool((ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "").strip())
+
+
+CALIBRATION_MODULES = modules(CALIBRATION)
+HOUSE = modules() + CALIBRATION_MODULES  # the package and the calibration beside it; benchmarks/ holds scripts
+
+
+@pytest.mark.parametrize("path", HOUSE, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_function_is_over_60_lines(path):
+    wrong = long_functions(path)
+    assert not wrong, f"{path.relative_to(REPO)}: " + "; ".join(wrong) + f" (at most {FUNCTION_LINES}): split it " \
+        "into helpers named for what their parts do"
+
+
+def test_the_rules_catch_a_long_function(tmp_path):
+    """60 lines pass, decorators uncounted; a 61-line method, an async function and a function nested in it do not."""
+    body = "".join(f"    x{i} = {i}\n" for i in range(59))
+    bad = tmp_path / "bad.py"
+    bad.write_text("@first\n@second\ndef short():\n" + body + "\n\nclass C:\n    def method(self):\n"
+                   + body.replace("    ", "        ") + "        return 1\n\n\nasync def outer():\n    def inner():\n"
+                   + body.replace("    ", "        ") + "        return 1\n    return inner\n")
+    assert long_functions(bad) == ["line 66: method has 61 lines", "line 129: outer has 63 lines",
+                                   "line 130: inner has 61 lines"]
+    assert long_functions(bad, limit=63) == []
+
+
+@pytest.mark.parametrize("path", HOUSE, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_module_has_a_docstring(path):
+    assert has_docstring(path), f"{path.relative_to(REPO)} has no module docstring: say in it what the module owns"
+
+
+def test_the_rules_catch_a_module_without_a_docstring(tmp_path):
+    bad = tmp_path / "bad.py"
+    for text, expected in (("x = 1\n", False), ('"""   """\n', False), ('import os\n"""Not first."""\n', False),
+                           ('# a comment\n"""The job."""\n', True)):
+        bad.write_text(text)
+        assert has_docstring(bad) is expected, text
 
 
 def defines_planner(path: Path) -> bool:
@@ -270,88 +319,78 @@ def test_the_graph_counts_lazy_and_type_checking_imports(tmp_path):
         "gptlab.report.stats -> gptlab.report.verdicts -> gptlab.report.stats"]
 
 
-# -- docs/ARCHITECTURE.md names every module with its docstring's first line ---------------------------------------
+# -- docs/ARCHITECTURE.md: a short map, every path it names there, every room on it ------------------------------
 
-DOC = PACKAGE.parent / "docs" / "ARCHITECTURE.md"
-SECTION = re.compile(r"^## .*\(`((?:gptlab|calibration)/(?:[a-z_]+/)*)`\)\s*$")  # "## One run (`gptlab/run/`)"
-ENTRY = re.compile(r"^- `(\w+\.py)`: (.*)$")  # "- `data.py`: <first line of data.py's docstring>"
-
-
-def documented(doc: str, root: str = "gptlab") -> dict[str, list[str]]:
-    """Each module path the map names (`run/data.py`, relative to `root`/) -> the job of every bullet naming it.
-
-    A bullet `- \\`NAME.py\\`: JOB` names NAME.py of the folder in its section's heading; its first line is the
-    job, indented lines after it say more. Bullets under a heading without a folder name no module; those under
-    another root's folder (`calibration/` when `root` is gptlab) are that root's."""
-    named: dict[str, list[str]] = {}
-    folder = None
-    for line in doc.splitlines():
-        if line.startswith("## "):
-            match = SECTION.match(line)
-            folder = match.group(1).removeprefix(root + "/") if match and match.group(1).startswith(root + "/") \
-                else None
-        elif folder is not None and (match := ENTRY.match(line)):
-            named.setdefault(folder + match.group(1), []).append(match.group(2).strip())
-    return named
+DOC = REPO / "docs" / "ARCHITECTURE.md"
+MAP_LINES = 200  # a map a newcomer reads in minutes: what each module owns is its docstring
+SOURCES = ("gptlab", "calibration", "tests", "benchmarks", "ablations")  # where a bare `NAME.py` of the map lives
+TOKEN = re.compile(r"[\w./-]+")
 
 
-def first_line(path: Path) -> str | None:
-    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
-    return docstring.strip().splitlines()[0].strip() if docstring and docstring.strip() else None
+def map_length_problem(doc: str, limit: int = MAP_LINES) -> str | None:
+    lines = len(doc.splitlines())
+    return f"docs/ARCHITECTURE.md has {lines} lines, over {limit}: a map, not a catalogue" if lines > limit else None
 
 
-def map_problems(module: str, named: dict[str, list[str]], package: Path = PACKAGE) -> list[str]:
-    """What is wrong with the map's line for `module` (a path relative to gptlab/); [] when it is true."""
-    path, (folder, _, name) = package / module, module.rpartition("/")
-    if not path.is_file():
-        return [f"docs/ARCHITECTURE.md names {module}, which does not exist"]
-    job, jobs = first_line(path), named.get(module, [])
-    if job is None:
-        return [f"{module} has no module docstring (its first line is the module's job in docs/ARCHITECTURE.md)"]
-    if not jobs:
-        return [f"docs/ARCHITECTURE.md does not name {module}: add `- `{name}`: {job}` under the section of "
-                f"`{package.name}/{folder + '/' if folder else ''}`"]
-    return [f"docs/ARCHITECTURE.md names {module} {len(jobs)} times"] * (len(jobs) > 1) + [
-        f"docs/ARCHITECTURE.md says {module} is '{j}'; its docstring's first line says '{job}'" for j in jobs if j != job]
+def named_paths(doc: str) -> list[str]:
+    """Every `NAME.py` and `gptlab/...` path the map names, once each, in order (a sentence's full stop cut off)."""
+    tokens = (t.rstrip(".") for t in TOKEN.findall(doc))
+    return list(dict.fromkeys(t for t in tokens if t.endswith(".py") or t.startswith("gptlab/")))
 
 
-NAMED = documented(DOC.read_text(encoding="utf-8"))
+def missing_paths(doc: str, repo: Path = REPO) -> list[str]:
+    """The paths the map names that do not exist: one with a folder is read from the repository's root; a bare
+    `NAME.py` must be some module of the checkout's sources."""
+    def exists(path: str) -> bool:
+        if "/" in path:
+            return (repo / path).exists()
+        return any(next((repo / source).rglob(path), None) for source in SOURCES if (repo / source).is_dir())
+
+    return [path for path in named_paths(doc) if not exists(path)]
 
 
-@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_the_map_names_every_module_with_its_job(path):
-    problems = map_problems(path.relative_to(PACKAGE).as_posix(), NAMED)
-    assert not problems, "; ".join(problems)
+def missing_rooms(doc: str, package: Path = PACKAGE) -> list[str]:
+    """The top-level folders of the package (its rooms) that the map never names as `gptlab/ROOM/`."""
+    rooms = sorted(p.parent.name for p in package.glob("*/__init__.py"))
+    return [room for room in rooms if f"{package.name}/{room}/" not in doc]
 
 
-def test_the_map_names_no_module_that_does_not_exist():
-    problems = [p for module in sorted(NAMED) if not (PACKAGE / module).is_file() for p in map_problems(module, NAMED)]
-    assert not problems, "; ".join(problems)
+MAP = DOC.read_text(encoding="utf-8")
 
 
-def test_the_map_check_catches_a_missing_a_stale_and_a_wrong_line(tmp_path):
+def test_the_map_is_at_most_200_lines():
+    problem = map_length_problem(MAP)
+    assert problem is None, problem + " (what a module owns belongs in its docstring)"
+
+
+def test_every_path_the_map_names_exists():
+    assert named_paths(MAP), "docs/ARCHITECTURE.md names no path"
+    missing = missing_paths(MAP)
+    assert not missing, "docs/ARCHITECTURE.md names paths that do not exist: " + ", ".join(missing)
+
+
+def test_the_map_names_every_room():
+    missing = missing_rooms(MAP)
+    assert not missing, "docs/ARCHITECTURE.md does not name the room(s) " + ", ".join(f"gptlab/{r}/" for r in missing)
+
+
+def test_the_map_checks_catch_a_long_map_a_missing_path_and_a_missing_room(tmp_path):
     pkg = tmp_path / "gptlab"
-    (pkg / "report").mkdir(parents=True)
-    (pkg / "errors.py").write_text('"""The one exception type.\n\nMore words."""\n')
-    (pkg / "report" / "verdicts.py").write_text('"""The report\'s sentences."""\n')
-    (pkg / "report" / "stats.py").write_text("x = 1\n")
-    doc = ("## Basics (`gptlab/`)\n- `errors.py`: The one exception type.\n  More words, not checked.\n"
-           "## The report (`gptlab/report/`)\n- `verdicts.py`: Sentences.\n- `layout.py`: gone.\n"
-           "## Notes\n- `stats.py`: not a module section, so it names nothing.\n")
-    named = documented(doc)
-    assert sorted(named) == ["errors.py", "report/layout.py", "report/verdicts.py"]
-    assert map_problems("errors.py", named, pkg) == []
-    assert map_problems("report/verdicts.py", named, pkg) == [
-        "docs/ARCHITECTURE.md says report/verdicts.py is 'Sentences.'; its docstring's first line says "
-        "'The report's sentences.'"]
-    assert map_problems("report/layout.py", named, pkg) == ["docs/ARCHITECTURE.md names report/layout.py, which does not exist"]
-    assert "no module docstring" in map_problems("report/stats.py", named, pkg)[0]
-    (pkg / "report" / "stats.py").write_text('"""Statistics."""\n')
-    assert map_problems("report/stats.py", named, pkg) == [
-        "docs/ARCHITECTURE.md does not name report/stats.py: add `- `stats.py`: Statistics.` under the section of "
-        "`gptlab/report/`"]
-    twice = documented(doc + "## Again (`gptlab/`)\n- `errors.py`: The one exception type.\n")
-    assert map_problems("errors.py", twice, pkg) == ["docs/ARCHITECTURE.md names errors.py 2 times"]
+    for room in ("run", "stats"):
+        (pkg / room).mkdir(parents=True)
+        (pkg / room / "__init__.py").write_text('"""A room."""\n')
+    (pkg / "run" / "data.py").write_text('"""Data."""\n')
+    (pkg / "notes").mkdir()  # a folder without __init__.py is no room
+    doc = ("The run (`gptlab/run/`) reads `gptlab/run/data.py` (`data.py`) and `gptlab/run/gone.py`.\n"
+           "A bare `gone.py`, gptlab/sweep/ and tests/test_data.py; `data.csv`, `gptlab.run.data` and results/NAME/ "
+           "are no paths. Ends on gptlab/run/data.py.\n")
+    assert named_paths(doc) == ["gptlab/run/", "gptlab/run/data.py", "data.py", "gptlab/run/gone.py", "gone.py",
+                                "gptlab/sweep/", "tests/test_data.py"]
+    assert missing_paths(doc, tmp_path) == ["gptlab/run/gone.py", "gone.py", "gptlab/sweep/", "tests/test_data.py"]
+    assert missing_rooms(doc, pkg) == ["stats"]
+    assert missing_rooms(doc + "The numbers: `gptlab/stats/`.", pkg) == []
+    assert map_length_problem("line\n" * 200) is None
+    assert map_length_problem("line\n" * 201) == "docs/ARCHITECTURE.md has 201 lines, over 200: a map, not a catalogue"
 
 
 # -- no module takes another's private names -----------------------------------------------------------------------
@@ -528,10 +567,6 @@ def test_the_rules_catch_a_step_reading_a_file(tmp_path):
 
 # -- the calibration beside the package: the same rules, and the package never imports it -------------------------
 
-CALIBRATION_MODULES = modules(CALIBRATION)
-CALIBRATION_NAMED = documented(DOC.read_text(encoding="utf-8"), "calibration")
-
-
 def test_the_package_never_imports_the_calibration():
     """`calibration/` is not installed: an import of it from gptlab/ (lazy ones too) breaks every installed copy."""
     wrong = [f"{dotted(p)} line {line}: {target}" for p in modules() for line, target in gptlab_imports(p, CALIBRATION)]
@@ -555,21 +590,12 @@ def test_the_wheel_leaves_the_calibration_out():
 
 
 @pytest.mark.parametrize("path", CALIBRATION_MODULES, ids=lambda p: str(p.relative_to(CALIBRATION)))
-def test_a_calibration_module_keeps_the_house_rules(path):
-    """Under 350 lines, named on the map by its docstring's first line, and no private names of other modules."""
-    module = path.relative_to(CALIBRATION).as_posix()
-    lines = len(path.read_text(encoding="utf-8").splitlines())
-    problems = [f"{module} has {lines} lines; split it by what its parts own"] * (lines > 350)
-    problems += map_problems(module, CALIBRATION_NAMED, CALIBRATION)
-    problems += private_imports(path) + private_imports(path, CALIBRATION)
-    assert not problems, "; ".join(problems)
-
-
-def test_the_map_names_no_calibration_module_that_does_not_exist():
-    assert CALIBRATION_MODULES, "calibration/ has no module"
-    problems = [p for module in sorted(CALIBRATION_NAMED) if not (CALIBRATION / module).is_file()
-                for p in map_problems(module, CALIBRATION_NAMED, CALIBRATION)]
-    assert not problems, "; ".join(problems)
+def test_a_calibration_module_takes_no_private_names(path):
+    """No private names of gptlab's modules, nor of the calibration's others (its function cap and docstring are
+    checked with the package's)."""
+    wrong = private_imports(path) + private_imports(path, CALIBRATION)
+    assert not wrong, f"calibration/{path.relative_to(CALIBRATION)} takes private names of other modules: " + \
+        "; ".join(wrong)
 
 
 def test_no_import_circle_in_the_calibration():

@@ -39,9 +39,29 @@ def texts_line(spec: SweepSpec) -> str:
 
 def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: int, threads: int, stream: TextIO,
             reuse: tuple[ResultsDir, ...] = ()) -> None:
-    from gptlab.run.device import configure_process, resolve_device
-    from gptlab.sweep.estimate import time_run
+    """The dry run, printed to `stream`: the runs and their states, the plan, a time estimate and the planner's
+    preview of its stages; nothing is trained or written."""
+    _print_runs(spec, results_dir, stream)
+    warn_other_runs(spec, results_dir, stream)
+    pending, resumed, reused = _runs_to_train(spec, results_dir, reuse, stream)
+    print(plan_line, file=stream)
+    print(texts_line(spec), file=stream)
+    if arms_allocation(spec):
+        print(arms_allocation(spec), file=stream)
+    warning = noise_df_warning(spec)
+    if warning:
+        print(warning, file=stream)
+    timed = _Timer(spec, workers, threads, resumed)
+    if pending:
+        _print_estimate(pending, timed, stream)
+    wholes, picked = _preview_cases(spec, results_dir, reused, timed, stream)
+    if not wholes:
+        wholes = [(len(spec.runs), timed(list(spec.runs)), len(pending), timed(pending))]
+    print(bottom_line(wholes, picked), file=stream)
 
+
+def _print_runs(spec: SweepSpec, results_dir: ResultsDir, stream: TextIO) -> None:
+    """The run table: each run's levels (a tuned sweep's: + its settings), seed, id and state in the folder."""
     factors = list(spec.grid) + (list(spec.tune.space) if spec.tune else [])  # a tuned sweep's: + its settings
     header = [*factors, "seed", "run_id", "state"]
     rows = [[*(str(v) for _, v in r.cell + getattr(r, "setting", ())), str(r.seed), r.run_id,
@@ -49,12 +69,18 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
     for line in [header, ["-" * w for w in widths], *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip(), file=stream)
-    warn_other_runs(spec, results_dir, stream)
-    def untrained(run: Run) -> bool:
-        """Neither finished nor failed in this sweep's folder (a failed run trains again only with --rerun-failed)."""
-        return results_dir.run(run.run_id).state() not in STATUSES
 
-    pending = [r for r in spec.runs if untrained(r)]
+
+def _untrained(results_dir: ResultsDir, run: Run) -> bool:
+    """Neither finished nor failed in this sweep's folder (a failed run trains again only with --rerun-failed)."""
+    return results_dir.run(run.run_id).state() not in STATUSES
+
+
+def _runs_to_train(spec: SweepSpec, results_dir: ResultsDir, reuse: tuple[ResultsDir, ...],
+                   stream: TextIO) -> tuple[list[Run], dict[str, int], Reuse]:
+    """The spec's runs left to train (neither in the folder nor found by `--reuse`), the steps the interrupted ones
+    resume from, and the `--reuse` folders' finished runs; each count printed."""
+    pending = [r for r in spec.runs if _untrained(results_dir, r)]
     print(f"\n{len(spec.runs)} runs: {len(spec.runs) - len(pending)} finished, {len(pending)} to train", file=stream)
     resumed = {r.run_id: step for r in pending if (folder := results_dir.run(r.run_id)).state() == "partial"
                and (step := folder.resume_step())}  # an interrupted run trains only the steps it has left
@@ -68,57 +94,71 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
               "(same config and seed): copied, not trained; later stages' runs are looked up as they are planned",
               file=stream)
         pending = [r for r in pending if r not in found]
-    print(plan_line, file=stream)
-    print(texts_line(spec), file=stream)
-    if arms_allocation(spec):
-        print(arms_allocation(spec), file=stream)
-    warning = noise_df_warning(spec)
-    if warning:
-        print(warning, file=stream)
-    timing = None
-    # the sweep trains `workers` runs at once; on a CPU they slow each other down, so the timed run has company
-    on_cpu = resolve_device(spec.base_config.train.device).type == "cpu"
-    companions = workers - 1 if on_cpu else 0  # a GPU's runs_per_gpu: timed alone (said below)
+    return pending, resumed, reused
 
-    def timed(runs: list[Run]) -> float | None:
-        """Seconds `runs` take on the workers (None when there is nothing to time); the first run asked is timed."""
-        nonlocal timing
-        if timing is None and runs:
-            configure_process(threads)
-            timing = time_run(runs[0].config, companions=companions, threads=threads)
-        return _seconds(spec, runs, timing, workers, resumed) if timing is not None else None
 
-    if pending:
-        timed(pending)
-        beside = (f" beside {companions} other run{'s' if companions > 1 else ''} training, as the sweep's workers will"
-                  if companions else " alone")
-        print(f"estimate: ~{clock(timing.seconds(pending[0].config))} for {pending[0].run_id} (timed from its first "
-              f"steps{beside}; other runs scaled by their steps), ~{clock(timed(pending))} in all", file=stream)
-        compiling = compile_line(pending, workers)
-        if compiling:
-            print(compiling, file=stream)
+class _Timer:
+    """Seconds a list of runs takes on the sweep's workers (None when there is nothing to time): the first run asked
+    is timed, once, and every later list is scaled from that timing."""
+
+    def __init__(self, spec: SweepSpec, workers: int, threads: int, resumed: dict[str, int]) -> None:
+        from gptlab.run.device import resolve_device
+
+        self.spec, self.workers, self.threads, self.resumed = spec, workers, threads, resumed
+        self.timing: Any = None
+        # the sweep trains `workers` runs at once; on a CPU they slow each other down, so the timed run has company
+        on_cpu = resolve_device(spec.base_config.train.device).type == "cpu"
+        self.companions = workers - 1 if on_cpu else 0  # a GPU's runs_per_gpu: timed alone (said below)
+
+    def __call__(self, runs: list[Run]) -> float | None:
+        from gptlab.run.device import configure_process
+        from gptlab.sweep.estimate import time_run
+
+        if self.timing is None and runs:
+            configure_process(self.threads)
+            self.timing = time_run(runs[0].config, companions=self.companions, threads=self.threads)
+        return _seconds(self.spec, runs, self.timing, self.workers, self.resumed) if self.timing is not None else None
+
+
+def _print_estimate(pending: list[Run], timed: _Timer, stream: TextIO) -> None:
+    """The time estimate of the runs left to train, from the first one's timed steps, and the compiles it counts."""
+    timed(pending)
+    companions = timed.companions
+    beside = (f" beside {companions} other run{'s' if companions > 1 else ''} training, as the sweep's workers will"
+              if companions else " alone")
+    print(f"estimate: ~{clock(timed.timing.seconds(pending[0].config))} for {pending[0].run_id} (timed from its first "
+          f"steps{beside}; other runs scaled by their steps), ~{clock(timed(pending))} in all", file=stream)
+    compiling = compile_line(pending, timed.workers)
+    if compiling:
+        print(compiling, file=stream)
+
+
+def _preview_cases(spec: SweepSpec, results_dir: ResultsDir, reused: Reuse, timed: _Timer,
+                   stream: TextIO) -> tuple[list[tuple[int, float | None, int, float | None]], bool]:
+    """The planner's preview of its stages, each way the sweep may end printed with its runs and time; the ways
+    that end the whole sweep (for `bottom_line`), and whether a stand-in was counted as trained (`picked`: its cell
+    and role have a later run finished on disk)."""
     preview = planner_for(spec, stream).preview()  # the planner's stages, e.g. adaptive seeds' min and worst case
-    picked = False  # a stand-in counted as trained: its cell and role have a later run finished on disk
+    picked = False
     wholes = []  # (runs from scratch, their time, runs to train with what is on disk, their time) per way it may end
-    if preview is not None:
-        print(preview.intro, file=stream)
-        on_disk = _later_on_disk(spec, results_dir, reused)
-        for case in preview.cases:
-            left = [r for r in case.runs if untrained(r) and reused.find(r.run_id) is None]  # --reuse copies the rest
-            time = timed(left + list(case.stand_ins))  # which runs stand-ins are is known once an earlier stage ran
-            chosen = (f", plus {len(case.stand_ins)} whose settings the selection chooses (counted as untrained)"
-                      if case.stand_ins else "")
-            print(f"  {case.label}, {len(case.runs) + len(case.stand_ins)} runs, {len(left)} to train{chosen}"
-                  + (f", ~{clock(time)}" if time is not None else ""), file=stream)
-            if case.whole:
-                every = list(case.runs) + list(case.stand_ins)
-                found = collections.Counter(on_disk)
-                todo = left + [r for r in case.stand_ins if not _take(found, r)]
-                picked = picked or len(todo) < len(left) + len(case.stand_ins)
-                wholes.append((len(every), timed(every), len(todo), timed(todo)))
-    if not wholes:
-        wholes = [(len(spec.runs), timed(list(spec.runs)), len(pending), timed(pending))]
-    print(bottom_line(wholes, picked), file=stream)
+    if preview is None:
+        return wholes, picked
+    print(preview.intro, file=stream)
+    on_disk = _later_on_disk(spec, results_dir, reused)
+    for case in preview.cases:
+        left = [r for r in case.runs if _untrained(results_dir, r) and reused.find(r.run_id) is None]  # --reuse copies the rest
+        time = timed(left + list(case.stand_ins))  # which runs stand-ins are is known once an earlier stage ran
+        chosen = (f", plus {len(case.stand_ins)} whose settings the selection chooses (counted as untrained)"
+                  if case.stand_ins else "")
+        print(f"  {case.label}, {len(case.runs) + len(case.stand_ins)} runs, {len(left)} to train{chosen}"
+              + (f", ~{clock(time)}" if time is not None else ""), file=stream)
+        if case.whole:
+            every = list(case.runs) + list(case.stand_ins)
+            found = collections.Counter(on_disk)
+            todo = left + [r for r in case.stand_ins if not _take(found, r)]
+            picked = picked or len(todo) < len(left) + len(case.stand_ins)
+            wholes.append((len(every), timed(every), len(todo), timed(todo)))
+    return wholes, picked
 
 
 def _later_on_disk(spec: SweepSpec, results_dir: ResultsDir, reused: Reuse) -> collections.Counter:

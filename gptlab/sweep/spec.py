@@ -24,7 +24,7 @@ from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
 from gptlab.stats.levels import grid_level
 from gptlab.sweep.adaptive_seeds import check_seed_rule
-from gptlab.sweep.arms_spec import check_arm_configs, check_arms
+from gptlab.sweep.arms_spec import ArmsDesign, check_arm_configs, check_arms
 from gptlab.sweep.kinds import SWEEP_KINDS, kinds_of
 from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
@@ -71,57 +71,11 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     if "seeds" in overrides:  # `--set seeds=4` (or a list, or {min: .., max: ..}) replaces the top-level seeds
         overrides = dict(overrides)
         raw = {**raw, "seeds": overrides.pop("seeds")}
-    for key in raw:
-        if key in ("model", "train", "data"):
-            raise GptlabError(f"unknown key '{key}': run settings go under base (base.{key})")
-        if key not in TOP_KEYS and key not in SWEEP_KINDS and "plugins" not in raw:  # a plugin may add a kind's key
-            raise unknown_key(key, [*TOP_KEYS, *SWEEP_KINDS], listed="valid top-level keys")
-    if "name" not in raw:
-        raise key_error("name", "is required")
-    if "grid" not in raw and "arms" not in raw:
-        raise key_error("grid", "is required (or arms: for a baseline and variants compared with it one at a time)")
-    if "claims" in raw and "arms" not in raw:
-        raise key_error("claims", "records the claims of an arms sweep's arms; this sweep has a grid, not arms")
-    name = raw["name"]
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise key_error("name", "must be a folder-safe name of 1 to 100 characters (letters, digits, _ . -), "
-                                f"got {shown(name, 42)}")
-    description = raw.get("description") or ""
-    _require(description, str, "description", "a string")
-
-    plugins = raw.get("plugins") or []
-    _require(plugins, list, "plugins", "a list of module names or .py paths")
-    search_path = [str(path.parent.resolve()), str(Path.cwd())]
-    plugins = [resolve_plugin(p, path.parent) for p in plugins]
-    import_plugins(plugins, search_path)  # before the grid is validated: entries must exist
-    for key in raw:
-        if key not in TOP_KEYS and key not in SWEEP_KINDS:
-            raise unknown_key(key, [*TOP_KEYS, *SWEEP_KINDS], listed="valid top-level keys")
-
-    base = copy.deepcopy(raw.get("base") or {})
-    _require(base, dict, "base", "a mapping with model, train and data sections")
-    if "seed" in base:
-        raise key_error("base.seed", "seeds are set by the top-level 'seeds' key")
-    if "population" in base:  # a lone run would carry a member's id
-        raise key_error("base.population", "not a run setting: executor.population decides which runs train in a "
-                                           "population, and marks their configs and ids")
-    keys = [k for k in valid_keys() if k != "seed"]
-    for dotted, value in overrides.items():
-        if dotted not in keys:
-            raise GptlabError(f"--set: unknown key {shown(dotted)}{closest(dotted, [*keys, 'seeds'])}; --set takes a run "
-                              "setting of base (python -m gptlab.train --help lists them) or seeds")
-        set_dotted(base, dotted, value)
+    name, description = _check_name_and_shape(raw)
+    plugins, search_path = _import_spec_plugins(raw, path)
+    base, keys = _base_with_overrides(raw, overrides)
     base_config = _check_base(base)
-
-    arms = check_arms(raw, base, keys, path) if "arms" in raw else None
-    if arms is not None:
-        check_arm_configs(arms, base_config)
-    grid = arms.grid if arms is not None else raw["grid"]
-    _require(grid, dict, "grid", "a mapping of dotted keys to lists of levels")
-    if not grid:
-        raise key_error("grid", "needs at least one factor")
-    for dotted, levels in (grid.items() if arms is None else ()):
-        check_levels("grid", dotted, levels, base, keys)
+    arms, grid = _check_grid(raw, base, keys, path, base_config)
 
     # a count or a list of seeds; a mapping is the adaptive seeds' rule (its kind joins it below), whose seeds
     # 0..max-1 are asked for here: they bound the sweep's size before any grid is expanded
@@ -147,10 +101,85 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
                      exclude=exclude, baseline=baseline, executor=executor, report=report,
                      source=str(path), search_path=search_path, arms=arms)
     spec = _with_kinds(raw, spec)
-    if plan:  # the runs it starts from: a kind's (a tuned sweep's selection), else the cells x seeds
-        first = next((runs for _, kind in kinds_of(spec) if (runs := kind.first_runs(spec)) is not None), None)
-        spec = dataclasses.replace(spec, runs=tuple(expand(spec) if first is None else first))
-    if plan and not any(r.factors == baseline for r in spec.runs):
+    return _with_runs(spec, baseline) if plan else spec
+
+
+def _check_name_and_shape(raw: dict[str, Any]) -> tuple[str, str]:
+    """The top-level keys a sweep must have or may not have (before its plugins, which may add a kind's key), and
+    its `name` and `description`, checked."""
+    for key in raw:
+        if key in ("model", "train", "data"):
+            raise GptlabError(f"unknown key '{key}': run settings go under base (base.{key})")
+        if key not in TOP_KEYS and key not in SWEEP_KINDS and "plugins" not in raw:  # a plugin may add a kind's key
+            raise unknown_key(key, [*TOP_KEYS, *SWEEP_KINDS], listed="valid top-level keys")
+    if "name" not in raw:
+        raise key_error("name", "is required")
+    if "grid" not in raw and "arms" not in raw:
+        raise key_error("grid", "is required (or arms: for a baseline and variants compared with it one at a time)")
+    if "claims" in raw and "arms" not in raw:
+        raise key_error("claims", "records the claims of an arms sweep's arms; this sweep has a grid, not arms")
+    name = raw["name"]
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise key_error("name", "must be a folder-safe name of 1 to 100 characters (letters, digits, _ . -), "
+                                f"got {shown(name, 42)}")
+    description = raw.get("description") or ""
+    _require(description, str, "description", "a string")
+    return name, description
+
+
+def _import_spec_plugins(raw: dict[str, Any], path: Path) -> tuple[list[str], list[str]]:
+    """The `plugins:` list resolved and imported (before the grid is validated: its entries must exist), and the
+    search path they were imported from; then every top-level key is one of a sweep's or of a kind now registered."""
+    plugins = raw.get("plugins") or []
+    _require(plugins, list, "plugins", "a list of module names or .py paths")
+    search_path = [str(path.parent.resolve()), str(Path.cwd())]
+    plugins = [resolve_plugin(p, path.parent) for p in plugins]
+    import_plugins(plugins, search_path)  # before the grid is validated: entries must exist
+    for key in raw:
+        if key not in TOP_KEYS and key not in SWEEP_KINDS:
+            raise unknown_key(key, [*TOP_KEYS, *SWEEP_KINDS], listed="valid top-level keys")
+    return plugins, search_path
+
+
+def _base_with_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`base:` (a copy) with the command line's `--set` overrides in it, and the run settings it may name."""
+    base = copy.deepcopy(raw.get("base") or {})
+    _require(base, dict, "base", "a mapping with model, train and data sections")
+    if "seed" in base:
+        raise key_error("base.seed", "seeds are set by the top-level 'seeds' key")
+    if "population" in base:  # a lone run would carry a member's id
+        raise key_error("base.population", "not a run setting: executor.population decides which runs train in a "
+                                           "population, and marks their configs and ids")
+    keys = [k for k in valid_keys() if k != "seed"]
+    for dotted, value in overrides.items():
+        if dotted not in keys:
+            raise GptlabError(f"--set: unknown key {shown(dotted)}{closest(dotted, [*keys, 'seeds'])}; --set takes a run "
+                              "setting of base (python -m gptlab.train --help lists them) or seeds")
+        set_dotted(base, dotted, value)
+    return base, keys
+
+
+def _check_grid(raw: dict[str, Any], base: dict[str, Any], keys: list[str], path: Path,
+                base_config: RunConfig) -> tuple[ArmsDesign | None, dict[str, Any]]:
+    """The arms (an arms sweep's, else None) and the grid: the YAML's `grid:`, or the one factor of the arms."""
+    arms = check_arms(raw, base, keys, path) if "arms" in raw else None
+    if arms is not None:
+        check_arm_configs(arms, base_config)
+    grid = arms.grid if arms is not None else raw["grid"]
+    _require(grid, dict, "grid", "a mapping of dotted keys to lists of levels")
+    if not grid:
+        raise key_error("grid", "needs at least one factor")
+    for dotted, levels in (grid.items() if arms is None else ()):
+        check_levels("grid", dotted, levels, base, keys)
+    return arms, grid
+
+
+def _with_runs(spec: SweepSpec, baseline: dict[str, Any]) -> SweepSpec:
+    """`spec` with the runs it starts from (a kind's, such as a tuned sweep's selection, else the cells x seeds); the
+    baseline cell must be one of them."""
+    first = next((runs for _, kind in kinds_of(spec) if (runs := kind.first_runs(spec)) is not None), None)
+    spec = dataclasses.replace(spec, runs=tuple(expand(spec) if first is None else first))
+    if not any(r.factors == baseline for r in spec.runs):
         raise key_error("baseline", f"the cell {shown(baseline, 200)} is excluded; name a cell that is trained")
     return spec
 

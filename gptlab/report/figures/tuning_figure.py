@@ -39,6 +39,30 @@ def isolation_figure(res: Results, table: pd.DataFrame, keys: list[str], ceiling
     """The isolation plot (`curves`: lr_curves.csv's rows, drawn on a log2 lr axis only); None without a loss."""
     if table.empty or not (table["mean_loss"].notna().any() or table["n_diverged"].gt(0).any()):
         return None
+    settings, x_of, log2 = _x_positions(table, keys)
+    fig = Figure(figsize=(9, 5), layout="constrained")
+    ax = fig.subplots()
+    palette = cell_palette(res)
+    for cell, rows in table.groupby("cell", sort=False):
+        _draw_cell(ax, rows, [x_of[s] for s in rows["setting"]], palette.get(cell, "black"), cell, ceiling)
+    fitted = log2 and curves is not None and len(curves) > 0
+    if fitted:
+        _draw_fits(ax, curves, palette, min(x_of.values()), max(x_of.values()))
+    _x_axis(ax, table, keys, settings, x_of, log2)
+    if math.isfinite(ceiling) and table["n_diverged"].gt(0).any():
+        ax.axhline(ceiling, color="grey", linestyle=":", linewidth=1)
+    ax.set(xlabel=", ".join(keys), ylabel=f"mean selection {BEST_LABEL}",
+           title="Isolation plot: picks circled (a black square: on the edge); x: every run diverged or did not learn"
+           + ("\ndashed: the fit near each optimum; diamond and bar: fitted optimum and its 95% CI" if fitted else ""))
+    ax.title.set_fontsize("medium")
+    ax.legend(handles=_legend_handles(ax, table, fitted), title="cell", fontsize="small", title_fontsize="small",
+              loc="best")
+    return fig
+
+
+def _x_positions(table: pd.DataFrame, keys: list[str]) -> tuple[list, dict, bool]:
+    """The tuned settings in order, each one's x (its value, for one numeric key; else its place), and whether the
+    axis is log2 (one numeric key spread over a factor of 4 or more: a learning rate)."""
     settings = list(dict.fromkeys(table["setting"]))
     x_of = {s: float(i) for i, s in enumerate(settings)}
     log2 = False
@@ -48,34 +72,36 @@ def isolation_figure(res: Results, table: pd.DataFrame, keys: list[str], ceiling
         if values is not None:
             x_of = dict(zip(first["setting"], values))
             log2 = bool(values.min() > 0 and values.max() / values.min() >= 4)
-    fig = Figure(figsize=(9, 5), layout="constrained")
-    ax = fig.subplots()
-    palette = cell_palette(res)
-    for cell, rows in table.groupby("cell", sort=False):
-        colour = palette.get(cell, "black")
-        x = np.array([x_of[s] for s in rows["setting"]])
-        y = rows["mean_loss"].to_numpy(float)
-        sd = rows["sd_loss"].to_numpy(float)
-        cut = rows["beyond_cliff"].fillna(False).astype(bool).to_numpy() if "beyond_cliff" in rows else \
-            np.zeros(len(rows), bool)  # beyond the stability cliff: shown apart, never joined to the curve
-        ax.errorbar(x[~cut], y[~cut], yerr=np.where(np.isfinite(sd), sd, 0.0)[~cut] if np.isfinite(sd).any() else None,
-                    color=colour, marker="o", markersize=4, capsize=3, label=cell)
-        if (cut & np.isfinite(y)).any():
-            ax.scatter(x[cut], y[cut], marker="v", s=45, facecolors="none", edgecolors=colour, zorder=3)
-        lost = (~np.isfinite(y)) & rows["n_diverged"].gt(0).to_numpy()
-        if lost.any() and math.isfinite(ceiling):
-            ax.scatter(x[lost], np.full(lost.sum(), ceiling), marker="x", color=colour, s=50)
-        picked = rows["picked"].astype(bool).to_numpy()
-        edge = rows["at_edge"].astype(bool).to_numpy()
-        for i in np.flatnonzero(picked & np.isfinite(y)):
-            ax.scatter([x[i]], [y[i]], s=180, facecolors="none", linewidths=2, marker="s" if edge[i] else "o",
-                       edgecolors=EDGE_COLOUR if edge[i] else colour, zorder=3)
-            if edge[i]:
-                ax.annotate("edge", (x[i], y[i]), textcoords="offset points", xytext=(6, 8), color=EDGE_COLOUR,
-                            fontsize="small")
-    fitted = log2 and curves is not None and len(curves) > 0
-    if fitted:
-        _draw_fits(ax, curves, palette, min(x_of.values()), max(x_of.values()))
+    return settings, x_of, log2
+
+
+def _draw_cell(ax, rows: pd.DataFrame, xs: list[float], colour: str, cell: str, ceiling: float) -> None:
+    """One cell's curve: mean selection loss (SD bars) at each setting, the points beyond the stability cliff apart,
+    the settings whose runs all failed as an x at the unigram loss, and its pick circled (a square on the edge)."""
+    x = np.array(xs)
+    y = rows["mean_loss"].to_numpy(float)
+    sd = rows["sd_loss"].to_numpy(float)
+    cut = rows["beyond_cliff"].fillna(False).astype(bool).to_numpy() if "beyond_cliff" in rows else \
+        np.zeros(len(rows), bool)  # beyond the stability cliff: shown apart, never joined to the curve
+    ax.errorbar(x[~cut], y[~cut], yerr=np.where(np.isfinite(sd), sd, 0.0)[~cut] if np.isfinite(sd).any() else None,
+                color=colour, marker="o", markersize=4, capsize=3, label=cell)
+    if (cut & np.isfinite(y)).any():
+        ax.scatter(x[cut], y[cut], marker="v", s=45, facecolors="none", edgecolors=colour, zorder=3)
+    lost = (~np.isfinite(y)) & rows["n_diverged"].gt(0).to_numpy()
+    if lost.any() and math.isfinite(ceiling):
+        ax.scatter(x[lost], np.full(lost.sum(), ceiling), marker="x", color=colour, s=50)
+    picked = rows["picked"].astype(bool).to_numpy()
+    edge = rows["at_edge"].astype(bool).to_numpy()
+    for i in np.flatnonzero(picked & np.isfinite(y)):
+        ax.scatter([x[i]], [y[i]], s=180, facecolors="none", linewidths=2, marker="s" if edge[i] else "o",
+                   edgecolors=EDGE_COLOUR if edge[i] else colour, zorder=3)
+        if edge[i]:
+            ax.annotate("edge", (x[i], y[i]), textcoords="offset points", xytext=(6, 8), color=EDGE_COLOUR,
+                        fontsize="small")
+
+
+def _x_axis(ax, table: pd.DataFrame, keys: list[str], settings: list, x_of: dict, log2: bool) -> None:
+    """A log2 axis ticked at the settings, or the settings' names at their places (a key that is not one number)."""
     if log2:
         ax.set_xscale("log", base=2)
         ticks = sorted(set(x_of.values()))
@@ -84,12 +110,10 @@ def isolation_figure(res: Results, table: pd.DataFrame, keys: list[str], ceiling
     elif len(keys) != 1 or _numeric(table.drop_duplicates("setting")[keys[0]]) is None:
         ax.set_xticks(list(x_of.values()), [str(s) for s in x_of], rotation=30 if len(settings) > 5 else 0,
                       ha="right" if len(settings) > 5 else "center")
-    if math.isfinite(ceiling) and table["n_diverged"].gt(0).any():
-        ax.axhline(ceiling, color="grey", linestyle=":", linewidth=1)
-    ax.set(xlabel=", ".join(keys), ylabel=f"mean selection {BEST_LABEL}",
-           title="Isolation plot: picks circled (a black square: on the edge); x: every run diverged or did not learn"
-           + ("\ndashed: the fit near each optimum; diamond and bar: fitted optimum and its 95% CI" if fitted else ""))
-    ax.title.set_fontsize("medium")
+
+
+def _legend_handles(ax, table: pd.DataFrame, fitted: bool) -> list:
+    """The cells' lines, then the markers' meanings: a pick, one on the edge, beyond the cliff, the fits."""
     handles, _ = ax.get_legend_handles_labels()
     handles += [Line2D([], [], linestyle="none", marker="o", markerfacecolor="none", markeredgecolor="grey",
                        markersize=9, label="pick"),
@@ -101,8 +125,7 @@ def isolation_figure(res: Results, table: pd.DataFrame, keys: list[str], ceiling
     if fitted:
         handles += [Line2D([], [], color="grey", linestyle="--", label="fitted curve"),
                     Line2D([], [], color="grey", marker="D", markeredgecolor=EDGE_COLOUR, label="fitted optimum, 95% CI")]
-    ax.legend(handles=handles, title="cell", fontsize="small", title_fontsize="small", loc="best")
-    return fig
+    return handles
 
 
 def _draw_fits(ax, curves: pd.DataFrame, palette: dict, x_min: float, x_max: float) -> None:

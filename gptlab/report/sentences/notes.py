@@ -36,7 +36,19 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     warns: list[str] = summary_notes(res) + mixed_code(res)
     if a is None:
         return notes, warns + [no_effects(res)]
-    fit, d = a.fit, a.design
+    ok = res.runs[res.runs["ok"] & np.isfinite(res.runs[res.outcome].astype(float))]
+    model_notes, model_warns = _model_notes(res, a)
+    gap_notes, gap_warns = _gap_notes(res, a, ok)
+    notes += model_notes + gap_notes + _precision_notes(res, a, ok, margin)
+    warns += model_warns + _error_warnings(res, a, ok) + gap_warns
+    if ok["seed"].nunique() < 2:
+        warns.append("Only one seed: seed-to-seed noise cannot be separated from the effects.")
+    return notes, warns
+
+
+def _model_notes(res: Results, a: Analysis) -> tuple[list[str], list[str]]:
+    """(notes, warnings) on the statistical model the effects were fitted with and the variances it assumes."""
+    fit, notes, warns = a.fit, [], []
     notes.append(f"Model: `{FORMULAS[fit.kind]}`" + (f", {fit.df:g} residual degrees of freedom, residual SD "
                                                       f"{fmt_loss(fit.resid_sd)} {res.unit}" if fit.has_error else "")
                  + (f"; seed blocking {'on' if fit.seed_block else 'off'}" if fit.kind in ("pure", "welch", "own")
@@ -58,7 +70,12 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
         warns.append(f"No pure error (one ok run per cell): CIs, p-values and calls ASSUME that every interaction "
                      f"of three or more factors is zero; their {fit.df:g} degrees of freedom are pooled as error "
                      "and no higher-order term is tested.")
-    ok = res.runs[res.runs["ok"] & np.isfinite(res.runs[res.outcome].astype(float))]
+    return notes, warns
+
+
+def _error_warnings(res: Results, a: Analysis, ok: pd.DataFrame) -> list[str]:
+    """Warnings on where the error comes from: no error estimate, ok runs without a loss, cells of a single run."""
+    fit, warns = a.fit, []
     if fit.kind == "none" and ok.groupby("cell").size().max() > 1:
         warns.append(f"No error estimate: {_no_variation(ok, res.outcome)}, so no variation is left to "
                      "estimate an error from. Estimates only, no CIs, p-values or calls.")
@@ -74,6 +91,13 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
         if single:
             warns.append(f"{len(single)} cell(s) with a single ok run ({'; '.join(single[:5])}"
                          f"{'; ...' if len(single) > 5 else ''}): their error is assumed to equal the pooled one.")
+    return warns
+
+
+def _gap_notes(res: Results, a: Analysis, ok: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """(notes, warnings) on the design's gaps: cells without an ok run, a design that is not a full factorial, and
+    the joint test of the interactions it does not separate."""
+    notes, warns, d = [], [], a.design
     dead = [c for c in res.cells["cell"] if c not in set(ok["cell"])]
     excluded = len(d.grid) - len(res.cells)
     if dead:
@@ -88,21 +112,24 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     if a.higher_joint is not None:
         F, df1, df2, p = a.higher_joint
         notes.append(f"Interactions of three or more factors, jointly: F({df1}, {df2:g}) = {F:.2f}, p {fmt_p(p)}.")
-    main = a.main.dropna(subset=["ci95"])
-    if len(main):
-        need = main["seeds_needed"].max()
-        beyond = int(main["seeds_needed"].isna().sum()) if a.text is not None else 0  # the text's part alone too wide
-        per = "arm" if res.arms else "cell"  # an arms design adds the baseline's seeds at sqrt(k) per arm seed
-        seeds = f"{int(ok.groupby('cell').size().min())} seeds per arm" if res.arms else f"{ok['seed'].nunique()} seed(s)"
-        notes.append(f"Precision: main-effect 95% CIs are +/-{fmt_loss(main['ci95'].max())} {res.unit} at "
-                     f"{seeds}; a half-width of the margin ({margin:g}) needs "
-                     + (f"no number of seeds (up to {MAX_SEEDS:,}) for {beyond} of {len(main)} main effect(s) on this "
-                        "much test text: seeds do not shrink the text's part of a CI (`text_share`)." if beyond
-                        else f"{int(need)} seeds per {per} (`seeds_needed`, from this error)." if not absent(need)
-                        else f"more than {MAX_SEEDS:,} seeds per {per}."))
-    if ok["seed"].nunique() < 2:
-        warns.append("Only one seed: seed-to-seed noise cannot be separated from the effects.")
     return notes, warns
+
+
+def _precision_notes(res: Results, a: Analysis, ok: pd.DataFrame, margin: float) -> list[str]:
+    """The precision the main effects reached, and the seeds a half-width of the margin needs (none without a CI)."""
+    main = a.main.dropna(subset=["ci95"])
+    if not len(main):
+        return []
+    need = main["seeds_needed"].max()
+    beyond = int(main["seeds_needed"].isna().sum()) if a.text is not None else 0  # the text's part alone too wide
+    per = "arm" if res.arms else "cell"  # an arms design adds the baseline's seeds at sqrt(k) per arm seed
+    seeds = f"{int(ok.groupby('cell').size().min())} seeds per arm" if res.arms else f"{ok['seed'].nunique()} seed(s)"
+    return [f"Precision: main-effect 95% CIs are +/-{fmt_loss(main['ci95'].max())} {res.unit} at "
+            f"{seeds}; a half-width of the margin ({margin:g}) needs "
+            + (f"no number of seeds (up to {MAX_SEEDS:,}) for {beyond} of {len(main)} main effect(s) on this "
+               "much test text: seeds do not shrink the text's part of a CI (`text_share`)." if beyond
+               else f"{int(need)} seeds per {per} (`seeds_needed`, from this error)." if not absent(need)
+               else f"more than {MAX_SEEDS:,} seeds per {per}.")]
 
 
 MISSING_BLOCKS = {  # why a report's CIs count the seeds alone (`load.block_losses.BlockLosses.missing`)

@@ -183,6 +183,21 @@ def _placed(curve: stats_worth.BaselineCurve, steps: float, arm: stats_worth.Arm
     return float(curve.at(np.array([math.log2(steps)]))[0]) + arm.mean - anchor.mean
 
 
+@dataclass(frozen=True)
+class _LevelCurve:
+    """What one scale level's arms are placed on: the baseline, the study's length S, the baseline's curve (None where
+    none was fitted), its anchor (a study not under wsd), the re-tune's checks, the notes every arm's row carries and
+    the baseline's step times."""
+
+    baseline: str
+    steps: float
+    curve: stats_worth.BaselineCurve | None
+    anchor: stats_worth.ArmLoss | None
+    checks: tuple[Retune, ...]
+    notes: list[str]
+    base_sec: pd.Series
+
+
 def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame, estimation: pd.DataFrame,
                 selection: pd.DataFrame, schedule: str,
                 level: str) -> tuple[list[dict], pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -190,7 +205,26 @@ def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame, estimat
     baseline = res.baseline[ARM]
     base = estimation[estimation[ARM] == baseline]
     steps = _study_steps(res, base)
-    rows, notes = [], []
+    curve, runs, anchor, notes = _curve_and_anchor(res, worth, base, steps, schedule)
+    retune, checks, failed = _level_retune(res, tuning, selection, base, curve, steps)
+    placed = _LevelCurve(baseline=baseline, steps=steps, curve=curve, anchor=anchor, checks=checks,
+                         notes=notes + failed, base_sec=_step_seconds(res, baseline, level))
+    rows = [_arm_row(res, placed, arm, estimation[estimation[ARM] == arm], level)
+            for arm in [a for a in res.levels[ARM] if a != baseline and a in set(estimation[ARM])]]
+    points = runs[["seed", LENGTH_KEY, res.outcome]].set_axis(["seed", "steps", "loss"], axis=1) \
+        if curve is not None else pd.DataFrame(columns=["seed", "steps", "loss"])
+    drawn = pd.DataFrame(columns=["steps", "loss"])
+    if curve is not None:
+        x = np.linspace(curve.x[0], curve.x[-1], GRID_POINTS)
+        drawn = pd.DataFrame({"steps": np.exp2(x), "loss": curve.at(x)})
+    return rows, points, drawn, retune
+
+
+def _curve_and_anchor(res: Results, worth: pd.DataFrame, base: pd.DataFrame, steps: float, schedule: str) -> tuple[
+        stats_worth.BaselineCurve | None, pd.DataFrame, stats_worth.ArmLoss | None, list[str]]:
+    """The baseline's curve and its runs, the anchor (the baseline's estimation runs, where the study is not wsd),
+    and why there is no curve (a curve that could not be fitted, or no anchor, leaves it None)."""
+    notes = []
     try:
         curve, runs = _curve(res, worth, base, steps, schedule)
     except ValueError as exc:
@@ -201,56 +235,61 @@ def _level_rows(res: Results, worth: pd.DataFrame, tuning: pd.DataFrame, estimat
             anchor = _arm_loss(res, base)
         except ValueError as exc:
             curve, notes = None, [f"no anchor: {exc}"]
+    return curve, runs, anchor, notes
+
+
+def _level_retune(res: Results, tuning: pd.DataFrame, selection: pd.DataFrame, base: pd.DataFrame,
+                  curve: stats_worth.BaselineCurve | None,
+                  steps: float) -> tuple[pd.DataFrame, tuple[Retune, ...], list[str]]:
+    """The re-tune at the curve's lengths (worth_retune.csv's rows and the checks), and why it failed ([] if not)."""
     retune, checks = pd.DataFrame(columns=RETUNE_COLS), ()
-    if curve is not None and len(tuning) and len(base) > 1 and LR_KEY in base:
-        # the noise of one run's loss: the SD of the baseline's estimation runs over seeds (a re-tune compares
-        # lrs on one seed, whose shared part cancels: conservative)
-        noise = float(base[res.outcome].astype(float).std(ddof=1))
-        pick = float(base[LR_KEY].mode().iloc[0])
-        tuning = _tuning_at_study_length(res, tuning, selection, pick, steps)
-        try:
-            retune, checks = _retune(tuning[tuning[LENGTH_KEY].isin(curve.steps)], res.outcome, pick, steps, noise)
-        except ValueError as exc:
-            notes.append(str(exc))
-    base_sec = _step_seconds(res, baseline, level)
-    for arm in [a for a in res.levels[ARM] if a != baseline and a in set(estimation[ARM])]:
-        mine = estimation[estimation[ARM] == arm]
-        row = {"arm": arm, "baseline": baseline, "study_steps": steps, "n_arm": len(mine), "anchored": anchor is not None,
-               "curve_seeds": curve.losses.shape[0] if curve is not None else 0,
-               "lengths": ", ".join(f"{s / steps:g}" for s in curve.steps) if curve is not None else ""}
-        note = list(notes)
-        try:
-            loss = _arm_loss(res, mine)
-            row["arm_loss"] = loss.mean
-            cost = None  # the time per step needs no curve: a speed claim is judged on it alone
-            if len(res.step_times):
-                try:
-                    cost = _step_cost(_step_seconds(res, arm, level), base_sec)
-                    row.update(step_cost=cost.ratio, step_cost_low=cost.ci_low, step_cost_high=cost.ci_high)
-                except ValueError as exc:
-                    note.append(str(exc))
-            if curve is not None:
-                w = stats_worth.step_multiplier(curve, steps, loss, anchor=anchor)
-                row.update(_worth_cols(w), placed_loss=_placed(curve, steps, loss, anchor))
-                note += [w.note] if w.note else []
-                if checks:
-                    r = retuned_multiplier(curve, steps, loss, checks, anchor=anchor)
-                    row.update(retuned_multiplier=r.multiplier, retuned_low=r.ci_low, retuned_high=r.ci_high,
-                               retuned_low_open=r.ci_low_open, retuned_high_open=r.ci_high_open,
-                               retuned_censored=r.censored)
-                if cost is not None:
-                    wall = stats_worth.wall_multiplier(w, cost)
-                    row.update(wall_multiplier=wall.multiplier, wall_low=wall.ci_low, wall_high=wall.ci_high)
-        except ValueError as exc:
-            note.append(str(exc))
-        rows.append({**row, "note": "; ".join(note)})
-    points = runs[["seed", LENGTH_KEY, res.outcome]].set_axis(["seed", "steps", "loss"], axis=1) \
-        if curve is not None else pd.DataFrame(columns=["seed", "steps", "loss"])
-    drawn = pd.DataFrame(columns=["steps", "loss"])
-    if curve is not None:
-        x = np.linspace(curve.x[0], curve.x[-1], GRID_POINTS)
-        drawn = pd.DataFrame({"steps": np.exp2(x), "loss": curve.at(x)})
-    return rows, points, drawn, retune
+    if curve is None or not len(tuning) or len(base) <= 1 or LR_KEY not in base:
+        return retune, checks, []
+    # the noise of one run's loss: the SD of the baseline's estimation runs over seeds (a re-tune compares
+    # lrs on one seed, whose shared part cancels: conservative)
+    noise = float(base[res.outcome].astype(float).std(ddof=1))
+    pick = float(base[LR_KEY].mode().iloc[0])
+    tuning = _tuning_at_study_length(res, tuning, selection, pick, steps)
+    try:
+        retune, checks = _retune(tuning[tuning[LENGTH_KEY].isin(curve.steps)], res.outcome, pick, steps, noise)
+    except ValueError as exc:
+        return retune, checks, [str(exc)]
+    return retune, checks, []
+
+
+def _arm_row(res: Results, placed: _LevelCurve, arm: str, mine: pd.DataFrame, level: str) -> dict:
+    """worth.csv's row of one arm (its estimation runs `mine`): its loss, its step cost against the baseline's, and,
+    on the baseline's curve, its step multiplier, re-tuned multiplier and wall-time multiplier; why not, in `note`."""
+    curve, steps, anchor = placed.curve, placed.steps, placed.anchor
+    row = {"arm": arm, "baseline": placed.baseline, "study_steps": steps, "n_arm": len(mine),
+           "anchored": anchor is not None, "curve_seeds": curve.losses.shape[0] if curve is not None else 0,
+           "lengths": ", ".join(f"{s / steps:g}" for s in curve.steps) if curve is not None else ""}
+    note = list(placed.notes)
+    try:
+        loss = _arm_loss(res, mine)
+        row["arm_loss"] = loss.mean
+        cost = None  # the time per step needs no curve: a speed claim is judged on it alone
+        if len(res.step_times):
+            try:
+                cost = _step_cost(_step_seconds(res, arm, level), placed.base_sec)
+                row.update(step_cost=cost.ratio, step_cost_low=cost.ci_low, step_cost_high=cost.ci_high)
+            except ValueError as exc:
+                note.append(str(exc))
+        if curve is not None:
+            w = stats_worth.step_multiplier(curve, steps, loss, anchor=anchor)
+            row.update(_worth_cols(w), placed_loss=_placed(curve, steps, loss, anchor))
+            note += [w.note] if w.note else []
+            if placed.checks:
+                r = retuned_multiplier(curve, steps, loss, placed.checks, anchor=anchor)
+                row.update(retuned_multiplier=r.multiplier, retuned_low=r.ci_low, retuned_high=r.ci_high,
+                           retuned_low_open=r.ci_low_open, retuned_high_open=r.ci_high_open,
+                           retuned_censored=r.censored)
+            if cost is not None:
+                wall = stats_worth.wall_multiplier(w, cost)
+                row.update(wall_multiplier=wall.multiplier, wall_low=wall.ci_low, wall_high=wall.ci_high)
+    except ValueError as exc:
+        note.append(str(exc))
+    return {**row, "note": "; ".join(note)}
 
 
 def coverage(res: Results, worth: pd.DataFrame, base: pd.DataFrame, steps: float, schedule: str) -> pd.DataFrame:
