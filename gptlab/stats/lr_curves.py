@@ -43,8 +43,9 @@ quantiles on its df: every value whose best fit constrained to it is within t^2 
 - The loss the pick leaves on the table, L = c (x_pick - x*)^2 exp(a (x_pick - x*)) = the curve at
   the pick minus its minimum: every L0 >= 0 for which the best fit with L = L0 (c = L0 / that
   shape) is within the bound.
-- Where the optimum's CI is unbounded (an open side: the curve alone cannot say how far beyond the
-  lrs tried its minimum lies), the upper end is taken against the lrs tried instead (`tried_bound`,
+- Where the curve gives no finite upper end (the optimum's CI unbounded: an open side, the curve alone
+  cannot say how far beyond the lrs tried its minimum lies; an optimum beyond the window, at the edge of
+  a cliff; no convex fit), the upper end is taken against the lrs tried instead (`tried_bound`,
   flag `against_tried`): the largest simultaneous one-sided 97.5% upper bound, over every other lr
   the cell trained on this side of its cliff, of the pick's mean minus that lr's mean, from every
   run of the cell there (its estimation runs at the pick included), at the cell's own noise and t on
@@ -236,7 +237,7 @@ def fit_curves(runs: pd.DataFrame, step: float | None = None, ceiling: float = m
         sd, df, pooled = noise_of(sums[w.cell], pool)
         low, high = closed_sides(w.points, w.centre, sd, df, w.shut)
         fit = _fit(w, sd, df, pooled, (low - w.centre, high - w.centre), level, asymmetry)
-        if math.isinf(fit.loss_left_ci_high) and UNBOUNDED in fit.flags:  # an open curve: against the lrs tried
+        if not math.isfinite(fit.loss_left_ci_high) and math.isfinite(w.pick):  # no bound from the curve: the tried lrs
             high = tried_bound(_every_run(runs[runs["cell"] == w.cell]), math.log2(w.pick), sd, df, level)
             if math.isfinite(high):
                 fit = dataclasses.replace(fit, loss_left_ci_high=high, flags=(*fit.flags, TRIED))

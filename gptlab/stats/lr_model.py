@@ -25,8 +25,9 @@ finds closed, and a pick's noise is the same number in refine.csv and in `tables
 - **Lagging runs** (`lagging`): a trained run that lies above the median of its lr's runs by more than
   `Z_LAG` robust SDs of the cell's replicates (1.4826 x their median absolute deviation from their
   lr's median, which one lagging seed cannot inflate as it inflates an SD). It stays a point of the
-  curve and a run of its effect at its own loss; it only tells the tuner that its lr carries a risk
-  its neighbours may not (`stats.refine.risk_free_pick`).
+  curve and a run of its effect at its own loss; it tells the tuner to read its pick again from the
+  mean of every run at each lr, the lagging one included (`stats.refine.risk_free_pick`): an lr pays for
+  the risk it carries, and a pick whose runs trained alike is never moved by noise.
 - **The closed sides** (`closed_sides`): a side of the lowest mean is closed at the nearest tried lr
   there whose mean is clearly above it (one-sided t test at `SIDE_LEVEL` on the cell's noise and df,
   the two means' run counts); a unimodal curve then has its minimum between the two closed lrs (were

@@ -228,15 +228,15 @@ def judge(obs: Observations, sigma: float, seed: int = 0, octaves: float = HALF_
 
 def risk_free_pick(obs: Observations, pick: int, octaves: float = HALF_STEP) -> int:
     """The pick once every run of the cell is read (its estimation runs included): where a run at `pick` lagged
-    (`stats.lr_model.lagging`), the trained-side lr with the lowest mean of its runs (every run counted) among
-    those where none lagged; else `pick` (a pick whose runs all trained alike never moves: no churn by noise)."""
+    (`stats.lr_model.lagging`), the trained-side lr with the lowest mean of every run (the lagging one counted at its
+    loss, so its lr pays for the risk it carries); else `pick` (a pick whose runs trained alike never moves: no
+    churn by noise)."""
     side = {k: [y for y in v if math.isfinite(y)] for k, v in trained_side(obs, octaves).items()}
     side = {k: v for k, v in side.items() if v}
-    lagged = lagging(side)
-    if pick not in lagged:
+    if pick not in lagging(side):
         return pick
-    calm = {k: float(np.mean(v)) for k, v in side.items() if k not in lagged}
-    return min(sorted(calm), key=lambda k: calm[k]) if calm else pick
+    means = {k: float(np.mean(v)) for k, v in side.items()}
+    return min(sorted(means), key=lambda k: means[k])
 
 
 def _rival(obs: Observations, pick: int, octaves: float = HALF_STEP) -> int | None:

@@ -128,8 +128,8 @@ class Refine(TuneThenEstimate):
 
     def repick(self, finished: FinishedRuns) -> dict[Pairs, Pairs]:
         """Each cell's pick read again from its whole curve, its estimation runs included
-        (`stats.refine.risk_free_pick`: where a run at the pick lagged, the lowest mean among the lrs where none
-        did): the cells whose pick moves; tuning.csv is written again when one does."""
+        (`stats.refine.risk_free_pick`: where a run at the pick lagged, the lr with the lowest mean of every run,
+        the lagging one included): the cells whose pick moves; tuning.csv is written again when one does."""
         obs = self._observations(self.curve_trials(finished))
         chosen = {c: risk_free_pick(obs[c], self._k(self.picks[c][0][1]), self.lattice.octaves)
                   for c in self.cells if c in self.picks}

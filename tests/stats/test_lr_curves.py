@@ -154,7 +154,9 @@ def test_flags_edge_concave_diverged_too_few_and_unbounded():
     assert "edge" in fits["edge"].flags and fits["edge"].pick_lr == 8e-3
     assert "optimum_outside_window" in fits["edge"].flags and fits["edge"].optimum_lr > 8e-3
     assert fits["edge"].n_points == 3 and fits["edge"].window_lr_low == pytest.approx(2e-3)  # widened to 3 lrs
-    assert fits["concave"].flags[-1] == "not_convex" and math.isnan(fits["concave"].optimum_lr)
+    concave = fits["concave"]  # no optimum: its loss left is bounded against the lrs tried alone
+    assert concave.flags[-2:] == ("not_convex", "against_tried") and math.isnan(concave.optimum_lr)
+    assert 0 < concave.loss_left_ci_high < math.inf
     d = fits["diverged"]
     assert "diverged_nearby" in d.flags and d.n_points == 3  # 4e-3 left out; widened to the nearer side's 5e-4 (a tie)
     assert (d.window_lr_low, d.window_lr_high) == pytest.approx((5e-4, 2e-3)) and d.optimum_lr == pytest.approx(2e-3)

@@ -134,10 +134,19 @@ def tuning_warnings(view: TuningView) -> list[str]:
     for r in rows:
         if r.get("beyond_cliff") in (True,):  # a numpy bool compares equal
             cut.setdefault(r["cell"], []).append(str(r["setting"]))
-    return out + [f"{cell}: {', '.join(settings)} lie beyond a stability cliff (a run there did not train, or its "
-                  "loss jumped far above the cell's best, as no smooth loss-vs-lr curve does): kept in "
-                  "`tables/tuning.csv` (`beyond_cliff`), left out of the pick, the lr curve and the noise"
-                  for cell, settings in cut.items()]
+    out += [f"{cell}: {', '.join(settings)} lie beyond a stability cliff (a run there did not train, and every "
+            "higher lr is beyond it too): kept in `tables/tuning.csv` (`beyond_cliff`), left out of the pick, the lr "
+            "curve and the noise" for cell, settings in cut.items()]
+    return out + [_moved(r) for r in view.moved.to_dict("records")]
+
+
+def _moved(r: dict) -> str:
+    """Why a cell's pick is not where its estimation runs of an earlier pick are (tables/earlier_picks.csv)."""
+    why = (f": a seed there lagged ({fmt_loss(r['worst_loss'])} against a median of {fmt_loss(r['median_loss'])}), a "
+           "risk that lr carries: every run counted, the pick's mean is lower") if r["lagged"] else ""
+    return (f"{r['cell']}: its pick is lr={r['pick_lr']:g}, not lr={r['earlier_lr']:g}, an earlier pick{why}; the "
+            f"{r['runs']} estimation runs at lr={r['earlier_lr']:g} stay points of its lr curve and enter no effect "
+            "(`tables/earlier_picks.csv`)")
 
 
 def change_verdicts(table: pd.DataFrame, res: Results) -> list[str]:

@@ -42,7 +42,7 @@ from gptlab.run.config import LR_KEY  # the tuned key whose curves lr_curves.csv
 from gptlab.stats.effects import analyse
 from gptlab.stats.levels import grid_level, level_key, same_level
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
-from gptlab.stats.lr_model import SAYS_NOTHING
+from gptlab.stats.lr_model import SAYS_NOTHING, lagging
 from gptlab.stats.picks import Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows, tuning_columns
 from gptlab.statuses import FAILED_TO_TRAIN
 
@@ -67,11 +67,13 @@ class TuningView:
     ceiling: float  # unigram loss of the validation split (caps the sensitivity's losses)
     extra: list[Pairs] = dataclasses.field(default_factory=list)  # settings outside the space the selection runs have
     curves: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # tables/lr_curves.csv (no rows: none)
+    moved: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # tables/earlier_picks.csv (none: no rows)
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:
-        return {"tuning": self.table, "fixed_setting_effects": self.fixed, "lr_sensitivity": self.sensitivity,
-                "lr_sensitivity_effects": self.sensitivity_effects, "lr_curves": self.curves}
+        out = {"tuning": self.table, "fixed_setting_effects": self.fixed, "lr_sensitivity": self.sensitivity,
+               "lr_sensitivity_effects": self.sensitivity_effects, "lr_curves": self.curves}
+        return {**out, "earlier_picks": self.moved} if len(self.moved) else out
 
 
 def _space(res: Results) -> dict[str, list[Any]] | None:
@@ -184,7 +186,32 @@ def tuning_view(res: Results, margin: float) -> TuningView | None:
         pd.DataFrame(columns=["cell", *res.factors, *LR_CURVE_COLS])
     return TuningView(keys=list(space), settings=settings, seeds=n_seeds, n_selection=len(sel), table=round_frame(table),
                       effects=pd.DataFrame(columns=EFFECT_COLS), fixed=fixed, sensitivity=sensitivity,
-                      sensitivity_effects=sensitivity_effects, ceiling=ceiling, extra=extra, curves=curves)
+                      sensitivity_effects=sensitivity_effects, ceiling=ceiling, extra=extra, curves=curves,
+                      moved=_earlier_picks(res, rows, label))
+
+
+EARLIER_PICK_COLS = ["cell", "earlier_lr", "runs", "median_loss", "worst_loss", "lagged", "pick_lr"]
+
+
+def _earlier_picks(res: Results, rows: list[SettingRow], label: dict[Pairs, str]) -> pd.DataFrame:
+    """tables/earlier_picks.csv: per cell and earlier pick (`EARLIER_PICK` runs), its runs, their median and worst
+    selection loss, whether a run there lagged (`stats.lr_model.lagging`, among the cell's every run) and the pick
+    it moved to; no rows when no pick moved."""
+    earlier = res.other_roles[run_roles(res.other_roles) == EARLIER_PICK] if len(res.other_roles) else res.other_roles
+    if not len(earlier) or LR_KEY not in earlier:
+        return pd.DataFrame(columns=EARLIER_PICK_COLS)
+    picks = {label[r.cell]: float(dict(r.setting)[LR_KEY]) for r in rows if r.picked}
+    every = pd.concat([res.selection, res.runs, earlier], ignore_index=True)
+    every = every[every["status"] == "ok"]
+    out = []
+    for (cell, lr), g in earlier.groupby(["cell", LR_KEY], sort=False):
+        mine = every[every["cell"] == cell]
+        points = {float(x): v[SELECTION_LOSS].astype(float).tolist() for x, v in mine.groupby(LR_KEY)}
+        losses = g.loc[g["status"] == "ok", SELECTION_LOSS].astype(float)
+        out.append({"cell": cell, "earlier_lr": float(lr), "runs": len(g), "median_loss": float(losses.median()),
+                    "worst_loss": float(losses.max()), "lagged": float(lr) in lagging(points),
+                    "pick_lr": picks.get(cell, math.nan)})
+    return round_frame(pd.DataFrame(out, columns=EARLIER_PICK_COLS))
 
 
 def with_effects(view: TuningView, res: Results, main: pd.DataFrame, interactions: pd.DataFrame) -> TuningView:
