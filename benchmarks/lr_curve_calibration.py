@@ -10,7 +10,7 @@ planted optimum by the optimum's CI (all convex fits; and among those with a bou
 share and median width in octaves), and the coverage of the true loss left on the table by the
 pick (all; and among those with a finite upper end, with their median width), with the Monte-Carlo
 SE of a coverage; then the share of cells with an lr where no run can fail called beyond the stability
-cliff (`stats.cliff`), and with a failed run's lr in the fit (the two cliff scenarios plant failures).
+cliff (`stats.lr_model`), and with a failed run's lr in the fit (the two cliff scenarios plant failures).
 Deterministic for a given --seed.
 
 `--prior 0` fits plain parabolas (no bend prior): what the prior buys on bent curves.

@@ -88,7 +88,7 @@ def _truth(x: np.ndarray, opt: float, best: float, c: float, a: float) -> np.nda
 
 
 def _pick(frame: pd.DataFrame) -> float:
-    """The lowest mean of the runs that trained, on the trained side of the cliff (`stats.cliff`)."""
+    """The lowest mean of the runs that trained, on the trained side of the cliff (`stats.lr_model`)."""
     edge = cliff_edge(zip(frame["x"], frame["loss"], frame["status"] == "ok"))
     means = frame[(frame["status"] == "ok") & ~beyond(frame["x"].to_numpy(float), edge)].groupby("x")["loss"].mean()
     return float(means.idxmin())
