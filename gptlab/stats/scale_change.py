@@ -34,9 +34,10 @@ from scipy import stats as st
 
 from gptlab.errors import GptlabError, closest
 from gptlab.stats import calls
+from gptlab.stats.calls import INCONCLUSIVE
 from gptlab.stats.design import Design, design_cells, estimability
 
-CHANGES, NO_CHANGE, INCONCLUSIVE = "changes", "no change within margin", "inconclusive"
+CHANGES, NO_CHANGE = "changes", "no change within margin"  # and INCONCLUSIVE, the call's own word (`calls`)
 CHANGE_CALLS = (CHANGES, NO_CHANGE, INCONCLUSIVE)
 CHANGE_COLS = ["factor", "level", "baseline", "scale_factor", "scale_level", "reference_level",
                "effect_at_reference", "effect_at_level", "change", "ci_low", "ci_high", "p_value",
