@@ -17,6 +17,7 @@ from gptlab.executors.slurm import SlurmConfig
 from gptlab.fields import setting
 from gptlab.registry import Registry
 from gptlab.run.config import RunConfig
+from gptlab.statuses import FAILED
 
 _fail = partial(key_error, section="executor")  # this section's bad values: `executor.KEY: MESSAGE`
 
@@ -199,7 +200,7 @@ class RunResult:
 
     @property
     def status(self) -> str:
-        return str(self.summary.get("status", "failed"))
+        return str(self.summary.get("status", FAILED))
 
 
 OnResult = Callable[[RunResult], None]

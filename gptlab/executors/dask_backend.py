@@ -59,6 +59,7 @@ from gptlab.executors.worker import execute_run, failed_result, with_run_dir
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.runio import atomic_write_text
+from gptlab.statuses import FAILED
 
 log = logging.getLogger("gptlab.executors.dask")
 
@@ -124,7 +125,7 @@ def train_on_worker(task: Task, worker_dir: str | None, allowed_losses: int, los
         else:
             folder.clear_failure()  # a failed run sent again (--rerun-failed) trains again
             result = execute_run(local)
-        return {"result": result, "files": folder.shipped_files(failed=result.status == "failed")}
+        return {"result": result, "files": folder.shipped_files(failed=result.status == FAILED)}
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -322,7 +323,7 @@ def run_dask(tasks: Sequence[Task], plan: Resources, executor: ExecutorConfig, o
                 finally:
                     future.release()
                 on_result(result)
-                if fail_fast and result.status == "failed":
+                if fail_fast and result.status == FAILED:
                     log.info("--fail-fast: stopping at the first failed run")
                     return
         finally:

@@ -32,6 +32,7 @@ from gptlab.run.rundir import RunDir
 from gptlab.run.runner import PROGRESS_EVERY_S, check_same_tokenizer, resume_state, run_summary, train_run, write_sample
 from gptlab.run.trainer import Outcome, Trainer
 from gptlab.runio import remove_temp_files
+from gptlab.statuses import OK
 
 log = logging.getLogger("gptlab.train")
 
@@ -143,7 +144,7 @@ def _train_locked(cfgs: list[RunConfig], folders: list[RunDir], ids: list[str], 
 def _member_summary(population: Population, k: int, folder: RunDir, compile_s: float) -> dict[str, Any]:
     """Member k's files at the end (sample, test blocks, summary.json) as a lone run writes them; its summary."""
     member = population.members[k]
-    outcome = member.outcome or Outcome("ok", None)
+    outcome = member.outcome or Outcome(OK, None)
     trainer = Trainer(member.cfg, population.dataset, population.device, (), member.run_id)
     trainer.load_state_dict(population.member_trainer_state(k))
     trainer.step = member.rows[-1]["step"] if member.rows else population.step  # a diverged member stopped there

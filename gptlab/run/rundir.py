@@ -24,7 +24,7 @@ from typing import Any, Iterator
 from gptlab.errors import GptlabError, first_line
 from gptlab.run.config import RunConfig, resolve_run_config
 from gptlab.runio import atomic_write, atomic_write_text, read_json, read_yaml, write_csv, write_json, write_yaml
-from gptlab.statuses import FINISHED, STATUSES
+from gptlab.statuses import FAILED, FINISHED, STATUSES
 
 METRIC_COLUMNS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens", "elapsed_s"]
 TEST_BLOCK_COLUMNS = ["block", "chars", "tokens", "loss"]  # test_blocks.csv: loss in nats/token
@@ -73,7 +73,7 @@ class RunDir:
         One judged by an earlier status rule is judged again from its curve (`gptlab.run.reclassify`)."""
         summary = _read_mapping(self / self.SUMMARY)
         if summary is not None and summary.get("run_id") not in (None, self.path.name):
-            return {"run_id": self.path.name, "status": "failed",
+            return {"run_id": self.path.name, "status": FAILED,
                     "error": f"{self.path} holds the results of run {summary['run_id']!r}, not its own; delete the "
                              "folder (or put that run's files back in their own) and rerun"}
         if summary is not None:  # one judged by an earlier status rule is judged again (nothing is written)
@@ -88,7 +88,7 @@ class RunDir:
         if (self / self.SUMMARY).exists():
             summary = self.summary()
             status = summary.get("status") if summary else None
-            return status if status in STATUSES else "failed"
+            return status if status in STATUSES else FAILED
         return "partial" if (self / self.LAST).exists() else "pending"
 
     def finished_summary(self) -> dict[str, Any] | None:
@@ -230,7 +230,7 @@ class RunDir:
         else:
             text = message = error
         atomic_write_text(self / self.ERROR, text)
-        summary = {"run_id": run_id, "seed": config.get("seed"), "status": "failed", "error": message,
+        summary = {"run_id": run_id, "seed": config.get("seed"), "status": FAILED, "error": message,
                    "log": str(self / self.ERROR), "config": config}
         self.write_summary(summary)
         return summary

@@ -19,7 +19,7 @@ from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.run.summary_csv import SOURCES
 from gptlab.runio import write_yaml
-from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
+from gptlab.statuses import FAILED, FAILED_TO_TRAIN, FINISHED, OK
 from gptlab.sweep.compile_share import compile_line
 from gptlab.sweep.kinds import kinds_of, known_runs, with_kind_stages
 from gptlab.sweep.lock import SweepLock
@@ -56,7 +56,7 @@ class SweepOptions:
 
 def runs_to_train(runs: list[Run], results_dir: ResultsDir, rerun_failed: bool) -> list[Run]:
     """Pending and partial runs, and failed ones when asked to rerun them."""
-    wanted = ("pending", "partial", *(("failed",) if rerun_failed else ()))
+    wanted = ("pending", "partial", *((FAILED,) if rerun_failed else ()))
     return [r for r in runs if results_dir.run(r.run_id).state() in wanted]
 
 
@@ -79,7 +79,7 @@ def rerun_failed_note(spec: SweepSpec, results_dir: ResultsDir) -> str | None:
     """The line `--rerun-failed` prints when no run of the sweep's folder failed (None when one did): after an
     interrupt it resumes the unfinished runs, as a plain rerun would, and must not seem to have rerun a failure."""
     states = [results_dir.run(r.run_id).state() for r in known_runs(spec)]  # a tuned sweep: its later stages too
-    if "failed" in states:
+    if FAILED in states:
         return None
     partial = states.count("partial")
     resumed = f"; resuming the {partial} unfinished run(s) from their last checkpoints" if partial else ""
@@ -190,9 +190,9 @@ def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions, threa
     runs (when every planned run finished), write the report; the exit status."""
     out, results_dir = options.results_stream or options.stream, options.results_dir
     rows = write_summary(spec, results_dir, list(planned))
-    not_ok = [r for r in rows if r["status"] != "ok"]
+    not_ok = [r for r in rows if r["status"] != OK]
     missing = len(planned) - len(rows)
-    if not missing and not any(r["status"] == "failed" for r in rows):
+    if not missing and not any(r["status"] == FAILED for r in rows):
         for _, kind in kinds_of(spec):
             kind.after_runs(spec, results_dir, planned, threads, options.stream)
     if not_ok:
@@ -211,7 +211,7 @@ def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions, threa
     else:
         path = options.write_report(results_dir, options.reports_dir, margin=spec.report.equivalence_margin)
         print(f"report: {Path(path) / 'report.md'}", file=out)
-    failed = sum(r["status"] == "failed" for r in rows)
+    failed = sum(r["status"] == FAILED for r in rows)
     if failed:
         print(f"{failed} run(s) failed; fix the cause and rerun with --rerun-failed", file=out)
         return 1

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence, TextIO
 
 from gptlab.run.resultsdir import ResultsDir
+from gptlab.statuses import FAILED
 from gptlab.sweep.runs import Run, SweepSpec
 
 
@@ -80,7 +81,7 @@ class Planner(Protocol):
 
 def stage_finished(stage: Stage, rows: Sequence[Mapping[str, Any]]) -> bool:
     """Every planned run has a summary and none failed: the only state in which a planner is asked again."""
-    return len(rows) == len(stage.planned) and not any(r["status"] == "failed" for r in rows)
+    return len(rows) == len(stage.planned) and not any(r["status"] == FAILED for r in rows)
 
 
 class FixedSeeds:

@@ -14,6 +14,7 @@ from gptlab.run import summary_csv
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.run.summary_csv import METRIC_FIELDS, TEST_FIELDS
+from gptlab.statuses import FAILED
 from gptlab.sweep.kinds import kinds_of
 from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.tuning import TunedRun
@@ -50,7 +51,7 @@ def write_summary(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Ru
         folder = results_dir.run(run.run_id)
         if not (folder / RunDir.SUMMARY).exists():
             continue
-        summary = folder.summary() or {"status": "failed", "error": f"unreadable {folder / RunDir.SUMMARY}"}
+        summary = folder.summary() or {"status": FAILED, "error": f"unreadable {folder / RunDir.SUMMARY}"}
         entries.append(({"run_id": run.run_id, "seed": run.seed, **run.factors,
                          **(run.columns if isinstance(run, TunedRun) else {}),  # a tuned sweep: its setting
                          **{k: v for _, kind in kinds_of(spec) for k, v in kind.row(spec, run).items()},

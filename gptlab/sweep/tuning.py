@@ -28,6 +28,7 @@ from gptlab.errors import GptlabError
 from gptlab.roles import SELECTION
 from gptlab.runio import write_csv
 from gptlab.stats.picks import Pairs, SettingRow, Trial
+from gptlab.statuses import FAILED
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, TuneSpec, cell_label, expand
@@ -222,7 +223,7 @@ class TuneThenEstimate:
                 continue
             row = by_id.get(run.run_id) or {}
             loss = row.get("best_val_loss")
-            trials.append(Trial(run.cell, run.setting, str(row.get("status") or "failed"),
+            trials.append(Trial(run.cell, run.setting, str(row.get("status") or FAILED),
                                 float(loss) if loss not in (None, "") else math.nan))
         return trials
 

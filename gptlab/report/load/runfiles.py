@@ -62,7 +62,7 @@ def read_curves(results_dir: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
         m = m.dropna(subset=["val_loss"])
         m["val_loss"] *= run.loss_scale
         frames.append(m.assign(run_id=run.run_id, cell=run.cell, seed=run.seed, ok=run.ok))
-    cols = ["step", "val_loss", "run_id", "cell", "seed", "ok"]
+    cols = ["step", "val_loss", "run_id", "cell", "seed", OK]  # `ok`: the column named after the status
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
 

@@ -17,7 +17,7 @@ from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import ALPHA, DECISIVE, DIRECTIONAL, EQUIVALENT, INCONCLUSIVE
 from gptlab.stats.robustness import DEPENDS, NOT_CHECKED, ROBUST
-from gptlab.statuses import COLLAPSED, DIVERGED, FAILED_TO_TRAIN, UNSTABLE
+from gptlab.statuses import COLLAPSED, DIVERGED, FAILED, FAILED_TO_TRAIN, UNSTABLE
 
 MAX_SENTENCES = 15  # called effects given a sentence in the summary; the tables hold the rest
 
@@ -110,8 +110,8 @@ def _counts(r: dict, res: Results) -> str:
     for lvl in (r["level"], r["baseline"]):
         runs = res.runs[res.runs[r["factor"]] == lvl]
         status = runs["status"]
-        for s, n in (("diverged", (status == DIVERGED).sum()), ("were stuck", (status == COLLAPSED).sum()),
-                     ("blew up", (status == UNSTABLE).sum()), ("failed", (~runs["ok"] & ~status.isin(FAILED_TO_TRAIN)).sum())):
+        for s, n in ((DIVERGED, (status == DIVERGED).sum()), ("were stuck", (status == COLLAPSED).sum()),
+                     ("blew up", (status == UNSTABLE).sum()), (FAILED, (~runs["ok"] & ~status.isin(FAILED_TO_TRAIN)).sum())):
             if n:
                 out += f"; {n} of {len(runs)} {res.label(r['factor'], lvl)} runs {s}"
     return out
