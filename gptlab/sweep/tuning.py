@@ -26,6 +26,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence, TextIO
 
 from gptlab.errors import GptlabError
 from gptlab.roles import SELECTION
+from gptlab.run.rundir import RunSummary
 from gptlab.runio import write_csv
 from gptlab.stats.picks import Pairs, SettingRow, Trial
 from gptlab.statuses import FAILED
@@ -182,7 +183,7 @@ class TuneThenEstimate:
             return Stage("estimation", tuple(runs), self.selection + tuple(runs), tag="estimation")
         if self.adaptive_seeds:
             selection_ids = {r.run_id for r in self.selection}
-            rows = tuple(r for r in finished.rows if r["run_id"] not in selection_ids)
+            rows = tuple(r for r in finished.rows if r.run_id not in selection_ids)
             return self._wrap(self.adaptive_seeds.next_stage(FinishedRuns(finished.results_dir, rows)))
         return None
 
@@ -216,14 +217,14 @@ class TuneThenEstimate:
 
     def trials(self, finished: FinishedRuns) -> list[Trial]:
         """The finished selection runs as `stats.picks.Trial`s (a failed or missing run counts as failed)."""
-        by_id = {r["run_id"]: r for r in finished.rows}
+        by_id = {r.run_id: r for r in finished.rows}
         trials = []
         for run in self.selection:
             if getattr(run, "role", SELECTION) != SELECTION:
                 continue
-            row = by_id.get(run.run_id) or {}
-            loss = row.get("best_val_loss")
-            trials.append(Trial(run.cell, run.setting, str(row.get("status") or FAILED),
+            row = by_id.get(run.run_id) or RunSummary()  # not finished: failed
+            loss = row.best_val_loss
+            trials.append(Trial(run.cell, run.setting, str(row.status or FAILED),
                                 float(loss) if loss not in (None, "") else math.nan))
         return trials
 
