@@ -267,7 +267,7 @@ def coverage(res: Results, worth: pd.DataFrame, base: pd.DataFrame, steps: float
         if schedule == WSD and factor == 1.0:
             there = pd.concat([there, base[base["seed"].isin(seeds)]])
         rows.append({"length": factor, "seeds": len(seeds), "trained": len(set(there["seed"]) & seeds),
-                     "ok": len(set(there.loc[there["ok"], "seed"]) & seeds)})
+                     OK: len(set(there.loc[there["ok"], "seed"]) & seeds)})
     return pd.DataFrame(rows, columns=COVERAGE_COLS[1:])
 
 
