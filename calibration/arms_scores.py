@@ -12,8 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
-from calibration.arms_sim import DIRECTIONAL, ArmsWorld, Records, Setup, dunnett, equal, pooled, seeds_only, setups, simulate
-from gptlab.stats.calls import DEFAULT_MARGIN
+from calibration.arms_sim import ArmsWorld, Records, Setup, dunnett, equal, pooled, seeds_only, setups, simulate
+from gptlab.stats.calls import BETTER, DEFAULT_MARGIN, DIRECTIONAL, WORSE
 
 NOISY = "rho 0, arm5 (an arm at 0) 5x the run SD"  # the world with one noisy arm
 
@@ -57,7 +57,7 @@ def summarise(world: ArmsWorld, rec: Records) -> Summary:
     truth = rec.truth[None, :]
     covered = (rec.ci_low <= truth) & (truth <= rec.ci_high)
     directional = np.isin(rec.call, DIRECTIONAL)
-    right = np.where(truth > 0, rec.call == "worse", rec.call == "better")
+    right = np.where(truth > 0, rec.call == WORSE, rec.call == BETTER)
     false = directional & ((truth == 0) | ~right)
     zero = np.broadcast_to(truth == 0, rec.call.shape)
     per_study = covered.mean(axis=1)

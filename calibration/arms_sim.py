@@ -43,7 +43,6 @@ from gptlab.stats.text_share import Blocks, text_error
 
 BASELINE = "baseline"
 PLANTED = (0.02, -0.02, 0.01, -0.01)  # the planted world's nonzero effects (nats); every other arm is at 0
-DIRECTIONAL = ("better", "worse")
 
 
 def arms_design(arms: int) -> Design:

@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from gptlab.stats.calls import DIRECTIONAL
 from gptlab.stats.design import Design
 from gptlab.stats.effects import Analysis, analyse
 
@@ -152,7 +153,7 @@ def calibrate(design: Design, means: Sequence[float], datasets: int, seeds: int,
                     raise AssertionError(f"the analysis printed {key}, which the design cannot estimate: {e}") from None
             covered.append(r["ci_low"] <= truth[key] <= r["ci_high"])
             if abs(truth[key]) < 1e-12:
-                false_calls.append(r["call"] in ("better", "worse"))
+                false_calls.append(r["call"] in DIRECTIONAL)
         analyses.append(a)
     return Calibration(float(np.mean(covered)), float(np.mean(false_calls)) if false_calls else math.nan,
                        len(covered), len(false_calls), analyses)

@@ -30,6 +30,7 @@ import pandas as pd
 
 from gptlab.stats.lr_curves import ASYMMETRY, NOT_CONVEX, UNBOUNDED, CurveFit, fit_curves
 from gptlab.stats.lr_model import beyond, cliff_edge
+from gptlab.statuses import COLLAPSED, OK, UNSTABLE
 
 GRID = (5e-4, 1e-3, 2e-3, 4e-3, 8e-3)  # the `tuned` study's space
 BENT = 0.25  # the RMS bend of results/tuned's four curves
@@ -89,8 +90,8 @@ def _truth(x: np.ndarray, opt: float, best: float, c: float, a: float) -> np.nda
 
 def _pick(frame: pd.DataFrame) -> float:
     """The lowest mean of the runs that trained, on the trained side of the cliff (`stats.lr_model`)."""
-    edge = cliff_edge(zip(frame["x"], frame["loss"], frame["status"] == "ok"))
-    means = frame[(frame["status"] == "ok") & ~beyond(frame["x"].to_numpy(float), edge)].groupby("x")["loss"].mean()
+    edge = cliff_edge(zip(frame["x"], frame["loss"], frame["status"] == OK))
+    means = frame[(frame["status"] == OK) & ~beyond(frame["x"].to_numpy(float), edge)].groupby("x")["loss"].mean()
     return float(means.idxmin())
 
 
@@ -110,10 +111,10 @@ def simulate_sweep(sc: CurveScenario, rng: np.random.Generator, prior: float = A
 
         def run(x: float, s: int) -> dict:
             row = {"cell": cell, "x": x, "seed": s, "loss": float(_truth(x, opt, best, c, a) + offsets[s]
-                                                                  + rng.normal(0, sc.noise_sd)), "status": "ok"}
+                                                                  + rng.normal(0, sc.noise_sd)), "status": OK}
             if sc.cliff and rng.uniform() < fails(x):  # drawn only with a cliff: the other scenarios keep theirs
                 stuck = rng.uniform() < 0.5
-                row.update(loss=best + rng.uniform(0.3, 0.9) if stuck else 3.33, status="unstable" if stuck else "collapsed")
+                row.update(loss=best + rng.uniform(0.3, 0.9) if stuck else 3.33, status=UNSTABLE if stuck else COLLAPSED)
             return row
 
         def sample(xs: np.ndarray, seeds: range) -> list[dict]:
@@ -130,7 +131,7 @@ def simulate_sweep(sc: CurveScenario, rng: np.random.Generator, prior: float = A
         rows += mine
         truths[cell] = (opt, float(_truth(pick, opt, best, c, a) - best))
         frame = pd.DataFrame(mine)
-        edge = cliff_edge(zip(frame["x"], frame["loss"], frame["status"] == "ok"))
+        edge = cliff_edge(zip(frame["x"], frame["loss"], frame["status"] == OK))
         safe[cell] = (any(beyond(x, edge) and fails(x) == 0 for x in frame["x"]),
                       {x for x, y in zip(frame["x"], frame["loss"]) if y > _truth(x, opt, best, c, a) + 0.25})
     runs = pd.DataFrame(rows).assign(lr=lambda f: 2.0 ** f["x"])

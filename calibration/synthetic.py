@@ -20,7 +20,7 @@ import yaml
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.stats.design import design_cells
-from gptlab.statuses import STATUS_RULE
+from gptlab.statuses import COLLAPSED, DIVERGED, FAILED, OK, STATUS_RULE, UNSTABLE
 
 Effects = Mapping[tuple[tuple[str, Any], ...], float]
 ENVIRONMENT = {"device": "cpu", "torch": "2.13.0", "python": "3.11.9", "platform": "Linux-x86_64",
@@ -69,7 +69,7 @@ def make_results(root: Path, grid: Mapping[str, Sequence[Any]], seeds: int | Seq
         cell = dict(zip(factors, combo))
         for seed in seeds:
             run_id = f"run{ci:02d}s{seed}"
-            st = status.get((tuple(combo), seed), "ok")
+            st = status.get((tuple(combo), seed), OK)
             best = base_loss + _loss(cell, effects) + seed_offset[seed] + rng.normal(0.0, noise_sd)
             rows.append(_write_run(out.run(run_id).path, run_id, seed, cell, st, best,
                                    100_000 + 1_000 * ci, max_iters, eval_interval, rng))
@@ -87,7 +87,7 @@ def _write_run(run_dir: Path, run_id: str, seed: int, cell: dict[str, Any], stat
         config.setdefault(section, {})[field] = level
     (run_dir / RunDir.CONFIG).write_text(yaml.safe_dump(config))
     steps = list(range(0, max_iters + 1, eval_interval))
-    stop = len(steps) if status in ("ok", "collapsed", "unstable") else (len(steps) // 2 if status == "diverged" else 0)
+    stop = len(steps) if status in (OK, COLLAPSED, UNSTABLE) else (len(steps) // 2 if status == DIVERGED else 0)
     metrics, elapsed = [], 0.0
     for i, step in enumerate(steps[:stop]):
         val = best + (4.2 - best) * math.exp(-4.0 * step / max_iters)
@@ -107,12 +107,12 @@ def _write_run(run_dir: Path, run_id: str, seed: int, cell: dict[str, Any], stat
     else:
         row.update(best_val_loss=None, best_step=None, final_val_loss=None, final_train_loss=None)
     row.update(params=params, params_non_embedding=params - 8_000,
-               tokens_per_sec=None if status == "failed" else float(5_000 + rng.normal(0, 100)),
+               tokens_per_sec=None if status == FAILED else float(5_000 + rng.normal(0, 100)),
                wall_s=round(elapsed + 1.0, 3),
-               error={"failed": "RuntimeError: CUDA out of memory", "diverged": "loss is nan",
-                      "collapsed": "stuck on the unigram plateau", "unstable": "blew up"}.get(status, ""))
+               error={FAILED: "RuntimeError: CUDA out of memory", DIVERGED: "loss is nan",
+                      COLLAPSED: "stuck on the unigram plateau", UNSTABLE: "blew up"}.get(status, ""))
     summary = {**row, "status_rule": STATUS_RULE, "eval_s": 0.1,
-               "diverged_step": steps[stop] if status == "diverged" else None,
+               "diverged_step": steps[stop] if status == DIVERGED else None,
                "environment": ENVIRONMENT, "config": config}
     (run_dir / RunDir.SUMMARY).write_text(json.dumps(summary, default=str))
     return row

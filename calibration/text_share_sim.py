@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from calibration.effects_sim import PlantedTruth, printed_effects
+from gptlab.stats.calls import DIRECTIONAL
 from gptlab.stats.design import Design
 from gptlab.stats.effects import Analysis, analyse
 from gptlab.stats.text_share import Blocks
@@ -149,7 +150,7 @@ def _score(into: dict[str, list], a: Analysis, truth_of: Callable[[tuple], float
         truth = truth_of(key)
         into["cover"].append(r["ci_low"] <= truth <= r["ci_high"])
         if abs(truth) < 1e-12:
-            into["false"].append(r["call"] in ("better", "worse"))
+            into["false"].append(r["call"] in DIRECTIONAL)
     into["half"] += a.main["ci95"].tolist()
     if "text_share" in a.main:
         into["share"] += a.main["text_share"].tolist()

@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from calibration.effects_sim import simulate_runs
-from gptlab.stats.calls import DEFAULT_MARGIN
+from gptlab.stats.calls import BETTER, DEFAULT_MARGIN, EQUIVALENT, WORSE
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
 
@@ -217,8 +217,8 @@ def summarise(scenario: Scenario, protocol: str, setting: float | None, outcomes
     truth = scenario.truth
     return ProtocolResult(
         protocol, setting, n, truth, share((lo <= truth) & (truth <= hi)), share((lo <= picked) & (picked <= hi)),
-        share([c == "better" for c in calls]), share([c == "worse" for c in calls]),
-        share([c == "equivalent" for c in calls]), float(est.mean() - truth), se(est),
+        share([c == BETTER for c in calls]), share([c == WORSE for c in calls]),
+        share([c == EQUIVALENT for c in calls]), float(est.mean() - truth), se(est),
         float((est - picked).mean()), se(est - picked), float(optimism.mean()), se(optimism),
         float(np.mean((hi - lo) / 2)), share([scenario.at_optima(o.picks) for o in outcomes]),
         share([o.at_edge for o in outcomes]))

@@ -159,6 +159,38 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.load(f)
 
 
+def read_mapping(path: str | os.PathLike) -> dict[str, Any] | None:
+    """A JSON object from `path`, or None when it is missing, unreadable or not an object."""
+    try:
+        data = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_csv_rows(path: str | os.PathLike) -> list[dict[str, str]]:
+    """A CSV file's rows as text, by its header (a missing file: none)."""
+    if not Path(path).is_file():
+        return []
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def read_number_rows(path: str | os.PathLike, columns: list[str]) -> tuple[dict[str, float], ...] | None:
+    """A CSV file's `columns` as numbers (a value that is missing or not a number: NaN), None when it cannot be read."""
+    def number(text: Any) -> float:
+        try:
+            return float(text)
+        except (TypeError, ValueError):
+            return math.nan
+
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            return tuple({c: number(row.get(c)) for c in columns} for row in csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+
+
 def csv_text(rows: Iterable[dict[str, Any]], columns: list[str]) -> str:
     """Rows as the text of a CSV file (a header, then one line per row; None as an empty field)."""
     buffer = io.StringIO()

@@ -13,6 +13,7 @@ from typing import Any
 from gptlab.errors import GptlabError, exit_status, hidden_package
 from gptlab.run.config import resolve_run_config, set_dotted, valid_keys
 from gptlab.run.device import configure_process
+from gptlab.run.rundir import RunSummary
 from gptlab.run.runner import train_run
 from gptlab.run.settings_help import flag_help
 from gptlab.run.trainer import fmt_loss
@@ -57,12 +58,12 @@ def main(argv: list[str] | None = None) -> int:
                               "this command trains a run alone: remove the key to train its lone run")
         run_dir = Path(args.out or Path("results") / "train" / cfg.run_hash())
         configure_process()
-        summary = train_run(cfg, run_dir)
+        summary = RunSummary.from_mapping(train_run(cfg, run_dir))
     except (GptlabError, FileNotFoundError) as err:
         return exit_status(err)
-    print(f"{summary['status']}: best val loss {fmt_loss(summary['best_val_loss'])} at step "
-          f"{summary['best_step']}; run directory {run_dir}")
-    return 0 if summary["status"] in FINISHED else 1
+    print(f"{summary.status}: best val loss {fmt_loss(summary.best_val_loss)} at step {summary.best_step}; "
+          f"run directory {run_dir}")
+    return 0 if summary.status in FINISHED else 1
 
 
 if __name__ == "__main__":

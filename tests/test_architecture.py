@@ -1,8 +1,9 @@
 """The house rules of docs/ARCHITECTURE.md, checked: imports point one way between rooms, no import circles,
-functions stay short, every module has a docstring, no module takes another's private names, the report's steps
-keep to their files, and the calibration beside the package (`calibration/`) keeps the same rules and stays out of
-it. The map itself is checked too: short, every path it names exists, every room of gptlab/ on it. Most checks
-have a test of their own that plants a bad input and shows the check catches it."""
+functions stay short, every module has a docstring, no module takes another's private names, a status or a call
+word is typed by its owner alone, the report's steps keep to their files, and the calibration beside the package
+(`calibration/`) keeps the same rules and stays out of it. The map itself is checked too: short, every path it
+names exists, every room of gptlab/ on it. Most checks have a test of their own that plants a bad input and shows
+the check catches it."""
 from __future__ import annotations
 
 import ast
@@ -11,6 +12,10 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
+
+from gptlab.stats.calls import CALLS
+from gptlab.stats.robustness import DEPENDS, NOT_CHECKED, ROBUST
+from gptlab.statuses import STATUSES
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gptlab"
 REPO = PACKAGE.parent
@@ -565,6 +570,75 @@ def test_the_rules_catch_a_step_reading_a_file(tmp_path):
     assert file_calls(bad) == ["line 3: read_csv", "line 3: exists"]
 
 
+# -- one spelling per vocabulary: a status or a call word is typed by its owner alone ------------------------------
+
+VOCABULARIES = {  # name -> (its words, the modules that spell them, relative to gptlab/); every other module imports them
+    "status": (frozenset(STATUSES), ("statuses.py",)),
+    "call": (frozenset(CALLS) | {DEPENDS, NOT_CHECKED, ROBUST}, ("stats/calls.py", "stats/robustness.py")),
+}
+# (module, vocabulary) pairs that keep their literals on purpose: modules being rewritten, whose literals go with it.
+LITERALS_KEPT: set[tuple[str, str]] = set()
+CALIBRATION_LITERALS_KEPT = {(module, name) for module in ("robustness_sim.py", "refine_sim.py") for name in VOCABULARIES}
+
+
+def vocabulary_literals(path: Path, words: frozenset[str]) -> list[str]:
+    """Where `path` types one of `words`: compared with, collected, passed, assigned, returned or as a dict's key. A
+    subscript's key is none (`runs["ok"]`: a column named after the word), nor is a word in a docstring or an f-string
+    (prose)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body and \
+                isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant):
+            skip.add(id(node.body[0].value))
+        elif isinstance(node, ast.Subscript):
+            skip |= {id(k) for k in (node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice])}
+        elif isinstance(node, ast.JoinedStr):
+            skip |= {id(v) for v in node.values}
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+             and n.value in words and id(n) not in skip]
+    return [f"line {n.lineno}: {n.value!r}" for n in sorted(found, key=lambda n: (n.lineno, n.col_offset))]
+
+
+def spelled_elsewhere(path: Path, module: str, kept: set[tuple[str, str]], owners: bool = True) -> list[str]:
+    """Each status or call word `path` (`module`) types outside the word's owners, with the owner to import it from."""
+    return [f"{hit} (a {name} word: import it from {' or '.join(f'gptlab/{o}' for o in where)})"
+            for name, (words, where) in VOCABULARIES.items()
+            if not (owners and module in where) and (module, name) not in kept for hit in vocabulary_literals(path, words)]
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_status_and_call_words_are_typed_by_their_owners_alone(path):
+    module = path.relative_to(PACKAGE).as_posix()
+    wrong = spelled_elsewhere(path, module, LITERALS_KEPT)
+    assert not wrong, f"{module} types words another module owns: " + "; ".join(wrong)
+
+
+def test_the_literals_kept_are_still_there():
+    """An exception that no longer holds a literal goes (the rewrite that removes them removes it)."""
+    for root, kept in ((PACKAGE, LITERALS_KEPT), (CALIBRATION, CALIBRATION_LITERALS_KEPT)):
+        for module, name in sorted(kept):
+            assert vocabulary_literals(root / module, VOCABULARIES[name][0]), f"{module} keeps no {name} literal"
+
+
+def test_the_rules_catch_a_status_or_call_word_typed_outside_its_owner(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('"""Says "ok" in its docstring."""\nCALLED = ("better", "worse")\n\n\ndef f(r, runs):\n'
+                   '    """Counts the "failed" ones."""\n'
+                   '    if r["status"] == "failed" or r.get("status", "ok") != "ok":\n'
+                   '        return runs[runs["ok"]], runs.loc[:, "ok"], {"status": "ok"}, f"{len(runs)} failed"\n'
+                   '    return runs["call"].isin(["robust", DEPENDS]), Outcome(status="diverged"), {"worse": 1}\n')
+    words = VOCABULARIES["status"][0] | VOCABULARIES["call"][0]
+    assert vocabulary_literals(bad, words) == ["line 2: 'better'", "line 2: 'worse'", "line 7: 'failed'", "line 7: 'ok'",
+                                               "line 7: 'ok'", "line 8: 'ok'", "line 9: 'robust'", "line 9: 'diverged'",
+                                               "line 9: 'worse'"]
+    assert spelled_elsewhere(bad, "bad.py", set())[0] == "line 7: 'failed' (a status word: import it from gptlab/statuses.py)"
+    calls = ["line 2: 'better'", "line 2: 'worse'", "line 9: 'robust'", "line 9: 'worse'"]
+    assert [hit.partition(" (")[0] for hit in spelled_elsewhere(bad, "statuses.py", set())] == calls  # the owner's own
+    assert [hit.partition(" (")[0] for hit in spelled_elsewhere(bad, "x.py", {("x.py", "status")})] == calls  # kept
+    assert len(spelled_elsewhere(bad, "statuses.py", set(), owners=False)) == 9  # the calibration: no module owns one
+
+
 # -- the calibration beside the package: the same rules, and the package never imports it -------------------------
 
 def test_the_package_never_imports_the_calibration():
@@ -601,3 +675,10 @@ def test_a_calibration_module_takes_no_private_names(path):
 def test_no_import_circle_in_the_calibration():
     graph = import_graph(CALIBRATION)
     assert not import_cycles(graph), f"import circles in calibration/: {circles_message(graph)}"
+
+
+@pytest.mark.parametrize("path", CALIBRATION_MODULES, ids=lambda p: str(p.relative_to(CALIBRATION)))
+def test_the_calibration_imports_its_status_and_call_words(path):
+    module = path.relative_to(CALIBRATION).as_posix()
+    wrong = spelled_elsewhere(path, module, CALIBRATION_LITERALS_KEPT, owners=False)
+    assert not wrong, f"calibration/{module} types words gptlab owns: " + "; ".join(wrong)

@@ -171,11 +171,12 @@ def test_an_old_summary_is_reclassified_on_read_and_its_file_is_left_as_it_was(s
     results = root / "results" / "t"
     run_id = next(r for r in load_results(results).runs.to_dict("records") if r["status"] == COLLAPSED)["run_id"]
     folder = RunDir(results / "runs" / run_id)
-    old = {k: v for k, v in folder.summary().items() if k not in ("unigram_train_loss", "status_rule")}  # an older rule's
+    old = {k: v for k, v in folder.summary().to_dict().items()
+           if k not in ("unigram_train_loss", "status_rule")}  # an older rule's
     (folder / RunDir.SUMMARY).write_text(json.dumps({**old, "status": OK, "error": None}))
     before = (folder / RunDir.SUMMARY).read_bytes()
     read = folder.summary()
-    assert read["status"] == COLLAPSED and read["reclassified"] is True and "unigram plateau" in read["error"]
+    assert read.status == COLLAPSED and read.reclassified is True and "unigram plateau" in read.error
     assert folder.state() == COLLAPSED and folder.finished_summary() is not None
     assert (folder / RunDir.SUMMARY).read_bytes() == before  # nothing written
     res = load_results(results)
@@ -208,9 +209,9 @@ def test_an_old_summary_that_learned_or_whose_corpus_is_gone_keeps_its_status(tm
         with caplog.at_level(logging.WARNING, logger="gptlab"):
             read = folder.summary()
         if name == "smoke":  # judged again from its own curve: still descending, so a measurement
-            assert read["status"] == OK and read["reclassified"] is True and read["error"] is None
+            assert read.status == OK and read.reclassified is True and read.error is None
         else:
-            assert read["status"] == OK and "reclassified" not in read
+            assert read.status == OK and "reclassified" not in read.order
     assert sum("read with the status they recorded" in r.message for r in caplog.records) == 1  # logged once
     unigram_of.cache_clear()
 

@@ -17,6 +17,8 @@ from gptlab.executors.slurm import SlurmConfig
 from gptlab.fields import setting
 from gptlab.registry import Registry
 from gptlab.run.config import RunConfig
+from gptlab.run.rundir import RunSummary
+from gptlab.statuses import FAILED
 
 _fail = partial(key_error, section="executor")  # this section's bad values: `executor.KEY: MESSAGE`
 
@@ -194,12 +196,16 @@ class RunResult:
     """What a backend reports for one run: its summary.json and the seconds it took here."""
 
     run_id: str
-    summary: Mapping[str, Any]  # the run's summary.json (status ok | diverged | failed)
+    summary: RunSummary  # the run's summary.json (a mapping, as a writer returns it, is taken as its `RunSummary`)
     seconds: float  # wall time of this attempt (NaN when the run never started)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.summary, RunSummary):  # frozen: the one write, normalising
+            object.__setattr__(self, "summary", RunSummary.from_mapping(self.summary))
 
     @property
     def status(self) -> str:
-        return str(self.summary.get("status", "failed"))
+        return str(self.summary.status or FAILED)
 
 
 OnResult = Callable[[RunResult], None]

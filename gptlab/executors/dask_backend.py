@@ -59,6 +59,7 @@ from gptlab.executors.worker import execute_run, failed_result, with_run_dir
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir
 from gptlab.runio import atomic_write_text
+from gptlab.statuses import FAILED
 
 log = logging.getLogger("gptlab.executors.dask")
 
@@ -124,10 +125,16 @@ def train_on_worker(task: Task, worker_dir: str | None, allowed_losses: int, los
         else:
             folder.clear_failure()  # a failed run sent again (--rerun-failed) trains again
             result = execute_run(local)
-        return {"result": result, "files": folder.shipped_files(failed=result.status == "failed")}
+        return {"result": result, "files": shipped_files(folder, failed=result.status == FAILED)}
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def shipped_files(folder: RunDir, failed: bool) -> dict[str, str]:
+    """The text of the small files a worker sends back (`RunDir.SHIPPED`; error.txt only for a failed run)."""
+    return {name: (folder / name).read_text(encoding="utf-8") for name in RunDir.SHIPPED
+            if (folder / name).is_file() and (failed or name != RunDir.ERROR)}
 
 
 # -- driver side ---------------------------------------------------------------------------------
@@ -212,7 +219,7 @@ def _deliver(job: _Job, payload: dict[str, Any]) -> RunResult:
     if RunDir.SUMMARY in files:
         atomic_write_text(target / RunDir.SUMMARY, files[RunDir.SUMMARY])
     else:
-        target.write_summary(dict(result.summary))
+        target.write_summary(result.summary.to_dict())
     return result
 
 
@@ -322,7 +329,7 @@ def run_dask(tasks: Sequence[Task], plan: Resources, executor: ExecutorConfig, o
                 finally:
                     future.release()
                 on_result(result)
-                if fail_fast and result.status == "failed":
+                if fail_fast and result.status == FAILED:
                     log.info("--fail-fast: stopping at the first failed run")
                     return
         finally:

@@ -22,6 +22,7 @@ from gptlab.executors.base import BACKENDS, ExecutorConfig, OnResult, Resources,
 from gptlab.executors.populations import Unit, execute_group, group_tasks, population_note, population_size
 from gptlab.executors.worker import WORKER_DIED, driver_identity, failed_result, watch_driver
 from gptlab.run.rundir import RunDir
+from gptlab.statuses import FAILED
 
 log = logging.getLogger("gptlab.executors.local")
 
@@ -169,7 +170,7 @@ class LocalBackend:
                 for result in _parallel(units, min(plan.workers, len(units)), plan.threads):
                     done.add(result.run_id)
                     on_result(result)
-                    if fail_fast and result.status == "failed":
+                    if fail_fast and result.status == FAILED:
                         raise FailFast(result.run_id)
                 return
             except FailFast:
@@ -183,7 +184,7 @@ class LocalBackend:
                     RunDir(task.run_dir).clear_running()
                     result = _run_alone(task, plan.threads, died)
                     on_result(result)
-                    if fail_fast and result.status == "failed":
+                    if fail_fast and result.status == FAILED:
                         return
                 queue = [t for t in left if t not in suspects]
 

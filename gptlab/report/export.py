@@ -33,6 +33,7 @@ import pandas as pd
 
 from gptlab.errors import GptlabError, exit_status, hidden_package
 from gptlab.roles import ESTIMATION
+from gptlab.statuses import OK
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def cell_bands(curves: pd.DataFrame) -> dict[str, pd.DataFrame]:
     A mean is kept only at steps where every `ok` seed of the cell has a value, so each point
     averages the same seeds; the band needs two seeds or more.
     """
-    ok = curves[curves["status"] == "ok"]
+    ok = curves[curves["status"] == OK]
     n_runs = ok["run_id"].nunique()
     if not n_runs:
         return {}

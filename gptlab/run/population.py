@@ -36,6 +36,7 @@ from gptlab.run.evaluation import evaluate, evaluate_per_target, test_blocks
 from gptlab.run.population_cache import STEP_CACHE, StepCache, eval_model
 from gptlab.run.population_optim import StackedAdamW, clip_per_member, max_norms
 from gptlab.run.trainer import Outcome, lr_at, make_optimizer
+from gptlab.statuses import DIVERGED, OK
 
 log = logging.getLogger("gptlab.train")
 
@@ -164,7 +165,7 @@ class Population:
             self._call("on_step")
         for m in self.members:
             if m.training and self.step == t.max_iters:
-                m.outcome = Outcome("ok", None)
+                m.outcome = Outcome(OK, None)
         self.elapsed_s = time.perf_counter() - start
         return [m.outcome for m in self.members]
 
@@ -226,7 +227,7 @@ class Population:
             if diverged is not None:
                 log.warning("population member %s diverged at step %d (non-finite loss); the others go on",
                             m.run_id, diverged)
-                m.outcome = Outcome("diverged", diverged)
+                m.outcome = Outcome(DIVERGED, diverged)
                 continue
             if is_eval and row["val_loss"] < m.best_val_loss:
                 m.best_val_loss, m.best_step = row["val_loss"], step

@@ -28,10 +28,19 @@ from gptlab.run.data import load_run_dataset
 from gptlab.run.device import resolve_device
 from gptlab.run.population import Population
 from gptlab.run.population_cache import STEP_CACHE
-from gptlab.run.rundir import RunDir
-from gptlab.run.runner import PROGRESS_EVERY_S, check_same_tokenizer, resume_state, run_summary, train_run, write_sample
+from gptlab.run.rundir import RunDir, RunSummary
+from gptlab.run.runner import (
+    PROGRESS_EVERY_S,
+    check_same_tokenizer,
+    logging_to_file,
+    resume_state,
+    run_summary,
+    train_run,
+    write_sample,
+)
 from gptlab.run.trainer import Outcome, Trainer
 from gptlab.runio import remove_temp_files
+from gptlab.statuses import OK
 
 log = logging.getLogger("gptlab.train")
 
@@ -94,7 +103,7 @@ def train_population(configs: Sequence[RunConfig], run_dirs: Sequence[Any],
         for k, folder in enumerate(folders):
             finished = folder.finished_summary()
             if finished is not None:
-                summaries[k] = finished
+                summaries[k] = finished.to_dict()
             else:
                 todo.append(k)
         alone = _train_locked(cfgs, folders, ids, todo, callbacks, summaries, stack) if todo else []
@@ -111,7 +120,7 @@ def _train_locked(cfgs: list[RunConfig], folders: list[RunDir], ids: list[str], 
         folders[k].claim(cfgs[k])
         remove_temp_files(folders[k].path, (RunDir.LAST, RunDir.BEST, RunDir.METRICS, RunDir.PROGRESS, RunDir.SAMPLE))
     for k in todo:
-        stack.enter_context(folders[k].logging_to_file())  # the population's records go to every member's train.log
+        stack.enter_context(logging_to_file(folders[k]))  # the population's records go to every member's train.log
     device = resolve_device(cfgs[todo[0]].train.device)
     dataset = load_run_dataset(cfgs[todo[0]].data)
     dataset.check_fits(cfgs[todo[0]].model.block_size, f"data {cfgs[todo[0]].data.path or cfgs[todo[0]].data.dataset}")
@@ -143,7 +152,7 @@ def _train_locked(cfgs: list[RunConfig], folders: list[RunDir], ids: list[str], 
 def _member_summary(population: Population, k: int, folder: RunDir, compile_s: float) -> dict[str, Any]:
     """Member k's files at the end (sample, test blocks, summary.json) as a lone run writes them; its summary."""
     member = population.members[k]
-    outcome = member.outcome or Outcome("ok", None)
+    outcome = member.outcome or Outcome(OK, None)
     trainer = Trainer(member.cfg, population.dataset, population.device, (), member.run_id)
     trainer.load_state_dict(population.member_trainer_state(k))
     trainer.step = member.rows[-1]["step"] if member.rows else population.step  # a diverged member stopped there
@@ -158,6 +167,7 @@ def _member_summary(population: Population, k: int, folder: RunDir, compile_s: f
     summary["population"] = {"size": population.size, "members": [m.run_id for m in population.members],
                              "wall_s": round(population.elapsed_s, 3)}
     folder.write_summary(summary)
+    record = RunSummary.from_mapping(summary)
     log.info("run %s finished in a population of %d: %s, best val %s at step %s", member.run_id, population.size,
-             summary["status"], summary["best_val_loss"], summary["best_step"])
+             record.status, record.best_val_loss, record.best_step)
     return summary

@@ -2,29 +2,40 @@
 
 `RunDir` is the one owner of a run folder's file names, of the config check that keeps two
 configs out of one folder, of checkpoints, metric rows, the summary (read under today's status
-rule: `gptlab.run.reclassify`), the failure record, the in-flight marker and the live progress
-file. Which statuses count as finished is `gptlab.statuses`'. Every file goes through
-`gptlab.runio`'s atomic write. The files themselves are described in docs/CONTRACTS.md.
+rule: `gptlab.run.reclassify`, as a `RunSummary`: the one place summary.json's keys become typed
+fields), the failure record, the in-flight marker and the live progress file (`place.json` is
+`gptlab.run.summary_csv`'s). Which statuses count as finished is `gptlab.statuses`'. Every file goes
+through `gptlab.runio`'s atomic write. The files themselves are described in docs/CONTRACTS.md.
 """
 from __future__ import annotations
 
 import contextlib
-import csv
 import functools
 import json
-import logging
 import math
 import os
 import socket
 import time
 import traceback
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from gptlab.errors import GptlabError, first_line
 from gptlab.run.config import RunConfig, resolve_run_config
-from gptlab.runio import atomic_write, atomic_write_text, read_json, read_yaml, write_csv, write_json, write_yaml
-from gptlab.statuses import FINISHED, STATUSES
+from gptlab.runio import (
+    atomic_write,
+    atomic_write_text,
+    read_csv_rows,
+    read_json,
+    read_mapping,
+    read_number_rows,
+    read_yaml,
+    write_csv,
+    write_json,
+    write_yaml,
+)
+from gptlab.statuses import FAILED, FINISHED, STATUSES
 
 METRIC_COLUMNS = ["step", "train_loss", "val_loss", "lr", "grad_norm", "tokens", "elapsed_s"]
 TEST_BLOCK_COLUMNS = ["block", "chars", "tokens", "loss"]  # test_blocks.csv: loss in nats/token
@@ -32,6 +43,49 @@ TEST_BLOCK_COLUMNS = ["block", "chars", "tokens", "loss"]  # test_blocks.csv: lo
 
 class CorruptCheckpoint(GptlabError):
     """A checkpoint file that exists but cannot be loaded (truncated, overwritten): the message names it."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """summary.json as the lab reads it: the keys its modules read, typed (None: not in the file), the others in `extra`;
+    read from the file by `from_mapping` alone (`RunDir.summary`). `to_dict` gives the file's mapping back, in order."""
+
+    run_id: str | None = None
+    seed: int | None = None
+    status: str | None = None  # one of `gptlab.statuses.STATUSES`
+    error: str | None = None  # why it failed, diverged or was judged collapsed or unstable
+    best_val_loss: float | None = None  # the run's metrics, as summary.csv's row holds them (`summary_csv`)
+    best_step: int | None = None
+    best_val_bpc: float | None = None
+    best_test_loss: float | None = None
+    best_test_bpc: float | None = None
+    final_val_loss: float | None = None
+    final_train_loss: float | None = None
+    params: int | None = None
+    params_non_embedding: int | None = None
+    tokens_per_sec: float | None = None
+    wall_s: float | None = None
+    compile_s: float | None = None
+    peak_rss_mb: float | None = None
+    peak_gpu_mb: float | None = None
+    diverged_step: int | None = None
+    val_bpc_factor: float | None = None  # val_loss (nats/token) x this = bits/char
+    unigram_val_loss: float | None = None  # the report's ceiling, per token
+    reclassified: bool | None = None  # judged again under today's status rule (`gptlab.run.reclassify`)
+    environment: Mapping[str, Any] | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)  # the file's other keys (config, population, ...)
+    order: tuple[str, ...] = ()  # the file's keys, in its order
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> RunSummary:
+        return cls(**{k: v for k, v in data.items() if k in TYPED}, extra={k: v for k, v in data.items() if k not in TYPED},
+                   order=tuple(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) if k in TYPED else self.extra[k] for k in self.order}
+
+
+TYPED = frozenset(f.name for f in fields(RunSummary)) - {"extra", "order"}  # the keys a RunSummary types
 
 
 class RunDir:
@@ -65,36 +119,36 @@ class RunDir:
         return f"RunDir({str(self.path)!r})"
 
     # -- state -------------------------------------------------------------------------------
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> RunSummary | None:
         """The run's summary.json, or None when there is none (or it cannot be read).
 
         A summary that names another run (its `run_id` is not this folder's name: files copied or moved by
         hand) is not this run's result: it reads as a failed run saying so, never as the other run's numbers.
         One judged by an earlier status rule is judged again from its curve (`gptlab.run.reclassify`)."""
-        summary = _read_mapping(self / self.SUMMARY)
-        if summary is not None and summary.get("run_id") not in (None, self.path.name):
-            return {"run_id": self.path.name, "status": "failed",
-                    "error": f"{self.path} holds the results of run {summary['run_id']!r}, not its own; delete the "
-                             "folder (or put that run's files back in their own) and rerun"}
-        if summary is not None:  # one judged by an earlier status rule is judged again (nothing is written)
-            from gptlab.run.reclassify import needs_rule, reclassified
+        if (summary := read_mapping(self / self.SUMMARY)) is None:
+            return None
+        if (other := summary.get("run_id")) not in (None, self.path.name):
+            return RunSummary.from_mapping({"run_id": self.path.name, "status": FAILED, "error": f"{self.path} holds "
+                                            f"the results of run {other!r}, not its own; delete the folder (or put "
+                                            "that run's files back in their own) and rerun"})
+        from gptlab.run.reclassify import needs_rule, reclassified  # an earlier rule's: judged again (nothing written)
 
-            if needs_rule(summary):
-                summary = reclassified(summary, self / self.CONFIG, self.metric_rows())
-        return summary
+        if needs_rule(summary):
+            summary = reclassified(summary, self / self.CONFIG, self.metric_rows())
+        return RunSummary.from_mapping(summary)
 
     def state(self) -> str:
         """ok | diverged | collapsed | unstable | failed (finished with that status), partial (has a checkpoint), pending."""
         if (self / self.SUMMARY).exists():
             summary = self.summary()
-            status = summary.get("status") if summary else None
-            return status if status in STATUSES else "failed"
+            status = summary.status if summary else None
+            return status if status in STATUSES else FAILED
         return "partial" if (self / self.LAST).exists() else "pending"
 
-    def finished_summary(self) -> dict[str, Any] | None:
+    def finished_summary(self) -> RunSummary | None:
         """The summary of a finished run (ok, diverged, collapsed or unstable), else None."""
         summary = self.summary()
-        return summary if summary and summary.get("status") in FINISHED else None
+        return summary if summary and summary.status in FINISHED else None
 
     # -- config ------------------------------------------------------------------------------
     def claim(self, config: RunConfig) -> None:
@@ -113,17 +167,6 @@ class RunDir:
         except Exception:  # missing, unreadable, not UTF-8 or not YAML: it records no config
             return False
         return _same_config(recorded, config)
-
-    def place(self) -> dict[str, Any] | None:
-        """The run's place in its sweep (`place.json`: {sweep, columns, row}), None when absent or unreadable."""
-        place = _read_mapping(self / self.PLACE)
-        ok = place is not None and isinstance(place.get("row"), dict) and isinstance(place.get("columns"), list)
-        return place if ok and place["row"].get("run_id") == self.path.name else None  # not another run's
-
-    def write_place(self, place: dict[str, Any]) -> None:
-        """Record the run's place (a write only when it changed: the sweep calls this after every run)."""
-        if self.place() != json.loads(json.dumps(place, default=str)):
-            write_json(self / self.PLACE, place)
 
     # -- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, state: dict[str, Any], *, best: bool = False) -> None:
@@ -165,7 +208,7 @@ class RunDir:
 
     def branched_from(self) -> dict[str, Any] | None:
         """The trunk and step this run's state came from, or None for a run trained from step 0."""
-        return _read_mapping(self / self.TRUNK)
+        return read_mapping(self / self.TRUNK)
 
     def start_branch(self, config: RunConfig, origin: dict[str, Any], rows: list[dict[str, Any]],
                      state: dict[str, Any], best: dict[str, Any] | None) -> None:
@@ -206,6 +249,7 @@ class RunDir:
         return int(max(steps, default=0))
 
     def write_summary(self, summary: dict[str, Any]) -> None:
+        """Write summary.json: `summary` is the file's mapping (`RunSummary.to_dict()` for one read back)."""
         write_json(self / self.SUMMARY, summary)
 
     def write_test_blocks(self, blocks: list[dict[str, Any]]) -> None:
@@ -214,11 +258,7 @@ class RunDir:
 
     def test_blocks(self) -> list[dict[str, str]]:
         """The rows of `test_blocks.csv` as text (none for a run without a test split, or from before blocks)."""
-        path = self / self.TEST_BLOCKS
-        if not path.is_file():
-            return []
-        with open(path, encoding="utf-8", newline="") as f:
-            return list(csv.DictReader(f))
+        return read_csv_rows(self / self.TEST_BLOCKS)
 
     def record_failure(self, run_id: str, config: dict[str, Any], error: BaseException | str) -> dict[str, Any]:
         """Record a run that raised: `error.txt` holds the traceback, `summary.json` says failed."""
@@ -230,7 +270,7 @@ class RunDir:
         else:
             text = message = error
         atomic_write_text(self / self.ERROR, text)
-        summary = {"run_id": run_id, "seed": config.get("seed"), "status": "failed", "error": message,
+        summary = {"run_id": run_id, "seed": config.get("seed"), "status": FAILED, "error": message,
                    "log": str(self / self.ERROR), "config": config}
         self.write_summary(summary)
         return summary
@@ -238,7 +278,7 @@ class RunDir:
     def clear_failure(self) -> bool:
         """Forget a failed outcome so the run trains again (from its checkpoint if it has one)."""
         summary = self.summary()
-        if (self / self.SUMMARY).exists() and (summary is None or summary.get("status") not in FINISHED):
+        if (self / self.SUMMARY).exists() and (summary is None or summary.status not in FINISHED):
             (self / self.SUMMARY).unlink()
             (self / self.ERROR).unlink(missing_ok=True)
             return True
@@ -285,46 +325,13 @@ class RunDir:
 
     def progress(self) -> dict[str, Any] | None:
         """The last progress record of a run in flight, or None."""
-        return _read_mapping(self / self.PROGRESS)
-
-    def shipped_files(self, failed: bool) -> dict[str, str]:
-        """The text of the small files a remote worker sends back (error.txt only for a failed run)."""
-        return {name: (self / name).read_text(encoding="utf-8") for name in self.SHIPPED
-                if (self / name).is_file() and (failed or name != self.ERROR)}
-
-    # -- the run's log -----------------------------------------------------------------------
-    @contextlib.contextmanager
-    def logging_to_file(self) -> Iterator[None]:
-        """Send the library's log records (INFO and up) to `train.log` while the block runs."""
-        handler = logging.FileHandler(self / self.LOG, encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        logger = logging.getLogger("gptlab")
-        previous = logger.level
-        logger.addHandler(handler)
-        if previous == logging.NOTSET or previous > logging.INFO:
-            logger.setLevel(logging.INFO)
-        try:
-            yield
-        finally:
-            logger.removeHandler(handler)
-            handler.close()
-            logger.setLevel(previous)
+        return read_mapping(self / self.PROGRESS)
 
 
 @functools.lru_cache(maxsize=4096)
 def _metric_rows(path: str, stamp: tuple[int, int]) -> tuple[dict[str, float], ...] | None:
     """One metrics.csv read (`RunDir.metric_rows`); `stamp` (size, mtime) keys the cache to the file's version."""
-    def number(text: Any) -> float:
-        try:
-            return float(text)
-        except (TypeError, ValueError):
-            return math.nan
-
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            return tuple({c: number(row.get(c)) for c in METRIC_COLUMNS} for row in csv.DictReader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return None
+    return read_number_rows(path, METRIC_COLUMNS)
 
 
 def _same_config(recorded: Any, config: Any) -> bool:
@@ -338,12 +345,3 @@ def _same_config(recorded: Any, config: Any) -> bool:
         return resolve_run_config(recorded).to_dict() == resolve_run_config(config).to_dict()
     except GptlabError:  # not a run config at all: another folder's file
         return False
-
-
-def _read_mapping(path: Path) -> dict[str, Any] | None:
-    """A JSON object from `path`, or None when it is missing, unreadable or not an object."""
-    try:
-        data = read_json(path)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None

@@ -7,6 +7,7 @@ TF32) are not set here: the process that trains sets them (`gptlab.run.device.co
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -86,13 +87,13 @@ def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None,
                   callbacks: Sequence[TrainerCallback] = ()) -> dict[str, Any]:
     finished = folder.finished_summary()
     if finished is not None:
-        return finished
+        return finished.to_dict()
     folder.claim(cfg)
     # A trainer killed mid-write (SIGKILL, or its worker's exit on a lost driver) leaves its temp
     # file, which nothing reads but which can be as large as a checkpoint; this lock keeps its writers away.
     remove_temp_files(folder.path, (RunDir.LAST, RunDir.BEST, RunDir.METRICS, RunDir.PROGRESS, RunDir.SAMPLE))
     run_id = run_id or folder.path.name
-    with folder.logging_to_file():
+    with logging_to_file(folder):
         device = resolve_device(cfg.train.device)
         dataset = load_run_dataset(cfg.data)
         dataset.check_fits(cfg.model.block_size, f"data {cfg.data.path or cfg.data.dataset}")
@@ -116,6 +117,24 @@ def _train_locked(cfg: RunConfig, folder: RunDir, run_id: str | None,
         log.info("run %s finished: %s, best val %s at step %s, %.1f s", run_id, summary["status"],
                  fmt_loss(summary["best_val_loss"]), summary["best_step"], trainer.elapsed_s)
     return summary
+
+
+@contextlib.contextmanager
+def logging_to_file(folder: RunDir) -> Iterator[None]:
+    """Send the library's log records (INFO and up) to the run's `train.log` while the block runs."""
+    handler = logging.FileHandler(folder / RunDir.LOG, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("gptlab")
+    previous = logger.level
+    logger.addHandler(handler)
+    if previous == logging.NOTSET or previous > logging.INFO:
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+        logger.setLevel(previous)
 
 
 def resume_state(folder: RunDir, device: Any) -> dict[str, Any] | None:

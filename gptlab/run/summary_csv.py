@@ -26,7 +26,8 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.runio import csv_text, parse_yaml, write_csv
+from gptlab.run.rundir import RunDir, RunSummary
+from gptlab.runio import csv_text, parse_yaml, read_mapping, write_csv, write_json
 
 log = logging.getLogger(__name__)
 
@@ -65,19 +66,32 @@ def _stamps(results_dir: ResultsDir) -> set[str]:
     return set() if stored is None else {sweep_stamp(results_dir), hashlib.sha256(stored[1]).hexdigest()[:16]}
 
 
+def read_place(folder: RunDir) -> dict[str, Any] | None:
+    """The run's place in its sweep (`place.json`: {sweep, columns, row}), None when absent or unreadable."""
+    place = read_mapping(folder / RunDir.PLACE)
+    ok = place is not None and isinstance(place.get("row"), dict) and isinstance(place.get("columns"), list)
+    return place if ok and place["row"].get("run_id") == folder.path.name else None  # not another run's
+
+
+def write_place(folder: RunDir, place: dict[str, Any]) -> None:
+    """Record the run's place (a write only when it changed: the sweep calls this after every run)."""
+    if read_place(folder) != json.loads(json.dumps(place, default=str)):
+        write_json(folder / RunDir.PLACE, place)
+
+
 def place_record(place: dict[str, Any], columns: Sequence[str], stamp: str,
                  sources: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What `place.json` holds: the run's place, the file's columns, the sweep's stamp and the files its runs read."""
     return {"sweep": stamp, SOURCES: dict(sources or {}), "columns": list(columns), "row": dict(place)}
 
 
-def summary_row(place: dict[str, Any], summary: dict[str, Any], metric_fields: Sequence[str]) -> dict[str, Any]:
-    """One row: the run's place (`role` last, as in the file) and its summary's metrics."""
+def summary_row(place: dict[str, Any], summary: RunSummary, metric_fields: Sequence[str]) -> dict[str, Any]:
+    """One row: the run's place (`role` last, as in the file) and its summary's metrics (fields of `RunSummary`)."""
     head = {k: v for k, v in place.items() if k != "role"}
-    return {**head, **{k: summary.get(k) for k in metric_fields}, "role": place.get("role")}
+    return {**head, **{k: getattr(summary, k) for k in metric_fields}, "role": place.get("role")}
 
 
-def write_summary(results_dir: ResultsDir, entries: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+def write_summary(results_dir: ResultsDir, entries: Sequence[tuple[dict[str, Any], RunSummary]],
                   columns: Sequence[str]) -> list[dict[str, Any]]:
     """Record each run's place (`place.json`) and rewrite summary.csv from `entries` (place, summary): its rows.
 
@@ -87,7 +101,7 @@ def write_summary(results_dir: ResultsDir, entries: Sequence[tuple[dict[str, Any
     metrics = [c for c in columns if c in METRIC_FIELDS or c in TEST_FIELDS]
     rows = []
     for place, summary in entries:
-        results_dir.run(place["run_id"]).write_place(place_record(place, columns, stamp, sources))
+        write_place(results_dir.run(place["run_id"]), place_record(place, columns, stamp, sources))
         rows.append(summary_row(place, summary, metrics))
     write_csv(results_dir.summary_csv, rows, list(columns))
     return rows
@@ -137,14 +151,14 @@ def check_summary(results_dir: ResultsDir) -> SummaryCheck:
     their order in the file; runs it lacks follow in run-id order, and rows for folders that are gone
     are dropped.
     """
-    places: dict[str, tuple[tuple[dict[str, Any], dict[str, Any]], list[str]]] = {}
+    places: dict[str, tuple[tuple[dict[str, Any], RunSummary], list[str]]] = {}
     unplaced, others, stamps = [], [], _stamps(results_dir)
     for run_id in results_dir.run_ids():
         folder = results_dir.run(run_id)
         summary = folder.summary()
         if summary is None:  # not finished: no row yet
             continue
-        place = folder.place()
+        place = read_place(folder)
         if place is None:
             unplaced.append(run_id)
         elif place.get("sweep") in stamps:

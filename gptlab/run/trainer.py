@@ -26,6 +26,7 @@ from gptlab.run.data import BatchSampler, TextDataset
 from gptlab.run.device import autocast_for
 from gptlab.run.evaluation import evaluate, evaluate_per_target, test_blocks
 from gptlab.run.schedules import SCHEDULES
+from gptlab.statuses import DIVERGED, OK
 
 log = logging.getLogger("gptlab.train")
 
@@ -176,7 +177,7 @@ class Trainer:
                 if diverged_step is not None:
                     log.warning("run %s diverged at step %d (non-finite loss)", self.run_id, diverged_step)
                     self.elapsed_s = time.perf_counter() - start
-                    return Outcome("diverged", diverged_step)
+                    return Outcome(DIVERGED, diverged_step)
                 if is_eval:
                     improved = row["val_loss"] < self.best_val_loss
                     if improved:
@@ -198,7 +199,7 @@ class Trainer:
             for callback in self.callbacks:
                 callback.on_step(self)
         self.elapsed_s = time.perf_counter() - start
-        return Outcome("ok", None)
+        return Outcome(OK, None)
 
     def train_step(self, step: int, record: bool = True) -> None:
         """One optimizer step on the batch of `step`; `record=False` discards its loss (timing)."""

@@ -1,9 +1,10 @@
 """Calls on effects: Holm adjustment across a report's tests, TOST equivalence, and the call words.
 
-Owns the four calls (`better`, `worse`, `equivalent`, `inconclusive`), the equivalence margin
-(default, validation) and the family-wise adjustment. Losses are "lower is better", so a negative
-estimate whose Holm-adjusted p is below ALPHA is `better`. `equivalent` is the two one-sided tests
-(TOST) at ALPHA: the 90% CI lies inside +/- margin. Everything else is `inconclusive`.
+Owns the four calls (`better`, `worse`, `equivalent`, `inconclusive`: the one spelling of each, which
+every other module imports), the equivalence margin (default, validation) and the family-wise
+adjustment. Losses are "lower is better", so a negative estimate whose Holm-adjusted p is below ALPHA
+is `better`. `equivalent` is the two one-sided tests (TOST) at ALPHA: the 90% CI lies inside +/-
+margin. Everything else is `inconclusive`.
 """
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from gptlab.errors import GptlabError
 
 ALPHA = 0.05
 DEFAULT_MARGIN = 0.01  # nats/char
-CALLS = ("better", "worse", "equivalent", "inconclusive")
+BETTER, WORSE, EQUIVALENT, INCONCLUSIVE = "better", "worse", "equivalent", "inconclusive"
+CALLS = (BETTER, WORSE, EQUIVALENT, INCONCLUSIVE)  # every call an effect can get
+DIRECTIONAL = (BETTER, WORSE)  # a call that names a direction: the effect is shown to differ from zero
+DECISIVE = (BETTER, WORSE, EQUIVALENT)  # a call that shows something: the tuning check has a call to test
 
 
 def check_margin(value: Any, key: str = "report.equivalence_margin") -> float:
@@ -53,7 +57,7 @@ def holm(p_values: "np.ndarray | list[float]") -> np.ndarray:
 def call(estimate: float, p_adjusted: float, ci90_low: float, ci90_high: float, margin: float) -> str:
     """One effect's call from its Holm-adjusted p and its 90% CI (NaN -> inconclusive)."""
     if not math.isnan(p_adjusted) and p_adjusted < ALPHA:
-        return "better" if estimate < 0 else "worse"
+        return BETTER if estimate < 0 else WORSE
     if not (math.isnan(ci90_low) or math.isnan(ci90_high)) and -margin < ci90_low and ci90_high < margin:
-        return "equivalent"
-    return "inconclusive"
+        return EQUIVALENT
+    return INCONCLUSIVE

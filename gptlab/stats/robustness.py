@@ -40,10 +40,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from gptlab.stats.calls import ALPHA
+from gptlab.stats.calls import ALPHA, BETTER, DECISIVE, EQUIVALENT
 
+# The tuning check's words, spelled here once: the effect tables' `tuning` column and the call DEPENDS.
 DEPENDS = "depends on the picks"  # the call of an effect that does not survive its cells' loss left on the table
 NOT_CHECKED = "not checked"  # `tuning` of a call a cell without a bound on its loss left could overturn
+ROBUST = "robust"  # `tuning` of a call that survives the check
 Z_CI = float(stats.norm.ppf(0.975))  # the loss left's CI is 95%: its upper half is this many SEs
 Z_SHIFT = float(stats.norm.ppf(0.95))  # the shift reported is its one-sided 95% upper bound
 
@@ -62,8 +64,8 @@ class TuningCheck:
 def tuning_word(check: TuningCheck, call_at_picks: str) -> str:
     """The effect table's `tuning`: robust, DEPENDS, NOT_CHECKED (a call no check could confirm), or "" (no call)."""
     if check.robust is None:
-        return NOT_CHECKED if call_at_picks in ("better", "worse", "equivalent") else ""
-    return "robust" if check.robust else DEPENDS
+        return NOT_CHECKED if call_at_picks in DECISIVE else ""
+    return ROBUST if check.robust else DEPENDS
 
 
 def _per_cell(loss_left: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -89,13 +91,13 @@ def check(estimate: float, se: float, df: float, p_value: float, p_adjusted: flo
           call: str, weights: np.ndarray | None, loss_left: np.ndarray, margin: float) -> TuningCheck:
     """`call` of an effect with contrast `weights` over the cells, against each cell's loss left: `loss_left` is (n,)
     upper ends of its 95% CI, or (n, 2 or 3) rows (estimate, upper end, df of its noise); NaN upper end: unknown."""
-    if call not in ("better", "worse", "equivalent") or weights is None:
+    if call not in DECISIVE or weights is None:
         return TuningCheck(call, None, 0.0, None)
     w = np.asarray(weights, float)
     est, high, sd, df_cells = _per_cell(loss_left)
     used = w != 0
     up, down = used & (w < 0), used & (w > 0)  # cells that can raise the effect at the optima, and lower it
-    against = (up | down) if call == "equivalent" else up if call == "better" else down
+    against = (up | down) if call == EQUIVALENT else up if call == BETTER else down
     if np.isnan(high[against]).any():  # a cell that could overturn the call has no bound: the call is not checked
         return TuningCheck(call, None, math.nan, None)
     est, high, sd = (np.where(np.isnan(high), 0.0, x) for x in (est, high, sd))  # the others only help the call
@@ -109,7 +111,7 @@ def check(estimate: float, se: float, df: float, p_value: float, p_adjusted: flo
         e, v = np.where(against, est, 0.0), np.where(against, sd * sd, 0.0)  # a cell it does not use: no move
         return float(aw @ e), float((aw * aw) @ v), _df(se, df, aw * aw * v, df_cells), aw * (e + Z_SHIFT * np.sqrt(v))
 
-    if call == "equivalent":
+    if call == EQUIVALENT:
         (s_up, v_up, _, m_up), (s_dn, v_dn, _, m_dn) = side(up), side(down)
         q = (estimate - ci90[0]) / se if se > 0 else 0.0  # the 90% CI's half-width in SEs
         holds = (math.isfinite(s_up + s_dn) and estimate - s_dn - q * math.sqrt(se * se + v_dn) > -margin
@@ -117,7 +119,7 @@ def check(estimate: float, se: float, df: float, p_value: float, p_adjusted: flo
         moves, p = m_up + m_dn, math.nan
         shift = s_up + s_dn + Z_SHIFT * math.sqrt(v_up + v_dn) if math.isfinite(s_up + s_dn) else math.inf
     else:
-        s, v, df_u, moves = side(up if call == "better" else down)
+        s, v, df_u, moves = side(up if call == BETTER else down)
         shift = s + Z_SHIFT * math.sqrt(v) if math.isfinite(s) else math.inf
         moved = abs(estimate) - s  # the distance from 0 at the optima, at the estimated shift
         p = 1.0

@@ -34,9 +34,11 @@ from scipy import stats as st
 
 from gptlab.errors import GptlabError, closest
 from gptlab.stats import calls
+from gptlab.stats.calls import INCONCLUSIVE
 from gptlab.stats.design import Design, design_cells, estimability
+from gptlab.statuses import OK
 
-CHANGES, NO_CHANGE, INCONCLUSIVE = "changes", "no change within margin", "inconclusive"
+CHANGES, NO_CHANGE = "changes", "no change within margin"  # and INCONCLUSIVE, the call's own word (`calls`)
 CHANGE_CALLS = (CHANGES, NO_CHANGE, INCONCLUSIVE)
 CHANGE_COLS = ["factor", "level", "baseline", "scale_factor", "scale_level", "reference_level",
                "effect_at_reference", "effect_at_level", "change", "ci_low", "ci_high", "p_value",
@@ -139,7 +141,7 @@ def _check(runs: pd.DataFrame, factors: Sequence[str], scale: str, outcome: str,
 def _values(runs: pd.DataFrame, factors: Sequence[str], scale: str, outcome: str, scale_levels: Sequence[Any],
             design: Design) -> tuple[np.ndarray, list[Any]]:
     """(1, K, S, C) losses of the ok runs; a run outside the design or the scale levels is left out."""
-    ok = runs[runs["ok"].astype(bool)] if "ok" in runs.columns else runs
+    ok = runs[runs[OK].astype(bool)] if OK in runs.columns else runs  # `ok`: the column named after the status
     ok = ok[np.isfinite(pd.to_numeric(ok[outcome], errors="coerce").astype(float))]
     seeds = sorted(ok["seed"].unique().tolist())
     seed_at, level_at = {s: i for i, s in enumerate(seeds)}, {lv: i for i, lv in enumerate(scale_levels)}

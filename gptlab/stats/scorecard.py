@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import math
 
-DIRECTIONS = ("better", "worse", "same")  # the arm against the baseline, as the paper claims it
+from gptlab.stats.calls import BETTER, DIRECTIONAL, EQUIVALENT, WORSE
+
+DIRECTIONS = (*DIRECTIONAL, "same")  # the arm against the baseline, as the paper claims it
 ABOUT = ("quality", "speed", "memory", "length")  # what a claim is about; only quality is scored on the loss
 AT_PICKS = {"holds": "agrees at the picks only", "opposite": "opposite at the picks only",
             "no difference": "no difference at the picks only"}  # a verdict the tuning check does not certify
@@ -45,7 +47,7 @@ def speed_verdict(direction: str, cost_low: float, cost_high: float) -> str:
     `not shown` where it holds 1 or is missing (no margin is set on time: `same` is never more than `not shown`)."""
     if not (math.isfinite(cost_low) and math.isfinite(cost_high)):
         return "not shown"
-    side = "better" if cost_high < 1 else "worse" if cost_low > 1 else ""
+    side = BETTER if cost_high < 1 else WORSE if cost_low > 1 else ""
     if not side or direction == "same":
         return "opposite" if side and direction == "same" else "not shown"
     return "holds" if side == direction else "opposite"
@@ -69,9 +71,9 @@ def verdict(direction: str | None, about: str, call: str, at_picks: str | None =
 def _read(direction: str, call: str) -> str:
     """The verdict of a call taken at its word."""
     if direction == "same":
-        return {"equivalent": "holds", "better": "opposite", "worse": "opposite"}.get(call, "not shown")
+        return {EQUIVALENT: "holds", BETTER: "opposite", WORSE: "opposite"}.get(call, "not shown")
     if call == direction:
         return "holds"
-    if call in ("better", "worse"):
+    if call in DIRECTIONAL:
         return "opposite"
-    return "no difference" if call == "equivalent" else "not shown"
+    return "no difference" if call == EQUIVALENT else "not shown"

@@ -32,11 +32,10 @@ import numpy as np
 from scipy import stats as st
 
 from gptlab.stats import calls
-from gptlab.stats.calls import ALPHA, DEFAULT_MARGIN
+from gptlab.stats.calls import ALPHA, DEFAULT_MARGIN, DIRECTIONAL, INCONCLUSIVE
 
-HOLDS, CHANGES, REVERSES, INCONCLUSIVE = "holds", "changes", "reverses", "inconclusive"
+HOLDS, CHANGES, REVERSES = "holds", "changes", "reverses"  # and INCONCLUSIVE, the call's own word (`calls`)
 TRANSFER_CALLS = (HOLDS, CHANGES, REVERSES, INCONCLUSIVE)
-DIRECTIONAL = ("better", "worse")
 UNPAIRED = "unpaired (independent texts)"  # effect_changes.csv's `pairing` for these rows
 PAIRED = "paired by seed"  # the `scale_change` rows'
 

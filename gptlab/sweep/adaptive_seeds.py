@@ -22,6 +22,7 @@ from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule, Widest, widest_cal
 from gptlab.stats.design import Design, design_cells, effect_label
 from gptlab.stats.levels import grid_level
 from gptlab.stats.picks import Pairs
+from gptlab.statuses import OK
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage, SweepKind
 from gptlab.sweep.runs import ESTIMATION, MAX_SEEDS, Run, SweepSpec
 
@@ -69,7 +70,7 @@ def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) ->
         cell = tuple(zip(factors, typed))
         value = number(row, column) * (factor if bits and not test else 1.0)
         seed = int(number(row, "seed")) if math.isfinite(number(row, "seed")) else -1
-        if row.get("status", "").strip().lower() != "ok" or _NOT_A_LEVEL in typed or not math.isfinite(value) \
+        if row.get("status", "").strip().lower() != OK or _NOT_A_LEVEL in typed or not math.isfinite(value) \
                 or not 0 <= seed < spec.seed_count(cell, n_seeds):
             continue
         y.append(value)

@@ -8,16 +8,18 @@ compiling, whatever the number of workers. Without `train.compile` (off by defau
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Sequence
+
+from gptlab.run.rundir import RunSummary
 
 
-def compile_share(summaries: Sequence[Mapping[str, Any]]) -> tuple[float, float, int]:
+def compile_share(summaries: Sequence[RunSummary]) -> tuple[float, float, int]:
     """(compile seconds, wall seconds, runs) over the summaries that record their compile time."""
-    timed = [s for s in summaries if isinstance(s.get("compile_s"), (int, float)) and isinstance(s.get("wall_s"), (int, float))]
-    return sum(s["compile_s"] for s in timed), sum(s["wall_s"] for s in timed), len(timed)
+    timed = [s for s in summaries if isinstance(s.compile_s, (int, float)) and isinstance(s.wall_s, (int, float))]
+    return sum(s.compile_s for s in timed), sum(s.wall_s for s in timed), len(timed)
 
 
-def compile_line(summaries: Sequence[Mapping[str, Any]]) -> str | None:
+def compile_line(summaries: Sequence[RunSummary]) -> str | None:
     """The sweep's compile share in one line; None when no run records it (runs of before the field)."""
     compile_s, wall_s, runs = compile_share(summaries)
     if not runs:

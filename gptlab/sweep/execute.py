@@ -11,15 +11,15 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence, TextIO
+from typing import Callable, Sequence, TextIO
 
 from gptlab.executors import BACKENDS, Backend, Resources, RunResult, Task
 from gptlab.run.identity import check_unchanged, sweep_sources
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.rundir import RunDir
+from gptlab.run.rundir import RunDir, RunSummary
 from gptlab.run.summary_csv import SOURCES
 from gptlab.runio import write_yaml
-from gptlab.statuses import FAILED_TO_TRAIN, FINISHED
+from gptlab.statuses import FAILED, FAILED_TO_TRAIN, FINISHED, OK
 from gptlab.sweep.compile_share import compile_line
 from gptlab.sweep.kinds import kinds_of, known_runs, with_kind_stages
 from gptlab.sweep.lock import SweepLock
@@ -56,7 +56,7 @@ class SweepOptions:
 
 def runs_to_train(runs: list[Run], results_dir: ResultsDir, rerun_failed: bool) -> list[Run]:
     """Pending and partial runs, and failed ones when asked to rerun them."""
-    wanted = ("pending", "partial", *(("failed",) if rerun_failed else ()))
+    wanted = ("pending", "partial", *((FAILED,) if rerun_failed else ()))
     return [r for r in runs if results_dir.run(r.run_id).state() in wanted]
 
 
@@ -79,7 +79,7 @@ def rerun_failed_note(spec: SweepSpec, results_dir: ResultsDir) -> str | None:
     """The line `--rerun-failed` prints when no run of the sweep's folder failed (None when one did): after an
     interrupt it resumes the unfinished runs, as a plain rerun would, and must not seem to have rerun a failure."""
     states = [results_dir.run(r.run_id).state() for r in known_runs(spec)]  # a tuned sweep: its later stages too
-    if "failed" in states:
+    if FAILED in states:
         return None
     partial = states.count("partial")
     resumed = f"; resuming the {partial} unfinished run(s) from their last checkpoints" if partial else ""
@@ -139,7 +139,7 @@ def train_stages(spec: SweepSpec, planner: Planner, plan: Resources, options: Sw
     return planned
 
 
-def train(spec: SweepSpec, stage: Stage, plan: Resources, options: SweepOptions, backend: Backend) -> list[dict[str, Any]]:
+def train(spec: SweepSpec, stage: Stage, plan: Resources, options: SweepOptions, backend: Backend) -> list[RunSummary]:
     """Train what is left of `stage.runs` (live progress); summary.csv then holds the rows of `stage.planned`."""
     out, results_dir, runs = options.stream, options.results_dir, list(stage.runs)
     if options.reuse:
@@ -174,7 +174,7 @@ def train(spec: SweepSpec, stage: Stage, plan: Resources, options: SweepOptions,
         backend.run(tasks, plan, on_result, fail_fast=options.fail_fast)
     rows = write_summary(spec, results_dir, planned)
     summaries = [s for s in (results_dir.run(r.run_id).summary() for r in todo) if s]
-    host, gpu = ([s[k] for s in summaries if s.get(k)] for k in ("peak_rss_mb", "peak_gpu_mb"))
+    host, gpu = [s.peak_rss_mb for s in summaries if s.peak_rss_mb], [s.peak_gpu_mb for s in summaries if s.peak_gpu_mb]
     planned = f"planned {plan.run_bytes / 2**20:.0f} MiB " + ("per run" if plan.members == 1 else
                                                             f"per worker, a population of up to {plan.members} runs")
     if gpu:  # on CUDA the plan is of GPU memory; the host's is the process's (CUDA context, compiler)
@@ -190,19 +190,19 @@ def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions, threa
     runs (when every planned run finished), write the report; the exit status."""
     out, results_dir = options.results_stream or options.stream, options.results_dir
     rows = write_summary(spec, results_dir, list(planned))
-    not_ok = [r for r in rows if r["status"] != "ok"]
+    not_ok = [r for r in rows if r.status != OK]
     missing = len(planned) - len(rows)
-    if not missing and not any(r["status"] == "failed" for r in rows):
+    if not missing and not any(r.status == FAILED for r in rows):
         for _, kind in kinds_of(spec):
             kind.after_runs(spec, results_dir, planned, threads, options.stream)
     if not_ok:
-        lost = sum(r["status"] in FAILED_TO_TRAIN for r in not_ok)  # results (exit 0), kept out of every statistic
+        lost = sum(r.status in FAILED_TO_TRAIN for r in not_ok)  # results (exit 0), kept out of every statistic
         print(f"\n{len(not_ok)} run(s) did not finish ok" + (f" ({lost} did not train: diverged, collapsed or unstable; "
               "results, left out of every pick and effect)" if lost else "") + ":", file=out)
         for row in not_ok:
-            folder = results_dir.run(row["run_id"])
-            log_file = folder / (RunDir.ERROR if row["status"] not in FINISHED else RunDir.LOG)
-            print(f"  {row['status']:<8} {row['run_id']}  {row.get('error') or ''}  log: {log_file}", file=out)
+            folder = results_dir.run(row.run_id)
+            log_file = folder / (RunDir.ERROR if row.status not in FINISHED else RunDir.LOG)
+            print(f"  {row.status:<8} {row.run_id}  {row.error or ''}  log: {log_file}", file=out)
     compiled = compile_line([s for s in (results_dir.run(r.run_id).summary() for r in planned) if s])
     if compiled:
         print(compiled, file=options.stream)  # a diagnostic, beside the progress: stdout keeps the results
@@ -211,7 +211,7 @@ def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions, threa
     else:
         path = options.write_report(results_dir, options.reports_dir, margin=spec.report.equivalence_margin)
         print(f"report: {Path(path) / 'report.md'}", file=out)
-    failed = sum(r["status"] == "failed" for r in rows)
+    failed = sum(r.status == FAILED for r in rows)
     if failed:
         print(f"{failed} run(s) failed; fix the cause and rerun with --rerun-failed", file=out)
         return 1

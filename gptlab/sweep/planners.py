@@ -19,9 +19,11 @@ in `gptlab.sweep.kinds`) for its stages, and `tune:`'s kind asks the methods' re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence, TextIO
+from typing import Any, Protocol, Sequence, TextIO
 
 from gptlab.run.resultsdir import ResultsDir
+from gptlab.run.rundir import RunSummary
+from gptlab.statuses import FAILED
 from gptlab.sweep.runs import Run, SweepSpec
 
 
@@ -30,10 +32,14 @@ class FinishedRuns:
     """What a planner decides its next stage from: the results folder and the runs finished so far."""
 
     results_dir: ResultsDir  # results/NAME (a path is taken as one); summary.csv holds exactly `rows`
-    rows: tuple[Mapping[str, Any], ...] = ()  # summary.csv rows of every run planned so far (empty before the first stage)
+    # the summaries of summary.csv's rows, every run planned so far (empty before the first stage; a mapping is taken
+    # as its `RunSummary`)
+    rows: tuple[RunSummary, ...] = ()
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "results_dir", ResultsDir(self.results_dir))  # frozen: the one write, normalising
+    def __post_init__(self) -> None:  # frozen: the one write, normalising
+        object.__setattr__(self, "results_dir", ResultsDir(self.results_dir))
+        object.__setattr__(self, "rows", tuple(r if isinstance(r, RunSummary) else RunSummary.from_mapping(r)
+                                               for r in self.rows))
 
 
 @dataclass(frozen=True)
@@ -78,9 +84,9 @@ class Planner(Protocol):
         ...
 
 
-def stage_finished(stage: Stage, rows: Sequence[Mapping[str, Any]]) -> bool:
+def stage_finished(stage: Stage, rows: Sequence[RunSummary]) -> bool:
     """Every planned run has a summary and none failed: the only state in which a planner is asked again."""
-    return len(rows) == len(stage.planned) and not any(r["status"] == "failed" for r in rows)
+    return len(rows) == len(stage.planned) and not any(r.status == FAILED for r in rows)
 
 
 class FixedSeeds:

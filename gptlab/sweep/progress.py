@@ -103,7 +103,7 @@ class Progress:
             self.statuses[result.status] += 1
             if math.isfinite(result.seconds):
                 self.seconds.append(result.seconds)
-            best = result.summary.get("best_val_loss")
+            best = result.summary.best_val_loss
             loss = f"best val {best:.4f}" if isinstance(best, float) else "no val loss"
             took = f"{result.seconds:.1f} s" if math.isfinite(result.seconds) else "-"
             filled = round(20 * self.done / self.total)

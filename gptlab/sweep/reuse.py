@@ -86,7 +86,7 @@ def copy_run(source: RunDir, dest: Path, run_id: str) -> None:
     run `run_id`: linked or copied into a temporary folder, renamed into place. The source's own branch points
     (they name its sweep's runs) are not copied; this sweep's are kept."""
     summary = source.summary()
-    if not summary or summary.get("status") not in FINISHED:
+    if not summary or summary.status not in FINISHED:
         raise GptlabError(f"--reuse: {source.path} is not a finished run")
     scratch = dest.parent / f".reuse-{dest.name}"
     shutil.rmtree(scratch, ignore_errors=True)
@@ -102,7 +102,7 @@ def copy_run(source: RunDir, dest: Path, run_id: str) -> None:
     shutil.copytree(source.path, scratch, copy_function=link_or_copy, ignore=live)
     summary_path = scratch / RunDir.SUMMARY
     os.unlink(summary_path)  # a hard link: writing through it would rewrite the source's summary
-    write_json(summary_path, {**summary, "run_id": run_id, "reused_from": str(source.path.resolve())})
+    write_json(summary_path, {**summary.to_dict(), "run_id": run_id, "reused_from": str(source.path.resolve())})
     if dest.exists():  # a trunk's folder with this sweep's branch points: they move in with the run
         for name in os.listdir(dest):
             os.replace(dest / name, scratch / name)

@@ -7,13 +7,14 @@ folders alone. Where the files are is `gptlab.run.resultsdir.ResultsDir`'s.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Any
 
 from gptlab.run import summary_csv
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.rundir import RunDir
+from gptlab.run.rundir import RunDir, RunSummary
 from gptlab.run.summary_csv import METRIC_FIELDS, TEST_FIELDS
+from gptlab.statuses import FAILED
 from gptlab.sweep.kinds import kinds_of
 from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.tuning import TunedRun
@@ -42,17 +43,19 @@ def summary_columns(spec: SweepSpec, runs: list[Run] | None = None) -> list[str]
     return ["run_id", "seed", *spec.grid, *added, *metric_fields(spec, runs), "role"]
 
 
-def write_summary(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Run] | None = None) -> list[dict[str, Any]]:
+def write_summary(spec: SweepSpec, results_dir: ResultsDir | Path, runs: list[Run] | None = None) -> list[RunSummary]:
     """Rewrite summary.csv, and each run's place.json, for every run of `runs` (default: the spec's) that has a
-    summary.json, in grid order (`gptlab.run.summary_csv.write_summary` writes them); its rows."""
+    summary.json, in grid order (`gptlab.run.summary_csv.write_summary` writes them); its rows' summaries (each with
+    its run's id), what the planners and the end of the sweep read."""
     results_dir, entries = ResultsDir(results_dir), []
     for run in spec.runs if runs is None else runs:
         folder = results_dir.run(run.run_id)
         if not (folder / RunDir.SUMMARY).exists():
             continue
-        summary = folder.summary() or {"status": "failed", "error": f"unreadable {folder / RunDir.SUMMARY}"}
+        summary = folder.summary() or RunSummary(status=FAILED, error=f"unreadable {folder / RunDir.SUMMARY}")
         entries.append(({"run_id": run.run_id, "seed": run.seed, **run.factors,
                          **(run.columns if isinstance(run, TunedRun) else {}),  # a tuned sweep: its setting
                          **{k: v for _, kind in kinds_of(spec) for k, v in kind.row(spec, run).items()},
                          "role": run.role}, summary))  # only estimation runs enter the effects
-    return summary_csv.write_summary(results_dir, entries, summary_columns(spec, runs))
+    summary_csv.write_summary(results_dir, entries, summary_columns(spec, runs))
+    return [dataclasses.replace(summary, run_id=place["run_id"]) for place, summary in entries]

@@ -26,8 +26,10 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence, TextIO
 
 from gptlab.errors import GptlabError
 from gptlab.roles import EARLIER_PICK, SELECTION
+from gptlab.run.rundir import RunSummary
 from gptlab.runio import write_csv
 from gptlab.stats.picks import Pairs, SettingRow, Trial
+from gptlab.statuses import FAILED
 from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, TuneSpec, cell_label, expand
@@ -192,7 +194,7 @@ class TuneThenEstimate:
             return self._estimate(finished)
         if self.adaptive_seeds:
             selection_ids = {r.run_id for r in self.selection}
-            rows = tuple(r for r in finished.rows if r["run_id"] not in selection_ids)
+            rows = tuple(r for r in finished.rows if r.run_id not in selection_ids)
             stage = self._wrap(self.adaptive_seeds.next_stage(FinishedRuns(finished.results_dir, rows)))
             if stage is not None:
                 return stage
@@ -205,7 +207,7 @@ class TuneThenEstimate:
             self.adaptive_seeds = self.adaptive_seeds_class(runs, self.spec.seed_rule, self.out,
                                                             seed_count=self.spec.seed_count)
             selection_ids = {r.run_id for r in self.selection}
-            rows = tuple(r for r in finished.rows if r["run_id"] not in selection_ids)
+            rows = tuple(r for r in finished.rows if r.run_id not in selection_ids)
             stage = self._wrap(self.adaptive_seeds.next_stage(FinishedRuns(finished.results_dir, rows)))
             return stage if stage is not None else self._moved(finished)
         self.adaptive_seeds = False  # fixed seeds: one estimation stage, then done
@@ -262,15 +264,15 @@ class TuneThenEstimate:
     def curve_trials(self, finished: FinishedRuns) -> list[Trial]:
         """Every finished run of each cell's curve as a Trial: the selection runs, the estimation runs at the picks
         and those of earlier picks (`EARLIER_PICK`)."""
-        by_id = {r["run_id"]: r for r in finished.rows}
+        by_id = {r.run_id: r for r in finished.rows}
         runs = [*(r for r in self.selection if getattr(r, "role", SELECTION) in (SELECTION, EARLIER_PICK)),
                 *(self.estimation_runs() if self.picks else [])]
         out = []
         for run in runs:
             row = by_id.get(run.run_id)
-            if row is not None and row.get("status"):
-                loss = row.get("best_val_loss")
-                out.append(Trial(run.cell, run.setting, str(row["status"]),
+            if row is not None and row.status:
+                loss = row.best_val_loss
+                out.append(Trial(run.cell, run.setting, str(row.status),
                                  float(loss) if loss not in (None, "") else math.nan))
         return out
 
@@ -304,14 +306,14 @@ class TuneThenEstimate:
 
     def trials(self, finished: FinishedRuns) -> list[Trial]:
         """The finished selection runs as `stats.picks.Trial`s (a failed or missing run counts as failed)."""
-        by_id = {r["run_id"]: r for r in finished.rows}
+        by_id = {r.run_id: r for r in finished.rows}
         trials = []
         for run in self.selection:
             if getattr(run, "role", SELECTION) != SELECTION:
                 continue
-            row = by_id.get(run.run_id) or {}
-            loss = row.get("best_val_loss")
-            trials.append(Trial(run.cell, run.setting, str(row.get("status") or "failed"),
+            row = by_id.get(run.run_id) or RunSummary()  # not finished: failed
+            loss = row.best_val_loss
+            trials.append(Trial(run.cell, run.setting, str(row.status or FAILED),
                                 float(loss) if loss not in (None, "") else math.nan))
         return trials
 

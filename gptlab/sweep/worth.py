@@ -18,12 +18,13 @@ so a killed sweep, rerun, plans the same runs.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence, TextIO
+from typing import Any, Sequence, TextIO
 
 from gptlab.roles import WORTH, WORTH_TUNING
 from gptlab.run.config import LENGTH_KEY, LR_KEY
 from gptlab.run.identity import run_sources
 from gptlab.run.resultsdir import ResultsDir
+from gptlab.run.rundir import RunSummary
 from gptlab.stats.arms import ARM
 from gptlab.statuses import OK
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage, SweepKind
@@ -51,11 +52,11 @@ def _trained_as(run: Run) -> tuple[int, str]:
     return run.seed, run.run_id.rsplit("_", 1)[-1]
 
 
-def learned(runs: Sequence[Run], rows: Sequence[Mapping[str, Any]]) -> set[str]:
+def learned(runs: Sequence[Run], rows: Sequence[RunSummary]) -> set[str]:
     """The ids of `runs` that finished ok (their own curve showed no failure, `gptlab.statuses.judge`): the seeds a
     curve may take, as every statistic takes them."""
-    by_id = {str(r["run_id"]): r for r in rows}
-    return {r.run_id for r in runs if r.run_id in by_id and str(by_id[r.run_id].get("status")) == OK}
+    by_id = {str(r.run_id): r for r in rows}
+    return {r.run_id for r in runs if r.run_id in by_id and str(by_id[r.run_id].status) == OK}
 
 
 def worth_runs(spec: SweepSpec, estimation: Sequence[Run], trained: set[str] | None = None) -> list[TunedRun]:

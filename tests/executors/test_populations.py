@@ -27,7 +27,7 @@ from gptlab.run.config import resolve_run_config
 from gptlab.run.identity import check_run_identity
 from gptlab.run.population_run import train_population
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.rundir import RunDir
+from gptlab.run.rundir import RunDir, RunSummary
 from gptlab.sweep.compile_share import compile_line
 from gptlab.sweep.execute import SweepOptions, execute
 from gptlab.sweep.reuse import Reuse, identity, run_label
@@ -69,7 +69,7 @@ def tasks(planned, where, member=False):
 def assert_same_run(folder, lone_folder, member=False):
     """The folder holds what its lone run's holds: the same files, summary fields and metrics rows; a `member`
     planned as one (`population: true` in its config) under the lone run's label and seed with another hash."""
-    mine, theirs = RunDir(folder).summary(), RunDir(lone_folder).summary()
+    mine, theirs = RunDir(folder).summary().to_dict(), RunDir(lone_folder).summary().to_dict()
     assert {k: mine.get(k) for k in EXACT} == {k: theirs.get(k) for k in EXACT}
     assert run_label(mine["run_id"]) == run_label(theirs["run_id"])
     assert (identity(mine["run_id"]) != identity(theirs["run_id"])) == member
@@ -101,8 +101,8 @@ def test_a_population_writes_each_members_lone_run_and_isolates_a_diverging_one(
     for run in planned:
         assert_same_run(root / "pop" / run.run_id, root / "lone" / run.run_id)
     summary = results[0].summary
-    assert summary["population"]["size"] == 3 and summary["population"]["members"] == [r.run_id for r in planned]
-    assert summary["compile_s"] == 0 and all(r.summary["compile_s"] == 0 for r in lone)  # train.compile: off on CPU
+    assert summary.extra["population"]["size"] == 3 and summary.extra["population"]["members"] == [r.run_id for r in planned]
+    assert summary.compile_s == 0 and all(r.summary.compile_s == 0 for r in lone)  # train.compile: off on CPU
 
 
 def test_a_compiled_lone_run_times_its_first_step_as_compile(corpus, monkeypatch, tmp_path):
@@ -238,9 +238,9 @@ def test_bad_population_values_are_one_line_errors(value):
 
 
 def test_compile_share_line():
-    assert compile_line([]) is None and compile_line([{"wall_s": 3.0}]) is None  # runs of before the field
-    assert compile_line([{"compile_s": 0.0, "wall_s": 3.0}] * 2).startswith("compile: 0 s of 6 s of training over 2")
-    assert "(25% of the workers' time)" in compile_line([{"compile_s": 1.0, "wall_s": 4.0}])
+    assert compile_line([]) is None and compile_line([RunSummary(wall_s=3.0)]) is None  # runs of before the field
+    assert compile_line([RunSummary(compile_s=0.0, wall_s=3.0)] * 2).startswith("compile: 0 s of 6 s of training over 2")
+    assert "(25% of the workers' time)" in compile_line([RunSummary(compile_s=1.0, wall_s=4.0)])
 
 
 @pytest.mark.slow
@@ -256,7 +256,7 @@ def test_a_sweep_trains_its_runs_as_one_population_under_ids_of_their_own(runs, 
     assert [r["run_id"] for r in rows] == [r.run_id for r in spec.runs]
     assert [run_label(r["run_id"]) for r in rows] == [run_label(r.run_id) for r in planned]
     for row, lone in zip(rows, planned):
-        assert RunDir(tmp_path / "s" / "runs" / row["run_id"]).summary()["population"]["size"] == 3
+        assert RunDir(tmp_path / "s" / "runs" / row["run_id"]).summary().extra["population"]["size"] == 3
         assert_same_run(tmp_path / "s" / "runs" / row["run_id"], root / "lone" / lone.run_id, member=True)
 
 
@@ -275,7 +275,7 @@ def test_a_sweep_with_populations_gives_ids_of_its_own_and_the_lone_sweeps_rows(
             err = capsys.readouterr().err
             assert "compile: 0 s of" in err and "no run was compiled" in err
             rows[population] = list(csv.DictReader(open(results / "t" / "summary.csv")))
-            sizes = {(RunDir(results / "t" / "runs" / r["run_id"]).summary().get("population") or {}).get("size")
+            sizes = {(RunDir(results / "t" / "runs" / r["run_id"]).summary().extra.get("population") or {}).get("size")
                      for r in rows[population]}
             assert sizes == ({2} if population == 3 else {None})  # 2 seeds x 2 lrs: two populations of 2
             if population == "auto":

@@ -228,13 +228,13 @@ def test_a_corpus_edited_after_planning_fails_its_runs_instead_of_training_under
                                          "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0]}))
     first, second = load_spec(spec_path).runs  # planned: the ids carry the text's sha256
     done = execute_run(Task(first.run_id, first.config, str(tmp_path / "runs" / first.run_id), 1))
-    assert done.summary["status"] == "ok"
+    assert done.summary.status == "ok"
     text.write_text(text.read_text() + "An edit after the sweep started.\n")
     result = execute_run(Task(second.run_id, second.config, str(tmp_path / "runs" / second.run_id), 1))
-    assert result.summary["status"] == "failed" and "changed since the sweep planned run" in result.summary["error"]
+    assert result.summary.status == "failed" and "changed since the sweep planned run" in result.summary.error
     assert not (tmp_path / "runs" / second.run_id / RunDir.BEST).exists()
     again = execute_run(Task(first.run_id, first.config, str(tmp_path / "runs" / first.run_id), 1))
-    assert again.summary["status"] == "ok"  # a finished run is a result already: nothing is read again
+    assert again.summary.status == "ok"  # a finished run is a result already: nothing is read again
 
 
 @pytest.fixture(scope="module")
@@ -368,10 +368,10 @@ def test_a_run_that_fills_the_disk_fails_saying_so_and_rerun_failed_recovers_it(
 
     monkeypatch.setattr(torch, "save", full_disk)
     result = execute_run(task)
-    assert result.status == "failed" and result.summary["error"].startswith("DiskFull: disk full: cannot write ")
+    assert result.status == "failed" and result.summary.error.startswith("DiskFull: disk full: cannot write ")
     monkeypatch.setattr(torch, "save", save)
     monkeypatch.setattr(shutil, "disk_usage", disk_usage)
     folder = RunDir(task.run_dir)
     assert folder.clear_failure()  # what --rerun-failed does before training it again
     again = execute_run(task)
-    assert again.status == "ok" and again.summary["best_val_loss"] == finished[1]["best_val_loss"]
+    assert again.status == "ok" and again.summary.best_val_loss == finished[1]["best_val_loss"]

@@ -162,14 +162,14 @@ class PickThenEstimate:
         self.asked: list[tuple[str, ...]] = []  # the run ids of the rows each call got
 
     def next_stage(self, finished: FinishedRuns) -> Stage | None:
-        self.asked.append(tuple(r["run_id"] for r in finished.rows))
+        self.asked.append(tuple(r.run_id for r in finished.rows))
         if len(self.asked) == 1:
             return Stage("selection", tuple(self.selection), tuple(self.selection), tag="selection")
         if len(self.asked) == 2:  # runs that exist only once stage 1's results do
             best: dict[str, tuple[float, str]] = {}
             for row in finished.rows:
-                cell, _, setting = row["run_id"].partition("-")
-                best[cell] = min(best.get(cell, (math.inf, "")), (float(row["best_val_loss"]), setting.split("_")[0]))
+                cell, _, setting = row.run_id.partition("-")
+                best[cell] = min(best.get(cell, (math.inf, "")), (float(row.best_val_loss), setting.split("_")[0]))
             estimation = tuple(Run(f"{c}-{lr}_s{s}", (("model.activation", c),), s,
                                    resolve_run_config({"seed": s}))
                                for c, (_, lr) in best.items() for s in (10, 11))

@@ -287,7 +287,7 @@ def test_a_wsd_length_sweep_trains_each_stable_phase_once_and_equals_separate_ru
     with open(results / SUMMARY_CSV, newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["train.max_iters"] for r in rows] == ["40", "80"] and "branched_from" not in rows[0]
-    summaries = [RunDir(results / "runs" / r["run_id"]).summary() for r in rows]
+    summaries = [RunDir(results / "runs" / r["run_id"]).summary().to_dict() for r in rows]
     trained = [int(r["train.max_iters"]) - (s.get("branched_from") or {"step": 0})["step"] for r, s in zip(rows, summaries)]
     assert trained == [8, 80]  # the 40-step run trained its cooldown alone: 88 steps in all, not 120
 

@@ -3,6 +3,7 @@ lengths planned after the estimation seeds with shared trunks, summary.csv's len
 run's count, and a sweep that resumes after losing some of its length runs."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
@@ -11,6 +12,7 @@ import yaml
 from helpers import skip_figures, tiny_config
 
 from gptlab.errors import GptlabError
+from gptlab.run.rundir import RunSummary
 from gptlab.sweep.kinds import known_runs, planned_count
 from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.step_times import ROUNDS
@@ -80,12 +82,12 @@ def test_the_lengths_say_when_fewer_baseline_seeds_finished_ok_than_worth_seeds(
     lengths train on those, and one line says so."""
     spec = _spec(corpus, _raw(corpus, {"lengths": [0.5, 1, 2], "seeds": 3}, seeds=3))
     estimation = [r for r in known_runs(spec) if r.role == "estimation" and r.config.train.lr == 1e-2]
-    rows = [{"run_id": r.run_id, "status": "diverged" if r.seed == 2 else "ok"} for r in estimation]
+    rows = [RunSummary(run_id=r.run_id, status="diverged" if r.seed == 2 else "ok") for r in estimation]
     kept = learned(estimation, rows)
     assert shortfall(spec, estimation, kept) == [
         "warning: worth.seeds is 3, but 2 of the baseline nanogpt's estimation seeds finished ok: its lengths train "
         "on those 2"]
-    assert shortfall(spec, estimation, learned(estimation, [{**r, "status": "ok"} for r in rows])) == []
+    assert shortfall(spec, estimation, learned(estimation, [dataclasses.replace(r, status="ok") for r in rows])) == []
     said = describe(spec, worth_runs(spec, estimation, kept))
     assert "at 0.5x, 1x, 2x the study's steps on 2 estimation seeds (6 runs), and at lr x 1, 0.5, 2 at 0.5x and 2x" in said
 
@@ -230,11 +232,12 @@ def test_the_lengths_take_the_baseline_seeds_that_finished_ok_whatever_their_los
     estimation = [r for r in known_runs(spec) if r.role == "estimation" and r.config.train.lr == 1e-2
                   and r.factors["arm"] == "nanogpt"]
     losses = {0: 1.50, 1: 1.52, 2: 1.90}  # seed 2: 25% above the others, a measurement (its own curve judged it ok)
-    rows = [{"run_id": r.run_id, "status": "ok", "best_test_loss": losses[r.seed]} for r in estimation]
+    rows = [RunSummary(run_id=r.run_id, status="ok", best_test_loss=losses[r.seed]) for r in estimation]
     kept = learned(estimation, rows)
     assert sorted(r.seed for r in estimation if r.run_id in kept) == [0, 1, 2]
     assert sorted({r.seed for r in worth_runs(spec, estimation, kept) if r.role == "worth"}) == [0, 1]  # worth.seeds
-    rows[2]["status"], rows[1]["status"] = "unstable", "diverged"  # failures are never seeds of the curve
+    rows[2], rows[1] = (dataclasses.replace(rows[2], status="unstable"),  # failures are never seeds of the curve
+                        dataclasses.replace(rows[1], status="diverged"))
     assert sorted(r.seed for r in estimation if r.run_id in learned(estimation, rows)) == [0]
 
 

@@ -42,6 +42,7 @@ from gptlab.report.figures.figstyle import (
     wrapped_suptitle,
 )
 from gptlab.report.load import Results
+from gptlab.stats.calls import DIRECTIONAL, INCONCLUSIVE
 
 
 def forest(effects: pd.DataFrame, margin: float) -> bytes | None:
@@ -84,7 +85,7 @@ def _draw_forest(effects: pd.DataFrame, margin: float) -> Figure | None:
         ax.set_title(f"{g} ({len(rows)})", loc="left", fontsize="medium", fontweight="bold")
         ax.grid(axis="x", alpha=0.3)
     axes[-1].set_xlabel(EFFECT_LABEL)
-    dashed = [Line2D([], [], color=CALL_COLOURS["inconclusive"], marker=CALL_MARKERS["inconclusive"],
+    dashed = [Line2D([], [], color=CALL_COLOURS[INCONCLUSIVE], marker=CALL_MARKERS[INCONCLUSIVE],
                      markerfacecolor="white", linestyle="--",
                      label="not better or worse, though its\nunadjusted CI excludes 0" + UNADJUSTED_TAG)] \
         if unadjusted_only(data).any() else []
@@ -106,7 +107,7 @@ UNADJUSTED_TAG = " (*)"
 def unadjusted_only(rows: pd.DataFrame) -> pd.Series:
     """Per row (estimate, ci_low, ci_high, call): the CI excludes zero but the call is neither better nor worse."""
     lo, hi = (pd.to_numeric(rows[c], errors="coerce") for c in ("ci_low", "ci_high"))
-    return ((lo > 0) | (hi < 0)) & ~rows["call"].isin(["better", "worse"])
+    return ((lo > 0) | (hi < 0)) & ~rows["call"].isin(DIRECTIONAL)
 
 
 def interaction_plots(pair_means: pd.DataFrame, res: Results) -> bytes | None:

@@ -32,6 +32,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from gptlab.report.load import Results  # noqa: E402
+from gptlab.stats.calls import BETTER, EQUIVALENT, INCONCLUSIVE, WORSE  # noqa: E402
 
 DPI = 90
 # No unit in the labels: the report states it once (nats/char, nats/token, or bits/char when tokenizers mix).
@@ -39,8 +40,8 @@ LOSS_LABEL = "val loss"
 BEST_LABEL = "best val loss"
 MEAN_LABEL = "mean best val loss"
 EFFECT_LABEL = "effect on val loss (level - baseline)"
-CALL_COLOURS = {"better": "#2ca02c", "worse": "#d62728", "equivalent": "#1f77b4", "inconclusive": "#7f7f7f"}
-CALL_MARKERS = {"better": "v", "worse": "^", "equivalent": "D", "inconclusive": "o"}
+CALL_COLOURS = {BETTER: "#2ca02c", WORSE: "#d62728", EQUIVALENT: "#1f77b4", INCONCLUSIVE: "#7f7f7f"}
+CALL_MARKERS = {BETTER: "v", WORSE: "^", EQUIVALENT: "D", INCONCLUSIVE: "o"}
 BAND_COLOUR = "#c6dbef"
 MAX_WIDTH, MAX_HEIGHT = 24.0, 30.0  # inches
 MAX_LEGEND = 12  # entries
@@ -83,7 +84,7 @@ def in_order(values: Iterable, known: Iterable) -> list:
 
 def call_of(value) -> str:
     """The call word, unknown or missing values counted as inconclusive."""
-    return value if value in CALL_COLOURS else "inconclusive"
+    return value if value in CALL_COLOURS else INCONCLUSIVE
 
 
 def numeric_rows(df: pd.DataFrame, cols: list[str], need: str) -> pd.DataFrame:

@@ -32,6 +32,7 @@ from gptlab.run.summary_csv import SummaryCheck, check_summary
 from gptlab.stats.adaptive_seeds import ROUND_COLS
 from gptlab.stats.design import design_cells
 from gptlab.stats.levels import grid_level, level_key
+from gptlab.statuses import OK
 from gptlab.sweep.runs import SweepSpec
 from gptlab.sweep.stored import spec_from_results, unrecorded_spec
 
@@ -199,7 +200,7 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
 
     res.environment = read_run_json(results_dir, runs)  # first: it reads each run's status under today's rule
     runs["status"] = runs["status"].str.strip().str.lower()
-    runs["ok"] = runs["status"] == "ok"
+    runs["ok"] = runs["status"] == OK
     runs["cell"] = [cell_label(dict(zip(factors, row))) for row in runs[factors].to_numpy().tolist()] \
         if factors else "all runs"
     res.cells = _cells(spec, factors, levels, runs, cell_label)

@@ -12,8 +12,8 @@ import pandas as pd
 import yaml
 
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.rundir import RunDir
-from gptlab.runio import read_json, read_yaml
+from gptlab.run.rundir import RunDir, RunSummary
+from gptlab.runio import read_yaml
 
 
 def unigram_ceiling(
@@ -66,8 +66,8 @@ def _recorded(results_dir: ResultsDir, runs: pd.DataFrame) -> list[float]:
     out = []
     for run_id in runs["run_id"]:
         try:
-            value = float(read_json(results_dir.run(run_id) / RunDir.SUMMARY).get("unigram_val_loss"))
-        except (OSError, ValueError, TypeError, AttributeError):
+            value = float((results_dir.run(run_id).summary() or RunSummary()).unigram_val_loss)
+        except (ValueError, TypeError):  # none recorded, or not a number
             continue
         if math.isfinite(value):
             out.append(value)

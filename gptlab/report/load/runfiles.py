@@ -15,9 +15,8 @@ import pandas as pd
 
 from gptlab.errors import first_line
 from gptlab.report.load.results import Results
-from gptlab.run.reclassify import RECLASSIFIED
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.rundir import RunDir
+from gptlab.run.rundir import RunDir, RunSummary
 from gptlab.run.summary_csv import CHAR_BPC_FACTOR  # a run.json without a factor: a char run's (from before tokenizers)
 from gptlab.statuses import OK
 
@@ -62,7 +61,7 @@ def read_curves(results_dir: ResultsDir, runs: pd.DataFrame) -> pd.DataFrame:
         m = m.dropna(subset=["val_loss"])
         m["val_loss"] *= run.loss_scale
         frames.append(m.assign(run_id=run.run_id, cell=run.cell, seed=run.seed, ok=run.ok))
-    cols = ["step", "val_loss", "run_id", "cell", "seed", "ok"]
+    cols = ["step", "val_loss", "run_id", "cell", "seed", OK]  # `ok`: the column named after the status
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
 
@@ -100,13 +99,13 @@ def read_run_json(results_dir: ResultsDir, runs: pd.DataFrame) -> dict[str, list
     env: dict[str, list[str]] = {}
     diverged, factors, reclassified = [], [], []
     for i, run_id in zip(runs.index, runs["run_id"]):
-        data = results_dir.run(run_id).summary() or {}  # missing, unreadable or not JSON: nothing
-        diverged.append(data.get("diverged_step"))
-        factors.append(data.get("val_bpc_factor") or CHAR_BPC_FACTOR)
-        reclassified.append(bool(data.get(RECLASSIFIED)))
-        if data.get(RECLASSIFIED) and str(runs.at[i, "status"]).strip().lower() == OK:
-            runs.at[i, "status"], runs.at[i, "error"] = data["status"], data.get("error") or ""
-        for key, value in (data.get("environment") or {}).items():
+        summary = results_dir.run(run_id).summary() or RunSummary()  # missing, unreadable or not JSON: nothing
+        diverged.append(summary.diverged_step)
+        factors.append(summary.val_bpc_factor or CHAR_BPC_FACTOR)
+        reclassified.append(bool(summary.reclassified))
+        if summary.reclassified and str(runs.at[i, "status"]).strip().lower() == OK:
+            runs.at[i, "status"], runs.at[i, "error"] = summary.status, summary.error or ""
+        for key, value in (summary.environment or {}).items():
             env.setdefault(key, [])
             if str(value) not in env[key]:
                 env[key].append(str(value))

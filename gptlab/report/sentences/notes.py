@@ -23,7 +23,7 @@ from gptlab.run.schedules import WSD
 from gptlab.stats.effects import Analysis
 from gptlab.stats.models import FORMULAS, HETERO_P, OWN
 from gptlab.stats.to_decide import MAX_SEEDS
-from gptlab.statuses import FAILED_TO_TRAIN
+from gptlab.statuses import COLLAPSED, DIVERGED, FAILED, FAILED_TO_TRAIN, UNSTABLE
 
 
 def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[str], list[str]]:
@@ -187,7 +187,7 @@ def error_model(res: Results, a: Analysis | None) -> str:
 def no_effects(res: Results) -> str:
     """Why there is no effect to estimate: a tuned sweep still in (or stopped in) its selection, or no successful run."""
     if not len(res.runs) and len(res.selection):
-        failed = int((res.selection["status"] == "failed").sum())
+        failed = int((res.selection["status"] == FAILED).sum())
         return (f"No estimation runs yet: the effects come from the runs trained at each cell's pick, which the sweep "
                 f"trains once every selection run has finished ({len(res.selection)} have"
                 + (f", {failed} of them failed: fix the cause and rerun the sweep with --rerun-failed" if failed else "")
@@ -307,7 +307,7 @@ def stability(res: Results, table: pd.DataFrame) -> list[str]:
         if not lost:
             continue
         at = " at " + ", ".join(f"{k.rsplit('.', 1)[-1]} {_value(r[k])}" for k in keys) if keys else ""
-        how = ", ".join(f"{int(r[c])} {w}" for c, w in zip(LOST, ("collapsed", "unstable", "diverged"))
+        how = ", ".join(f"{int(r[c])} {w}" for c, w in zip(LOST, (COLLAPSED, UNSTABLE, DIVERGED))
                         if int(r[c]))
         if r["role"] == "selection":
             selection.setdefault(r["cell"], []).append(f"{at.removeprefix(' at ') or 'its setting'} ({lost} of "

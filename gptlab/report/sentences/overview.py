@@ -16,6 +16,7 @@ import yaml
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
 from gptlab.report.tables import ReportTables
+from gptlab.stats.calls import DIRECTIONAL
 
 
 def header(res: Results) -> list[str]:
@@ -144,5 +145,5 @@ def too_long(df: pd.DataFrame, what: str, csv: str, calls: bool = True) -> str:
     """What a table too long for the page says instead of its rows: how many, (how many called,) where they are."""
     if not calls:
         return f"{len(df)} {what}: too many to list here; see `tables/{csv}`."
-    called = int(df["call"].isin(["better", "worse"]).sum()) if "call" in df else 0
+    called = int(df["call"].isin(DIRECTIONAL).sum()) if "call" in df else 0
     return f"{len(df)} {what} ({called} called better or worse): too many to list here; see `tables/{csv}`."

@@ -18,16 +18,16 @@ import pandas as pd
 
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
-from gptlab.report.sentences.verdicts import AT_PICKS, ROBUST, UNCHECKED, call_phrase
+from gptlab.report.sentences.verdicts import AT_PICKS, call_phrase
 from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.arms import ARM
-from gptlab.stats.calls import ALPHA
+from gptlab.stats.calls import ALPHA, BETTER, DECISIVE, DIRECTIONAL, EQUIVALENT, INCONCLUSIVE, WORSE
 from gptlab.stats.picks import pairs_text
-from gptlab.stats.robustness import DEPENDS, NOT_CHECKED
+from gptlab.stats.robustness import DEPENDS, NOT_CHECKED, ROBUST
 from gptlab.stats.scorecard import AT_PICKS as VERDICT_AT_PICKS
-from gptlab.stats.transfer import CHANGES, HOLDS, INCONCLUSIVE, REVERSES, UNPAIRED
+from gptlab.stats.transfer import CHANGES, HOLDS, REVERSES, UNPAIRED
 
 
 def scale_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
@@ -40,8 +40,8 @@ def scale_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
             out.append(f"{versus}: estimable at {len(part)} level(s) of {res.short(s)}, so nothing to compare.")
             continue
         calls = [c if isinstance(c, str) and c else "no call" for c in part["call"]]
-        decided = {c for c in calls if c in ("better", "worse")}
-        if decided == {"better", "worse"}:
+        decided = {c for c in calls if c in DIRECTIONAL}
+        if decided == set(DIRECTIONAL):
             word = "reverses"
         elif len(set(calls)) == 1:
             word = "holds"
@@ -104,9 +104,9 @@ def tuning_checks(tables: Mapping[str, pd.DataFrame], label: Callable[[dict], st
             continue
         for r in table.to_dict("records"):
             at = r.get("call_at_picks") or "no call"
-            if name == "simple" and at not in ("better", "worse", "equivalent"):
+            if name == "simple" and at not in DECISIVE:
                 continue
-            if r["tuning"] == "robust":
+            if r["tuning"] == ROBUST:
                 out.append(f"{label(r)}: {at} at the picks, and still {at} with each cell's loss left on the table "
                            "taken against it: robust to the tuning.")
             elif r["tuning"] == NOT_CHECKED:
@@ -116,7 +116,7 @@ def tuning_checks(tables: Mapping[str, pd.DataFrame], label: Callable[[dict], st
             elif r["tuning"]:
                 out.append(f"{label(r)}: {at} at the picks, but it depends on the pick of {r['tuning_cell']}: "
                            "with the loss that pick may leave on the table taken against it, the call does not hold.")
-            elif at in ("better", "worse", "equivalent"):
+            elif at in DECISIVE:
                 out.append(f"{label(r)}: {at} at the picks, not checked: a cell it uses has no bound on the loss its "
                            "pick may leave on the table, so the tuning check cannot certify the call.")
             else:
@@ -161,7 +161,7 @@ def change_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
         if r.get("pairing") == UNPAIRED:
             how = f"unpaired, {r['df']:.0f} df"
             call = TRANSFER_WORDS.get(r["call"], r["call"])
-            if r.get("tuning") == "robust":
+            if r.get("tuning") == ROBUST:
                 call += ", robust to the picks"
         else:
             how, call = f"{int(r['n_seeds'])} paired seeds", r["call"]
@@ -234,14 +234,14 @@ def _legend_terms(margin: float) -> dict[str, str]:
     tuned = "but only at the picks: the tuning check does not certify it, so an arm tuned better could undo it"
     agrees, opposite, nothing = VERDICT_AT_PICKS.values()
     return {
-        "better": f"lower loss than the baseline (Holm-adjusted p < {ALPHA})",
-        "worse": f"higher loss than the baseline (Holm-adjusted p < {ALPHA})",
-        "equivalent": f"the 90% CI lies within +/-{margin:g}",
-        "inconclusive": "neither a difference nor an equivalence is shown",
+        BETTER: f"lower loss than the baseline (Holm-adjusted p < {ALPHA})",
+        WORSE: f"higher loss than the baseline (Holm-adjusted p < {ALPHA})",
+        EQUIVALENT: f"the 90% CI lies within +/-{margin:g}",
+        INCONCLUSIVE: "neither a difference nor an equivalence is shown",
         AT_PICKS: "at each arm's own tuned setting (its pick, chosen on its selection runs)",
         ROBUST: "the call survives the loss each pick may leave on the table (the tuning check)",
         DEPENDS: "it does not survive that check: the call holds at the picks only",
-        UNCHECKED: "the tuning check could not bound the loss a pick may leave, so the call is not certified",
+        NOT_CHECKED: "the tuning check could not bound the loss a pick may leave, so the call is not certified",
         "holds": "the lab calls what the paper claims",
         "opposite": "the lab calls the other direction, or a difference where the paper claims none",
         "no difference": f"a gain or loss was claimed and the 90% CI lies within +/-{margin:g}: a larger one is "
@@ -255,7 +255,7 @@ def _legend_terms(margin: float) -> dict[str, str]:
     }
 
 
-TUNING_WORDS = (AT_PICKS, ROBUST, DEPENDS, UNCHECKED)  # what a tuned call's words add to the call
+TUNING_WORDS = (AT_PICKS, ROBUST, DEPENDS, NOT_CHECKED)  # what a tuned call's words add to the call
 
 
 def legend(table: pd.DataFrame, margin: float, only: tuple[str, ...] | None = None) -> str:

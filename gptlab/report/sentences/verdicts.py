@@ -15,9 +15,9 @@ from gptlab.report.fmt import fmt_loss, fmt_p
 from gptlab.report.load import Results
 from gptlab.report.tables import LABEL_COLUMNS, ReportTables
 from gptlab.stats.arms import ARM
-from gptlab.stats.calls import ALPHA
-from gptlab.stats.robustness import DEPENDS, NOT_CHECKED
-from gptlab.statuses import COLLAPSED, DIVERGED, FAILED_TO_TRAIN, UNSTABLE
+from gptlab.stats.calls import ALPHA, DECISIVE, DIRECTIONAL, EQUIVALENT, INCONCLUSIVE
+from gptlab.stats.robustness import DEPENDS, NOT_CHECKED, ROBUST
+from gptlab.statuses import COLLAPSED, DIVERGED, FAILED, FAILED_TO_TRAIN, UNSTABLE
 
 MAX_SENTENCES = 15  # called effects given a sentence in the summary; the tables hold the rest
 
@@ -43,18 +43,18 @@ def _decided(r: dict, what: str, margin: float, unit: str = "nats/char") -> str:
     a tuned sweep's call that does not survive the loss its cells' picks leave on the table (`stats.robustness`)."""
     if r["call"] == DEPENDS:
         at_picks = _decided({**r, "call": r["call_at_picks"]}, what, margin, unit)
-        return (f"depends on the picks: at the picks {r['call_at_picks']} {at_picks.removeprefix(r['call_at_picks'])}"
+        return (f"{DEPENDS}: at the picks {r['call_at_picks']} {at_picks.removeprefix(r['call_at_picks'])}"
                 f", but the loss the pick of {r['tuning_cell']} may leave on the table (tables/lr_curves.csv) could move "
                 f"it by {_shift(r['tuning_shift'], unit)} against that call{_tuning_p(r)}").replace("  ", " ")
     unchecked = (", at the picks only: not checked against the tuning (a cell it uses has no loss-against-lr curve "
                  "to bound the loss its pick may leave)") if r.get("tuning") == NOT_CHECKED else ""
-    if r["call"] in ("better", "worse"):
+    if r["call"] in DIRECTIONAL:
         return (f"(estimate {fmt_loss(r['estimate'])} {unit}, {_ci(r)}; Holm-adjusted p "
                 f"{fmt_p(r['p_adjusted'])}){unchecked}")
-    if r["call"] == "equivalent":
-        return (f"equivalent within +/-{margin:g} {unit} (estimate {fmt_loss(r['estimate'])}, {_ci(r, 90)})"
+    if r["call"] == EQUIVALENT:
+        return (f"{EQUIVALENT} within +/-{margin:g} {unit} (estimate {fmt_loss(r['estimate'])}, {_ci(r, 90)})"
                 f"{unchecked}")
-    return (f"inconclusive (estimate {fmt_loss(r['estimate'])}, {_ci(r)}{_holm(r)}): neither {what} nor "
+    return (f"{INCONCLUSIVE} (estimate {fmt_loss(r['estimate'])}, {_ci(r)}{_holm(r)}): neither {what} nor "
             f"equivalence within +/-{margin:g} is shown")
 
 
@@ -81,7 +81,7 @@ def _shift(x: float, unit: str) -> str:
             "past them)" if math.isinf(x) else f"up to {fmt_loss(x)} {unit}")
 
 
-ROBUST, UNCHECKED, AT_PICKS = "robust", "not checked", "at the picks"  # the words `call_phrase` adds to a call
+AT_PICKS = "at the picks"  # with the tuning check's ROBUST, DEPENDS and NOT_CHECKED, the words `call_phrase` adds to a call
 
 
 def call_phrase(r: Mapping[str, Any]) -> str:
@@ -93,8 +93,8 @@ def call_phrase(r: Mapping[str, Any]) -> str:
         return f"{at} {AT_PICKS}, {DEPENDS}"
     if r.get("tuning") == ROBUST:
         return f"{call}, {ROBUST}"
-    if at and call in ("better", "worse", "equivalent"):  # tuned, and the check had no bound to test against
-        return f"{call} {AT_PICKS}, {UNCHECKED}"
+    if at and call in DECISIVE:  # tuned, and the check had no bound to test against
+        return f"{call} {AT_PICKS}, {NOT_CHECKED}"
     return call
 
 
@@ -110,8 +110,8 @@ def _counts(r: dict, res: Results) -> str:
     for lvl in (r["level"], r["baseline"]):
         runs = res.runs[res.runs[r["factor"]] == lvl]
         status = runs["status"]
-        for s, n in (("diverged", (status == DIVERGED).sum()), ("were stuck", (status == COLLAPSED).sum()),
-                     ("blew up", (status == UNSTABLE).sum()), ("failed", (~runs["ok"] & ~status.isin(FAILED_TO_TRAIN)).sum())):
+        for s, n in ((DIVERGED, (status == DIVERGED).sum()), ("were stuck", (status == COLLAPSED).sum()),
+                     ("blew up", (status == UNSTABLE).sum()), (FAILED, (~runs["ok"] & ~status.isin(FAILED_TO_TRAIN)).sum())):
             if n:
                 out += f"; {n} of {len(runs)} {res.label(r['factor'], lvl)} runs {s}"
     return out
@@ -123,7 +123,7 @@ def _spread(r: dict, simple: pd.DataFrame | None) -> str:
         return ""
     rows = simple[(simple["factor"] == r["factor"]) & (simple["level"] == r["level"])]
     calls_ = rows["call"].fillna("").replace("", "no call")
-    if len(set(calls_) & {"better", "worse"}) == 0 or set(calls_) == {r["call"]}:
+    if len(set(calls_) & set(DIRECTIONAL)) == 0 or set(calls_) == {r["call"]}:
         return ""
     counts = ", ".join(f"{n} {c}" for c, n in calls_.value_counts().items())
     return (f"; its simple effects range from {fmt_loss(rows['estimate'].min())} to {fmt_loss(rows['estimate'].max())}"
@@ -138,9 +138,9 @@ def main(r: dict, res: Results, margin: float, simple: pd.DataFrame | None = Non
         return f"{a} vs {b}: {r['alias'] or 'not estimable'}" + _counts(r, res)
     if absent(r["p_value"]):
         return f"{a} vs {b}{where}: {fmt_loss(r['estimate'])} {res.unit}, no error estimate (no call)" + _counts(r, res)
-    if r["call"] in ("better", "worse"):
+    if r["call"] in DIRECTIONAL:
         text = f"{a} is {r['call']} than {b}{where} " + _decided(r, "a difference", margin, res.unit)
-    elif r["call"] == DEPENDS and r["call_at_picks"] in ("better", "worse"):
+    elif r["call"] == DEPENDS and r["call_at_picks"] in DIRECTIONAL:
         text = f"{a} vs {b}{where}: " + _decided(r, "a difference", margin, res.unit)
     else:
         text = f"{a} vs {b}{where}: " + _decided(r, "a difference", margin, res.unit)
@@ -173,10 +173,10 @@ def interaction(r: dict, res: Results, margin: float) -> str:
         return f"{pair}: not estimable: {r['alias'] or 'a cell it needs has no data'}"
     if absent(r["p_value"]):
         return f"{pair}: interaction {fmt_loss(r['estimate'])} {res.unit}, no error estimate (no call)"
-    if r["call"] in ("better", "worse"):
+    if r["call"] in DIRECTIONAL:
         return (f"{pair}: not additive; together they are {r['call']} than the sum of their separate effects "
                 + _decided(r, "", margin, res.unit))
-    return f"{pair}: " + ("additive, " if r["call"] == "equivalent" else "") + \
+    return f"{pair}: " + ("additive, " if r["call"] == EQUIVALENT else "") + \
         _decided(r, "an interaction", margin, res.unit)
 
 
@@ -245,8 +245,8 @@ def trajectories(by_step: pd.DataFrame, res: Results, summary: Mapping[tuple[str
     for (factor, level), g in by_step.groupby(["factor", "level"], sort=False):
         g = g.sort_values("step")
         calls_ = list(g["call"].fillna(""))
-        decisive = [c for c in calls_ if c in ("better", "worse", "equivalent")]
-        differ = [c for c in decisive if c != "equivalent"]
+        decisive = [c for c in calls_ if c in DECISIVE]
+        differ = [c for c in decisive if c != EQUIVALENT]
         lost = bool(differ) and calls_[-1] != differ[-1]  # a difference that is gone by the end
         name = level if factor == "cell" else res.label(factor, level)
         final = summary.get((factor, level))
@@ -265,7 +265,7 @@ def trajectories(by_step: pd.DataFrame, res: Results, summary: Mapping[tuple[str
                 segments.append([c or "no call", step, step, est, est])
         parts = [f"{c} at step{'s' if a != b else ''} {a}{'-' + str(b) if a != b else ''} "
                  f"({fmt_loss(e0)}{' to ' + fmt_loss(e1) if a != b else ''})" for c, a, b, e0, e1 in segments]
-        flips = {"better", "worse"} <= set(decisive)
+        flips = set(DIRECTIONAL) <= set(decisive)
         out.append(f"{name}: {'changes sign' if flips else 'changes call'} along training ({ALONE}): "
                    + ", ".join(parts) + f"{also}.")
     return out
@@ -276,7 +276,7 @@ TREND_RATIO = 1.5  # a called effect whose size changes by this factor along tra
 
 def _trend(g: pd.DataFrame, calls_: list[str]) -> str:
     """'grows from -0.0279 at step 250 to -0.0626 at step 2000' for an effect called the same way throughout."""
-    called = [(s, e) for s, c, e in zip(g["step"], calls_, g["estimate"]) if c in ("better", "worse")]
+    called = [(s, e) for s, c, e in zip(g["step"], calls_, g["estimate"]) if c in DIRECTIONAL]
     if len(called) < 2 or len(set(calls_)) != 1:
         return ""
     (s0, e0), (s1, e1) = called[0], called[-1]

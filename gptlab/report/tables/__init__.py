@@ -24,11 +24,11 @@ from gptlab.report.tables.stability import stability_table
 from gptlab.report.tables.to_decide import to_decide_table
 from gptlab.report.tables.tuned_comparison import TuningView, given_picks, loss_left_high, tuning_view, with_effects
 from gptlab.report.tables.worth import WorthView, worth_view
+from gptlab.stats.calls import DIRECTIONAL
 from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis
 
 ALWAYS = ("main_effects", "interactions", "failures")  # tables the report writes even when they have no rows
 COUNT_COLS = ["n_ok", "n_ok_baseline", "n_diverged", "n_failed"]  # run counts the main-effects table adds
-CALLED = ("better", "worse")
 # The effect tables after the main effects, in the report's order: (file name, the Analysis field).
 OTHER_EFFECTS = (("interactions", "interactions"), ("higher_order", "higher"), ("aliases", "aliases"),
                  ("cells_vs_baseline", "cells_vs_baseline"))
@@ -101,11 +101,11 @@ class ReportTables:
         """(table, row position, row) of every effect called better or worse, main effects first, then
         `OTHER_EFFECTS` in order. A cell that differs from the baseline in one factor is left out: it is
         the same contrast as a main-effects row."""
-        out = [("main_effects", i, r) for i, r in enumerate(self.main.to_dict("records")) if r["call"] in CALLED]
+        out = [("main_effects", i, r) for i, r in enumerate(self.main.to_dict("records")) if r["call"] in DIRECTIONAL]
         for table, field in OTHER_EFFECTS:
             rows = getattr(self, field)
             out += [(table, i, r) for i, r in enumerate(rows.to_dict("records") if len(rows) else [])
-                    if r["call"] in CALLED and not (table == "cells_vs_baseline" and r["changes"] == 1)]
+                    if r["call"] in DIRECTIONAL and not (table == "cells_vs_baseline" and r["changes"] == 1)]
         return out
 
     def files(self, verdicts: Mapping[str, Sequence[str]]) -> dict[str, pd.DataFrame]:

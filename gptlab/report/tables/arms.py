@@ -31,7 +31,8 @@ from gptlab.report.tables.scale import effects_by_scale
 from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.run.config import LR_KEY, TrainConfig
 from gptlab.stats.arms import ARM
-from gptlab.stats.robustness import DEPENDS
+from gptlab.stats.calls import DECISIVE
+from gptlab.stats.robustness import DEPENDS, ROBUST
 from gptlab.stats.scorecard import MEASURED, NOT_TESTED, speed_verdict, verdict
 from gptlab.statuses import DIVERGED, FAILED_TO_TRAIN
 
@@ -189,7 +190,7 @@ def uncertified(effect: dict[str, Any]) -> str | None:
     if not isinstance(at, str) or not at:  # no tuning check ran (an untuned sweep)
         return None
     call = str(effect.get("call") or "")
-    if call == DEPENDS or (call in ("better", "worse", "equivalent") and effect.get("tuning") != "robust"):
+    if call == DEPENDS or (call in DECISIVE and effect.get("tuning") != ROBUST):
         return at
     return None
 

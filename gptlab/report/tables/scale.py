@@ -30,6 +30,7 @@ from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.tables.analyses import analyse_runs
 from gptlab.run.corpora import CORPUS_KEYS
+from gptlab.stats.calls import BETTER, EQUIVALENT, WORSE
 from gptlab.stats.effects import TUNING_COLS, Analysis
 from gptlab.stats.robustness import DEPENDS, tuning_word
 from gptlab.stats.robustness import check as tuning_check
@@ -196,8 +197,8 @@ def _check_change(ch: UnpairedChange, i: int, p_adjusted: float, verdict: str, x
                   ref: Analysis, level: Analysis, margin: float) -> tuple[str, str]:
     """The change's verdict against both slices' picks (`stats.robustness`): a contrast over the two slices' cells,
     the level's weights minus the reference's. Returns (verdict, tuning)."""
-    as_call = {CHANGES: "better" if ch.change[i] < 0 else "worse", REVERSES: "better" if ch.change[i] < 0 else "worse",
-               HOLDS: "equivalent"}.get(verdict, verdict)
+    as_call = {CHANGES: BETTER if ch.change[i] < 0 else WORSE, REVERSES: BETTER if ch.change[i] < 0 else WORSE,
+               HOLDS: EQUIVALENT}.get(verdict, verdict)
     if x["contrast"] is None or y["contrast"] is None or ref.loss_left is None or level.loss_left is None:
         return verdict, ""
     weights = np.concatenate([-np.asarray(x["contrast"], float), np.asarray(y["contrast"], float)])

@@ -28,6 +28,7 @@ from gptlab.report.load import Results
 from gptlab.report.tables.scale import slices
 from gptlab.run.config import LR_KEY
 from gptlab.stats.arms import ARM, baseline_seed_count
+from gptlab.stats.calls import INCONCLUSIVE
 from gptlab.stats.effects import Analysis
 from gptlab.stats.robustness import DEPENDS
 from gptlab.stats.to_decide import Decision, ErrorParts, decide
@@ -35,7 +36,6 @@ from gptlab.stats.to_decide import Decision, ErrorParts, decide
 TO_DECIDE_COLS = ["effect", "estimate", "ci_low", "ci_high", "ci95", "seeds", "seeds_needed", "baseline_seeds_needed",
                   "text_ci95", "test_fraction", "test_fraction_min", "test_fraction_needed", "seeds_at_test_fraction",
                   "baseline_seeds_at_test_fraction", "call", "tuning_cell", "open_side", "try_lr", "loss_left_high"]
-INCONCLUSIVE = "inconclusive"
 
 
 def test_fraction(res: Results) -> float:

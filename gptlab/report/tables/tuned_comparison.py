@@ -44,7 +44,7 @@ from gptlab.stats.levels import grid_level, level_key, same_level
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
 from gptlab.stats.lr_model import SAYS_NOTHING, lagging
 from gptlab.stats.picks import Pairs, SettingRow, Trial, edge_keys, level_number, pairs_text, pick_rows, tuning_columns
-from gptlab.statuses import FAILED_TO_TRAIN
+from gptlab.statuses import FAILED_TO_TRAIN, OK
 
 SELECTION_LOSS = "best_val_loss"  # validation: the split that chose the checkpoints and the settings
 EFFECT_COLS = ["effect", "estimate", "ci_low", "ci_high", "p_adjusted", "call"]
@@ -202,12 +202,12 @@ def _earlier_picks(res: Results, rows: list[SettingRow], label: dict[Pairs, str]
         return pd.DataFrame(columns=EARLIER_PICK_COLS)
     picks = {label[r.cell]: float(dict(r.setting)[LR_KEY]) for r in rows if r.picked}
     every = pd.concat([res.selection, res.runs, earlier], ignore_index=True)
-    every = every[every["status"] == "ok"]
+    every = every[every["status"] == OK]
     out = []
     for (cell, lr), g in earlier.groupby(["cell", LR_KEY], sort=False):
         mine = every[every["cell"] == cell]
         points = {float(x): v[SELECTION_LOSS].astype(float).tolist() for x, v in mine.groupby(LR_KEY)}
-        losses = g.loc[g["status"] == "ok", SELECTION_LOSS].astype(float)
+        losses = g.loc[g["status"] == OK, SELECTION_LOSS].astype(float)
         out.append({"cell": cell, "earlier_lr": float(lr), "runs": len(g), "median_loss": float(losses.median()),
                     "worst_loss": float(losses.max()), "lagged": float(lr) in lagging(points),
                     "pick_lr": picks.get(cell, math.nan)})

@@ -35,6 +35,7 @@ from gptlab.stats import worth as stats_worth
 from gptlab.stats.arms import ARM
 from gptlab.stats.text_share import Blocks
 from gptlab.stats.worth_lr import Retune, retune_check, retuned_multiplier
+from gptlab.statuses import OK
 
 SCALE_COLS = ["scale_factor", "scale_level"]
 WORTH_COLS = ["arm", "baseline", "study_steps", "lengths", "curve_seeds", "n_arm", "anchored", "multiplier",
@@ -44,7 +45,7 @@ WORTH_COLS = ["arm", "baseline", "study_steps", "lengths", "curve_seeds", "n_arm
               "retuned_high", "retuned_low_open", "retuned_high_open", "retuned_censored", "retuned_worth", "note"]
 RETUNE_COLS = ["steps", "length", "pick_lr", "factors", "best_factor", "pick_loss", "best_loss", "gap", "noise_sd",
                "threshold", "verdict", "optimum"]
-COVERAGE_COLS = ["scale_level", "length", "seeds", "trained", "ok"]
+COVERAGE_COLS = ["scale_level", "length", "seeds", "trained", OK]  # `ok`: seeds whose run there is OK
 GRID_POINTS = 97  # the curve drawn in the figure: points over the lengths' range (log2 steps)
 
 
@@ -305,7 +306,7 @@ def coverage(res: Results, worth: pd.DataFrame, base: pd.DataFrame, steps: float
         if schedule == WSD and factor == 1.0:
             there = pd.concat([there, base[base["seed"].isin(seeds)]])
         rows.append({"length": factor, "seeds": len(seeds), "trained": len(set(there["seed"]) & seeds),
-                     "ok": len(set(there.loc[there["ok"], "seed"]) & seeds)})
+                     OK: len(set(there.loc[there["ok"], "seed"]) & seeds)})
     return pd.DataFrame(rows, columns=COVERAGE_COLS[1:])
 
 
