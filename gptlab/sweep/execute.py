@@ -2,7 +2,8 @@
 
 Plan: `planner_for` picks the spec's planner (`gptlab.sweep.planners`). Train: `train_stages` asks
 it for stages and trains each (`train`) until it is done or a stage does not finish. Finish:
-`finish` writes summary.csv for every planned run and the report once, and picks the exit status.
+`finish` writes summary.csv for every planned run and the report once, picks the exit status, and prints
+the share of training time spent compiling (`compile_line`, the comment above it says how it is counted).
 The planners never import this module. No CLI objects here: the command line
 (`gptlab.sweep_cli`) turns its flags into `SweepOptions`.
 """
@@ -20,7 +21,6 @@ from gptlab.run.rundir import RunDir, RunSummary
 from gptlab.run.summary_csv import SOURCES
 from gptlab.runio import write_yaml
 from gptlab.statuses import FAILED, FAILED_TO_TRAIN, FINISHED, OK
-from gptlab.sweep.compile_share import compile_line
 from gptlab.sweep.kinds import kinds_of, known_runs, with_kind_stages
 from gptlab.sweep.lock import SweepLock
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
@@ -219,3 +219,29 @@ def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions, threa
         print(f"{missing} run(s) were not trained (stopped early); rerun to continue", file=out)
         return 1
     return 0
+
+
+# -- the compile share: one line at the end of the sweep ---------------------------------------------------------
+# The share of a sweep's training wall time spent compiling: one line at the end of the sweep.
+#
+# Each run records `compile_s` in its summary.json: the seconds of its first steps through `torch.compile`
+# (a lone run's compiled forward, `Trainer.compile_s`; a population member's share of its worker's compiled
+# population step, `StepCache.compile_s`), which its `wall_s` includes. The share is their sum over the sum of
+# `wall_s`, over the sweep's runs that record it: the fraction of the workers' training time that went into
+# compiling, whatever the number of workers. Without `train.compile` (off by default on CPU) it is 0.
+
+def compile_share(summaries: Sequence[RunSummary]) -> tuple[float, float, int]:
+    """(compile seconds, wall seconds, runs) over the summaries that record their compile time."""
+    timed = [s for s in summaries if isinstance(s.compile_s, (int, float)) and isinstance(s.wall_s, (int, float))]
+    return sum(s.compile_s for s in timed), sum(s.wall_s for s in timed), len(timed)
+
+
+def compile_line(summaries: Sequence[RunSummary]) -> str | None:
+    """The sweep's compile share in one line; None when no run records it (runs of before the field)."""
+    compile_s, wall_s, runs = compile_share(summaries)
+    if not runs:
+        return None
+    if compile_s == 0:
+        return f"compile: 0 s of {wall_s:.0f} s of training over {runs} run(s): no run was compiled (train.compile off)"
+    return (f"compile: {compile_s:.0f} s of {wall_s:.0f} s of training over {runs} run(s) "
+            f"({100 * compile_s / wall_s:.0f}% of the workers' time)")

@@ -25,7 +25,7 @@ from gptlab.stats.design import design_cells
 from gptlab.stats.models import MIN_RESIDUAL_DF, planned_df, t_quantile
 from gptlab.stats.picks import Pairs
 from gptlab.sweep.arms_spec import ArmsDesign
-from gptlab.sweep.duplicates import same_config_message
+from gptlab.sweep.levels import same_config_message
 from gptlab.sweep.worth_spec import WorthSpec
 
 # A run takes ~1 ms to validate and expand: a mistyped grid (30 factors, seeds pasted twice) must not hang it.

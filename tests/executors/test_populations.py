@@ -28,8 +28,7 @@ from gptlab.run.identity import check_run_identity
 from gptlab.run.population_run import train_population
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir, RunSummary
-from gptlab.sweep.compile_share import compile_line
-from gptlab.sweep.execute import SweepOptions, execute
+from gptlab.sweep.execute import SweepOptions, compile_line, execute
 from gptlab.sweep.reuse import Reuse, identity, run_label
 from gptlab.sweep.spec import load_spec
 from gptlab.sweep_cli import main as sweep_main

@@ -8,8 +8,18 @@ import pytest
 
 from calibration.ladder_sim import LADDER_WORLDS, LadderWorld, simulate_ladder
 from gptlab.stats.calls import INCONCLUSIVE
-from gptlab.stats.ladder import (GROWS, HOLDS, SHRINKS, compute_doublings, covered, fit_trend, kendall_tau, predict,
-                                 rank_agreement, trend_call)
+from gptlab.stats.ladder import (
+    GROWS,
+    HOLDS,
+    SHRINKS,
+    compute_doublings,
+    covered,
+    fit_trend,
+    kendall_tau,
+    predict,
+    rank_agreement,
+    trend_call,
+)
 
 X = [0.0, 2.0, 4.0]
 DF = [8.0, 8.0, 8.0]
