@@ -49,12 +49,14 @@ def _seeds(s: Summary) -> str:
 
 def _false_row(world: str, s: Summary) -> str:
     return (f"| {world} | {_seeds(s)} | {_f(s.false_picks)} -> **{_f(s.false_checked)}** | {_f(s.false_lattice)} | "
-            f"{_f(s.not_checked)} | {_f(s.high_covers)} | {_f(s.unbounded)} | {_f(s.on_ramp)} | {s.runs:.2f} |")
+            f"{_f(s.not_checked)} | {_f(s.high_covers)} | {s.high_median:.4f} / {s.left_mean:.4f} | {_f(s.unbounded)} | "
+            f"{_f(s.on_ramp)} | {s.runs:.2f} |")
 
 
 def _power_row(k: float, se: float, s: Summary) -> str:
     return (f"| {k:g} | {se:.4f} | {_seeds(s)} | {_f(s.probe_picks)} | **{_f(s.probe_certified)}** | "
-            f"{_f(s.probe_lost[0])} / {_f(s.probe_lost[1])} | {_f(s.false_checked)} | {_f(s.high_covers)} |")
+            f"{_f(s.probe_lost[0])} / {_f(s.probe_lost[1])} | {_f(s.false_checked)} | {_f(s.high_covers)} | "
+            f"{s.high_median:.4f} / {s.left_mean:.4f} |")
 
 
 def _coverage_row(world: str, s: Summary) -> str:
@@ -65,9 +67,9 @@ def _coverage_row(world: str, s: Summary) -> str:
 
 def _null_worlds(worlds: dict, sims: int, seed: int) -> list[tuple[str, Summary]]:
     print("| world | seeds (arm / baseline) | false better/worse (studies): at picks -> certified | certified, false "
-          "against the best stable half-steps | calls at picks not checked | L^hi >= true L (cells) | L^hi unbounded "
-          "or none (cells) | picks where failures rise (cells) | selection runs per cell |")
-    print("|" + "---|" * 9)
+          "against the best stable half-steps | calls at picks not checked | L^hi >= true L (cells) | median finite L^hi "
+          "/ mean true L | L^hi unbounded or none (cells) | picks where failures rise (cells) | selection runs per cell |")
+    print("|" + "---|" * 10)
     out = []
     for name, world in worlds.items():  # a world's draws depend on its place in WORLDS, not on the others run
         for s in run(world, sims, SETUPS, rng_seed=seed + 1000 * list(WORLDS).index(name)):
@@ -78,8 +80,9 @@ def _null_worlds(worlds: dict, sims: int, seed: int) -> list[tuple[str, Summary]
 
 def _power(ks: list[float], sims: int, seed: int, slow: float | None) -> list[tuple[str, Summary]]:
     print("\n| effect (SEs) | SE (nats) | seeds (arm / baseline) | probe called better at the picks | certified | "
-          "of its calls at the picks: depends / not checked | false certification (studies) | L^hi >= true L (cells) |")
-    print("|" + "---|" * 8)
+          "of its calls at the picks: depends / not checked | false certification (studies) | L^hi >= true L (cells) | "
+          "median finite L^hi / mean true L |")
+    print("|" + "---|" * 9)
     out = []
     for j, k in enumerate(ks):
         for i, setup in enumerate(SETUPS):

@@ -269,6 +269,8 @@ class Summary:
     runs: float  # selection runs per cell
     bounds: dict[str, float] = field(default_factory=dict)  # cells by `bound`
     tried_covers: float = math.nan  # cells bounded against the lrs tried whose L^hi >= the true loss left
+    high_median: float = math.nan  # the median finite L^hi over the cells (nats)
+    left_mean: float = math.nan  # the mean true loss left over the cells (nats)
 
     def rate_se(self, rate: float) -> float:
         """Monte-Carlo SE of a share of the studies."""
@@ -316,7 +318,8 @@ def summarise(setup: Setup, records: Sequence[StudyRecord], margin: float = DEFA
                    float(np.mean(high[finite] >= left[finite] - 1e-9)) if finite.any() else math.nan,
                    float(np.mean(~np.isfinite(high))), float(np.mean([x for r in records for x in r.on_ramp])),
                    float(np.mean([x for r in records for x in r.runs])), _shares([b for r in records for b in r.bounds]),
-                   _covers_where(records, "tried"))
+                   _covers_where(records, "tried"), float(np.median(high[finite])) if finite.any() else math.nan,
+                   float(np.nanmean(left)))
 
 
 def _shares(values: Sequence[str]) -> dict[str, float]:
