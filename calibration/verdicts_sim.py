@@ -37,17 +37,16 @@ from gptlab.report.tables.analyses import analyse_runs
 from gptlab.report.tables.arms import ARMS_COLS, with_failure_cost
 from gptlab.stats import refine
 from gptlab.stats.arms import ARM, baseline_seed_count
-from gptlab.stats.calls import DEFAULT_MARGIN
+from gptlab.stats.calls import DEFAULT_MARGIN, DIRECTIONAL
 from gptlab.stats.lr_curves import fit_curves
 from gptlab.stats.refine import RefineRule
-from gptlab.stats.robustness import DEPENDS, NOT_CHECKED
+from gptlab.stats.robustness import DEPENDS, NOT_CHECKED, ROBUST
 from gptlab.statuses import OK
 from gptlab.sweep.arms_spec import ArmsDesign
 from gptlab.sweep.runs import ReportSettings, SweepSpec
 
 STEP = 1.0  # tune.space's step in octaves: the report's window for the lr curves
 RULE = RefineRule()  # refine as shipped
-ROBUST = "robust"  # the `tuning` of a call that survives the check (`robustness.tuning_word`)
 COMPARED = ARMS[1:]  # the arms the table compares with the baseline
 
 
@@ -122,7 +121,7 @@ def arms_results(estimation: pd.DataFrame, margin: float = DEFAULT_MARGIN) -> Re
                      arms=ArmsDesign(arms={a: {} for a in ARMS}, baseline=BASELINE))
     runs = pd.DataFrame({ARM: estimation["cell"].astype(str), "cell": "arm=" + estimation["cell"].astype(str),
                          "seed": estimation["seed"].astype(int), "status": estimation["status"],
-                         "ok": estimation["status"] == OK, VAL_OUTCOME: estimation["loss"].astype(float),
+                         OK: estimation["status"] == OK, VAL_OUTCOME: estimation["loss"].astype(float),
                          "run_id": [f"{a}-{s}" for a, s in zip(estimation["cell"], estimation["seed"])]})
     cells = pd.DataFrame({ARM: list(ARMS), "cell": [f"arm={a}" for a in ARMS], "is_baseline": [a == BASELINE
                                                                                             for a in ARMS]})
@@ -281,7 +280,7 @@ def directional(a: ArmRecord, checked: bool) -> str:
     """The arm's better/worse call at the picks, or after the tuning check where it survives it (`tuning` robust:
     a call no bound could check is not certified, as the scorecard reads it); "" otherwise."""
     call = a.call if checked else a.call_at_picks
-    return call if call in ("better", "worse") and (not checked or a.tuning == ROBUST) else ""
+    return call if call in DIRECTIONAL and (not checked or a.tuning == ROBUST) else ""
 
 
 def summarise(setup: Setup, records: Sequence[StudyRecord], margin: float = DEFAULT_MARGIN) -> Summary:

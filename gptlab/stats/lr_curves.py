@@ -53,7 +53,12 @@ those fits; `interval` reads the optimum's CI off it, `left_ci` the loss left's)
   its df, Bonferroni over those lrs. It needs no shape: it bounds what the pick leaves against the
   best lr tried, not against a minimum beyond them (never extrapolated), and it is finite whatever
   the sides (study 8's NoPE: its left side open at its noise of 0.031 nats, its pick within 0.14
-  of every lr it tried). Calibration: docs/STATISTICS.md ("The tuning check").
+  of every lr it tried). Where a cliff is next to the pick (a tried lr where a run did not train, no
+  trained lr between), the lrs between them were not tried, and the curve may dip there: by its
+  convexity near the optimum it lies above the line through the pick with the slope of the secant
+  from the pick's other neighbour, so the bound takes the larger of the two (`gap_bound`: that
+  slope's one-sided 97.5% upper end times the gap; study 9's post-LN on Austen, whose runs at 2e-3
+  collapsed). Calibration: docs/STATISTICS.md ("The tuning check", "Verdicts in worlds with cliffs").
 
 Flags: `edge` (the lowest mean is the cell's smallest or largest ok lr: the window is one-sided),
 `diverged_nearby` (a run within one step of the lowest point did not train), `beyond_cliff` (lrs left out),
@@ -68,7 +73,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Hashable, Mapping
+from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -238,7 +243,9 @@ def fit_curves(runs: pd.DataFrame, step: float | None = None, ceiling: float = m
         low, high = closed_sides(w.points, w.centre, sd, df, w.shut)
         fit = _fit(w, sd, df, pooled, (low - w.centre, high - w.centre), level, asymmetry)
         if not math.isfinite(fit.loss_left_ci_high) and math.isfinite(w.pick):  # no bound from the curve: the tried lrs
-            high = tried_bound(_every_run(runs[runs["cell"] == w.cell]), math.log2(w.pick), sd, df, level)
+            x_pick = math.log2(w.pick)
+            high = max(tried_bound(_every_run(runs[runs["cell"] == w.cell]), x_pick, sd, df, level),
+                       gap_bound(w.points, x_pick, w.shut, sd, df, level))
             if math.isfinite(high):
                 fit = dataclasses.replace(fit, loss_left_ci_high=high, flags=(*fit.flags, TRIED))
         done[w.cell] = fit
@@ -267,6 +274,37 @@ def tried_bound(ok: pd.DataFrame, x_pick: float, sd: float, df: int, level: floa
     others, n = means[~at].to_numpy(float), counts[~at].to_numpy(float)
     q = float(stats.t.ppf(1 - (1 - level) / 2 / len(others), df))
     return float(max(0.0, np.max(m0 - others + q * sd * np.sqrt(1 / n + 1 / n0))))
+
+
+def gap_bound(points: Mapping[float, tuple[float, int]], x_pick: float, shut: Sequence[float], sd: float, df: float,
+              level: float = LEVEL) -> float:
+    """What the pick may leave against an untried lr between it and the nearest lr where a run did not train, with
+    no trained lr between them (a cliff next to the pick): by the curve's convexity near its optimum, the curve
+    there lies above the line through the pick with the slope of the secant from the pick's neighbour on the
+    other side, so it is at most that slope (its one-sided (1 + level) / 2 upper end) times the gap; 0 where no
+    failure is next to the pick, inf where the pick has no trained neighbour on the other side. `points`: x ->
+    (mean, runs) on the trained side."""
+    at = [x for x in points if abs(x - x_pick) <= TOLERANCE]
+    if not at or not (sd > 0 and df > 0):
+        return 0.0 if not shut else math.inf
+    m0, n0 = points[at[0]]
+    q = float(stats.t.ppf(0.5 + level / 2, df))
+    worst = 0.0
+    for s in (-1, 1):
+        fails = [x for x in shut if (x - x_pick) * s > TOLERANCE]
+        if not fails:
+            continue
+        edge = min(fails, key=lambda x: abs(x - x_pick))
+        if any(0 < (x - x_pick) * s < (edge - x_pick) * s - TOLERANCE for x in points):
+            continue  # a trained lr lies between: the tried lrs speak for that side
+        other = [x for x in points if (x - x_pick) * -s > TOLERANCE]
+        if not other:
+            return math.inf
+        xn = min(other, key=lambda x: abs(x - x_pick))
+        mn, nn = points[xn]
+        drop = mn - m0 + q * sd * math.sqrt(1 / nn + 1 / n0)  # how far the neighbour may lie above the pick
+        worst = max(worst, max(drop, 0.0) / abs(x_pick - xn) * abs(edge - x_pick))
+    return worst
 
 
 def _fit(win: _Window, sd: float, df: int, pooled: bool, sides: tuple[float, float], level: float,

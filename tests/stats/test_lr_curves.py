@@ -279,3 +279,20 @@ def test_an_open_curve_bounds_its_picks_loss_left_against_the_lrs_tried():
     ok = runs.assign(x=np.log2(runs["lr"]), capped=runs["loss"])
     assert tried_bound(ok, math.log2(2e-3), math.nan, 0) == math.inf  # no noise: no bound
     assert tried_bound(ok, math.log2(3e-3), 0.02, 4) == math.inf  # no run at the pick
+
+
+def test_a_pick_next_to_a_cliff_is_bounded_by_the_slope_towards_it_not_by_the_lrs_tried_alone():
+    # post-LN on Austen (study 9): falling towards 2e-3, where the run collapsed; nothing tried in between
+    runs = _runs({"p": {5e-4: [1.94], 7.07e-4: [1.85], 1e-3: [1.766, 1.756, 1.785, 1.761, 1.742, 1.766],
+                        1.41421e-3: [1.707, 1.692, 1.685, 1.724, 1.683, 1.71], 2e-3: [3.3], 4e-3: [3.3]}},
+                 status={("p", 2e-3): "collapsed", ("p", 4e-3): "collapsed"})
+    fit = fit_curves(runs, step=1.0, picks={"p": 1.41421e-3}).fits[0]
+    assert "against_tried" in fit.flags
+    points = {math.log2(1e-3): (1.7627, 6), math.log2(1.41421e-3): (1.7002, 6)}
+    sd, df = fit.noise_sd, fit.noise_df
+    q = float(lr_curves.stats.t.ppf(0.975, df))
+    slope = (1.7627 - 1.7002 + q * sd * math.sqrt(2 / 6)) / 0.5  # per octave, its upper end
+    assert fit.loss_left_ci_high == pytest.approx(slope * 0.5, rel=0.02)  # the half octave up to the cliff
+    assert lr_curves.gap_bound(points, math.log2(1.41421e-3), [], sd, df) == 0.0  # no failure next to it: no gap
+    lonely = {math.log2(1.41421e-3): (1.7002, 6)}
+    assert lr_curves.gap_bound(lonely, math.log2(1.41421e-3), [1.0], sd, df) == math.inf  # no neighbour: no slope
