@@ -64,7 +64,9 @@ Flags: `edge` (the lowest mean is the cell's smallest or largest ok lr: the wind
 `diverged_nearby` (a run within one step of the lowest point did not train), `beyond_cliff` (lrs left out),
 `too_few_points` (fewer than 3 ok lrs: no fit), `not_convex` (the parabola's c <= 0: no optimum),
 `optimum_outside_window` (the optimum beyond the window's lrs: an extrapolation), `ci_unbounded`,
-`pick_outside_window` (no loss left reported), `no_noise_estimate`, `confined`, `pooled_noise`, `against_tried`.
+`pick_outside_window` (no loss left reported), `no_noise_estimate`, `confined`, `pooled_noise`, `against_tried`,
+`lack_of_fit` (the window's points miss the parabola by more than the replicate noise explains, F test at 1%:
+a wall or a bend; the loss left's upper end is then the larger of the curve's and the tried lrs' bounds).
 Numbers only: no files, no sentences.
 """
 
@@ -103,9 +105,10 @@ Z_STEP, A_POINTS = 0.01, 41  # the scan: x* every 0.01 octave, a at 41 values ov
 LR_CURVE_COLS = ["pick_lr", "optimum_lr", "optimum_lr_low", "optimum_lr_high", "curvature", "bend", "min_loss",
                  "loss_left", "loss_left_ci_low", "loss_left_ci_high", "n_points", "n_runs", "window_lr_low", "window_lr_high",
                  "noise_sd", "noise_df", "flags"]
-EDGE, DIVERGED, FEW, NOT_CONVEX, OUTSIDE, UNBOUNDED, PICK_OUTSIDE, NO_NOISE, CLIFF, CONFINED, TRIED = (
+EDGE, DIVERGED, FEW, NOT_CONVEX, OUTSIDE, UNBOUNDED, PICK_OUTSIDE, NO_NOISE, CLIFF, CONFINED, TRIED, MISFIT = (
     "edge", "diverged_nearby", "too_few_points", "not_convex", "optimum_outside_window", "ci_unbounded",
-    "pick_outside_window", "no_noise_estimate", "beyond_cliff", "confined", "against_tried")
+    "pick_outside_window", "no_noise_estimate", "beyond_cliff", "confined", "against_tried", "lack_of_fit")
+MISFIT_LEVEL = 0.01  # the lack-of-fit F test's level: below it the parabola's shape is in doubt
 
 
 @dataclass(frozen=True)
@@ -242,10 +245,15 @@ def fit_curves(runs: pd.DataFrame, step: float | None = None, ceiling: float = m
         sd, df, pooled = noise_of(sums[w.cell], pool)
         low, high = closed_sides(w.points, w.centre, sd, df, w.shut)
         fit = _fit(w, sd, df, pooled, (low - w.centre, high - w.centre), level, asymmetry)
-        if not math.isfinite(fit.loss_left_ci_high) and math.isfinite(w.pick):  # no bound from the curve: the tried lrs
+        misfit = lack_of_fit(w, sd, df)
+        if misfit:
+            fit = dataclasses.replace(fit, flags=(*fit.flags, MISFIT))
+        if (misfit or not math.isfinite(fit.loss_left_ci_high)) and math.isfinite(w.pick):  # the tried lrs' bound
             x_pick = math.log2(w.pick)
             high = max(tried_bound(_every_run(runs[runs["cell"] == w.cell]), x_pick, sd, df, level),
                        gap_bound(w.points, x_pick, w.shut, sd, df, level))
+            if misfit and math.isfinite(fit.loss_left_ci_high):
+                high = max(high, fit.loss_left_ci_high)  # the larger: the curve's shape is in doubt there
             if math.isfinite(high):
                 fit = dataclasses.replace(fit, loss_left_ci_high=high, flags=(*fit.flags, TRIED))
         done[w.cell] = fit
@@ -274,6 +282,17 @@ def tried_bound(ok: pd.DataFrame, x_pick: float, sd: float, df: int, level: floa
     others, n = means[~at].to_numpy(float), counts[~at].to_numpy(float)
     q = float(stats.t.ppf(1 - (1 - level) / 2 / len(others), df))
     return float(max(0.0, np.max(m0 - others + q * sd * np.sqrt(1 / n + 1 / n0))))
+
+
+def lack_of_fit(win: _Window, sd: float, df: float, level: float = MISFIT_LEVEL) -> bool:
+    """Whether the window's plain parabola misses its points by more than the cell's replicate noise explains (the
+    lack-of-fit F test, (RSS / (points - 3)) / sd^2 on (points - 3, df) degrees of freedom, at `level`): a wall or a
+    bend the parabola near the optimum does not have. Never with 3 points or without noise."""
+    extra = len(win.z) - 3
+    if extra < 1 or not (sd > 0 and df > 0):
+        return False
+    _, rss = parabola(win.z, win.y, win.w)
+    return bool(stats.f.sf(rss / extra / sd ** 2, extra, df) < level)
 
 
 def gap_bound(points: Mapping[float, tuple[float, int]], x_pick: float, shut: Sequence[float], sd: float, df: float,

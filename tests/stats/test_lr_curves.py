@@ -296,3 +296,16 @@ def test_a_pick_next_to_a_cliff_is_bounded_by_the_slope_towards_it_not_by_the_lr
     assert lr_curves.gap_bound(points, math.log2(1.41421e-3), [], sd, df) == 0.0  # no failure next to it: no gap
     lonely = {math.log2(1.41421e-3): (1.7002, 6)}
     assert lr_curves.gap_bound(lonely, math.log2(1.41421e-3), [1.0], sd, df) == math.inf  # no neighbour: no slope
+
+
+def test_a_wall_in_the_window_is_a_lack_of_fit_and_the_bound_falls_back_on_the_lrs_tried():
+    # study 8's sinusoidal: smooth to 5.66e-3, then a jump at 8e-3 that trained (2.09 against 1.85): a parabola
+    # near the optimum cannot have it, so its profile's bound is not trusted alone
+    smooth = {2e-3: [1.868], 2.82843e-3: [1.852, 1.855, 1.840, 1.861, 1.849], 4e-3: [1.847], 5.65685e-3: [1.891]}
+    wall = {**smooth, 8e-3: [2.093]}
+    plain = fit_curves(_runs({"a": {**smooth, 8e-3: [1.96]}}), step=1.0).fits[0]
+    walled = fit_curves(_runs({"a": wall}), step=1.0).fits[0]
+    assert "lack_of_fit" not in plain.flags and "lack_of_fit" in walled.flags and "against_tried" in walled.flags
+    runs = _runs({"a": wall}).assign(x=lambda f: np.log2(f["lr"]), capped=lambda f: f["loss"])
+    assert walled.loss_left_ci_high >= lr_curves.tried_bound(runs, math.log2(walled.pick_lr), walled.noise_sd,
+                                                            walled.noise_df) - 1e-12

@@ -163,7 +163,8 @@ def failure_cost(r: dict, res: Results) -> str:
     return (f"; {int(failed)} of {int(failed) + int(n_ok)} runs at its pick failed to train (failure rate 95% CI "
             f"{r['failure_rate_low']:.2f} to {r['failure_rate_high']:.2f}); counting every run (a failed one at its "
             f"own loss, a diverged one at the unigram loss) its effect is {fmt_loss(r['estimate_all_runs'])} {res.unit} "
-            f"(95% CI {fmt_loss(r['ci_low_all_runs'])} to {fmt_loss(r['ci_high_all_runs'])})")
+            f"(95% CI {fmt_loss(r['ci_low_all_runs'])} to {fmt_loss(r['ci_high_all_runs'])}, with what the failure "
+            "rates' intervals allow)")
 
 
 def interaction(r: dict, res: Results, margin: float) -> str:

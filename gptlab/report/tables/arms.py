@@ -78,23 +78,54 @@ def _key(res: Results, r: dict[str, Any]) -> tuple[str, ...]:
 
 def with_failure_cost(res: Results, arms: pd.DataFrame, margin: float) -> pd.DataFrame:
     """`arms` with each arm's failures at its pick (counts and the 95% Clopper-Pearson interval of the rate) and
-    its effect counting every run at the pick, from the same model as `estimate` (its CI likewise)."""
+    its effect counting every run at the pick: the estimate from the same model as `estimate`, its CI the union of
+    that model's over every run and of what the failure rates' intervals allow (`_failure_bounds`)."""
     runs = res.runs
     counted = runs["ok"] | runs["status"].isin(FAILED_TO_TRAIN)
     arms = arms.copy()
+    rates = {}
+    for name in dict.fromkeys([*arms.get("baseline", pd.Series(dtype=str)).astype(str), *arms[ARM].astype(str)]):
+        for level in ([None] if not res.scale else list(dict.fromkeys(arms["scale_level"].astype(str)))):
+            mine = runs[counted & (runs[ARM].astype(str) == str(name))]
+            if level is not None:
+                mine = mine[mine[res.scale[0]].astype(str) == level]
+            rates[(str(name), level)] = _failure_rate(mine, res.outcome)
     for i, r in arms.iterrows():
-        mine = runs[counted & (runs[ARM].astype(str) == str(r[ARM]))]
-        if res.scale:
-            mine = mine[mine[res.scale[0]].astype(str) == str(r["scale_level"])]
-        n_ok, n_failed = int(mine["ok"].sum()), int((~mine["ok"]).sum())
-        low, high = proportion_confint(n_failed, n_ok + n_failed, alpha=0.05, method="beta") \
-            if n_ok + n_failed else (math.nan, math.nan)
+        n_ok, n_failed, low, high, _ = rates[(str(r[ARM]), str(r["scale_level"]) if res.scale else None)]
         arms.loc[i, ["n_ok", "n_diverged", "failure_rate_low", "failure_rate_high"]] = [n_ok, n_failed, low, high]
     all_runs = _all_runs_effects(res, runs[counted], margin) if (~runs.loc[counted, "ok"]).any() else {}
     for i, r in arms.iterrows():
-        est = all_runs.get(_key(res, r.to_dict()), (r["estimate"], r["ci_low"], r["ci_high"]))
-        arms.loc[i, ["estimate_all_runs", "ci_low_all_runs", "ci_high_all_runs"]] = list(est)
+        est, lo, hi = all_runs.get(_key(res, r.to_dict()), (r["estimate"], r["ci_low"], r["ci_high"]))
+        level = str(r["scale_level"]) if res.scale else None
+        base = str(r["baseline"]) if isinstance(r.get("baseline"), str) else res.spec.arms.baseline
+        b_lo, b_hi = _failure_bounds(r, rates[(str(r[ARM]), level)], rates.get((base, level)), res.ceiling)
+        arms.loc[i, ["estimate_all_runs", "ci_low_all_runs", "ci_high_all_runs"]] = [
+            est, float(np.fmin(lo, b_lo)), float(np.fmax(hi, b_hi))]
     return arms.astype({"n_ok": "Int64", "n_diverged": "Int64"})
+
+
+def _failure_rate(mine: pd.DataFrame, outcome: str) -> tuple[int, int, float, float, float]:
+    """(runs that trained, runs that failed, the failure rate's 95% Clopper-Pearson interval, the trained runs' mean
+    loss) of one arm's runs at its pick."""
+    n_ok, n_failed = int(mine["ok"].sum()), int((~mine["ok"]).sum())
+    low, high = proportion_confint(n_failed, n_ok + n_failed, alpha=0.05, method="beta") \
+        if n_ok + n_failed else (math.nan, math.nan)
+    ok_mean = float(pd.to_numeric(mine.loc[mine["ok"], outcome], errors="coerce").mean()) if n_ok else math.nan
+    return n_ok, n_failed, float(low), float(high), ok_mean
+
+
+def _failure_bounds(row: pd.Series, arm: tuple, base: tuple | None, ceiling: float) -> tuple[float, float]:
+    """What the arm's expected effect counting every run may be, given the effect among the runs that trained (its
+    CI) and each side's failure rate (its interval), a failed run counted at the ceiling at worst: the CI's ends
+    moved by q (ceiling - the trained runs' mean) for the arm, less the same for the baseline. A handful of runs
+    that all trained do not show an arm never fails (0 of 5: a rate up to 0.52), and this says what that allows.
+    (nan, nan) where a side has no trained run or the ceiling is unknown."""
+    if base is None or not math.isfinite(ceiling) or not all(map(math.isfinite, (arm[4], base[4]))):
+        return math.nan, math.nan
+    room_arm, room_base = max(ceiling - arm[4], 0.0), max(ceiling - base[4], 0.0)
+    low = float(row["ci_low"]) + arm[2] * room_arm - base[3] * room_base
+    high = float(row["ci_high"]) + arm[3] * room_arm - base[2] * room_base
+    return low, high
 
 
 def _all_runs_effects(res: Results, runs: pd.DataFrame, margin: float) -> dict[tuple[str, ...], tuple[float, float, float]]:
