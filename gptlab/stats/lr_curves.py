@@ -368,7 +368,8 @@ def _fit(win: _Window, sd: float, df: int, pooled: bool, sides: tuple[float, flo
         left = curvature * d * d * math.exp(bend * d)
         if scan is not None:
             left_bounds = left_ci(scan, zp, left, floor, crit * s2, UNBOUNDED not in flags)
-    opt = [2 ** (win.centre + z) for z in (z_opt, *opt_ci)]
+    with np.errstate(over="ignore"):  # an optimum's CI end far beyond the search is an lr of inf
+        opt = [float(np.exp2(win.centre + z)) for z in (z_opt, *opt_ci)]
     return CurveFit(win.cell, win.pick, *opt, curvature, m, left, *left_bounds, len(win.z), int(win.w.sum()), *window,
                     bend, tuple(flags), noise_sd=sd, noise_df=df)
 
