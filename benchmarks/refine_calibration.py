@@ -214,7 +214,7 @@ def cliff_row(world: str, s: Summary) -> str:
     reasons = ", ".join(f"{k} {v:.2f}" for k, v in s.reasons.items()) or "-"
     return (f"| {world} | {s.tuner} | {s.regret_median:.4f} | {s.regret_p90:.4f} | {s.regret_tried_median:.4f} | "
             f"{s.regret_tried_p90:.4f} | {s.runs_mean:.2f} | {s.runs_p90:.0f} | {s.cliff_in_fit:.3f} | "
-            f"{s.wrongly_cut:.3f} | {s.unstable:.3f} | {s.coverage:.3f} | {s.false_per_study:.3f} | {reasons} |")
+            f"{s.wrongly_cut:.3f} | {s.may_fail:.3f} | {s.coverage:.3f} | {s.false_per_study:.3f} | {reasons} |")
 
 
 def cliff_table(studies: int, seed: int) -> None:

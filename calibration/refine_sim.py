@@ -36,11 +36,12 @@ import numpy as np
 from calibration.effects_sim import PlantedTruth, printed_effects
 from calibration.tuning_sim import SPACE
 from gptlab.stats import refine
-from gptlab.stats.calls import DEFAULT_MARGIN
+from gptlab.stats.calls import BETTER, DEFAULT_MARGIN, WORSE
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
 from gptlab.stats.picks import Trial, pick_rows, picks
 from gptlab.stats.refine import Lattice, RefineRule
+from gptlab.statuses import COLLAPSED, OK
 
 ACTIVATION, TYING = "model.activation", "model.tying"
 CELLS = (("gelu", "tied"), ("gelu", "untied"), ("relu", "tied"), ("relu", "untied"))
@@ -153,7 +154,7 @@ class Noise:
 def grid_picks(curves: Sequence[Curve], noise: Noise, seeds: int) -> tuple[list[int], list[int]]:
     """Each cell's picked half-step by `stats.picks` from the coarse grid at `seeds` seeds; runs per cell."""
     key, coarse = "train.lr", LATTICE.coarse()
-    trials = [Trial((("cell", c),), ((key, LATTICE.value(k)),), "ok" if math.isfinite(y) else "collapsed", y)
+    trials = [Trial((("cell", c),), ((key, LATTICE.value(k)),), OK if math.isfinite(y) else COLLAPSED, y)
               for c, curve in enumerate(curves) for k in coarse for y in (noise.run(curve, c, k, r) for r in range(seeds))]
     chosen = picks(pick_rows(trials, [(("cell", c),) for c in range(len(curves))],
                              [((key, LATTICE.value(k)),) for k in coarse], {key: [LATTICE.value(k) for k in coarse]}))
@@ -215,7 +216,7 @@ class StudyOutcome:
     regrets_tried: tuple[float, ...] = ()  # per cell: true loss at the pick minus the best tried where none can fail
     cliff_in_fit: tuple[bool, ...] = ()  # per cell: a failed run's lr in the final fit (grid: at the pick)
     wrongly_cut: tuple[bool, ...] = ()  # per cell: an lr where no run can fail called beyond the cliff
-    unstable: tuple[bool, ...] = ()  # per cell: a run at the pick may fail
+    may_fail: tuple[bool, ...] = ()  # per cell: a run at the pick may fail
 
 
 def _label(factor: str, level: str) -> str:
@@ -235,7 +236,7 @@ def _score(curves: Sequence[Curve], lrs: Sequence[float], noise: Noise) -> tuple
         t, call = best(key), row["call"]
         covered.append(bool(row["ci_low"] <= t <= row["ci_high"]))
         covered_picked.append(bool(row["ci_low"] <= picked(key) <= row["ci_high"]))
-        sign = -1 if call == "better" else 1 if call == "worse" else 0
+        sign = -1 if call == BETTER else 1 if call == WORSE else 0
         null.append(abs(t) < 1e-12)
         false.append(sign != 0 and (null[-1] or sign * t < 0))
         if key == ("term", _label(ACTIVATION, "relu")):
@@ -300,7 +301,7 @@ class Summary:
     regret_tried_p90: float = math.nan
     cliff_in_fit: float = math.nan  # cells whose final fit took a failed run's lr (the grid: picked it)
     wrongly_cut: float = math.nan  # cells with an lr where no run can fail called beyond the cliff
-    unstable: float = math.nan  # cells picked where a run may fail
+    may_fail: float = math.nan  # cells picked where a run may fail
 
     @property
     def runs_ratio(self) -> float:
@@ -330,7 +331,7 @@ def summarise(tuner: str, outcomes: Sequence[StudyOutcome]) -> Summary:
         float(np.std([np.mean(o.covered) for o in outcomes], ddof=1) / math.sqrt(len(outcomes)))
         if len(outcomes) > 1 else math.nan, float(np.mean(offsets < 0)), float(np.mean(offsets > 0)),
         float(np.median(tried)), float(np.quantile(tried, 0.9)), share("cliff_in_fit"), share("wrongly_cut"),
-        share("unstable"))
+        share("may_fail"))
 
 
 def run(world: World, studies: int, tuners: Sequence[Tuner] = TUNERS, rng_seed: int = 0) -> list[Summary]:

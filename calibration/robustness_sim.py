@@ -36,10 +36,11 @@ import pandas as pd
 
 from calibration.effects_sim import PlantedTruth, printed_effects
 from calibration.refine_sim import ACTIVATION, CELLS, DESIGN, LATTICE, Curve, Noise, World, grid_picks
-from gptlab.stats.calls import DEFAULT_MARGIN
+from gptlab.stats.calls import DECISIVE, DEFAULT_MARGIN, DIRECTIONAL, EQUIVALENT, WORSE
 from gptlab.stats.effects import analyse
 from gptlab.stats.lr_curves import fit_curves
 from gptlab.stats.robustness import DEPENDS
+from gptlab.statuses import DIVERGED, OK
 
 MAIN = ("term", f"{ACTIVATION}=relu")  # the key of the activation main effect (the planted one)
 STEP = 1.0  # the grid's step in octaves: the report's `step` for tune.space 5e-4 .. 8e-3
@@ -115,14 +116,14 @@ class StudyRecord:
 
 def false_call(call: str, truth: float, margin: float) -> bool:
     """Whether `call` is false against `truth` (the effect at the optima)."""
-    if call in ("better", "worse"):
-        return abs(truth) < 1e-12 or (truth > 0) != (call == "worse")
-    return call == "equivalent" and abs(truth) >= margin
+    if call in DIRECTIONAL:
+        return abs(truth) < 1e-12 or (truth > 0) != (call == WORSE)
+    return call == EQUIVALENT and abs(truth) >= margin
 
 
 def true_call(call: str, truth: float, margin: float) -> bool:
     """Whether `call` is a call (better, worse, equivalent) and true against `truth`."""
-    return call in ("better", "worse", "equivalent") and not false_call(call, truth, margin)
+    return call in DECISIVE and not false_call(call, truth, margin)
 
 
 def _label(factor: str, level: str) -> str:
@@ -131,7 +132,7 @@ def _label(factor: str, level: str) -> str:
 
 def selection_frame(curves: Sequence[Curve], noise: Noise, seeds: int) -> pd.DataFrame:
     """The selection runs `grid_picks` saw, as `fit_curves` reads them: cell (index), lr, loss, status."""
-    rows = [{"cell": c, "lr": LATTICE.value(k), "loss": y, "status": "ok" if math.isfinite(y) else "diverged"}
+    rows = [{"cell": c, "lr": LATTICE.value(k), "loss": y, "status": OK if math.isfinite(y) else DIVERGED}
             for c, cv in enumerate(curves) for k in LATTICE.coarse() for r in range(seeds)
             for y in [noise.run(cv, c, k, r)]]
     return pd.DataFrame(rows)
@@ -144,7 +145,7 @@ def score(curves: Sequence[Curve], lrs: Sequence[float], selection: pd.DataFrame
     n = noise.seed_offsets.size
     y = (np.array(at)[:, None] + noise.seed_offsets[None, :] + noise.estimation).ravel()
     estimation = pd.DataFrame({"cell": np.repeat(np.arange(len(curves)), n), "lr": np.repeat(lrs, n), "loss": y,
-                               "status": "ok"})
+                               "status": OK})
     fits = fit_curves(selection, STEP, picks=dict(enumerate(lrs)), replicates=estimation)
     high = np.array([f.loss_left_ci_high for f in fits.fits], float)
     left = np.column_stack([[f.loss_left for f in fits.fits], high, [f.noise_df for f in fits.fits]])
@@ -215,7 +216,7 @@ class Summary:
 def summarise(setup: Setup, records: Sequence[StudyRecord], margin: float = DEFAULT_MARGIN) -> Summary:
     """Rates of `records` against their truths at the optima."""
     def certified(calls: str) -> float:
-        return float(np.mean([any(k == MAIN and c in ("better", "worse") and true_call(c, t, margin)
+        return float(np.mean([any(k == MAIN and c in DIRECTIONAL and true_call(c, t, margin)
                                   for k, t, c in zip(r.keys, r.truths, getattr(r, calls))) for r in records]))
 
     def per_study(calls: str, kind: Sequence[str]) -> float:
@@ -228,16 +229,16 @@ def summarise(setup: Setup, records: Sequence[StudyRecord], margin: float = DEFA
     true_s = [true_call(c, t, margin) for r in records for t, c in zip(r.truths, r.calls_sum)]
     lost = [c == DEPENDS for (_, _, c), tp in zip(effects, true_p) if tp]
     depends = {w: float(np.mean([c == DEPENDS for _, p, c in effects if p == w]))
-               if any(p == w for _, p, _ in effects) else math.nan for w in ("better", "worse", "equivalent")}
+               if any(p == w for _, p, _ in effects) else math.nan for w in DECISIVE}
     main = [[true_call(x, t, margin) for k, t, x in zip(r.keys, r.truths, calls) if k == MAIN]
             for r in records for calls in (r.at_picks, r.calls)]
     high = np.array([h for r in records for h in r.loss_left_high])
     left = np.array([x for r in records for x in r.loss_left])
     finite = np.isfinite(high)
-    directional = ("better", "worse")
+    directional = DIRECTIONAL
     return Summary(setup, len(records), per_study("at_picks", directional), per_study("calls", directional),
-                   per_study("calls_sum", directional), per_study("at_picks", ("equivalent",)),
-                   per_study("calls", ("equivalent",)), float(np.mean(true_p)), float(np.mean(true_c)),
+                   per_study("calls_sum", directional), per_study("at_picks", (EQUIVALENT,)),
+                   per_study("calls", (EQUIVALENT,)), float(np.mean(true_p)), float(np.mean(true_c)),
                    float(np.mean(true_s)), float(np.mean(lost)) if lost else math.nan, depends,
                    float(np.mean([any(m) for m in main[0::2]])), float(np.mean([any(m) for m in main[1::2]])),
                    certified("at_picks"), certified("calls"), certified("calls_sum"),

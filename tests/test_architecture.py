@@ -578,7 +578,7 @@ VOCABULARIES = {  # name -> (its words, the modules that spell them, relative to
 }
 # (module, vocabulary) pairs that keep their literals on purpose: modules being rewritten, whose literals go with it.
 LITERALS_KEPT: set[tuple[str, str]] = set()
-CALIBRATION_LITERALS_KEPT = {(module, name) for module in ("robustness_sim.py", "refine_sim.py") for name in VOCABULARIES}
+CALIBRATION_LITERALS_KEPT: set[tuple[str, str]] = set()
 
 
 def vocabulary_literals(path: Path, words: frozenset[str]) -> list[str]:
