@@ -576,9 +576,6 @@ VOCABULARIES = {  # name -> (its words, the modules that spell them, relative to
     "status": (frozenset(STATUSES), ("statuses.py",)),
     "call": (frozenset(CALLS) | {DEPENDS, NOT_CHECKED, ROBUST}, ("stats/calls.py", "stats/robustness.py")),
 }
-# (module, vocabulary) pairs that keep their literals on purpose: modules being rewritten, whose literals go with it.
-LITERALS_KEPT: set[tuple[str, str]] = set()
-CALIBRATION_LITERALS_KEPT: set[tuple[str, str]] = set()
 
 
 def vocabulary_literals(path: Path, words: frozenset[str]) -> list[str]:
@@ -600,25 +597,18 @@ def vocabulary_literals(path: Path, words: frozenset[str]) -> list[str]:
     return [f"line {n.lineno}: {n.value!r}" for n in sorted(found, key=lambda n: (n.lineno, n.col_offset))]
 
 
-def spelled_elsewhere(path: Path, module: str, kept: set[tuple[str, str]], owners: bool = True) -> list[str]:
+def spelled_elsewhere(path: Path, module: str, owners: bool = True) -> list[str]:
     """Each status or call word `path` (`module`) types outside the word's owners, with the owner to import it from."""
     return [f"{hit} (a {name} word: import it from {' or '.join(f'gptlab/{o}' for o in where)})"
             for name, (words, where) in VOCABULARIES.items()
-            if not (owners and module in where) and (module, name) not in kept for hit in vocabulary_literals(path, words)]
+            if not (owners and module in where) for hit in vocabulary_literals(path, words)]
 
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_status_and_call_words_are_typed_by_their_owners_alone(path):
     module = path.relative_to(PACKAGE).as_posix()
-    wrong = spelled_elsewhere(path, module, LITERALS_KEPT)
+    wrong = spelled_elsewhere(path, module)
     assert not wrong, f"{module} types words another module owns: " + "; ".join(wrong)
-
-
-def test_the_literals_kept_are_still_there():
-    """An exception that no longer holds a literal goes (the rewrite that removes them removes it)."""
-    for root, kept in ((PACKAGE, LITERALS_KEPT), (CALIBRATION, CALIBRATION_LITERALS_KEPT)):
-        for module, name in sorted(kept):
-            assert vocabulary_literals(root / module, VOCABULARIES[name][0]), f"{module} keeps no {name} literal"
 
 
 def test_the_rules_catch_a_status_or_call_word_typed_outside_its_owner(tmp_path):
@@ -680,5 +670,5 @@ def test_no_import_circle_in_the_calibration():
 @pytest.mark.parametrize("path", CALIBRATION_MODULES, ids=lambda p: str(p.relative_to(CALIBRATION)))
 def test_the_calibration_imports_its_status_and_call_words(path):
     module = path.relative_to(CALIBRATION).as_posix()
-    wrong = spelled_elsewhere(path, module, CALIBRATION_LITERALS_KEPT, owners=False)
+    wrong = spelled_elsewhere(path, module, owners=False)
     assert not wrong, f"calibration/{module} types words gptlab owns: " + "; ".join(wrong)
