@@ -26,11 +26,12 @@ ALLOWED = {
     "basics": {"basics"},
     "model": {"basics", "model"},
     "run": {"basics", "model", "run"},
-    "cli": {"basics", "model", "run", "cli", "executors", "stats", "report", "sweep"},  # command lines join rooms
+    "cli": {"basics", "model", "run", "cli", "executors", "stats", "report", "sweep", "kinds"},  # they join rooms
     "executors": {"basics", "model", "run", "executors"},
     "stats": {"basics", "stats"},  # numbers only: below the report and the sweep
     "report": {"basics", "model", "run", "stats", "sweep", "report"},  # not the CLIs; the sweep: its load step only
     "sweep": {"basics", "model", "run", "executors", "stats", "sweep"},  # never the report: its command line joins them
+    "kinds": {"basics", "model", "run", "executors", "stats", "sweep", "report", "kinds"},  # a kind's both sides
 }
 
 
@@ -46,7 +47,7 @@ def room(module: str) -> str:
         return "cli"  # `python -m gptlab.sweep` runs the sweep's command line, which joins the sweep and the report
     if top == "export":
         return "report"  # another view of results/NAME (TensorBoard files): it reads them through the report
-    if top in ("model", "run", "executors", "stats", "report", "sweep"):
+    if top in ("model", "run", "executors", "stats", "report", "sweep", "kinds"):
         return top
     raise AssertionError(f"module {module} is in no room of docs/ARCHITECTURE.md")
 

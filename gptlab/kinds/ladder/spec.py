@@ -1,0 +1,124 @@
+"""The `ladder:` section of a sweep YAML, checked: its rungs in order of compute, each a set of run settings.
+
+    ladder:
+      rungs:                      # smallest first; each a mapping of run settings that change together
+        small:  {model.n_layer: 2, model.n_embd: 64, model.n_head: 2}
+        medium: {model.n_layer: 4, model.n_embd: 128, model.n_head: 4}
+        large:  {model.n_layer: 4, model.n_embd: 192, model.n_head: 6}
+      tokens_per_param: 20        # optional: each rung's train.max_iters from tokens = this x parameters
+      margin: 0.01                # per doubling of compute: the `holds` test of an effect's trend
+
+A rung's compute is C = 6 N D (Kaplan et al. 2020): N = 12 n_layer n_embd^2, the non-embedding parameters of the
+baseline's blocks, and D = max_iters x batch_size x block_size, the tokens it trains on. An arm's own count
+differs (SwiGLU's matched MLP, an untied head); a rung's compute is its baseline's. Rungs must rise in compute,
+and a rung sets no key an arm sets (an arm is the design; a rung, its scale).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from gptlab.errors import GptlabError, key_error, shown
+from gptlab.run.config import RunConfig
+
+MAX_RUNGS = 12
+DEFAULT_MARGIN_PER_DOUBLING = 0.01  # nats (or bits) per doubling of compute: the `holds` test's margin
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung: its name, the settings it sets over `base`, and its compute."""
+
+    name: str
+    settings: Mapping[str, Any]  # dotted key -> value, YAML order (max_iters derived where tokens_per_param is set)
+    params: int  # N = 12 n_layer n_embd^2 of its baseline
+    tokens: int  # D = max_iters x batch_size x block_size
+    flops: float  # C = 6 N D
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.settings)
+
+
+@dataclass(frozen=True)
+class LadderSpec:
+    """A validated `ladder:`: the rungs, smallest first."""
+
+    rungs: tuple[Rung, ...]
+    tokens_per_param: float | None = None  # D / N each rung's steps were derived from (None: the rungs' own steps)
+    margin: float = DEFAULT_MARGIN_PER_DOUBLING  # per doubling of compute
+
+    def to_dict(self) -> dict[str, Any]:
+        given = {r.name: {k: v for k, v in r.settings.items() if k != "train.max_iters" or self.tokens_per_param is None}
+                 for r in self.rungs}
+        return {"rungs": given, **({"tokens_per_param": self.tokens_per_param} if self.tokens_per_param else {}),
+                "margin": self.margin}
+
+    def describe(self) -> list[str]:
+        """One line a rung: its parameters, tokens, training FLOPs and its compute against the smallest rung's."""
+        c0 = self.rungs[0].flops
+        return [f"rung {r.name}: {r.params:,} parameters, {r.tokens:,} tokens, {r.flops:.3g} training FLOPs "
+                f"({r.flops / c0:.3g}x the smallest)" for r in self.rungs]
+
+
+def compute_of(config: RunConfig) -> tuple[int, int, float]:
+    """(N, D, C) of a run config: N = 12 n_layer n_embd^2, D = max_iters x batch_size x block_size, C = 6 N D."""
+    n = 12 * config.model.n_layer * config.model.n_embd ** 2
+    d = config.train.max_iters * config.train.batch_size * config.model.block_size
+    return n, d, 6.0 * n * d
+
+
+def _number(value: Any, key: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not low < value <= high:
+        raise key_error(key, f"must be a number above {low:g} and at most {high:g}, got {shown(value)}")
+    return float(value)
+
+
+def check_ladder(raw: Any, base: RunConfig, arm_keys: set[str]) -> LadderSpec:
+    """`ladder:` validated against the sweep's resolved base and the keys its arms (and grid) set; `GptlabError`
+    naming the key otherwise."""
+    if not isinstance(raw, dict) or "rungs" not in raw:
+        raise key_error("ladder", f"must be a mapping with rungs: {{NAME: {{KEY: VALUE, ...}}, ...}}, got {shown(raw)}")
+    unknown = set(raw) - {"rungs", "tokens_per_param", "margin"}
+    if unknown:
+        raise key_error("ladder", f"unknown key {shown(sorted(unknown)[0])}; valid: rungs, tokens_per_param, margin")
+    rungs = raw["rungs"]
+    if not isinstance(rungs, dict) or not 2 <= len(rungs) <= MAX_RUNGS:
+        raise key_error("ladder.rungs", f"must map 2 to {MAX_RUNGS} rung names to settings, got {shown(rungs)}")
+    ratio = None if raw.get("tokens_per_param") is None else _number(raw["tokens_per_param"], "ladder.tokens_per_param",
+                                                                      0, 1e6)
+    margin = _number(raw.get("margin", DEFAULT_MARGIN_PER_DOUBLING), "ladder.margin", 0, 1)
+    out: list[Rung] = []
+    for name, settings in rungs.items():
+        out.append(_rung(name, settings, base, arm_keys, ratio))
+    for lower, upper in zip(out, out[1:]):
+        if not upper.flops > lower.flops:
+            raise key_error(f"ladder.rungs.{upper.name}", f"trains {upper.flops:.3g} FLOPs, not more than the rung "
+                                                         f"below it ({lower.name}: {lower.flops:.3g}): list rungs "
+                                                         "smallest first, each larger")
+    return LadderSpec(tuple(out), ratio, margin)
+
+
+def _rung(name: Any, settings: Any, base: RunConfig, arm_keys: set[str], ratio: float | None) -> Rung:
+    where = f"ladder.rungs.{name}"
+    if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
+        raise key_error("ladder.rungs", f"a rung's name must be letters, digits, _ or -, got {shown(name)}")
+    if not isinstance(settings, dict) or not settings:
+        raise key_error(where, f"must be a mapping of run settings (e.g. {{model.n_embd: 128}}), got {shown(settings)}")
+    taken = sorted(set(settings) & arm_keys)
+    if taken:
+        raise key_error(where, f"sets {taken[0]}, which an arm or the grid sets: a rung is the scale, not the design")
+    if ratio is not None and "train.max_iters" in settings:
+        raise key_error(where, "sets train.max_iters while ladder.tokens_per_param derives it: give one of the two")
+    try:
+        config = base.with_settings(settings)
+    except GptlabError as err:
+        raise GptlabError(f"{where}: {err}") from None
+    settings = dict(settings)
+    if ratio is not None:
+        n, _, _ = compute_of(config)
+        per_step = config.train.batch_size * config.model.block_size
+        settings["train.max_iters"] = max(1, math.ceil(ratio * n / per_step))
+        config = config.with_settings(settings)
+    n, d, c = compute_of(config)
+    return Rung(name, settings, n, d, c)
