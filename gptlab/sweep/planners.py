@@ -148,7 +148,20 @@ class SweepKind:
         """A run's values in this kind's columns."""
         return {}
 
+    def shares_trunks(self, spec: SweepSpec) -> bool:
+        """Whether this kind's stages plan runs that differ only in `train.max_iters` (`worth:`'s lengths), so that the
+        sweep shares their trunks (`sweep.trunks`) even where its first runs have none to share."""
+        return False
+
     def after_runs(self, spec: SweepSpec, results_dir: ResultsDir, planned: Sequence[Run], threads: int,
                    out: TextIO) -> None:
         """Work of this kind once every planned run has finished, before the report (`worth:` times the arms'
-        steps side by side); what it writes goes into `results_dir` under a name `ResultsDir` owns."""
+        steps side by side); what it writes goes into `results_dir` under a name `ResultsDir` owns. A stop meanwhile
+        raises `AfterRunsStopped`, which says what to do next."""
+
+
+class AfterRunsStopped(KeyboardInterrupt):
+    """A stop (Ctrl-C, SIGTERM, SIGHUP) while a kind worked after every run had finished (`SweepKind.after_runs`): the
+    command line says so with `then`, what rerunning the command does (no run trains again)."""
+
+    then = "run the same command again to finish its work after the runs (no run trains again)"

@@ -26,7 +26,6 @@ from gptlab.stats.models import MIN_RESIDUAL_DF, planned_df, t_quantile
 from gptlab.stats.picks import Pairs
 from gptlab.sweep.arms_spec import ArmsDesign
 from gptlab.sweep.duplicates import same_config_message
-from gptlab.sweep.worth_spec import WorthSpec
 
 # A run takes ~1 ms to validate and expand: a mistyped grid (30 factors, seeds pasted twice) must not hang it.
 MAX_RUNS = 10_000  # cells before exclude x seeds (adaptive seeds: x max)
@@ -133,11 +132,6 @@ class SweepSpec:
         """Grid keys reported as scale (effects per level), not as effects (`scale:`, `sweep.scale_spec`); [] for none."""
         section = self.kinds.get("scale")
         return list(section.keys) if section is not None else []
-
-    @property
-    def worth(self) -> WorthSpec | None:
-        """An arms sweep's `worth:` (the baseline's lengths, `sweep.worth`), else None."""
-        return self.kinds.get("worth")
 
     @functools.cached_property
     def base_config(self) -> RunConfig:

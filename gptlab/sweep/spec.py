@@ -25,7 +25,7 @@ from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
 from gptlab.stats.levels import grid_level
 from gptlab.sweep.adaptive_seeds import check_seed_rule
 from gptlab.sweep.arms_spec import ArmsDesign, check_arm_configs, check_arms
-from gptlab.sweep.kinds import SWEEP_KINDS, kinds_of
+from gptlab.sweep.kinds import SWEEP_KINDS, import_shipped_kinds, kinds_of
 from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
 from gptlab.sweep.runs import MAX_RUNS, MAX_SEEDS, ReportSettings, SweepSpec, expand
@@ -57,7 +57,9 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None, executo
 def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], executor_overrides: dict[str, Any],
                   margin: Any = None, *, plan: bool = True) -> SweepSpec:
     """Validate and expand a loaded spec; every problem is one `GptlabError` on one line, naming the key.
-    `plan=False` validates without planning its runs (`runs` stays empty: a stored sweep read back, `sweep.stored`)."""
+    `plan=False` validates without planning its runs (`runs` stays empty: a stored sweep read back, `sweep.stored`).
+    The shipped kinds are registered first (`sweep.kinds.import_shipped_kinds`), as a plugin's are by its import."""
+    import_shipped_kinds()
     try:
         return _validate_spec(raw, path, overrides, executor_overrides, margin, plan)
     except GptlabError as err:

@@ -45,7 +45,7 @@ def test_a_kinds_key_is_refused_without_its_plugin_and_checked_by_it(plugin, tmp
     assert sweep_main([_spec(tmp_path, corpus, [plugin.name], recheck={"seeds": 0}), "--dry-run"]) == 2
     assert "recheck: must be {seeds: N} with N from 1 to 100, got {'seeds': 0}" in capsys.readouterr().err
     spec = load_spec(_spec(tmp_path, corpus, [plugin.name], recheck={"seeds": 2}))
-    assert spec.kinds["recheck"].seeds == 2 and spec.to_dict()["recheck"] == {"seeds": 2} and spec.worth is None
+    assert spec.kinds["recheck"].seeds == 2 and spec.to_dict()["recheck"] == {"seeds": 2} and "worth" not in spec.kinds
     assert [r.seed for r in known_runs(spec) if r.role == "recheck"] == [100, 101] and planned_count(spec) == 2
     SWEEP_KINDS.register("exclude")(SWEEP_KINDS.get("recheck"))  # a kind may not take a key that every sweep has
     assert sweep_main([_spec(tmp_path, corpus, [plugin.name], recheck={"seeds": 2}), "--dry-run"]) == 2
@@ -77,7 +77,7 @@ def test_a_plugin_kind_adds_a_stage_summary_rows_and_a_report_section_and_resume
 def test_the_adaptive_rule_of_seeds_is_a_kind_and_a_count_joins_none(tmp_path, corpus):
     import io
 
-    from gptlab.report.kinds import AdaptiveReport
+    from gptlab.kinds.seeds.report import AdaptiveReport
     from gptlab.stats.adaptive_seeds import SeedRule
     from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, AdaptiveSeedsKind
     from gptlab.sweep.execute import planner_for
@@ -98,7 +98,7 @@ def test_the_adaptive_rule_of_seeds_is_a_kind_and_a_count_joins_none(tmp_path, c
 
 
 def test_scale_is_a_kind_whose_keys_are_the_specs_scale(tmp_path, corpus):
-    from gptlab.report.kinds import ScaleReport
+    from gptlab.kinds.scale.report import ScaleReport
     from gptlab.sweep.scale_spec import ScaleKind, ScaleSpec
 
     assert SWEEP_KINDS.get("scale") is ScaleKind and REPORT_KINDS.get("scale") is ScaleReport

@@ -10,11 +10,13 @@ Every number comes from `tables.ReportTables`, every sentence about the results 
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import pandas as pd
 
 from gptlab.report.document.blocks import Block, Bullets, Heading, Para, Table, image
 from gptlab.report.figures import Figures
+from gptlab.report.kinds import KindSection
 from gptlab.report.load import Results
 from gptlab.report.sentences import Sentences
 from gptlab.report.sentences.overview import too_long
@@ -57,11 +59,13 @@ def table_blocks(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list
 # The page's `call` column keeps the direction through the tuning check (`call_phrase`), so no `tuning` column
 ARMS_MD_COLS = ["arm", "scale_level", "pick"] + EFFECT_COLS + ["n_ok", "n_ok_baseline", "n_diverged", "n_failed"]
 SCORECARD_MD_COLS = ["arm", "scale_level", "source", "direction", "size", "untuned_estimate", "estimate", "ci_low",
-                     "ci_high", "call", "worth", "verdict"]  # worth: a `worth:` study's only
+                     "ci_high", "call", "verdict"]  # and after `call` each kind's (`KindSection.scorecard_columns`)
 
 
-def scorecard_section(res: Results, tables: ReportTables, words: Sentences) -> list[Block]:
-    """An arms sweep's scorecard: each arm's claim beside its untuned and tuned effects, and the verdict."""
+def scorecard_section(res: Results, tables: ReportTables, words: Sentences,
+                      kinds: Sequence[KindSection] = ()) -> list[Block]:
+    """An arms sweep's scorecard: each arm's claim beside its untuned and tuned effects, and the verdict; each kind's
+    columns of it after `call`, with its paragraphs on them above the table (`kinds`: the kinds' sections)."""
     card = tables.scorecard
     if not len(card.columns):
         return []
@@ -74,11 +78,10 @@ def scorecard_section(res: Results, tables: ReportTables, words: Sentences) -> l
         + " and at each arm's own tuned setting (`estimate`, 95% CI, call after the tuning check), and the verdict: "
         "the legend under the table defines each word, docs/STATISTICS.md says more. Table: `tables/scorecard.csv` "
         "(with each claim's words and setting).")]
-    if "worth" in card.columns:  # a `worth:` study
-        blocks.append(Para("`worth`: the baseline's training steps that match the arm, as a multiple of the study's "
-                           "(95% CI; the worth section above). A claim about speed is judged on the arm's time per "
-                           "step over the baseline's: `holds` when its 95% CI lies on the claimed side of 1."))
-    blocks += table_blocks(with_call_phrases(card), SCORECARD_MD_COLS, "scorecard.csv", "claims")
+    blocks += [Para(text) for kind in kinds for text in kind.scorecard_caption]
+    at = SCORECARD_MD_COLS.index("call") + 1
+    cols = [*SCORECARD_MD_COLS[:at], *(c for kind in kinds for c in kind.scorecard_columns), *SCORECARD_MD_COLS[at:]]
+    blocks += table_blocks(with_call_phrases(card), cols, "scorecard.csv", "claims")
     blocks += [Para(words.scorecard_legend)] if words.scorecard_legend else []
     blocks += [Bullets(list(words.scorecard))] if words.scorecard else []
     quoted = [f"{r['arm']}: {r['source']}" + (f" ({r['setting']})" if r["setting"] else "") + f": \"{r['claim']}\""

@@ -1,9 +1,9 @@
 """`Results`: everything the report needs from results/NAME/, as the load step reads it; `ReportError`.
 
-Owns the bundle the later steps read (runs, cells, levels, curves, the ceiling, the unit, the outcome,
-the test blocks) and its derived views (short labels, scale and scientific factors, and from the typed
-`SweepSpec` the seed rule, the arms, the tuned space and the fixed settings), and `read_text`, how any
-results file is read as text. No statistics here.
+Owns the bundle the later steps read (runs, cells, levels, curves, the ceiling, the unit, the outcome, the test
+blocks, and what each kind of sweep read by its `load` hook) and its derived views (short labels, scale and
+scientific factors, and from the typed `SweepSpec` the seed rule, the arms, the tuned space and the fixed
+settings), and `read_text`, how any results file is read as text. No statistics here.
 """
 from __future__ import annotations
 
@@ -63,8 +63,7 @@ class Results:
     selection_ceiling: float = math.nan  # a tuned sweep's cap: unigram loss of the selection runs' validation split
     rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLS))  # rounds.csv (adaptive)
     summary_check: SummaryCheck = field(default_factory=SummaryCheck)  # summary.csv against the run folders
-    worth_blocks: BlockLosses = field(default_factory=BlockLosses)  # the test blocks of the `worth:` runs, or why none
-    step_times: pd.DataFrame = field(default_factory=pd.DataFrame)  # step_times.csv (`worth:`): arms timed side by side
+    kinds: dict[str, Any] = field(default_factory=dict)  # what each kind of sweep read (its `load` hook), by its key
 
     def short(self, factor: str) -> str:
         """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""

@@ -3,8 +3,10 @@
 Owns which tables a report has and in what order (`reports/NAME/tables/NAME.csv`), so that the
 report (`write_report`) and the notebook API (`gptlab.load`) can never disagree about them, and
 which effects count as called (`ReportTables.called`, the one filter of the summary's table and
-its sentences). Numbers only: the sentences come after, from this bundle (`sentences`), and so do
-the figures and the document.
+its sentences). A kind of sweep's numbers are its `tables` hook's (`ReportTables.kinds`, by its key) and its
+files its `files` hook's, after the report's own; an arms sweep's scorecard takes each kind's columns through
+its `scorecard` hook (`gptlab.report.kinds`). Numbers only: the sentences come after, from this bundle
+(`sentences`), and so do the figures and the document.
 """
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from gptlab.errors import GptlabError
 from gptlab.report.fmt import round_frame
+from gptlab.report.kinds import report_kinds
 from gptlab.report.load import Results
 from gptlab.report.tables import analyses
 from gptlab.report.tables.arms import arms_table, scorecard_table
@@ -23,7 +27,6 @@ from gptlab.report.tables.scale import effect_changes_by_scale, effects_by_scale
 from gptlab.report.tables.stability import stability_table
 from gptlab.report.tables.to_decide import to_decide_table
 from gptlab.report.tables.tuned_comparison import TuningView, given_picks, loss_left_high, tuning_view, with_effects
-from gptlab.report.tables.worth import WorthView, worth_view
 from gptlab.stats.calls import DIRECTIONAL
 from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis
 
@@ -60,7 +63,8 @@ class ReportTables:
     scorecard: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: claims and verdicts
     to_decide: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # inconclusive effects: what would decide
     stability: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # runs trained/collapsed/... per setting
-    worth: WorthView | None = None  # a `worth:` study: each arm's step and wall-time multipliers, the re-tune
+    kinds: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # each kind's numbers (its `tables` hook's), by its key
+    kind_files: Mapping[str, pd.DataFrame] = dataclasses.field(default_factory=dict)  # the kinds' tables/NAME.csv, by NAME
 
     def _effects(self, name: str, empty: Sequence[str] = ()) -> pd.DataFrame:
         return getattr(self.effects, name) if self.effects is not None else pd.DataFrame(columns=list(empty))
@@ -116,8 +120,7 @@ class ReportTables:
         effects = {"main_effects": self.main, "interactions": self.interactions, "higher_order": self.higher,
                    "simple_effects": self.simple}
         if len(self.arms.columns):  # a design of arms has no main effects or interactions: each arm vs the baseline
-            effects = {"arms": self.arms, "scorecard": self.scorecard,
-                       **({"worth": self.worth.table, "worth_retune": self.worth.retune} if self.worth else {})}
+            effects = {"arms": self.arms, "scorecard": self.scorecard}
         every = {"cells": self.cells, "levels": self.levels, **effects,
                  "cells_vs_baseline": self.cells_vs_baseline, "aliases": self.aliases,
                  "effects_by_step": self.by_step, "divergence": self.divergence, "sensitivity": self.sensitivity,
@@ -128,6 +131,7 @@ class ReportTables:
                  **({"effects_by_scale": self.by_scale, "effect_changes": self.changes} if self.has_scale else {}),
                  **({"given_picks": self.given} if len(self.given) else {}),
                  **(self.tuned.tables if self.tuned is not None else {})}
+        every |= self.kind_files
         every |= {name: every[name].assign(verdict=list(text)) for name, text in verdicts.items() if name in every}
         always = ALWAYS if not len(self.arms.columns) else ("arms", "scorecard", "failures")
         return {name: df for name, df in every.items() if len(df.columns) and (len(df) or name in always)}
@@ -156,15 +160,28 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
     by_scale = effects_by_scale(res, margin, left)
     arms = arms_table(res, main, by_scale, tuned, margin) if res.arms else pd.DataFrame()
     changes = effect_changes_by_scale(res, margin, left)
-    worth = worth_view(res)
-    scorecard = scorecard_table(res, arms, tuned, changes, worth.table if worth else None) if res.arms \
-        else pd.DataFrame()
     to_decide = to_decide_table(res, a, main, interactions, arms, margin, tuned.curves if tuned else None)
-    return ReportTables(
+    tables = ReportTables(
         margin=margin, cells=analyses.cell_table(res), levels=analyses.level_table(res),
         failures=analyses.failure_table(res), effects=effects, main=main, by_step=by_step, level_curves=level_curves,
         pair_means=analyses.pair_means(res, a), divergence=analyses.divergence_table(res),
         sensitivity=analyses.sensitivity(res, a, margin), adaptive=adaptive_view(res), by_scale=by_scale,
         tuned=with_effects(tuned, res, main, interactions) if tuned else None, has_scale=bool(res.scale),
-        changes=changes, given=given_picks(res), arms=arms, scorecard=scorecard, to_decide=to_decide,
-        stability=stability_table(res), worth=worth)
+        changes=changes, given=given_picks(res), arms=arms, to_decide=to_decide, stability=stability_table(res))
+    return with_kinds(res, tables, scorecard_table(res, arms, tuned, changes) if res.arms else pd.DataFrame())
+
+
+def with_kinds(res: Results, tables: ReportTables, card: pd.DataFrame) -> ReportTables:
+    """`tables` with each kind's numbers and files (its `tables` and `files` hooks, in the sweep's order), and the
+    scorecard `card` with each kind's columns (its `scorecard` hook); a kind's file named like another is refused."""
+    for key, kind in report_kinds(res.spec):
+        tables = dataclasses.replace(tables, kinds={**tables.kinds, key: kind.tables(res, tables)})
+        files = dict(kind.files(tables))
+        clash = sorted(set(files) & ({*tables.files({})} | set(tables.kind_files)))
+        if clash:
+            raise GptlabError(f"report kind {key!r}: its table(s) {', '.join(clash)} are already the report's; name "
+                              "them otherwise")
+        tables = dataclasses.replace(tables, kind_files={**tables.kind_files, **files})
+    for _, kind in report_kinds(res.spec):
+        card = kind.scorecard(res, tables, card)
+    return dataclasses.replace(tables, scorecard=card)
