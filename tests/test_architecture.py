@@ -113,12 +113,16 @@ def test_imports_point_one_way(path):
     assert not wrong, f"{source} is in room '{here}', which may import {sorted(ALLOWED[here])}; it imports " + "; ".join(wrong)
 
 
+READ_BACK = ("gptlab.sweep.stored", "gptlab.sweep.runs", "gptlab.sweep.kinds")  # the spec, its loader, its kinds'
+
+
 def test_the_report_reaches_the_sweep_only_to_read_sweep_yaml_back():
-    """The report's load step reads sweep.yaml into the sweep's own `SweepSpec` (`sweep.stored`); no other step of the
-    report imports the sweep, and the load step nothing of it but the spec and its loader."""
+    """The report's load step reads sweep.yaml into the sweep's own `SweepSpec` (`sweep.stored`) and asks its kinds
+    what they plan (`sweep.kinds`: the seeds that give the error); no other step of the report imports the sweep, and
+    the load step nothing of it but the spec, its loader and its kinds' answers."""
     wrong = [f"{dotted(path)} line {line}: {target}" for path in modules(PACKAGE / "report")
              for line, target in gptlab_imports(path) if room(target) == "sweep"
-             and not (dotted(path).startswith("gptlab.report.load") and target in ("gptlab.sweep.stored", "gptlab.sweep.runs"))]
+             and not (dotted(path).startswith("gptlab.report.load") and target in READ_BACK)]
     assert not wrong, "the report imports the sweep beyond its load step's sweep.yaml: " + "; ".join(wrong)
 
 
@@ -262,8 +266,8 @@ def driver_imports(path: Path) -> list[str]:
 
 def test_planners_never_import_the_driver():
     """One sweep loop: `execute` asks the planners for stages; no planner calls back into it (or the CLI)."""
-    planners = [p for p in sorted((PACKAGE / "sweep").rglob("*.py")) if defines_planner(p)]
-    assert {"gptlab.sweep.planners", "gptlab.sweep.adaptive_seeds"} <= {dotted(p) for p in planners}
+    planners = [p for folder in ("sweep", "kinds") for p in sorted((PACKAGE / folder).rglob("*.py")) if defines_planner(p)]
+    assert {"gptlab.sweep.planners", "gptlab.kinds.seeds.stages"} <= {dotted(p) for p in planners}
     wrong = [f"{dotted(p)} {hit}" for p in planners for hit in driver_imports(p)]
     assert not wrong, "a planner imports the sweep driver: " + "; ".join(wrong)
 
@@ -528,10 +532,11 @@ def test_the_rules_catch_a_private_import(tmp_path):
 # -- the report's bundles are built by keyword ---------------------------------------------------------------------
 
 def bundles(package: Path = PACKAGE) -> set[str]:
-    """The report's bundles: its dataclasses of four fields or more (`Results`, `ReportTables`, `Sentences`, ...),
-    which a positional call would fill by position, one field shifted into the next without an error."""
+    """The report's bundles: its dataclasses of four fields or more (`Results`, `ReportTables`, `Sentences`, ...,
+    and the kinds' views), which a positional call would fill by position, one field shifted into the next without
+    an error."""
     found = set()
-    for path in sorted((package / "report").rglob("*.py")):
+    for path in sorted((package / "report").rglob("*.py")) + sorted((package / "kinds").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ClassDef) and any(
                     "dataclass" in ast.unparse(d) for d in node.decorator_list) and \

@@ -65,6 +65,15 @@ class ReportKind:
         """The kind's sentences (`Sentences.kinds[key]`), from its numbers."""
         return None
 
+    def seeds_only(self, res: Any) -> list[str]:
+        """What of the kind's numbers counts the seeds alone, not the text (the error model's sentence lists them)."""
+        return []
+
+    def header_seeds(self, res: Any) -> str | None:
+        """The report header's seeds, where the kind decided them (adaptive seeds: those trained, and the rule); None:
+        the sweep's `seeds:`."""
+        return None
+
     def scorecard_lines(self, res: Any, tables: Any, lines: list[str]) -> list[str]:
         """The scorecard's lines (one per row of `tables.scorecard`) as the kind words them."""
         return lines

@@ -20,10 +20,10 @@ Every kind is one folder of `gptlab/kinds/` (the shipped ones) or one plugin fil
 from __future__ import annotations
 
 import importlib
-from typing import Iterator, TextIO
+from typing import Any, Iterator, Mapping, Sequence, TextIO
 
 from gptlab.registry import Registry
-from gptlab.sweep.planners import Planner, SweepKind
+from gptlab.sweep.planners import Planner, SeedPlan, SweepKind
 from gptlab.sweep.runs import Run, SweepSpec
 
 SWEEP_KINDS: Registry[type[SweepKind]] = Registry(
@@ -69,3 +69,40 @@ def planned_count(spec: SweepSpec) -> int:
 def shares_trunks(spec: SweepSpec) -> bool:
     """Whether a kind's stages plan runs that may share trunks later (`SweepKind.shares_trunks`)."""
     return any(kind.shares_trunks(spec) for _, kind in kinds_of(spec))
+
+
+def asked_seeds(raw: Mapping[str, Any]) -> list[int] | None:
+    """The seeds a kind's section of the sweep file `raw` decides (`SweepKind.seeds`: adaptive seeds' 0..max-1),
+    checked; None where no kind decides them (the sweep's `seeds:` count or list)."""
+    for key in SWEEP_KINDS:
+        seeds = SWEEP_KINDS.get(key)().seeds(raw[key]) if key in raw else None
+        if seeds is not None:
+            return seeds
+    return None
+
+
+def seed_plan(spec: SweepSpec) -> SeedPlan | None:
+    """The estimation seeds per cell of the spec's kind that decides them in rounds (`SweepKind.seed_plan`), or None:
+    `spec.seeds`, in one stage."""
+    return next((plan for _, kind in kinds_of(spec) if (plan := kind.seed_plan(spec)) is not None), None)
+
+
+def estimation_rounds(spec: SweepSpec, runs: Sequence[Run], out: TextIO) -> Planner | None:
+    """The planner of `runs` in the rounds of the spec's kind that decides the seeds (`SweepKind.rounds`), or None:
+    they train in one stage."""
+    return next((planner for _, kind in kinds_of(spec) if (planner := kind.rounds(spec, runs, out)) is not None), None)
+
+
+def planned_range(spec: SweepSpec) -> tuple[int, int]:
+    """How many runs the whole sweep trains: (fewest, most), from the first kind that plans it whole (a tuning method:
+    `SweepKind.run_range`), else from its runs (fewer where its seeds are decided in rounds)."""
+    whole = next((r for _, kind in kinds_of(spec) if (r := kind.run_range(spec)) is not None), None)
+    if whole is not None:
+        return whole
+    plan, runs = seed_plan(spec), len(spec.runs)
+    return (sum(r.seed < spec.seed_count(r.cell, plan.first) for r in spec.runs) if plan else runs), runs
+
+
+def open_count(spec: SweepSpec) -> str:
+    """What leaves a sweep's run count open until it has run, in words (`SweepKind.open_count`, each kind's), or ""."""
+    return " and ".join(words for _, kind in kinds_of(spec) if (words := kind.open_count(spec)))

@@ -78,8 +78,8 @@ def test_the_adaptive_rule_of_seeds_is_a_kind_and_a_count_joins_none(tmp_path, c
     import io
 
     from gptlab.kinds.seeds.report import AdaptiveReport
+    from gptlab.kinds.seeds.stages import AdaptiveSeeds, AdaptiveSeedsKind
     from gptlab.stats.adaptive_seeds import SeedRule
-    from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, AdaptiveSeedsKind
     from gptlab.sweep.execute import planner_for
     from gptlab.sweep.planners import FixedSeeds
 
@@ -88,12 +88,12 @@ def test_the_adaptive_rule_of_seeds_is_a_kind_and_a_count_joins_none(tmp_path, c
     assert REPORT_KINDS.get("seeds") is AdaptiveReport
     rule = {"min": 2, "max": 3, "precision": 0.01}
     adaptive = load_spec(_spec(tmp_path, corpus, [], seeds=rule))
-    assert adaptive.kinds["seeds"] == SeedRule(2, 3, 0.01) and adaptive.seed_rule is adaptive.kinds["seeds"]
+    assert adaptive.kinds["seeds"] == SeedRule(2, 3, 0.01)
     assert adaptive.seeds == [0, 1, 2] and adaptive.to_dict()["seeds"] == {**rule, "precision_for": "effects"}
     assert list(adaptive.to_dict())[:7] == ["name", "description", "plugins", "base", "grid", "seeds", "exclude"]
     assert isinstance(planner_for(adaptive, io.StringIO()), AdaptiveSeeds)
     fixed = load_spec(_spec(tmp_path, corpus, [], seeds=2))
-    assert fixed.kinds == {} and fixed.seed_rule is None and fixed.to_dict()["seeds"] == [0, 1]
+    assert fixed.kinds == {} and fixed.to_dict()["seeds"] == [0, 1]
     assert isinstance(planner_for(fixed, io.StringIO()), FixedSeeds)
 
 

@@ -30,7 +30,7 @@ from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunSummary
 from gptlab.stats.arms import ARM
 from gptlab.statuses import OK
-from gptlab.sweep.kinds import SWEEP_KINDS
+from gptlab.sweep.kinds import SWEEP_KINDS, seed_plan
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage, SweepKind
 from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, cell_label
 from gptlab.sweep.tuning import TunedRun, selects
@@ -101,7 +101,8 @@ def stand_in_estimation(spec: SweepSpec) -> list[Run]:
     for run in spec.runs:
         if dict(run.cell).get(ARM) == spec.arms.baseline:
             seen.setdefault(run.cell, run)
-    n = spec.seed_rule.max if spec.seed_rule else len(spec.seeds)
+    plan = seed_plan(spec)
+    n = plan.most if plan else len(spec.seeds)
     runs = []
     for run in seen.values():
         count = spec.seed_count(run.cell, n)
@@ -113,11 +114,13 @@ def stand_in_estimation(spec: SweepSpec) -> list[Run]:
 
 
 def baseline_seeds(spec: SweepSpec) -> BaselineSeeds | None:
-    """The most estimation seeds the baseline of an arms sweep trains (adaptive seeds: at their max); None for a grid."""
+    """The most estimation seeds the baseline of an arms sweep trains (seeds decided in rounds: at their most); None for
+    a grid."""
     if spec.arms is None:
         return None
-    n = spec.seed_rule.max if spec.seed_rule else len(spec.seeds)
-    return BaselineSeeds(spec.arms.baseline, spec.seed_count(((ARM, spec.arms.baseline),), n), spec.seed_rule is not None)
+    plan = seed_plan(spec)
+    n = plan.most if plan else len(spec.seeds)
+    return BaselineSeeds(spec.arms.baseline, spec.seed_count(((ARM, spec.arms.baseline),), n), plan is not None)
 
 
 def shortfall(spec: SweepSpec, estimation: Sequence[Run], trained: set[str]) -> list[str]:

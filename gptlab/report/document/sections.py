@@ -22,7 +22,6 @@ from gptlab.report.sentences import Sentences
 from gptlab.report.sentences.overview import too_long
 from gptlab.report.sentences.verdicts import with_call_phrases
 from gptlab.report.tables import ReportTables
-from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.run.config import LENGTH_KEY, LR_KEY
 from gptlab.stats.transfer import PAIRED, UNPAIRED
@@ -53,7 +52,6 @@ def table_blocks(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list
     if len(df) <= MAX_MD_ROWS:
         return [Table(df[[c for c in cols if c in df.columns]].rename(columns=SHOWN_AS))]
     return [Para(too_long(df, what, csv))]
-
 
 
 # The page's `call` column keeps the direction through the tuning check (`call_phrase`), so no `tuning` column
@@ -200,23 +198,6 @@ def training_sections(res: Results, tables: ReportTables, words: Sentences, figs
         blocks += [Para("Table: `tables/sensitivity.csv`."), Table(tables.sensitivity)] \
             if len(tables.sensitivity) <= MAX_MD_ROWS else [Para("Table: `tables/sensitivity.csv`.")]
     return blocks
-
-
-def adaptive_section(view: AdaptiveView | None, words: Sentences, figs: Figures) -> list[Block]:
-    """Adaptive sweeps: the stopping rule, each round, and whether each called effect reached the target."""
-    if view is None:
-        return []
-    blocks: list[Block] = [Heading("Seeds: adaptive rounds"), Para(words.rule)]
-    if view.rounds.empty:
-        return blocks + [Para("No round has finished yet (results/NAME/rounds.csv is missing).")]
-    blocks += [Para("Rounds (`rounds.csv`): seeds per cell after the round, runs the round added, and the widest "
-                    "95% half-width among the called effects, with round 1's variance.")]
-    blocks += table_blocks(view.rounds, list(view.rounds.columns), "rounds.csv", "rounds")
-    outcomes = view.outcomes
-    if len(outcomes):
-        blocks.append(Para(f"{words.precision_reached} Table: `tables/precision.csv`."))
-        blocks += table_blocks(outcomes, list(outcomes.columns), "precision.csv", "effects")
-    return blocks + image(figs.precision, "Half-width of each called effect against seeds per cell")
 
 
 def scale_section(res: Results, tables: ReportTables, words: Sentences, figs: Figures) -> list[Block]:

@@ -17,7 +17,6 @@ from gptlab.report.figures.run_figures import (
     effects_by_scale,
     forest_rows,
     level_effects,
-    precision_curves,
     throughput,
     val_curves,
 )
@@ -46,7 +45,6 @@ class Figures:
     simple_effects: Png | None = None  # each level against its baseline at every combination of the others (not arms)
     effects_by_step: Png | None = None  # effects along training
     throughput: Png | None = None  # tokens per second per cell
-    precision: Png | None = None  # an adaptive sweep: each called effect's half-width against seeds
     effects_by_scale: Png | None = None  # a sweep with `scale:`: effects at each scale level
     isolation: Png | None = None  # a tuned sweep: the isolation plot
     kinds: Mapping[str, Mapping[str, Png]] = field(default_factory=dict)  # each kind's figures by name, by its key
@@ -90,10 +88,9 @@ def make_figures(res: Results, tables: ReportTables) -> Figures:
 
 def report_figures(res: Results, tables: ReportTables) -> Figures:
     """Every figure of the report of `res`: `make_figures`' and those of the kinds of sweep only some are
-    (adaptive seeds, scale factors, tuned settings), then each kind's by its `figures` hook."""
-    adaptive, tuned = tables.adaptive, tables.tuned
+    (scale factors, tuned settings), then each kind's by its `figures` hook."""
+    tuned = tables.tuned
     figures = make_figures(res, tables).adding(
-        precision=precision_curves(adaptive.curve) if adaptive is not None else None,
         effects_by_scale=effects_by_scale(tables.by_scale, res) if len(tables.by_scale) else None,
         isolation=isolation_plot(res, tuned.table, tuned.keys, tuned.ceiling, tuned.curves)
         if tuned is not None and tuned.n_selection else None)

@@ -147,22 +147,6 @@ def throughput(res: Results) -> bytes | None:
     return to_png(fig)
 
 
-def precision_curves(curve: pd.DataFrame) -> bytes | None:
-    """Adaptive sweeps: each called effect's 95% half-width against seeds per cell, with the target."""
-    curve = curve[curve["half_width"].notna()]
-    if curve.empty:
-        return None
-    fig = Figure(figsize=(8, 4.5), layout="constrained")
-    ax = fig.subplots()
-    sns.lineplot(data=curve, x="seeds", y="half_width", hue="effect", marker="o", ax=ax)
-    ax.axhline(float(curve["target"].iloc[0]), color="black", linestyle="--", linewidth=1, label="target precision")
-    ax.set(title="95% CI half-width of each called effect against seeds per cell (round 1's variance)",
-           xlabel="seeds per cell", ylabel="95% CI half-width (nats)")
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.legend(fontsize="small", loc="upper right")
-    return to_png(fig)
-
-
 def effects_by_scale(table: pd.DataFrame, res: Results) -> bytes | None:
     """Each scientific effect with its 95% CI at every level of each scale factor (one panel per scale factor)."""
     table = table[table["estimate"].notna()]

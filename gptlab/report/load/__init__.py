@@ -31,7 +31,6 @@ from gptlab.report.load.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_j
 from gptlab.roles import ESTIMATION
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SummaryCheck, check_summary
-from gptlab.stats.adaptive_seeds import ROUND_COLS
 from gptlab.stats.design import design_cells
 from gptlab.stats.levels import grid_level, level_key
 from gptlab.statuses import OK
@@ -67,16 +66,6 @@ def _read_spec(results_dir: ResultsDir, runs: pd.DataFrame) -> SweepSpec:
     estimation = runs.loc[run_roles(runs) == ESTIMATION, "seed"].dropna()
     return unrecorded_spec(results_dir.path.resolve().name, {c: list(dict.fromkeys(runs[c])) for c in runs.columns
                                                              if c not in KNOWN}, sorted({int(s) for s in estimation}))
-
-
-def read_rounds(results_dir: ResultsDir | Path) -> pd.DataFrame:
-    """results/NAME/rounds.csv, or an empty frame when the sweep has none."""
-    path = ResultsDir(results_dir).rounds_csv
-    if not path.is_file():
-        return pd.DataFrame(columns=ROUND_COLS)
-    read_text(path)  # a binary file is one line of error, not a parser traceback
-    frame = pd.read_csv(path)
-    return frame if set(ROUND_COLS) <= set(frame.columns) else pd.DataFrame(columns=ROUND_COLS)
 
 
 def _read_summary(results_dir: ResultsDir) -> tuple[pd.DataFrame, SummaryCheck]:
@@ -224,8 +213,6 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     if res.unit == "bits/char":
         res.ceiling *= CHAR_BPC_FACTOR  # a char unigram model, in bits/char
         res.selection_ceiling *= CHAR_BPC_FACTOR
-    if spec.seed_rule is not None:  # an adaptive sweep: the rounds it has run so far
-        res.rounds = read_rounds(results_dir)
     if results_dir.discussion_md.is_file():
         res.discussion = read_text(results_dir.discussion_md)
     res.kinds = {key: kind.load(res) for key, kind in report_kinds(spec)}  # last: a kind reads what it needs of `res`

@@ -2,7 +2,7 @@
 
 Owns the bundle the later steps read (runs, cells, levels, curves, the ceiling, the unit, the outcome, the test
 blocks, and what each kind of sweep read by its `load` hook) and its derived views (short labels, scale and
-scientific factors, and from the typed `SweepSpec` the seed rule, the arms, the tuned space and the fixed
+scientific factors, and from the typed `SweepSpec` the seeds that give the error, the arms, the tuned space and the fixed
 settings), and `read_text`, how any results file is read as text. No statistics here.
 """
 from __future__ import annotations
@@ -20,9 +20,9 @@ from gptlab.run.config import SECTIONS, get_dotted
 from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SummaryCheck
-from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import effect_label, factor_short
+from gptlab.sweep.kinds import seed_plan
 from gptlab.sweep.runs import SweepSpec
 
 VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
@@ -61,7 +61,6 @@ class Results:
     # notebook's and the export's view of the study (`gptlab.load`); the statistics read `runs`
     test_blocks: BlockLosses = field(default_factory=BlockLosses)  # per-block test losses (the text's error), or why none
     selection_ceiling: float = math.nan  # a tuned sweep's cap: unigram loss of the selection runs' validation split
-    rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLS))  # rounds.csv (adaptive)
     summary_check: SummaryCheck = field(default_factory=SummaryCheck)  # summary.csv against the run folders
     kinds: dict[str, Any] = field(default_factory=dict)  # what each kind of sweep read (its `load` hook), by its key
 
@@ -103,9 +102,11 @@ class Results:
         return [f for f in self.factors if f not in self.scale]
 
     @property
-    def seed_rule(self) -> SeedRule | None:
-        """The adaptive-seed rule of the sweep (`seeds: {min, max, precision}`), None for fixed seeds."""
-        return self.spec.seed_rule
+    def error_seeds(self) -> int | None:
+        """The seeds per cell whose runs alone give the effects' error: round 1's where a kind of the sweep decided the
+        seeds in rounds (Stein: `sweep.kinds.seed_plan`), else None (every run's)."""
+        plan = seed_plan(self.spec)
+        return plan.first if plan is not None else None
 
     @property
     def arms(self) -> dict[str, dict[str, Any]]:

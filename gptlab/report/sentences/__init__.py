@@ -35,7 +35,6 @@ class Sentences:
     warnings: list[str]  # the design and model, then the tuned picks on the edge of their space
     schedule: list[str]  # `train.max_iters` as a factor also changes the schedule
     scale: list[str]  # per scientific effect and scale factor: the call holds, changes or reverses
-    rule: str  # an adaptive sweep's stopping rule ("" for fixed seeds)
     tuning_changes: list[str]  # where a study at one fixed setting would have answered otherwise
     tuning_warnings: list[str]  # picks on the edge of the tuned space, settings beyond a stability cliff
     changes: list[str]  # per row of `tables.changes`: how an effect changes from the first scale level to another
@@ -56,7 +55,6 @@ class Sentences:
     divergence: str = ""  # how high a divergence rate a cell without a diverged run can still have ("" if none)
     no_divergence: str = ""  # the Divergence section's one sentence when no run diverged, collapsed or crashed
     allocation: str = ""  # an arms sweep: the seeds of the baseline and of the other arms ("" for a grid)
-    precision_reached: str = ""  # an adaptive sweep: how many called effects reached the target half-width
     tuned_design: str = ""  # a tuned sweep: what was tuned, on how many selection runs, and what the effects are on
     tuned_extra: str = ""  # a tuned sweep: the settings its selection runs have outside the space ("" if none)
     sensitivity_cap: str = ""  # a tuned sweep: the loss the LR sensitivity caps every loss at
@@ -81,7 +79,7 @@ def write(res: Results, tables: ReportTables) -> Sentences:
     main = [verdicts.main(r, res, margin, tables.simple) for r in tables.main.to_dict("records")]
     interactions = [verdicts.interaction(r, res, margin) for r in tables.interactions.to_dict("records")]
     design_notes, warnings = notes.design_notes(res, tables.effects, margin)
-    tuned, adaptive = tables.tuned, tables.adaptive
+    tuned = tables.tuned
     edge = sweeps.tuning_warnings(tuned) if tuned is not None else []
     return Sentences(
         main=main,
@@ -93,7 +91,6 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         warnings=warnings + edge,
         schedule=notes.schedule_note(res),
         scale=sweeps.scale_verdicts(tables.by_scale, res),
-        rule=sweeps.rule_sentence(adaptive.rule) if adaptive is not None else "",
         tuning_changes=sweeps.tuning_changes(tuned) if tuned is not None else [],
         tuning_warnings=edge,
         changes=sweeps.change_verdicts(tables.changes, res),
@@ -118,7 +115,6 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         divergence=notes.divergence_caveat(tables.divergence),
         no_divergence=notes.no_divergence(tables.divergence),
         allocation=sweeps.allocation(res) if res.arms else "",
-        precision_reached=sweeps.precision_reached(adaptive) if adaptive is not None else "",
         tuned_design=sweeps.tuned_design(tuned, res) if tuned is not None else "",
         tuned_extra=sweeps.tuned_extra(tuned) if tuned is not None else "",
         sensitivity_cap=sweeps.sensitivity_cap(tuned, res.unit) if tuned is not None else "",

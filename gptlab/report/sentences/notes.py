@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from gptlab.report.fmt import fmt_loss, fmt_p
+from gptlab.report.kinds import report_kinds
 from gptlab.report.load import Results
 from gptlab.report.sentences.verdicts import absent
 from gptlab.report.tables.scale import unpaired_scale
@@ -171,7 +172,7 @@ def error_model(res: Results, a: Analysis | None) -> str:
     paired = res.scale and not all(unpaired_scale(res, s) for s in res.scale)
     seeds_only = ["the effects along training (validation loss)"] + (["the paired changes of effect_changes.csv"]
                                                                        if paired else [])
-    seeds_only += ["the adaptive rule's half-widths"] if res.seed_rule else []
+    seeds_only += [words for _, kind in report_kinds(res.spec) for words in kind.seeds_only(res)]
     seeds_only += ["the fixed-setting effects of the tuning runs"] if len(res.selection) else []
     return ("Error model: seeds x text blocks. Every CI, p-value and call of the effect tables counts both the "
             f"variation between seeds and which text is scored: each run's test loss on the test split's "

@@ -1,13 +1,11 @@
-"""The report's sentences about the kinds of sweep only some are: effects by scale, adaptive seeds, tuned settings.
+"""The report's sentences about the kinds of sweep only some are: effects by scale, tuned settings, arms.
 
-Owns whether a call holds, changes or reverses with a scale factor (`scale_verdicts`), the adaptive
-stopping rule in one sentence (`rule_sentence`), and a tuned sweep's sentences: where a study at one
-fixed setting would have answered otherwise (`tuning_changes`), whether each call survives the
-picks' loss left on the table (`tuning_checks`) and the picks on the edge of the tuned space
+Owns whether a call holds, changes or reverses with a scale factor (`scale_verdicts`), and a tuned sweep's
+sentences: where a study at one fixed setting would have answered otherwise (`tuning_changes`), whether each
+call survives the picks' loss left on the table (`tuning_checks`) and the picks on the edge of the tuned space
 (`tuning_warnings`), what was tuned on how many runs (`tuned_design`, `tuned_extra`), the sensitivity's
-cap and the lr curves' noise; how many effects reached an adaptive sweep's target (`precision_reached`);
-an arms sweep's scorecard lines (`scorecard_lines`) and seeds per arm (`allocation`), and the fixed
-nuisance settings of a sweep that tuned nothing (`untuned_note`).
+cap and the lr curves' noise; an arms sweep's scorecard lines (`scorecard_lines`) and seeds per arm
+(`allocation`), and the fixed nuisance settings of a sweep that tuned nothing (`untuned_note`).
 """
 from __future__ import annotations
 
@@ -19,9 +17,7 @@ import pandas as pd
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
 from gptlab.report.sentences.verdicts import AT_PICKS, call_phrase
-from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.tables.tuned_comparison import TuningView
-from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import ALPHA, BETTER, DECISIVE, DIRECTIONAL, EQUIVALENT, INCONCLUSIVE, WORSE
 from gptlab.stats.picks import pairs_text
@@ -52,18 +48,6 @@ def scale_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
                        for c, r in zip(calls, part.to_dict("records")))
         out.append(f"{versus}: the call {word} with {res.short(s)} ({at}).")
     return out
-
-
-def rule_sentence(rule: SeedRule) -> str:
-    """The stopping rule in one sentence, for the report."""
-    what = "every main effect (or cell against the baseline)" + (
-        " and every two-way interaction" if rule.precision_for == "interactions" else "")
-    chose = (f"Seeds were chosen by Stein's two-stage rule: round 1 trained {rule.min} seeds per cell; its pure-error "
-             f"variance alone fixed the seed count N in [{rule.min}, {rule.max}] at which {what} reaches a 95% CI "
-             f"half-width of {rule.precision:g}; all N seeds enter the estimates")
-    return (chose + ", and every CI, p-value and call uses round 1's variance and degrees of freedom, which keeps "
-            "them exact whatever N was chosen, the maximum included (reaching it was decided by round 1's noise too: "
-            "docs/SEEDS_AND_TUNING.md). Stopping never looked at an estimate or a p-value.")
 
 
 def tuning_changes(view: TuningView) -> list[str]:
@@ -269,17 +253,6 @@ def legend(table: pd.DataFrame, margin: float, only: tuple[str, ...] | None = No
         used |= {r["verdict"]} if isinstance(r.get("verdict"), str) else set()
     terms = [(word, text) for word, text in _legend_terms(margin).items() if word in used and word in (only or used)]
     return ("Legend: " + "; ".join(f"`{word}`: {text}" for word, text in terms) + ".") if terms else ""
-
-
-def precision_reached(view: AdaptiveView) -> str:
-    """How many called effects of an adaptive sweep reached the target half-width ("" before any has an outcome)."""
-    outcomes = view.outcomes
-    if not len(outcomes):
-        return ""
-    reached = int((outcomes["outcome"] == "reached the target").sum())
-    return (f"{reached} of {len(outcomes)} called effects reached the target half-width of "
-            f"{view.rule.precision:g} at {int(outcomes['seeds'].max())} seeds per cell "
-            f"(max {view.rule.max}).")
 
 
 def allocation(res: Results) -> str:

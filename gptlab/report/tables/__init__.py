@@ -22,7 +22,6 @@ from gptlab.report.kinds import report_kinds
 from gptlab.report.load import Results
 from gptlab.report.tables import analyses
 from gptlab.report.tables.arms import arms_table, scorecard_table
-from gptlab.report.tables.rounds import AdaptiveView, adaptive_view
 from gptlab.report.tables.scale import effect_changes_by_scale, effects_by_scale
 from gptlab.report.tables.stability import stability_table
 from gptlab.report.tables.to_decide import to_decide_table
@@ -53,7 +52,6 @@ class ReportTables:
     pair_means: pd.DataFrame  # marginal means of every pair of levels (full factorials)
     divergence: pd.DataFrame  # rate per cell of runs that failed to train (diverged or collapsed)
     sensitivity: pd.DataFrame  # effects again with runs that failed to train at the ceiling loss
-    adaptive: AdaptiveView | None  # rounds of an adaptive sweep, else None
     by_scale: pd.DataFrame  # effects at each level of each scale factor (no rows without `scale:`)
     tuned: TuningView | None  # a tuned sweep's picks, fixed-setting effects and LR sensitivity, else None
     has_scale: bool  # whether the sweep names scale factors (then effects_by_scale.csv is written, even empty)
@@ -126,8 +124,6 @@ class ReportTables:
                  "effects_by_step": self.by_step, "divergence": self.divergence, "sensitivity": self.sensitivity,
                  "failures": self.failures, "stability": self.stability,
                  **({"to_decide": self.to_decide} if len(self.to_decide) else {}),
-                 **({"rounds": self.adaptive.rounds, "precision": self.adaptive.outcomes}
-                    if self.adaptive is not None else {}),
                  **({"effects_by_scale": self.by_scale, "effect_changes": self.changes} if self.has_scale else {}),
                  **({"given_picks": self.given} if len(self.given) else {}),
                  **(self.tuned.tables if self.tuned is not None else {})}
@@ -165,7 +161,7 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
         margin=margin, cells=analyses.cell_table(res), levels=analyses.level_table(res),
         failures=analyses.failure_table(res), effects=effects, main=main, by_step=by_step, level_curves=level_curves,
         pair_means=analyses.pair_means(res, a), divergence=analyses.divergence_table(res),
-        sensitivity=analyses.sensitivity(res, a, margin), adaptive=adaptive_view(res), by_scale=by_scale,
+        sensitivity=analyses.sensitivity(res, a, margin), by_scale=by_scale,
         tuned=with_effects(tuned, res, main, interactions) if tuned else None, has_scale=bool(res.scale),
         changes=changes, given=given_picks(res), arms=arms, to_decide=to_decide, stability=stability_table(res))
     return with_kinds(res, tables, scorecard_table(res, arms, tuned, changes) if res.arms else pd.DataFrame())
