@@ -49,8 +49,14 @@ class ReportKind:
         return None
 
     def tables(self, res: Any, tables: Any) -> Any:
-        """The kind's numbers (`ReportTables.kinds[key]`), from `res` and the report's effects (`tables`, its arms and
-        scorecard not yet made; the kinds before this one in `tables.kinds`)."""
+        """The kind's numbers (`ReportTables.kinds[key]`), from `res` and the report's effects (`tables`: its arms,
+        scorecard and `to_decide` not yet made; the kinds before this one in `tables.kinds`)."""
+        return None
+
+    def per_level(self, res: Any, tables: Any) -> Any:
+        """The effects at each level of the scale factors (a DataFrame: `factor`, `level`, `baseline`, `scale_factor`,
+        `scale_level`, then effects.csv's columns), which an arms sweep's table takes per level; None where the kind
+        has none."""
         return None
 
     def files(self, tables: Any) -> Mapping[str, Any]:

@@ -81,6 +81,12 @@ def asked_seeds(raw: Mapping[str, Any]) -> list[int] | None:
     return None
 
 
+def scale_keys(spec: SweepSpec) -> list[str]:
+    """The grid keys the spec's kinds name as scales (`SweepKind.scale_keys`: `scale:`'s), in their order, each once:
+    effects are reported at each of their levels, never as effects of their own."""
+    return list(dict.fromkeys(key for _, kind in kinds_of(spec) for key in kind.scale_keys(spec)))
+
+
 def seed_plan(spec: SweepSpec) -> SeedPlan | None:
     """The estimation seeds per cell of the spec's kind that decides them in rounds (`SweepKind.seed_plan`), or None:
     `spec.seeds`, in one stage."""

@@ -149,6 +149,10 @@ class SweepKind:
         the whole sweep returns its own (a tuning method plans its selection and then the estimation seeds)."""
         return planner
 
+    def scale_keys(self, spec: SweepSpec) -> Sequence[str]:
+        """Grid keys whose levels are scales, reported per level and never as effects (`scale:`'s); none by default."""
+        return ()
+
     def seed_plan(self, spec: SweepSpec) -> SeedPlan | None:
         """How many estimation seeds per cell this kind trains, where it decides them in rounds; None where it does not."""
         return None

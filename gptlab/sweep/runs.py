@@ -119,12 +119,6 @@ class SweepSpec:
         """A tuned sweep's `tune:` (then `runs` are its selection runs, `sweep.tune_spec`), else None."""
         return self.kinds.get("tune")
 
-    @property
-    def scale(self) -> list[str]:
-        """Grid keys reported as scale (effects per level), not as effects (`scale:`, `sweep.scale_spec`); [] for none."""
-        section = self.kinds.get("scale")
-        return list(section.keys) if section is not None else []
-
     @functools.cached_property
     def base_config(self) -> RunConfig:
         """`base` resolved (at seed 0): every run's config derives from it (`expand`). `sweep.spec` has checked it."""

@@ -99,14 +99,15 @@ def test_the_adaptive_rule_of_seeds_is_a_kind_and_a_count_joins_none(tmp_path, c
 
 def test_scale_is_a_kind_whose_keys_are_the_specs_scale(tmp_path, corpus):
     from gptlab.kinds.scale.report import ScaleReport
-    from gptlab.sweep.scale_spec import ScaleKind, ScaleSpec
+    from gptlab.kinds.scale.spec import ScaleKind, ScaleSpec
+    from gptlab.sweep.kinds import scale_keys
 
     assert SWEEP_KINDS.get("scale") is ScaleKind and REPORT_KINDS.get("scale") is ScaleReport
     grid = {"model.activation": ["gelu", "relu"], "model.norm": ["pre", "post"]}
     scaled = load_spec(_spec(tmp_path, corpus, [], grid=grid, scale=["model.norm"]))
-    assert scaled.kinds == {"scale": ScaleSpec(("model.norm",))} and scaled.scale == ["model.norm"]
+    assert scaled.kinds == {"scale": ScaleSpec(("model.norm",))} and scale_keys(scaled) == ["model.norm"]
     assert list(scaled.to_dict())[-2:] == ["report", "scale"] and scaled.to_dict()["scale"] == ["model.norm"]
     plain = load_spec(_spec(tmp_path, corpus, [], grid=grid, scale=[]))
-    assert plain.kinds == {} and plain.scale == [] and "scale" not in plain.to_dict()
+    assert plain.kinds == {} and scale_keys(plain) == [] and "scale" not in plain.to_dict()
     with pytest.raises(GptlabError, match="scale: names every grid factor"):
         load_spec(_spec(tmp_path, corpus, [], grid=grid, scale=["model.activation", "model.norm"]))

@@ -26,7 +26,7 @@ from gptlab.stats.design import Design, design_cells, effect_label
 from gptlab.stats.levels import grid_level
 from gptlab.stats.picks import Pairs
 from gptlab.statuses import OK
-from gptlab.sweep.kinds import SWEEP_KINDS
+from gptlab.sweep.kinds import SWEEP_KINDS, scale_keys
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, SeedPlan, Stage, SweepKind
 from gptlab.sweep.runs import ESTIMATION, MAX_SEEDS, Run, SweepSpec
 
@@ -104,7 +104,7 @@ def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) ->
     design = Design(tuple(factors), levels, {f: str(spec.baseline[f]) for f in factors},
                     tuple(c for c in (tuple(map(str, c)) for c in design_cells(spec.grid, spec.exclude)) if c in present))
     return widest_called(np.array(y), cells, np.array(seeds), design, partial(effect_label, factors), spec.kinds[KEY],
-                         [f for f in spec.scale if f in factors], np.array(first), block_seeds=spec.arms is None,
+                         [f for f in scale_keys(spec) if f in factors], np.array(first), block_seeds=spec.arms is None,
                          own_variance=spec.arms is not None)
 
 

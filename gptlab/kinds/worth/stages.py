@@ -30,7 +30,7 @@ from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunSummary
 from gptlab.stats.arms import ARM
 from gptlab.statuses import OK
-from gptlab.sweep.kinds import SWEEP_KINDS, seed_plan
+from gptlab.sweep.kinds import SWEEP_KINDS, scale_keys, seed_plan
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage, SweepKind
 from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, cell_label
 from gptlab.sweep.tuning import TunedRun, selects
@@ -203,8 +203,8 @@ class WorthKind(SweepKind):
     description = "An arms sweep's baseline at its pick trained to several lengths: each arm's worth in its steps"
 
     def check(self, raw: Any, spec: SweepSpec) -> WorthSpec | None:
-        return check_worth(raw, spec.arms is not None, spec.base_config, spec.arms.arms if spec.arms else {}, spec.scale,
-                           baseline_seeds(spec))
+        return check_worth(raw, spec.arms is not None, spec.base_config, spec.arms.arms if spec.arms else {},
+                           scale_keys(spec), baseline_seeds(spec))
 
     def stages(self, planner: Planner, spec: SweepSpec, out: TextIO) -> Planner:
         return WorthStages(planner, spec, out)

@@ -14,7 +14,6 @@ from typing import Mapping
 
 from gptlab.report.figures import effect_figures
 from gptlab.report.figures.run_figures import (
-    effects_by_scale,
     forest_rows,
     level_effects,
     throughput,
@@ -45,7 +44,6 @@ class Figures:
     simple_effects: Png | None = None  # each level against its baseline at every combination of the others (not arms)
     effects_by_step: Png | None = None  # effects along training
     throughput: Png | None = None  # tokens per second per cell
-    effects_by_scale: Png | None = None  # a sweep with `scale:`: effects at each scale level
     isolation: Png | None = None  # a tuned sweep: the isolation plot
     kinds: Mapping[str, Mapping[str, Png]] = field(default_factory=dict)  # each kind's figures by name, by its key
 
@@ -88,10 +86,9 @@ def make_figures(res: Results, tables: ReportTables) -> Figures:
 
 def report_figures(res: Results, tables: ReportTables) -> Figures:
     """Every figure of the report of `res`: `make_figures`' and those of the kinds of sweep only some are
-    (scale factors, tuned settings), then each kind's by its `figures` hook."""
+    (tuned settings), then each kind's by its `figures` hook."""
     tuned = tables.tuned
     figures = make_figures(res, tables).adding(
-        effects_by_scale=effects_by_scale(tables.by_scale, res) if len(tables.by_scale) else None,
         isolation=isolation_plot(res, tuned.table, tuned.keys, tuned.ceiling, tuned.curves)
         if tuned is not None and tuned.n_selection else None)
     kinds = {key: {name: png_file(name, png) for name, png in kind.figures(res, tables).items() if png is not None}

@@ -22,7 +22,7 @@ from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SummaryCheck
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import effect_label, factor_short
-from gptlab.sweep.kinds import seed_plan
+from gptlab.sweep.kinds import scale_keys, seed_plan
 from gptlab.sweep.runs import SweepSpec
 
 VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
@@ -88,8 +88,9 @@ class Results:
 
     @property
     def scale(self) -> list[str]:
-        """Grid keys the sweep names as scale (`scale:`): effects are reported per level, never as effects."""
-        return [f for f in self.spec.scale if f in self.factors]
+        """The factors whose levels are scales (the sweep's kinds' scale keys, `sweep.kinds.scale_keys`: `scale:`'s):
+        effects are reported per level, never as effects."""
+        return [f for f in scale_keys(self.spec) if f in self.factors]
 
     @property
     def corpora(self) -> list[str]:

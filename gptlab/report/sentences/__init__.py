@@ -34,10 +34,8 @@ class Sentences:
     notes: list[str]  # the design and model
     warnings: list[str]  # the design and model, then the tuned picks on the edge of their space
     schedule: list[str]  # `train.max_iters` as a factor also changes the schedule
-    scale: list[str]  # per scientific effect and scale factor: the call holds, changes or reverses
     tuning_changes: list[str]  # where a study at one fixed setting would have answered otherwise
     tuning_warnings: list[str]  # picks on the edge of the tuned space, settings beyond a stability cliff
-    changes: list[str]  # per row of `tables.changes`: how an effect changes from the first scale level to another
     given: str  # who chose the settings of a sweep with given picks ("" otherwise)
     error_model: str = ""  # the method's sentence on which error the CIs count: seeds, or seeds and text blocks
     tuning_checks: tuple[str, ...] = ()  # a tuned sweep's summary: per effect, whether its call survives the picks
@@ -90,10 +88,8 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         notes=design_notes,
         warnings=warnings + edge,
         schedule=notes.schedule_note(res),
-        scale=sweeps.scale_verdicts(tables.by_scale, res),
         tuning_changes=sweeps.tuning_changes(tuned) if tuned is not None else [],
         tuning_warnings=edge,
-        changes=sweeps.change_verdicts(tables.changes, res),
         given=sweeps.given_sentence(res, tables.given),
         error_model=notes.error_model(res, tables.effects),
         tuning_checks=tuple(_tuning_checks(res, tables)),

@@ -19,35 +19,10 @@ from gptlab.report.load import Results
 from gptlab.report.sentences.verdicts import AT_PICKS, call_phrase
 from gptlab.report.tables.tuned_comparison import TuningView
 from gptlab.stats.arms import ARM
-from gptlab.stats.calls import ALPHA, BETTER, DECISIVE, DIRECTIONAL, EQUIVALENT, INCONCLUSIVE, WORSE
+from gptlab.stats.calls import ALPHA, BETTER, DECISIVE, EQUIVALENT, INCONCLUSIVE, WORSE
 from gptlab.stats.picks import pairs_text
 from gptlab.stats.robustness import DEPENDS, NOT_CHECKED, ROBUST
 from gptlab.stats.scorecard import AT_PICKS as VERDICT_AT_PICKS
-from gptlab.stats.transfer import CHANGES, HOLDS, REVERSES, UNPAIRED
-
-
-def scale_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
-    """One sentence per scientific effect and scale factor: holds, changes or reverses with scale."""
-    out = []
-    for (factor, level, s), part in table.groupby(["factor", "level", "scale_factor"], sort=False):
-        versus = f"{res.label(factor, level)} vs {res.label(factor, part['baseline'].iloc[0])}"
-        part = part[part["estimate"].notna()]
-        if len(part) < 2:
-            out.append(f"{versus}: estimable at {len(part)} level(s) of {res.short(s)}, so nothing to compare.")
-            continue
-        calls = [c if isinstance(c, str) and c else "no call" for c in part["call"]]
-        decided = {c for c in calls if c in DIRECTIONAL}
-        if decided == set(DIRECTIONAL):
-            word = "reverses"
-        elif len(set(calls)) == 1:
-            word = "holds"
-        else:
-            word = "changes"
-        at = "; ".join(f"{res.short(s)}={r['scale_level']}: {c} "
-                       f"{fmt_loss(r['estimate'])} ({fmt_loss(r['ci_low'])} to {fmt_loss(r['ci_high'])})"
-                       for c, r in zip(calls, part.to_dict("records")))
-        out.append(f"{versus}: the call {word} with {res.short(s)} ({at}).")
-    return out
 
 
 def tuning_changes(view: TuningView) -> list[str]:
@@ -131,36 +106,6 @@ def _moved(r: dict) -> str:
     return (f"{r['cell']}: its pick is lr={r['pick_lr']:g}, not lr={r['earlier_lr']:g}, an earlier pick{why}; the "
             f"{r['runs']} estimation runs at lr={r['earlier_lr']:g} stay points of its lr curve and enter no effect "
             "(`tables/earlier_picks.csv`)")
-
-
-def change_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
-    """One sentence per row of `effect_changes.csv`: the effect at both scale levels and its change, paired by seed
-    (the same seeds at both levels) or unpaired (two texts: independent estimates, `stats.transfer`)."""
-    out = []
-    for r in table.to_dict("records"):
-        versus = f"{res.label(r['factor'], r['level'])} vs {res.label(r['factor'], r['baseline'])}"
-        s, ref, at = res.short(r["scale_factor"]), r["reference_level"], r["scale_level"]
-        ci = ("no CI" if _nan(r["ci_low"]) else f"95% CI {fmt_loss(r['ci_low'])} to {fmt_loss(r['ci_high'])}, "
-              "unadjusted")
-        if r.get("pairing") == UNPAIRED:
-            how = f"unpaired, {r['df']:.0f} df"
-            call = TRANSFER_WORDS.get(r["call"], r["call"])
-            if r.get("tuning") == ROBUST:
-                call += ", robust to the picks"
-        else:
-            how, call = f"{int(r['n_seeds'])} paired seeds", r["call"]
-        out.append(f"{versus}: {fmt_loss(r['effect_at_reference'])} at {s}={ref}, {fmt_loss(r['effect_at_level'])} at "
-                   f"{s}={at}; change {fmt_loss(r['change'])} ({ci}, {how}): {call}.")
-    return out
-
-
-TRANSFER_WORDS = {  # an unpaired change's call, in words that say no more than its CI
-    HOLDS: "holds (the same effect on both, within the margin)",
-    CHANGES: "changes",
-    REVERSES: "reverses (called in opposite directions on the two)",
-    INCONCLUSIVE: "inconclusive (neither shown to change nor shown to be the same)",
-    DEPENDS: "depends on the picks (the texts' loss left on the table could undo the call)",
-}
 
 
 def given_sentence(res: Results, given: pd.DataFrame) -> str:

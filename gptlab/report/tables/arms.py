@@ -123,13 +123,11 @@ def _picks(tuned: TuningView | None) -> dict[tuple[str, ...], str]:
     return {tuple(str(r[f]) for f in factors): str(r["setting"]) for r in table.to_dict("records")}
 
 
-def scorecard_table(res: Results, arms: pd.DataFrame, tuned: TuningView | None,
-                    changes: pd.DataFrame | None = None) -> pd.DataFrame:
+def scorecard_table(res: Results, arms: pd.DataFrame, tuned: TuningView | None) -> pd.DataFrame:
     """Every recorded claim beside its arm's untuned and tuned effects, and the verdict; empty for a grid.
 
-    With a scale factor, one row per claim and scale level; `changes` (effect_changes.csv) then gives each row
-    at a level other than the reference its `transfer`: does the arm's effect hold there (`stats.transfer`).
-    A kind of sweep adds its columns through its `scorecard` hook (`gptlab.report.kinds`)."""
+    With a scale factor, one row per claim and scale level. A kind of sweep adds its columns through its `scorecard`
+    hook (`gptlab.report.kinds`: `scale:` each row's `transfer`, `worth:` each arm's worth)."""
     if not res.arms or not len(arms):
         return pd.DataFrame(columns=SCORECARD_COLS)
     claims = res.spec.arms.claims if res.spec.arms is not None else {}
@@ -152,13 +150,7 @@ def scorecard_table(res: Results, arms: pd.DataFrame, tuned: TuningView | None,
                          "verdict": verdict(direction, about, call, uncertified(effect)),
                          "reason": NOT_TESTED.get(about, "") if claim else ""})
     cols = SCORECARD_COLS[:1] + (SCALE_COLS if res.scale else []) + SCORECARD_COLS[1:]
-    card = pd.DataFrame(rows, columns=cols)
-    if res.scale and changes is not None and len(changes):
-        call = {(r["level"], r["scale_factor"], str(r["scale_level"])): r["call"]
-                for r in changes.to_dict("records") if r["factor"] == ARM}
-        card["transfer"] = [call.get((r["arm"], r["scale_factor"], str(r["scale_level"])), "")
-                            for r in card.to_dict("records")]
-    return card
+    return pd.DataFrame(rows, columns=cols)
 
 
 def uncertified(effect: dict[str, Any]) -> str | None:
