@@ -35,14 +35,13 @@ from gptlab.errors import GptlabError, exit_status, hidden_package
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.sweep.dry_run import dry_run
 from gptlab.sweep.execute import SweepOptions, execute
-from gptlab.sweep.kinds import SWEEP_KINDS, known_runs, planned_count
-from gptlab.sweep.methods import TUNERS, planned_range, tuner_of
+from gptlab.sweep.kinds import SWEEP_KINDS, import_shipped_kinds, known_runs, open_count, planned_count, planned_range
+from gptlab.sweep.methods import TUNERS
+from gptlab.sweep.planners import AfterRunsStopped
 from gptlab.sweep.reuse import check_sources
 from gptlab.sweep.runs import SweepSpec
 from gptlab.sweep.spec import load_spec, parse_overrides
-from gptlab.sweep.step_times import StepTimingStopped
 from gptlab.sweep.summary import write_summary
-from gptlab.sweep.tuning import selects
 
 log = logging.getLogger("gptlab.sweep")
 
@@ -84,6 +83,7 @@ def list_registries(stream: TextIO) -> None:
     the tuning methods, with one line per entry."""
     from gptlab.run.settings_help import registries_by_key
 
+    import_shipped_kinds()  # as validating a spec does: the kinds' keys, and the tuning methods of `tune:`
     for key, registry in {**registries_by_key(), "top-level keys": SWEEP_KINDS, "tune.method": TUNERS}.items():
         print(f"{key}: {registry.description}", file=stream)
         for name in registry.names():
@@ -121,13 +121,6 @@ def _terminate(signum: int, frame: Any) -> None:
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt
-
-
-def why_a_range(spec: SweepSpec) -> str:
-    """What leaves a sweep's run count open until it has run: adaptive seeds, a tuner's rounds, or both."""
-    rounds = selects(spec) and len(set(tuner_of(spec).selection_range(spec))) > 1
-    return " and ".join([*(["adaptive seeds"] if spec.seed_rule is not None else []),
-                         *([f"tune.method {spec.tune.method} adds selection runs as it goes"] if rounds else [])])
 
 
 def main(argv: list[str] | None = None, *, program: bool = False) -> int:
@@ -207,10 +200,9 @@ def _main(argv: list[str] | None) -> int:
             low, high = (n + planned_count(spec) for n in planned_range(spec))
             # a range's low end is no ceiling: a refining sweep may be past it when stopped ("345 of 264 to 384" misled)
             finished = (f"{len(rows)} of {high} runs finished" if low == high else f"{len(rows)} runs finished, of the "
-                        f"{low} to {high} the sweep trains in all ({why_a_range(spec)})")
-            then = ("the step timing after them was stopped: run the same command again to time the steps (no run "
-                    "trains again)" if isinstance(stop, StepTimingStopped) else
-                    "run the same command again to resume (each run continues from its last checkpoint)")
+                        f"{low} to {high} the sweep trains in all ({open_count(spec)})")
+            then = stop.then if isinstance(stop, AfterRunsStopped) else \
+                "run the same command again to resume (each run continues from its last checkpoint)"
             with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) cannot show it
                 print(f"\ninterrupted: {finished}; {then}", file=out)
         return 130

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from helpers import SHARED_DATA, make_corpus, skip_figures
 
+import gptlab.kinds  # noqa: F401 (the shipped kinds registered first, as validating a spec does, whatever a test imports)
+
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist the `slow` tests come first. `--dist loadscope` hands out whole modules (a module's

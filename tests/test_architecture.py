@@ -31,7 +31,8 @@ ALLOWED = {
     "stats": {"basics", "stats"},  # numbers only: below the report and the sweep
     "report": {"basics", "model", "run", "stats", "sweep", "report"},  # not the CLIs; the sweep: its load step only
     "sweep": {"basics", "model", "run", "executors", "stats", "sweep"},  # never the report: its command line joins them
-    "kinds": {"basics", "model", "run", "executors", "stats", "sweep", "report", "kinds"},  # a kind's both sides
+    # each kind of sweep, one folder: its sweep side and its report side, through the hooks of both
+    "kinds": {"basics", "model", "run", "executors", "stats", "sweep", "report", "kinds"},
 }
 
 
@@ -112,13 +113,82 @@ def test_imports_point_one_way(path):
     assert not wrong, f"{source} is in room '{here}', which may import {sorted(ALLOWED[here])}; it imports " + "; ".join(wrong)
 
 
+READ_BACK = ("gptlab.sweep.stored", "gptlab.sweep.runs", "gptlab.sweep.kinds")  # the spec, its loader, its kinds'
+
+
 def test_the_report_reaches_the_sweep_only_to_read_sweep_yaml_back():
-    """The report's load step reads sweep.yaml into the sweep's own `SweepSpec` (`sweep.stored`); no other step of the
-    report imports the sweep, and the load step nothing of it but the spec and its loader."""
+    """The report's load step reads sweep.yaml into the sweep's own `SweepSpec` (`sweep.stored`) and asks its kinds
+    what they plan (`sweep.kinds`: the seeds that give the error); no other step of the report imports the sweep, and
+    the load step nothing of it but the spec, its loader and its kinds' answers."""
     wrong = [f"{dotted(path)} line {line}: {target}" for path in modules(PACKAGE / "report")
              for line, target in gptlab_imports(path) if room(target) == "sweep"
-             and not (dotted(path).startswith("gptlab.report.load") and target in ("gptlab.sweep.stored", "gptlab.sweep.runs"))]
+             and not (dotted(path).startswith("gptlab.report.load") and target in READ_BACK)]
     assert not wrong, "the report imports the sweep beyond its load step's sweep.yaml: " + "; ".join(wrong)
+
+
+# -- a kind is one folder: the core names none, a kind reads another only through the hooks ------------------------
+
+KINDS = sorted(p.parent.name for p in (PACKAGE / "kinds").glob("*/__init__.py"))  # gptlab/kinds/KEY/, one per kind
+KIND_NAMES = 3  # modules outside a kind's folder that may name it (the shipped kinds' registration among them)
+
+
+def kind_mentions(path: Path, key: str, package: Path = PACKAGE) -> list[str]:
+    """Where `path` names the kind `key`: an import of its folder (`gptlab.kinds.KEY`, lazy ones too), or its key
+    spelled where a kind is looked up or registered (`spec.kinds["KEY"]`, `.kinds.get("KEY")`,
+    `SWEEP_KINDS.register("KEY")`)."""
+    folder = f"{package.name}.kinds.{key}"
+    found = [f"line {line}: imports {target}" for line, target in gptlab_imports(path, package)
+             if target == folder or target.startswith(folder + ".")]
+    for node in sorted(ast.walk(ast.parse(path.read_text(encoding="utf-8"))), key=lambda n: getattr(n, "lineno", 0)):
+        looked_up = (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+                     and "kinds" in ast.unparse(node.value).lower() and node.slice.value == key) or \
+            (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "register")
+             and "kinds" in ast.unparse(node.func.value).lower() and node.args
+             and isinstance(node.args[0], ast.Constant) and node.args[0].value == key)
+        if looked_up:
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+@pytest.mark.parametrize("key", KINDS)
+def test_a_kind_is_named_by_at_most_three_modules_outside_its_folder(key):
+    """A kind is one folder: the sweep's and the report's core ask every kind through the hooks (SWEEP_KINDS,
+    REPORT_KINDS), so only a few modules beside its folder name it (its registration in the shipped kinds' package)."""
+    naming = {dotted(p): hits for p in modules() if not dotted(p).startswith(f"gptlab.kinds.{key}")
+              if (hits := kind_mentions(p, key))}
+    assert len(naming) <= KIND_NAMES, f"kind {key!r} is named by {len(naming)} modules outside gptlab/kinds/{key}/ " \
+        f"(at most {KIND_NAMES}): " + "; ".join(f"{m} ({', '.join(h)})" for m, h in sorted(naming.items()))
+
+
+@pytest.mark.parametrize("path", modules(PACKAGE / "kinds"), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_kind_imports_no_other_kind(path):
+    """Kinds read each other's results through the hooks, never by importing each other's folders."""
+    parts = path.relative_to(PACKAGE / "kinds").parts
+    own = parts[0] if len(parts) > 1 else None  # gptlab/kinds/__init__.py registers them all
+    if own is None:
+        return
+    wrong = [f"line {line}: {target}" for line, target in gptlab_imports(path)
+             if target.startswith("gptlab.kinds.") and target.split(".")[2] != own]
+    assert not wrong, f"{dotted(path)} imports another kind's folder: " + "; ".join(wrong)
+
+
+def test_only_the_kinds_registry_imports_the_shipped_kinds_by_name():
+    """The spec's validation imports the shipped kinds' package by its name, as it imports a plugin
+    (`sweep.kinds.import_shipped_kinds`): the one place below the command lines that reaches `gptlab.kinds`."""
+    named = [dotted(p) for p in modules() if room(dotted(p)) in ("sweep", "report") and any(
+        isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("gptlab.kinds")
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))))]
+    assert named == ["gptlab.sweep.kinds"], named
+
+
+def test_the_rules_catch_a_core_module_naming_a_kind(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('from gptlab.kinds.worth.spec import KEY\ndef f(spec, kinds):\n    from gptlab.kinds import worth\n'
+                   '    return spec.kinds["worth"], spec.kinds.get("worth"), kinds["tune"], spec.grid["worth"]\n'
+                   '@REPORT_KINDS.register("worth")\nclass W:\n    pass\n')
+    assert kind_mentions(bad, "worth") == ["line 1: imports gptlab.kinds.worth.spec", "line 3: imports gptlab.kinds.worth",
+                                           "line 4: spec.kinds['worth']", "line 4: spec.kinds.get('worth')",
+                                           "line 5: REPORT_KINDS.register('worth')"]
 
 
 def test_the_rules_catch_an_upward_import(tmp_path):
@@ -196,8 +266,8 @@ def driver_imports(path: Path) -> list[str]:
 
 def test_planners_never_import_the_driver():
     """One sweep loop: `execute` asks the planners for stages; no planner calls back into it (or the CLI)."""
-    planners = [p for p in sorted((PACKAGE / "sweep").rglob("*.py")) if defines_planner(p)]
-    assert {"gptlab.sweep.planners", "gptlab.sweep.adaptive_seeds"} <= {dotted(p) for p in planners}
+    planners = [p for folder in ("sweep", "kinds") for p in sorted((PACKAGE / folder).rglob("*.py")) if defines_planner(p)]
+    assert {"gptlab.sweep.planners", "gptlab.kinds.seeds.stages"} <= {dotted(p) for p in planners}
     wrong = [f"{dotted(p)} {hit}" for p in planners for hit in driver_imports(p)]
     assert not wrong, "a planner imports the sweep driver: " + "; ".join(wrong)
 
@@ -462,10 +532,11 @@ def test_the_rules_catch_a_private_import(tmp_path):
 # -- the report's bundles are built by keyword ---------------------------------------------------------------------
 
 def bundles(package: Path = PACKAGE) -> set[str]:
-    """The report's bundles: its dataclasses of four fields or more (`Results`, `ReportTables`, `Sentences`, ...),
-    which a positional call would fill by position, one field shifted into the next without an error."""
+    """The report's bundles: its dataclasses of four fields or more (`Results`, `ReportTables`, `Sentences`, ...,
+    and the kinds' views), which a positional call would fill by position, one field shifted into the next without
+    an error."""
     found = set()
-    for path in sorted((package / "report").rglob("*.py")):
+    for path in sorted((package / "report").rglob("*.py")) + sorted((package / "kinds").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ClassDef) and any(
                     "dataclass" in ast.unparse(d) for d in node.decorator_list) and \
@@ -529,7 +600,11 @@ def file_calls(path: Path) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("path", sorted((PACKAGE / "report").rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+KIND_STEPS = ("report.py", "tables.py", "sentences.py", "figure.py", "section.py")  # a kind's report side, but `load`
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "report").rglob("*.py")) + sorted(
+    p for p in (PACKAGE / "kinds").rglob("*.py") if p.name in KIND_STEPS), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_only_the_load_step_reads_files_and_only_render_writes_them(path):
     module = path.relative_to(PACKAGE).as_posix()
     if module.startswith(FILE_MODULES):
@@ -548,8 +623,8 @@ def write_calls(path: Path) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("path", sorted((PACKAGE / "report" / "load").rglob("*.py")),
-                         ids=lambda p: str(p.relative_to(PACKAGE)))
+@pytest.mark.parametrize("path", sorted((PACKAGE / "report" / "load").rglob("*.py")) + sorted(
+    (PACKAGE / "kinds").rglob("load.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_the_load_step_writes_nothing(path):
     """The load step reads results/NAME/ and writes nothing anywhere: a stale summary.csv is read from the run
     folders in memory, never rewritten (the sweep owns the file)."""

@@ -12,9 +12,9 @@ from fakes import write_spec
 from gptlab import sweep_cli
 from gptlab.stats.models import MIN_RESIDUAL_DF, planned_df
 from gptlab.sweep import execute as execute_module
+from gptlab.sweep.design_notes import noise_df_warning
 from gptlab.sweep.dry_run import bottom_line
 from gptlab.sweep.execute import SweepOptions, finish
-from gptlab.sweep.runs import noise_df_warning
 from gptlab.sweep.spec import load_spec
 from gptlab.sweep_cli import main as sweep_main
 from gptlab.sweep_cli import report_with_calls

@@ -2,10 +2,10 @@
 
 Once the sweep's own stages are done, `recheck:` trains the baseline cell again at N fresh seeds (100, 101, ...),
 role `recheck`, kept out of the effects, and the report gets a section listing their losses, with
-`tables/recheck.csv`. A kind is one file like this: a `SweepKind` registered with `@SWEEP_KINDS.register`
-(its key's check, its stages, the runs it may plan) and, under the same name, a report side registered with
-`@REPORT_KINDS.register` (its section). A sweep YAML names the file under `plugins:`; nothing under gptlab/
-changes.
+`tables/recheck.csv`. A kind is one file like this (or one folder, as the shipped kinds are: `gptlab/kinds/`): a
+`SweepKind` registered with `@SWEEP_KINDS.register` (its key's check, its stages, the runs it may plan) and, under
+the same name, a `ReportKind` registered with `@REPORT_KINDS.register` (here its section alone; its numbers,
+sentences and figures have hooks too). A sweep YAML names the file under `plugins:`; nothing under gptlab/ changes.
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gptlab.errors import GptlabError, shown
-from gptlab.report.document.blocks import Heading, KindSection, Para, Table
-from gptlab.report.kinds import REPORT_KINDS
+from gptlab.report.document.blocks import Heading, Para, Table
+from gptlab.report.kinds import REPORT_KINDS, KindSection, ReportKind
 from gptlab.run.identity import run_sources
 from gptlab.sweep.kinds import SWEEP_KINDS
 from gptlab.sweep.planners import Planner, Stage, SweepKind
@@ -88,7 +88,7 @@ class RecheckKind(SweepKind):
 
 
 @REPORT_KINDS.register("recheck")
-class RecheckReport:
+class RecheckReport(ReportKind):
     """The report's section: the recheck runs' best validation losses."""
 
     def section(self, res, tables, words, figures) -> KindSection:

@@ -7,7 +7,7 @@ into `Results`, and the text samples: the one step that reads files) -> `tables`
 `ReportTables` bundle, from `analyses`, `rounds`, `scale`, `tuned_comparison` and `arms` over
 `gptlab.stats`) -> `sentences` (every sentence about the results) -> `figures` (one `Figures` bundle)
 -> `document` (the blocks in order, with `sections` and `quotes`, and each kind of sweep's section from
-`kinds`) -> `document.render` (Markdown, HTML and every file of reports/NAME/). `fmt` holds the number
+its hooks, `kinds`) -> `document.render` (Markdown, HTML and every file of reports/NAME/). `fmt` holds the number
 precision, `study` the notebook API over the same bundles, `export` the TensorBoard export.
 """
 from __future__ import annotations

@@ -1,77 +1,119 @@
-"""The report's side of a kind of sweep (`gptlab.sweep.kinds`): its section, tables and figures; `REPORT_KINDS`.
+"""The report's side of a kind of sweep (`gptlab.sweep.kinds`): `ReportKind`, its hooks, and `REPORT_KINDS`.
 
-A kind registered here under the name of its YAML key writes, from the report's bundles, one
-`document.blocks.KindSection`: blocks placed after the part of the report it names (the summary, the
-scorecard, the cells, the effects), and tables and figures written beside the report's own. The shipped
-`seeds` (the adaptive rule), `scale`, `tune` and `worth` are registered here, in the registry's own module; a
-plugin's kind registers its report side with `@REPORT_KINDS.register("key")` in the same file that registers
-its sweep side, which the report's load step imports from sweep.yaml. A kind without a report side adds
-nothing to the report.
+A kind registered here under the name of its YAML key takes part in every step of the report through hooks whose
+defaults add nothing, so it overrides only what it adds: `load` (what it reads of results/NAME/ beyond the report's
+own, in the load step: `Results.kinds[key]`), `tables` (its numbers: `ReportTables.kinds[key]`) and `files` (its
+`tables/NAME.csv`), `sentences` (`Sentences.kinds[key]`), `figures` (its `figures/NAME.png`: `Figures.kinds[key]`),
+and `section`: one `KindSection`, blocks placed after the part of the report it names (the summary, the scorecard,
+the cells, the effects). Where the report's own numbers or sentences take a kind's (an arms sweep's scorecard),
+they ask every kind through a hook (`scorecard`, `scorecard_lines`), never a kind by name: a kind reads its own
+entry of each bundle by its key, and another kind's only through such a hook.
+
+The shipped kinds (`gptlab.kinds`) and a plugin's (`@REPORT_KINDS.register("key")`, in the file that registers
+its sweep side) are built the same way; the load step imports them with the sweep's spec. A kind without a
+report side adds nothing to the report.
 """
 from __future__ import annotations
 
-from typing import Mapping, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
 
 from gptlab.errors import GptlabError
 from gptlab.registry import Registry
-from gptlab.report.document.blocks import PLACES, KindSection
-from gptlab.report.document.sections import adaptive_section, scale_section, tuning_section
-from gptlab.report.document.worth import WorthReport
-from gptlab.report.figures import Figures
-from gptlab.report.load import Results
-from gptlab.report.sentences import Sentences
-from gptlab.report.tables import ReportTables
+
+# where a kind's section may stand: after the answer, after an arms sweep's scorecard, after the cells (and their
+# curves), or after the effects' sections
+PLACES = ("summary", "scorecard", "cells", "effects")
 
 
-class ReportKind(Protocol):
-    """The report's hook of a kind of sweep."""
+@dataclass(frozen=True)
+class KindSection:
+    """What a kind of sweep adds to the report's document (its `section` hook's)."""
 
-    def section(self, res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> KindSection:
+    blocks: tuple[Any, ...]  # its section: blocks of `document.blocks` (`Heading`, `Para`, `Table`, ...)
+    after: str = "summary"  # the part of the report it follows: one of PLACES
+    tables: Mapping[str, Any] = field(default_factory=dict)  # tables/NAME.csv (DataFrames), beside the report's own
+    figures: Mapping[str, bytes] = field(default_factory=dict)  # figures/NAME (PNG bytes), beside the report's own
+    scorecard_caption: tuple[str, ...] = ()  # paragraphs above an arms sweep's scorecard: the kind's columns of it
+    scorecard_columns: tuple[str, ...] = ()  # its columns of the scorecard the page shows, after `call`
+
+
+class ReportKind:
+    """The report's hooks of a kind of sweep; each has a default that adds nothing. The bundles are passed whole
+    (`Results`, `tables.ReportTables`, `sentences.Sentences`, `figures.Figures`); the kind reads its own entry of
+    each (`.kinds[key]`) under the key it is registered by."""
+
+    def load(self, res: Any) -> Any:
+        """The load step: what the kind reads of results/NAME/ beyond `res` (`Results.kinds[key]`); None for nothing.
+        The one hook that reads files."""
+        return None
+
+    def tables(self, res: Any, tables: Any) -> Any:
+        """The kind's numbers (`ReportTables.kinds[key]`), from `res` and the report's effects (`tables`: its arms,
+        scorecard and `to_decide` not yet made; the kinds before this one in `tables.kinds`)."""
+        return None
+
+    def per_level(self, res: Any, tables: Any) -> Any:
+        """The effects at each level of the scale factors (a DataFrame: `factor`, `level`, `baseline`, `scale_factor`,
+        `scale_level`, then effects.csv's columns), which an arms sweep's table takes per level; None where the kind
+        has none."""
+        return None
+
+    def files(self, tables: Any) -> Mapping[str, Any]:
+        """The kind's tables the report writes (`tables/NAME.csv`, by NAME), from its numbers in `tables.kinds`."""
+        return {}
+
+    def scorecard(self, res: Any, tables: Any, card: Any) -> Any:
+        """An arms sweep's scorecard (`tables/scorecard.csv`, a DataFrame) with the kind's columns added."""
+        return card
+
+    def sentences(self, res: Any, tables: Any) -> Any:
+        """The kind's sentences (`Sentences.kinds[key]`), from its numbers."""
+        return None
+
+    def seeds_only(self, res: Any) -> list[str]:
+        """What of the kind's numbers counts the seeds alone, not the text (the error model's sentence lists them)."""
+        return []
+
+    def header_seeds(self, res: Any) -> str | None:
+        """The report header's seeds, where the kind decided them (adaptive seeds: those trained, and the rule); None:
+        the sweep's `seeds:`."""
+        return None
+
+    def scorecard_lines(self, res: Any, tables: Any, lines: list[str]) -> list[str]:
+        """The scorecard's lines (one per row of `tables.scorecard`) as the kind words them."""
+        return lines
+
+    def figures(self, res: Any, tables: Any) -> Mapping[str, bytes | None]:
+        """The kind's figures by name (`figures/NAME.png`; a None PNG: none), from its numbers."""
+        return {}
+
+    def section(self, res: Any, tables: Any, words: Any, figures: Any) -> KindSection:
         """The kind's section of the report of `res` (which holds its checked section: `res.spec.kinds[key]`)."""
-        ...
+        return KindSection(blocks=())
 
 
-class AdaptiveReport:
-    """Adaptive seeds' side (`seeds:`'s rule): its rounds, after the scorecard; its tables and figure are the report's
-    own (`ReportTables.adaptive`), since the effects' error model reads round 1 too."""
-
-    def section(self, res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> KindSection:
-        return KindSection(blocks=tuple(adaptive_section(tables.adaptive, words, figures)), after="scorecard")
+REPORT_KINDS: Registry[type[ReportKind]] = Registry("report kind", "The report sides of the sweep kinds' keys")
 
 
-class ScaleReport:
-    """`scale:`'s side: the effects by scale, after the cells; its tables and figure are the report's own
-    (`ReportTables.by_scale`), since the scorecard and the effects read them."""
-
-    def section(self, res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> KindSection:
-        return KindSection(blocks=tuple(scale_section(res, tables, words, figures)), after="cells")
-
-
-class TuneReport:
-    """`tune:`'s side: the tuned comparison (or the settings given per cell), after the effects; its tables and figure
-    are the report's own (`ReportTables.tuned`), since every effect's check reads them."""
-
-    def section(self, res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> KindSection:
-        return KindSection(blocks=tuple(tuning_section(tables.tuned, res, words, figures, tables.given)), after="effects")
-
-
-REPORT_KINDS: Registry[type[ReportKind]] = Registry("report kind", "The report sections of the sweep kinds' keys")
-# The shipped kinds' report sides, under their keys' names; a plugin's registers itself.
-REPORT_KINDS.register("seeds")(AdaptiveReport)
-REPORT_KINDS.register("scale")(ScaleReport)
-REPORT_KINDS.register("tune")(TuneReport)
-REPORT_KINDS.register("worth")(WorthReport)
-
-
-def kind_sections(res: Results, tables: ReportTables, words: Sentences, figures: Figures,
-                  taken: Mapping[str, object] = {}) -> list[KindSection]:
-    """The sections of the kinds `res`'s sweep used, in its order; a table or figure whose file is in `taken` (the
-    report's own files) or another kind's is refused."""
-    sections, names = [], set(taken)
-    for key in res.spec.kinds:
+def report_kinds(spec: Any) -> Iterator[tuple[str, ReportKind]]:
+    """The report sides of the kinds `spec` uses (`SweepSpec.kinds`), in its order, each as (key, hooks); none for
+    results read without a spec."""
+    for key in getattr(spec, "kinds", {}):
         if key not in REPORT_KINDS:
             continue
-        section = REPORT_KINDS.get(key)().section(res, tables, words, figures)
+        kind = REPORT_KINDS.get(key)
+        if not (isinstance(kind, type) and issubclass(kind, ReportKind)):
+            raise GptlabError(f"report kind {key!r}: register a subclass of gptlab.report.kinds.ReportKind, got {kind!r}")
+        yield key, kind()
+
+
+def kind_sections(res: Any, tables: Any, words: Any, figures: Any, taken: Mapping[str, object] = {}) -> list[KindSection]:
+    """The sections of the kinds `res`'s sweep used, in its order; a table or figure whose file is in `taken` (the
+    report's own files, the kinds' included) or another kind's section's is refused."""
+    sections, names = [], set(taken)
+    for key, kind in report_kinds(res.spec):
+        section = kind.section(res, tables, words, figures)
         if section.after not in PLACES:
             raise GptlabError(f"report kind {key!r}: its section's place {section.after!r} is not one of {', '.join(PLACES)}")
         clash = sorted(names & {*section.tables, *section.figures})

@@ -137,7 +137,8 @@ class Study:
     @cached_property
     def effects_by_scale(self) -> pd.DataFrame:
         """The scientific factors' effects at each level of each `scale:` factor (no rows without `scale:`)."""
-        return self._bundle.by_scale
+        from gptlab.report.tables.scale import SCALE_COLS
+        return self.tables.get("effects_by_scale", pd.DataFrame(columns=SCALE_COLS))
 
     @cached_property
     def calls(self) -> pd.DataFrame:

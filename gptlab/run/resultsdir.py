@@ -7,7 +7,7 @@ file there through a `ResultsDir`, never by joining names to a bare path. Readin
 construction, it is as cheap as the path it wraps.
 
 It is also the one reader of `step_times.csv` (`ResultsDir.step_times`), which the sweep writes
-(`gptlab.sweep.step_times`) and reads back to keep it, and the report, `gptlab.load` and the TensorBoard export
+(`gptlab.kinds.worth.step_times`) and reads back to keep it, and the report, `gptlab.load` and the TensorBoard export
 read: one check of it for all, so that a damaged or foreign file is "not measured" everywhere, never data.
 """
 from __future__ import annotations

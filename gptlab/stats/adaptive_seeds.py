@@ -139,8 +139,8 @@ def widest_called(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray
 
     The error is the first round's alone (`first_round`, a mask of the runs), as the report's CIs are (an arms
     design, `own_variance`: each arm's own first-round variance, `stein own`); the
-    margin changes no half-width. The sweep calls it on summary.csv's rows (`sweep.adaptive_seeds`); the
-    report's rounds (`report.tables.rounds`) take the same `analyse` and `called_rows` from results/NAME/.
+    margin changes no half-width. The sweep calls it on summary.csv's rows (`gptlab.kinds.seeds.stages`); the
+    report's rounds (`gptlab.kinds.seeds.tables`) take the same `analyse` and `called_rows` from results/NAME/.
     """
     from gptlab.stats.effects import analyse  # effects is the heavier module; this one is read by the spec too
 

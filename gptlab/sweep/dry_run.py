@@ -13,11 +13,12 @@ from typing import Any, TextIO
 
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.statuses import FINISHED, STATUSES
+from gptlab.sweep.design_notes import arms_allocation, noise_df_warning
 from gptlab.sweep.execute import planner_for, warn_other_runs
 from gptlab.sweep.kinds import known_runs
 from gptlab.sweep.progress import clock
 from gptlab.sweep.reuse import Reuse
-from gptlab.sweep.runs import Run, SweepSpec, arms_allocation, noise_df_warning
+from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.trunks import branch_starts
 
 

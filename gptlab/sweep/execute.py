@@ -21,12 +21,13 @@ from gptlab.run.rundir import RunDir, RunSummary
 from gptlab.run.summary_csv import SOURCES
 from gptlab.runio import write_yaml
 from gptlab.statuses import FAILED, FAILED_TO_TRAIN, FINISHED, OK
+from gptlab.sweep.design_notes import arms_allocation, noise_df_warning
 from gptlab.sweep.kinds import kinds_of, known_runs, with_kind_stages
 from gptlab.sweep.lock import SweepLock
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
 from gptlab.sweep.progress import Progress
 from gptlab.sweep.reuse import Reuse
-from gptlab.sweep.runs import Run, SweepSpec, arms_allocation, noise_df_warning
+from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.summary import write_summary
 from gptlab.sweep.trunks import with_shared_trunks
 

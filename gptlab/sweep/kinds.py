@@ -6,36 +6,34 @@ value (`check`, which `sweep.spec` calls once the rest of the spec is valid: `Sw
 sets in the spec it joins (`joined`, `first_runs`: a tuned sweep's test split and selection runs), how it is
 written back to sweep.yaml (the section's `to_dict`), its stages (`stages`: a planner wrapped around the
 spec's, or its own for adaptive seeds' rounds and a tuning method), the runs it may plan (`known_runs`,
-`planned_count`), and its columns of summary.csv (`columns`, `row`), and its work once every run has finished
-(`after_runs`: `worth:` times the arms' steps side by side). The report's side of a kind is
-`gptlab.report.kinds.REPORT_KINDS`, under the same name.
+`planned_count`), whether they share trunks (`shares_trunks`), its columns of summary.csv (`columns`, `row`),
+and its work once every run has finished (`after_runs`: `worth:` times the arms' steps side by side). The
+report's side of a kind is `gptlab.report.kinds.REPORT_KINDS`, under the same name. The sweep asks every kind
+these questions through the functions here; it names none.
 
-The shipped kinds are registered here, in the registry's own module (no registration by import order);
-a plugin's registers itself with `@SWEEP_KINDS.register("key")` in a file the sweep's `plugins:`
-names, which is imported before the spec's keys are checked. A kind extends `planners.SweepKind`, whose
-hooks add nothing, so it overrides only what it adds.
+Every kind is one folder of `gptlab/kinds/` (the shipped ones) or one plugin file, and registers itself with
+`@SWEEP_KINDS.register("key")`. The shipped kinds' package, `SHIPPED_KINDS`, registers them in its fixed order
+(`seeds`, `scale`, `tune`, `worth`); the spec's validation imports it by name as it imports a sweep's
+`plugins:` (`import_shipped_kinds`), first, so that a plugin's kind comes after them. A kind extends
+`planners.SweepKind`, whose hooks add nothing, so it overrides only what it adds.
 """
 from __future__ import annotations
 
-from typing import Iterator, TextIO
+import importlib
+from typing import Any, Iterator, Mapping, Sequence, TextIO
 
 from gptlab.registry import Registry
-from gptlab.sweep.adaptive_seeds import AdaptiveSeedsKind
-from gptlab.sweep.planners import Planner, SweepKind
+from gptlab.sweep.planners import Planner, SeedPlan, SweepKind
 from gptlab.sweep.runs import Run, SweepSpec
-from gptlab.sweep.scale_spec import ScaleKind
-from gptlab.sweep.tune_spec import TuneKind
-from gptlab.sweep.worth import WorthKind
 
 SWEEP_KINDS: Registry[type[SweepKind]] = Registry(
     "sweep kind", "Kinds of sweep: keys that plan or add stages (a plugin's too)")
+SHIPPED_KINDS = "gptlab.kinds"  # the shipped kinds' package: importing it registers them, in the order they join a spec
 
 
-# The shipped kinds, in the order they join a spec and wrap its planner; a plugin's registers itself after them.
-SWEEP_KINDS.register("seeds")(AdaptiveSeedsKind)  # its mapping form; a count or a list joins no kind
-SWEEP_KINDS.register("scale")(ScaleKind)
-SWEEP_KINDS.register("tune")(TuneKind)
-SWEEP_KINDS.register("worth")(WorthKind)
+def import_shipped_kinds() -> None:
+    """Register the shipped kinds (`SHIPPED_KINDS`, imported once: Python keeps it), before a spec's plugins."""
+    importlib.import_module(SHIPPED_KINDS)
 
 
 def kinds_of(spec: SweepSpec) -> Iterator[tuple[str, SweepKind]]:
@@ -66,3 +64,51 @@ def known_runs(spec: SweepSpec) -> list[Run]:
 def planned_count(spec: SweepSpec) -> int:
     """How many runs the kinds' stages train at most (0 for a sweep without one)."""
     return sum(kind.planned_count(spec) for _, kind in kinds_of(spec))
+
+
+def shares_trunks(spec: SweepSpec) -> bool:
+    """Whether a kind's stages plan runs that may share trunks later (`SweepKind.shares_trunks`)."""
+    return any(kind.shares_trunks(spec) for _, kind in kinds_of(spec))
+
+
+def asked_seeds(raw: Mapping[str, Any]) -> list[int] | None:
+    """The seeds a kind's section of the sweep file `raw` decides (`SweepKind.seeds`: adaptive seeds' 0..max-1),
+    checked; None where no kind decides them (the sweep's `seeds:` count or list)."""
+    for key in SWEEP_KINDS:
+        seeds = SWEEP_KINDS.get(key)().seeds(raw[key]) if key in raw else None
+        if seeds is not None:
+            return seeds
+    return None
+
+
+def scale_keys(spec: SweepSpec) -> list[str]:
+    """The grid keys the spec's kinds name as scales (`SweepKind.scale_keys`: `scale:`'s), in their order, each once:
+    effects are reported at each of their levels, never as effects of their own."""
+    return list(dict.fromkeys(key for _, kind in kinds_of(spec) for key in kind.scale_keys(spec)))
+
+
+def seed_plan(spec: SweepSpec) -> SeedPlan | None:
+    """The estimation seeds per cell of the spec's kind that decides them in rounds (`SweepKind.seed_plan`), or None:
+    `spec.seeds`, in one stage."""
+    return next((plan for _, kind in kinds_of(spec) if (plan := kind.seed_plan(spec)) is not None), None)
+
+
+def estimation_rounds(spec: SweepSpec, runs: Sequence[Run], out: TextIO) -> Planner | None:
+    """The planner of `runs` in the rounds of the spec's kind that decides the seeds (`SweepKind.rounds`), or None:
+    they train in one stage."""
+    return next((planner for _, kind in kinds_of(spec) if (planner := kind.rounds(spec, runs, out)) is not None), None)
+
+
+def planned_range(spec: SweepSpec) -> tuple[int, int]:
+    """How many runs the whole sweep trains: (fewest, most), from the first kind that plans it whole (a tuning method:
+    `SweepKind.run_range`), else from its runs (fewer where its seeds are decided in rounds)."""
+    whole = next((r for _, kind in kinds_of(spec) if (r := kind.run_range(spec)) is not None), None)
+    if whole is not None:
+        return whole
+    plan, runs = seed_plan(spec), len(spec.runs)
+    return (sum(r.seed < spec.seed_count(r.cell, plan.first) for r in spec.runs) if plan else runs), runs
+
+
+def open_count(spec: SweepSpec) -> str:
+    """What leaves a sweep's run count open until it has run, in words (`SweepKind.open_count`, each kind's), or ""."""
+    return " and ".join(words for _, kind in kinds_of(spec) if (words := kind.open_count(spec)))

@@ -9,7 +9,7 @@ make the same decisions. Its runs need not be the spec's: a later stage may make
 the earlier stages' results define (tuning's estimation runs at each cell's pick).
 
 The planners: `FixedSeeds` here (one stage: the spec's runs), `AdaptiveSeeds` in
-`gptlab.sweep.adaptive_seeds` (Stein's two rounds), and the tuning methods in `gptlab.sweep.methods.TUNERS`,
+`gptlab.kinds.seeds.stages` (Stein's two rounds), and the tuning methods in `gptlab.sweep.methods.TUNERS`,
 one per `tune.method` (`grid` in `gptlab.sweep.tuning`, `refine` in `gptlab.sweep.refine`, and a plugin's:
 a class extending `tuning.TuneThenEstimate`, registered with `@TUNERS.register("name")` in one
 file the sweep's `plugins:` names). None of them imports the driver (`execute`), and the driver
@@ -106,10 +106,27 @@ class FixedSeeds:
         return None
 
 
+@dataclass(frozen=True)
+class SeedPlan:
+    """The estimation seeds per cell of a kind that decides them in rounds (adaptive seeds): round 1's, and the most
+    it may train (every cell's seeds are 0..most-1; an arms baseline's more, `SweepSpec.seed_count`)."""
+
+    first: int  # round 1's seeds per cell, whose runs alone give the effects' error (Stein)
+    most: int  # the most seeds per cell the rounds may reach
+    words: str  # how the planners and the dry run name them, e.g. "adaptive seeds (2 to 4)"
+    fix: str = ""  # how to give round 1 more seeds, e.g. "a larger `seeds.min`" (the noise's df warning)
+
+
 class SweepKind:
     """The sweep's hooks of a kind of sweep; every hook but `check` has a default that adds nothing."""
 
     description = ""  # one line on what its key asks for (`--list`)
+
+    def seeds(self, raw: Any) -> list[int] | None:
+        """The seeds every cell may train where the key's section (`raw`, as the YAML gives it, checked here) decides
+        them, before the rest of the spec is checked: they bound the sweep's size (adaptive seeds: 0..max-1);
+        None where the section leaves them to the sweep's `seeds:` count or list."""
+        return None
 
     def check(self, raw: Any, spec: SweepSpec) -> Any:
         """The key's section (`raw`, as the YAML gives it) validated into a frozen value with `to_dict()`, against the
@@ -132,6 +149,19 @@ class SweepKind:
         the whole sweep returns its own (a tuning method plans its selection and then the estimation seeds)."""
         return planner
 
+    def scale_keys(self, spec: SweepSpec) -> Sequence[str]:
+        """Grid keys whose levels are scales, reported per level and never as effects (`scale:`'s); none by default."""
+        return ()
+
+    def seed_plan(self, spec: SweepSpec) -> SeedPlan | None:
+        """How many estimation seeds per cell this kind trains, where it decides them in rounds; None where it does not."""
+        return None
+
+    def rounds(self, spec: SweepSpec, runs: Sequence[Run], out: TextIO) -> Planner | None:
+        """A planner of `runs` (every cell's estimation runs, seeds 0..most-1) in this kind's rounds, where it decides
+        the seeds (a tuned sweep's estimation at its picks asks for it); None where they train in one stage."""
+        return None
+
     def known_runs(self, spec: SweepSpec, runs: list[Run]) -> list[Run]:
         """Runs beyond `runs` (the spec's, and a tuned sweep's possible ones) that this kind may plan."""
         return []
@@ -139,6 +169,19 @@ class SweepKind:
     def planned_count(self, spec: SweepSpec) -> int:
         """How many runs this kind's stages train at most (the progress line's total)."""
         return 0
+
+    def run_range(self, spec: SweepSpec) -> tuple[int, int] | None:
+        """The fewest and most runs of the whole sweep, where this kind plans it whole (a tuning method); None where
+        it does not."""
+        return None
+
+    def allocation_note(self, spec: SweepSpec) -> str:
+        """What this kind adds to the line on an arms sweep's seed allocation (`sweep.design_notes`), "" for nothing."""
+        return ""
+
+    def open_count(self, spec: SweepSpec) -> str:
+        """What about this kind leaves the sweep's run count open until it has run, in words ("" for nothing)."""
+        return ""
 
     def columns(self, spec: SweepSpec, taken: list[str]) -> list[str]:
         """Columns this kind adds to summary.csv after the tuned settings (`taken`: the columns already there)."""
@@ -148,7 +191,20 @@ class SweepKind:
         """A run's values in this kind's columns."""
         return {}
 
+    def shares_trunks(self, spec: SweepSpec) -> bool:
+        """Whether this kind's stages plan runs that differ only in `train.max_iters` (`worth:`'s lengths), so that the
+        sweep shares their trunks (`sweep.trunks`) even where its first runs have none to share."""
+        return False
+
     def after_runs(self, spec: SweepSpec, results_dir: ResultsDir, planned: Sequence[Run], threads: int,
                    out: TextIO) -> None:
         """Work of this kind once every planned run has finished, before the report (`worth:` times the arms'
-        steps side by side); what it writes goes into `results_dir` under a name `ResultsDir` owns."""
+        steps side by side); what it writes goes into `results_dir` under a name `ResultsDir` owns. A stop meanwhile
+        raises `AfterRunsStopped`, which says what to do next."""
+
+
+class AfterRunsStopped(KeyboardInterrupt):
+    """A stop (Ctrl-C, SIGTERM, SIGHUP) while a kind worked after every run had finished (`SweepKind.after_runs`): the
+    command line says so with `then`, what rerunning the command does (no run trains again)."""
+
+    then = "run the same command again to finish its work after the runs (no run trains again)"

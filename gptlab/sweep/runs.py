@@ -19,14 +19,11 @@ from gptlab.executors.base import ExecutorConfig, plans_members
 from gptlab.roles import ESTIMATION
 from gptlab.run.config import RunConfig, resolve_run_config
 from gptlab.run.identity import run_sources
-from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import design_cells
-from gptlab.stats.models import MIN_RESIDUAL_DF, planned_df, t_quantile
 from gptlab.stats.picks import Pairs
 from gptlab.sweep.arms_spec import ArmsDesign
 from gptlab.sweep.levels import same_config_message
-from gptlab.sweep.worth_spec import WorthSpec
 
 # A run takes ~1 ms to validate and expand: a mistyped grid (30 factors, seeds pasted twice) must not hang it.
 MAX_RUNS = 10_000  # cells before exclude x seeds (adaptive seeds: x max)
@@ -122,23 +119,6 @@ class SweepSpec:
         """A tuned sweep's `tune:` (then `runs` are its selection runs, `sweep.tune_spec`), else None."""
         return self.kinds.get("tune")
 
-    @property
-    def seed_rule(self) -> SeedRule | None:
-        """An adaptive sweep's rule (`seeds: {min, max, precision}`: its seeds are 0..max-1, `sweep.adaptive_seeds`),
-        else None."""
-        return self.kinds.get("seeds")
-
-    @property
-    def scale(self) -> list[str]:
-        """Grid keys reported as scale (effects per level), not as effects (`scale:`, `sweep.scale_spec`); [] for none."""
-        section = self.kinds.get("scale")
-        return list(section.keys) if section is not None else []
-
-    @property
-    def worth(self) -> WorthSpec | None:
-        """An arms sweep's `worth:` (the baseline's lengths, `sweep.worth`), else None."""
-        return self.kinds.get("worth")
-
     @functools.cached_property
     def base_config(self) -> RunConfig:
         """`base` resolved (at seed 0): every run's config derives from it (`expand`). `sweep.spec` has checked it."""
@@ -175,43 +155,6 @@ class SweepSpec:
                 "seeds": self.seeds, "exclude": self.exclude,  # an adaptive sweep's rule takes its place below
                 "baseline": self.baseline, "executor": self.executor.to_dict(), "report": self.report.to_dict(),
                 **{key: section.to_dict() for key, section in self.kinds.items()}}
-
-
-def arms_allocation(spec: SweepSpec) -> str | None:
-    """One line on how an arms sweep's seeds are allocated (None for a grid): the dry-run and the sweep print it."""
-    if spec.arms is None:
-        return None
-    k, name = spec.arms.n_compared, spec.arms.baseline
-    rule = spec.seed_rule
-    counts = [rule.min, rule.max] if rule else [len(spec.seeds)]
-    pairs = " (round 1), at most ".join(f"{baseline_seed_count(n, k)} where an arm trains {n}" for n in counts)
-    tuned = "; selection runs train every arm alike" if spec.tune is not None else ""
-    return (f"arms: {k} arm(s) each compared with the baseline {name}, which enters every comparison: it trains "
-            f"about sqrt({k}) = {k ** 0.5:.2f} times an arm's seeds (Dunnett's square-root rule): {pairs}{tuned}")
-
-
-def noise_df_warning(spec: SweepSpec) -> str | None:
-    """A warning (dry run and sweep start) when the design leaves the effects' noise fewer than `MIN_RESIDUAL_DF`
-    residual df (`stats.models.planned_df`: round 1's seeds for adaptive ones), naming the seeds that would give
-    that many; None otherwise, and for a design without replication (1 seed: no CI to widen)."""
-    cells = sorted({r.cell for r in spec.runs}, key=str)
-    seeds = spec.seed_rule.min if spec.seed_rule else len(spec.seeds)
-    base = [c for c in cells if spec.arms is not None and dict(c).get(ARM) == spec.arms.baseline]
-
-    def df(n: int) -> float:
-        return planned_df(len(cells), n, spec.seed_count(base[0], n) if base else None)
-
-    if seeds < 2 or not cells or df(seeds) >= MIN_RESIDUAL_DF:
-        return None
-    enough = next((n for n in range(seeds + 1, 100) if df(n) >= MIN_RESIDUAL_DF), None)
-    have = df(seeds)
-    what = f"{len(cells)} cell(s) x {seeds} seeds" + (" (round 1)" if spec.seed_rule else "")
-    fix = (f"; {enough} seeds per cell give {df(enough):.3g} (`--set seeds={enough}`" +
-           (", or a larger `seeds.min`)" if spec.seed_rule else ")") if enough else "")
-    return (f"warning: {what} leave {have:.3g} residual degree(s) of freedom for the noise every effect's CI is "
-            f"computed from: a 95% CI is then +/-{t_quantile(0.975, have):.1f} standard errors wide (+/-1.96 with "
-            f"many), too wide to call most effects{fix}")
-
 
 
 def cell_label(cell: Pairs) -> str:

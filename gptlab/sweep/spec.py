@@ -23,9 +23,8 @@ from gptlab.run.config import MAX_SEED, RunConfig, resolve_run_config, set_dotte
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
 from gptlab.stats.levels import grid_level
-from gptlab.sweep.adaptive_seeds import check_seed_rule
 from gptlab.sweep.arms_spec import ArmsDesign, check_arm_configs, check_arms
-from gptlab.sweep.kinds import SWEEP_KINDS, kinds_of
+from gptlab.sweep.kinds import SWEEP_KINDS, asked_seeds, import_shipped_kinds, kinds_of
 from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
 from gptlab.sweep.runs import MAX_RUNS, MAX_SEEDS, ReportSettings, SweepSpec, expand
@@ -57,7 +56,9 @@ def load_spec(path: str | Path, overrides: dict[str, Any] | None = None, executo
 def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], executor_overrides: dict[str, Any],
                   margin: Any = None, *, plan: bool = True) -> SweepSpec:
     """Validate and expand a loaded spec; every problem is one `GptlabError` on one line, naming the key.
-    `plan=False` validates without planning its runs (`runs` stays empty: a stored sweep read back, `sweep.stored`)."""
+    `plan=False` validates without planning its runs (`runs` stays empty: a stored sweep read back, `sweep.stored`).
+    The shipped kinds are registered first (`sweep.kinds.import_shipped_kinds`), as a plugin's are by its import."""
+    import_shipped_kinds()
     try:
         return _validate_spec(raw, path, overrides, executor_overrides, margin, plan)
     except GptlabError as err:
@@ -77,10 +78,10 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     base_config = _check_base(base)
     arms, grid = _check_grid(raw, base, keys, path, base_config)
 
-    # a count or a list of seeds; a mapping is the adaptive seeds' rule (its kind joins it below), whose seeds
-    # 0..max-1 are asked for here: they bound the sweep's size before any grid is expanded
-    seed_rule = check_seed_rule(raw.get("seeds"))
-    seeds = list(range(seed_rule.max)) if seed_rule is not None else _check_seeds(raw.get("seeds", 1))
+    # a count or a list of seeds, or the seeds a kind's section decides (the adaptive rule's 0..max-1: its kind joins
+    # it below), asked for here: they bound the sweep's size before any grid is expanded
+    seeds = asked_seeds(raw)
+    seeds = seeds if seeds is not None else _check_seeds(raw.get("seeds", 1))
 
     exclude = raw.get("exclude") or []
     _require(exclude, list, "exclude", "a list of {factor: level} mappings")

@@ -24,6 +24,7 @@ from typing import Sequence, TextIO
 
 from gptlab.run.branching import Branch, record_branches
 from gptlab.run.schedules import SCHEDULES
+from gptlab.sweep.kinds import shares_trunks
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
 from gptlab.sweep.runs import Run, SweepSpec
 
@@ -139,7 +140,7 @@ class SharedTrunks:
 
 def with_shared_trunks(spec: SweepSpec, base: Planner, out: TextIO) -> Planner:
     """`base` with shared trunks when the spec's runs have groups and its backend can share, else `base`."""
-    if not trunk_groups(spec.runs) and spec.worth is None:  # `worth:` plans wsd lengths after the first stages
+    if not trunk_groups(spec.runs) and not shares_trunks(spec):  # a kind may plan wsd lengths after the first stages
         return base
     if spec.executor.backend not in SHARING_BACKENDS:
         print(f"note: shared trunks need a backend whose workers train in the results folder "

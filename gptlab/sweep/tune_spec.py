@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from gptlab.errors import GptlabError, closest, key_error, shown, unknown_key
 from gptlab.run.config import SECTIONS, coerce, get_dotted, set_dotted, valid_keys
 from gptlab.sweep.given import check_given
+from gptlab.sweep.kinds import seed_plan
 from gptlab.sweep.methods import TUNERS, tuner_of
 from gptlab.sweep.planners import Planner, SweepKind
 from gptlab.sweep.runs import MAX_RUNS, SELECTION_SEED_OFFSET, Run, SweepSpec, TuneSpec
@@ -62,6 +63,23 @@ class TuneKind(SweepKind):
 
     def columns(self, spec: SweepSpec, taken: list[str]) -> list[str]:
         return tuned_columns(spec)  # each run's values: its `TunedRun.columns` (`sweep.summary`)
+
+    def run_range(self, spec: SweepSpec) -> tuple[int, int] | None:
+        """The selection's fewest and most runs, and the estimation seeds at every cell's pick (fewer in rounds)."""
+        if not selects(spec):
+            return None
+        cells = list(dict.fromkeys(r.cell for r in spec.runs))
+        low, high = tuner_of(spec).selection_range(spec)
+        plan = seed_plan(spec)
+        seeds = lambda n: sum(spec.seed_count(cell, n) for cell in cells)  # noqa: E731 (an arms baseline: more)
+        return low + seeds(plan.first if plan else len(spec.seeds)), high + seeds(len(spec.seeds))
+
+    def open_count(self, spec: SweepSpec) -> str:
+        rounds = selects(spec) and len(set(tuner_of(spec).selection_range(spec))) > 1
+        return f"tune.method {spec.tune.method} adds selection runs as it goes" if rounds else ""
+
+    def allocation_note(self, spec: SweepSpec) -> str:
+        return "; selection runs train every arm alike"
 
 
 def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:

@@ -30,8 +30,8 @@ from gptlab.run.rundir import RunSummary
 from gptlab.runio import write_csv
 from gptlab.stats.picks import Pairs, SettingRow, Trial
 from gptlab.statuses import FAILED
-from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
-from gptlab.sweep.planners import Case, FinishedRuns, Preview, Stage
+from gptlab.sweep.kinds import estimation_rounds, seed_plan
+from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, TuneSpec, cell_label, expand
 
 
@@ -121,17 +121,18 @@ class TuneThenEstimate:
 
     OPTIONS: ClassVar[Mapping[str, Any]] = {}  # the method's own keys under tune:, with their defaults
 
-    def __init__(self, spec: SweepSpec, out: TextIO, adaptive_seeds: Callable[..., AdaptiveSeeds] | None = None) -> None:
+    def __init__(self, spec: SweepSpec, out: TextIO,
+                 rounds: Callable[[Sequence[Run]], Planner | None] | None = None) -> None:
         self.spec, self.out = spec, out
-        self.adaptive_seeds_class = adaptive_seeds or functools.partial(
-            AdaptiveSeeds, widest=functools.partial(widest_in_summary, spec))
+        # the estimation runs' planner in rounds, where a kind decides the seeds (adaptive seeds), else None
+        self.rounds = rounds or functools.partial(estimation_rounds, spec, out=out)
         if spec.tune is None:  # the sweep asks a tuner only for a spec with `tune:` (methods.tuner_of)
             raise GptlabError(f"sweep {spec.name}: a tuning method needs the spec's tune: section")
         self.tune: TuneSpec = spec.tune
         self.selection: tuple[Run, ...] = tuple(spec.runs)  # every selection-side run planned so far
         self.cells = list(dict.fromkeys(r.cell for r in spec.runs))
-        # adaptive seeds' planner over the estimation runs (seeds: {min, max, precision}); False: fixed seeds
-        self.adaptive_seeds: AdaptiveSeeds | bool | None = None
+        # the estimation runs' planner in rounds (adaptive seeds: seeds: {min, max, precision}); False: one stage
+        self.estimation: Planner | bool | None = None
         self.picks: dict[Pairs, Pairs] | None = None  # cell -> its picked setting, once decided
         self.repicks = 0  # times the picks moved once their estimation runs were read (at most MAX_REPICKS)
         self.strays_placed = False  # whether the finished runs of earlier picks on disk have joined the plan
@@ -172,8 +173,8 @@ class TuneThenEstimate:
 
     # -- the shared second half -----------------------------------------------------------
     def _estimation_seeds(self) -> str:
-        rule = self.spec.seed_rule
-        return f"adaptive seeds ({rule.min} to {rule.max})" if rule else f"{len(self.spec.seeds)} seed(s)"
+        plan = seed_plan(self.spec)
+        return plan.words if plan else f"{len(self.spec.seeds)} seed(s)"
 
     def next_stage(self, finished: FinishedRuns) -> Stage | None:
         stage = self._next(finished)
@@ -192,25 +193,25 @@ class TuneThenEstimate:
             if self.picks is None:
                 raise GptlabError(f"tune.method {self.tune.method}: its planner ended selection without picks")
             return self._estimate(finished)
-        if self.adaptive_seeds:
+        if self.estimation:
             selection_ids = {r.run_id for r in self.selection}
             rows = tuple(r for r in finished.rows if r.run_id not in selection_ids)
-            stage = self._wrap(self.adaptive_seeds.next_stage(FinishedRuns(finished.results_dir, rows)))
+            stage = self._wrap(self.estimation.next_stage(FinishedRuns(finished.results_dir, rows)))
             if stage is not None:
                 return stage
         return self._moved(finished)
 
     def _estimate(self, finished: FinishedRuns) -> Stage | None:
-        """The estimation stage at the current picks (fixed seeds: one stage; adaptive: its first round)."""
+        """The estimation stage at the current picks (fixed seeds: one stage; in rounds: its first round)."""
         runs = self.estimation_runs()
-        if self.spec.seed_rule is not None:
-            self.adaptive_seeds = self.adaptive_seeds_class(runs, self.spec.seed_rule, self.out,
-                                                            seed_count=self.spec.seed_count)
+        rounds = self.rounds(runs)
+        if rounds is not None:
+            self.estimation = rounds
             selection_ids = {r.run_id for r in self.selection}
             rows = tuple(r for r in finished.rows if r.run_id not in selection_ids)
-            stage = self._wrap(self.adaptive_seeds.next_stage(FinishedRuns(finished.results_dir, rows)))
+            stage = self._wrap(rounds.next_stage(FinishedRuns(finished.results_dir, rows)))
             return stage if stage is not None else self._moved(finished)
-        self.adaptive_seeds = False  # fixed seeds: one estimation stage, then done
+        self.estimation = False  # fixed seeds: one estimation stage, then done
         return Stage("estimation", tuple(runs), self.selection + tuple(runs), tag="estimation")
 
     def _moved(self, finished: FinishedRuns) -> Stage | None:
@@ -338,13 +339,13 @@ class TuneThenEstimate:
         # Which settings the picks name is known only once the selection has run: the estimation case is
         # timed and counted at the first setting as a stand-in (every setting trains the same model here).
         stand_in = runs_at(spec, self.tune.settings()[:1], spec.seeds, ESTIMATION)
-        rule = spec.seed_rule
-        if rule is None:
+        plan = seed_plan(spec)
+        if plan is None:
             estimation = [Case(f"estimation: {len(spec.seeds)} seed(s) at each cell's pick", (), tuple(stand_in))]
         else:
             estimation = [Case(f"estimation, {what}: {n} seeds at each cell's pick", (),
                                tuple(r for r in stand_in if r.seed < spec.seed_count(r.cell, n)))
-                          for what, n in (("minimum", rule.min), ("worst case", rule.max))]
+                          for what, n in (("minimum", plan.first), ("worst case", plan.most))]
         selection = self.selection_cases()
         naive = candidate_runs(spec)
         both = [Case(f"tuned in all ({sel.label.split(':', 1)[0]} + {case.label.split(': ', 1)[0]})",

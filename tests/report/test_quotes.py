@@ -12,6 +12,7 @@ from calibration.synthetic import make_results
 from gptlab.errors import GptlabError
 from gptlab.report import document, figures, load_results, write_report
 from gptlab.report.document import quotes
+from gptlab.report.kinds import REPORT_KINDS, ReportKind
 from gptlab.report.tables import compute_tables
 
 GRID = {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"], "train.max_iters": [2000, 6000]}
@@ -30,7 +31,7 @@ def study(tmp_path_factory):
     res = load_results(results)
     st = compute_tables(res, 0.01)
     tables = {"cells": st.cells, "main_effects": st.main, "interactions": st.interactions,
-              "simple_effects": st.simple, "effects_by_step": st.by_step, "effects_by_scale": st.by_scale}
+              "simple_effects": st.simple, "effects_by_step": st.by_step, "effects_by_scale": st.kinds["scale"].by_scale}
     return results, res, tables
 
 
@@ -91,7 +92,7 @@ def test_a_reference_to_no_row_or_several_is_refused(study, text, message):
 def test_the_report_renders_references_and_refuses_a_missing_row_before_writing(study, tmp_path, monkeypatch):
     results, _, _ = study
     monkeypatch.setattr(figures, "make_figures", lambda *args, **kw: figures.Figures())  # text only: figures are seconds each
-    monkeypatch.setattr(figures, "effects_by_scale", lambda *args, **kw: None)
+    monkeypatch.setattr(REPORT_KINDS.get("scale"), "figures", ReportKind.figures)
     (results / "discussion.md").write_text("Untied costs {{main_effects: model.tying=untied}}; ReLU at 6000: "
                                            "{{effects_by_scale: activation=relu @ max_iters=6000 | estimate}}.\n")
     out = write_report(results, tmp_path / "ok")

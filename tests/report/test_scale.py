@@ -11,9 +11,9 @@ from helpers import tiny_config
 
 from calibration.synthetic import make_results
 from gptlab.errors import GptlabError
+from gptlab.kinds.scale.sentences import scale_verdicts
 from gptlab.report import figures, write_report
 from gptlab.report.load import load_results
-from gptlab.report.sentences.sweeps import scale_verdicts
 from gptlab.report.tables.scale import effects_by_scale
 from gptlab.sweep.spec import load_spec
 

@@ -25,13 +25,16 @@ FAKE_PNG = b"\x89PNG\r\n\x1a\nnot drawn"
 @pytest.fixture(scope="module")
 def two_by_two(tmp_path_factory):
     from gptlab.report import figures
+    from gptlab.report.kinds import REPORT_KINDS, ReportKind
 
     results = make_results(tmp_path_factory.mktemp("layout"), GRID, 3, name="layout", noise_sd=0.01, rng_seed=2,
                            effects=EFFECTS)
     with pytest.MonkeyPatch.context() as mp:  # the forest plot as a stand-in PNG: where it sits is the subject here
         mp.setattr(figures, "make_figures", lambda *a, **k: figures.Figures.of(forest=FAKE_PNG))
-        for name in ("precision_curves", "effects_by_scale", "isolation_plot"):
+        for name in ("isolation_plot",):
             mp.setattr(figures, name, lambda *a, **k: None)
+        for key in REPORT_KINDS.names():  # the kinds' figures: none
+            mp.setattr(REPORT_KINDS.get(key), "figures", ReportKind.figures)
         out = write_report(results)
     main = pd.read_csv(out / "tables" / "main_effects.csv").set_index("level")
     post = main.loc["post"]

@@ -18,8 +18,8 @@ from scipy import stats as st
 
 from calibration.adaptive_seeds_sim import main_effect_contrasts, precision_for_seeds, simulate_null
 from gptlab.errors import GptlabError
+from gptlab.kinds.seeds.tables import widest_at
 from gptlab.report.load import load_results
-from gptlab.report.tables.rounds import widest_at
 from gptlab.stats.adaptive_seeds import SeedRule, Widest, called_rows
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
@@ -151,7 +151,7 @@ def test_the_two_stage_error_even_where_every_cell_reached_the_maximum(tmp_path,
     res = load_results(results)
     tables = compute_tables(res, 0.01)
     assert tables.effects.fit.kind == "stein" and tables.effects.fit.df == (4 - 1) * (3 - 1)  # 4 cells, a seed block
-    assert "the maximum included" in write_sentences(res, tables).rule
+    assert "the maximum included" in write_sentences(res, tables).kinds["seeds"].rule
 
 
 @pytest.mark.slow
@@ -197,7 +197,7 @@ def test_bad_adaptive_seeds_are_refused_in_one_line(tmp_path, corpus, seeds, mes
 
 def test_an_adaptive_spec_plans_seeds_up_to_max_and_records_the_rule(tmp_path, corpus):
     spec = load_spec(_spec(tmp_path, corpus, {"min": 2, "max": 4, "precision": "1e-2"}))
-    assert spec.seeds == [0, 1, 2, 3] and spec.seed_rule == SeedRule(2, 4, 0.01)
+    assert spec.seeds == [0, 1, 2, 3] and spec.kinds["seeds"] == SeedRule(2, 4, 0.01)
     assert spec.to_dict()["seeds"] == {"min": 2, "max": 4, "precision": 0.01, "precision_for": "effects"}
 
 
@@ -235,7 +235,7 @@ def test_an_adaptive_sweep_stops_at_the_seed_count_its_rule_computes(tmp_path, c
     target = w1 * math.sqrt(2 / 3.5)
     capsys.readouterr()
     with pytest.MonkeyPatch.context() as mp:  # of the figures, only precision.png is read here
-        skip_figures(mp, keep=("precision_curves",))
+        skip_figures(mp, keep=("seeds",))
         assert sweep_main([str(_spec(tmp_path, corpus, {"min": 2, "max": 5, "precision": target})), *args]) == 0
     err = capsys.readouterr().err
     assert "round 1 (2 seeds): 8 runs (4 cells x 2 seeds), 8 already finished, 0 to train" in err

@@ -21,9 +21,9 @@ from gptlab.stats.arms import baseline_seed_count
 from gptlab.stats.design import Design
 from gptlab.stats.effects import analyse
 from gptlab.stats.scorecard import VERDICTS, verdict
+from gptlab.sweep.design_notes import arms_allocation
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
-from gptlab.sweep.methods import planned_range
-from gptlab.sweep.runs import arms_allocation
+from gptlab.sweep.kinds import planned_range
 from gptlab.sweep.spec import validate_spec
 
 pytestmark = pytest.mark.slow  # real sweeps, clusters or simulations: out of the edit loop (-m 'not slow')
@@ -155,8 +155,8 @@ def test_a_tuned_arms_sweep_selects_alike_and_estimates_with_the_baselines_extra
     # precision 1e-6 asks for max: arms 4 seeds per length, the baseline round(4 sqrt(3)) = 7
     assert count == {"nanogpt": 14, "post_ln": 8, "relu": 8, "modern": 8}
     assert {dict(r.setting)["train.lr"] for r in estimation} == {2e-3}
+    from gptlab.kinds.seeds.tables import widest_at
     from gptlab.report.load import load_results
-    from gptlab.report.tables.rounds import widest_at
 
     rounds = pd.read_csv(tmp_path / "results" / "rounds.csv")  # decided from summary.csv; the report agrees
     res = load_results(tmp_path / "results")

@@ -11,7 +11,7 @@ from helpers import skip_figures, tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.run.resultsdir import SUMMARY_CSV
-from gptlab.sweep.methods import planned_range
+from gptlab.sweep.kinds import planned_range
 from gptlab.sweep.runs import ESTIMATION
 from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.tuning import runs_at

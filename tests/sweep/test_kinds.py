@@ -45,7 +45,7 @@ def test_a_kinds_key_is_refused_without_its_plugin_and_checked_by_it(plugin, tmp
     assert sweep_main([_spec(tmp_path, corpus, [plugin.name], recheck={"seeds": 0}), "--dry-run"]) == 2
     assert "recheck: must be {seeds: N} with N from 1 to 100, got {'seeds': 0}" in capsys.readouterr().err
     spec = load_spec(_spec(tmp_path, corpus, [plugin.name], recheck={"seeds": 2}))
-    assert spec.kinds["recheck"].seeds == 2 and spec.to_dict()["recheck"] == {"seeds": 2} and spec.worth is None
+    assert spec.kinds["recheck"].seeds == 2 and spec.to_dict()["recheck"] == {"seeds": 2} and "worth" not in spec.kinds
     assert [r.seed for r in known_runs(spec) if r.role == "recheck"] == [100, 101] and planned_count(spec) == 2
     SWEEP_KINDS.register("exclude")(SWEEP_KINDS.get("recheck"))  # a kind may not take a key that every sweep has
     assert sweep_main([_spec(tmp_path, corpus, [plugin.name], recheck={"seeds": 2}), "--dry-run"]) == 2
@@ -77,9 +77,9 @@ def test_a_plugin_kind_adds_a_stage_summary_rows_and_a_report_section_and_resume
 def test_the_adaptive_rule_of_seeds_is_a_kind_and_a_count_joins_none(tmp_path, corpus):
     import io
 
-    from gptlab.report.kinds import AdaptiveReport
+    from gptlab.kinds.seeds.report import AdaptiveReport
+    from gptlab.kinds.seeds.stages import AdaptiveSeeds, AdaptiveSeedsKind
     from gptlab.stats.adaptive_seeds import SeedRule
-    from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, AdaptiveSeedsKind
     from gptlab.sweep.execute import planner_for
     from gptlab.sweep.planners import FixedSeeds
 
@@ -88,25 +88,26 @@ def test_the_adaptive_rule_of_seeds_is_a_kind_and_a_count_joins_none(tmp_path, c
     assert REPORT_KINDS.get("seeds") is AdaptiveReport
     rule = {"min": 2, "max": 3, "precision": 0.01}
     adaptive = load_spec(_spec(tmp_path, corpus, [], seeds=rule))
-    assert adaptive.kinds["seeds"] == SeedRule(2, 3, 0.01) and adaptive.seed_rule is adaptive.kinds["seeds"]
+    assert adaptive.kinds["seeds"] == SeedRule(2, 3, 0.01)
     assert adaptive.seeds == [0, 1, 2] and adaptive.to_dict()["seeds"] == {**rule, "precision_for": "effects"}
     assert list(adaptive.to_dict())[:7] == ["name", "description", "plugins", "base", "grid", "seeds", "exclude"]
     assert isinstance(planner_for(adaptive, io.StringIO()), AdaptiveSeeds)
     fixed = load_spec(_spec(tmp_path, corpus, [], seeds=2))
-    assert fixed.kinds == {} and fixed.seed_rule is None and fixed.to_dict()["seeds"] == [0, 1]
+    assert fixed.kinds == {} and fixed.to_dict()["seeds"] == [0, 1]
     assert isinstance(planner_for(fixed, io.StringIO()), FixedSeeds)
 
 
 def test_scale_is_a_kind_whose_keys_are_the_specs_scale(tmp_path, corpus):
-    from gptlab.report.kinds import ScaleReport
-    from gptlab.sweep.scale_spec import ScaleKind, ScaleSpec
+    from gptlab.kinds.scale.report import ScaleReport
+    from gptlab.kinds.scale.spec import ScaleKind, ScaleSpec
+    from gptlab.sweep.kinds import scale_keys
 
     assert SWEEP_KINDS.get("scale") is ScaleKind and REPORT_KINDS.get("scale") is ScaleReport
     grid = {"model.activation": ["gelu", "relu"], "model.norm": ["pre", "post"]}
     scaled = load_spec(_spec(tmp_path, corpus, [], grid=grid, scale=["model.norm"]))
-    assert scaled.kinds == {"scale": ScaleSpec(("model.norm",))} and scaled.scale == ["model.norm"]
+    assert scaled.kinds == {"scale": ScaleSpec(("model.norm",))} and scale_keys(scaled) == ["model.norm"]
     assert list(scaled.to_dict())[-2:] == ["report", "scale"] and scaled.to_dict()["scale"] == ["model.norm"]
     plain = load_spec(_spec(tmp_path, corpus, [], grid=grid, scale=[]))
-    assert plain.kinds == {} and plain.scale == [] and "scale" not in plain.to_dict()
+    assert plain.kinds == {} and scale_keys(plain) == [] and "scale" not in plain.to_dict()
     with pytest.raises(GptlabError, match="scale: names every grid factor"):
         load_spec(_spec(tmp_path, corpus, [], grid=grid, scale=["model.activation", "model.norm"]))

@@ -17,10 +17,10 @@ import yaml
 from fakes import FakeBackend, fake_spec
 
 from gptlab.executors import Resources
+from gptlab.kinds.seeds.stages import AdaptiveSeeds, widest_in_summary
 from gptlab.run.config import resolve_run_config
 from gptlab.run.resultsdir import ROUNDS_CSV, SUMMARY_CSV, SWEEP_YAML, ResultsDir
 from gptlab.stats.adaptive_seeds import SeedRule, Widest
-from gptlab.sweep.adaptive_seeds import AdaptiveSeeds, widest_in_summary
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Stage
 from gptlab.sweep.runs import Run, SweepSpec

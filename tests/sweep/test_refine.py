@@ -16,7 +16,7 @@ from gptlab.run.config import RunConfig
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.stats.refine import Lattice, RefineRule, decide, decide_all, geometric_ratio, judge, pooled_sigma
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
-from gptlab.sweep.methods import planned_range
+from gptlab.sweep.kinds import planned_range
 from gptlab.sweep.refine import Refine
 from gptlab.sweep.runs import SELECTION_SEED_OFFSET
 from gptlab.sweep.spec import validate_spec

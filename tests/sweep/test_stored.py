@@ -14,6 +14,7 @@ from gptlab.model.activations import ACTIVATIONS
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SOURCES
 from gptlab.stats.calls import DEFAULT_MARGIN
+from gptlab.sweep.kinds import scale_keys
 from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.stored import COMMAND, RECORDS, spec_from_results, unrecorded_spec
 
@@ -43,9 +44,10 @@ def test_every_shipped_study_reads_back_as_the_spec_its_sweep_wrote(name):
 def test_the_shipped_studies_rules_come_back_typed():
     scorecard, lengths = spec_from_results(REPO / "results" / "scorecard"), spec_from_results(REPO / "results" / "lengths")
     assert scorecard.arms.baseline == "nanogpt" and scorecard.arms.claims["relu"][0].direction == "worse"
-    assert (scorecard.seed_rule.min, scorecard.seed_rule.max) == (3, 5)
+    assert (scorecard.kinds["seeds"].min, scorecard.kinds["seeds"].max) == (3, 5)
     assert scorecard.tune.method == "refine" and scorecard.tune.space["train.lr"][0] == 5e-4
-    assert lengths.tune.given and lengths.tune.picked_by.startswith("the tuned study") and lengths.scale == ["train.max_iters"]
+    assert lengths.tune.given and lengths.tune.picked_by.startswith("the tuned study")
+    assert scale_keys(lengths) == ["train.max_iters"]
 
 
 def test_an_arms_sweep_reads_back_whole(tmp_path, corpus):

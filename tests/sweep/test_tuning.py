@@ -3,7 +3,6 @@ disjoint seeds, kill-safety, the report's "Tuned comparison", and one small real
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import math
 from pathlib import Path
@@ -17,13 +16,13 @@ from helpers import tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.executors import Resources
+from gptlab.kinds.seeds.stages import AdaptiveSeeds
 from gptlab.run.config import RunConfig
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.run.rundir import RunDir
 from gptlab.stats.picks import Trial, edge_keys, pick_rows
-from gptlab.sweep.adaptive_seeds import AdaptiveSeeds
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
-from gptlab.sweep.methods import planned_range
+from gptlab.sweep.kinds import planned_range
 from gptlab.sweep.runs import SELECTION_SEED_OFFSET
 from gptlab.sweep.spec import validate_spec
 from gptlab.sweep.tuning import Grid, TunedRun
@@ -220,7 +219,9 @@ def test_adaptive_estimation_rounds_run_at_the_picks(tmp_path, corpus):
         asked.append(n_seeds)
         return Widest(0.012, "model.activation=relu")  # 2 * (0.012 / 0.01)^2 = 2.9 -> 3 seeds
 
-    planner = Grid(spec, io.StringIO(), adaptive_seeds=functools.partial(AdaptiveSeeds, widest=widest))
+    printed = io.StringIO()  # the planner's lines, the rounds' too
+    planner = Grid(spec, printed, rounds=lambda runs: AdaptiveSeeds(runs, spec.kinds["seeds"], printed, widest,
+                                                                    seed_count=spec.seed_count))
     backend = FakeBackend(planted)
     planned, out, _ = _loop(spec, tmp_path / "results", backend, planner)
     assert asked == [2, 3] and len(planned) == 12 + 4 * 3

@@ -96,7 +96,7 @@ def check_ladder(raw: Any, base: RunConfig, arm_keys: set[str]) -> LadderSpec:
             raise key_error(f"ladder.rungs.{upper.name}", f"trains {upper.flops:.3g} FLOPs, not more than the rung "
                                                          f"below it ({lower.name}: {lower.flops:.3g}): list rungs "
                                                          "smallest first, each larger")
-    return LadderSpec(tuple(out), ratio, margin)
+    return LadderSpec(rungs=tuple(out), tokens_per_param=ratio, margin=margin)
 
 
 def _rung(name: Any, settings: Any, base: RunConfig, arm_keys: set[str], ratio: float | None) -> Rung:
@@ -121,4 +121,4 @@ def _rung(name: Any, settings: Any, base: RunConfig, arm_keys: set[str], ratio: 
         settings["train.max_iters"] = max(1, math.ceil(ratio * n / per_step))
         config = config.with_settings(settings)
     n, d, c = compute_of(config)
-    return Rung(name, settings, n, d, c)
+    return Rung(name=name, settings=settings, params=n, tokens=d, flops=c)

@@ -18,7 +18,7 @@ import pandas as pd
 import yaml
 
 from gptlab.report.document import quotes
-from gptlab.report.document.blocks import Block, Bullets, Code, Heading, KindSection, Markdown, Para, Table, image
+from gptlab.report.document.blocks import Block, Bullets, Code, Heading, Markdown, Para, Table, image
 from gptlab.report.document.sections import (
     MAX_MD_ROWS,
     SNAPSHOT,
@@ -29,6 +29,7 @@ from gptlab.report.document.sections import (
 )
 from gptlab.report.figures import Figures
 from gptlab.report.fmt import fmt_value
+from gptlab.report.kinds import KindSection
 from gptlab.report.load import Results
 from gptlab.report.load.samples import Sample
 from gptlab.report.sentences import Sentences
@@ -244,7 +245,7 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures
     field each), the sections of its sweep's kinds (`report.kinds`: each after the part it names) and its text
     samples."""
     blocks = header(res, words) + summary(res, tables, words, figures) + _kind_blocks(kinds, "summary")
-    blocks += scorecard_section(res, tables, words) + _kind_blocks(kinds, "scorecard")  # adaptive seeds' rounds
+    blocks += scorecard_section(res, tables, words, kinds) + _kind_blocks(kinds, "scorecard")  # adaptive seeds' rounds
     blocks += discussion(res, tables.files(words.verdicts))
     blocks += stability_section(tables, words)
     cells = tables.cells

@@ -1,14 +1,12 @@
 """The blocks a report's document is made of: `Heading`, `Para`, `Bullets`, `Code`, `Table`, `Image`, `Markdown`.
 
-`KindSection` is what a kind of sweep (`gptlab.report.kinds`) adds: its blocks, tables and figures.
-
 The document step (`gptlab.report.document`) arranges them (`image`: a figure's block); `render` writes them as
 Markdown and HTML.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Union
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
 
 import pandas as pd
 
@@ -60,18 +58,3 @@ Block = Union[Heading, Para, Bullets, Code, Table, Image, Markdown]
 def image(png: Png | None, alt: str) -> list[Block]:
     """A figure of the report (a field of `figures.Figures`) as its image block; none where the report has none."""
     return [Image(png.file, alt, png.data)] if png is not None else []
-
-
-# where a kind's section may stand: after the answer, after an arms sweep's scorecard, after the cells (and their
-# curves), or after the effects' sections
-PLACES = ("summary", "scorecard", "cells", "effects")
-
-
-@dataclass(frozen=True)
-class KindSection:
-    """What a kind of sweep adds to the report (`gptlab.report.kinds`)."""
-
-    blocks: tuple[Block, ...]  # its section
-    after: str = "summary"  # the part of the report it follows: one of PLACES
-    tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)  # tables/NAME.csv, beside the report's own
-    figures: Mapping[str, bytes] = field(default_factory=dict)  # figures/NAME (PNG bytes), beside the report's own

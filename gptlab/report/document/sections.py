@@ -2,28 +2,28 @@
 
 Owns the layout and captions of the sections between the cells table and the throughput: design and
 model, main effects, interactions, higher-order terms, cells against the baseline, aliases, simple
-effects (an arms sweep: its arms against the baseline, and its scorecard), effects over training,
-divergence, and the sections of adaptive, scale and tuned sweeps.
+effects (an arms sweep: its arms against the baseline, and its scorecard, with each kind's columns of it),
+effects over training, divergence, and the tuned sweep's section; every other kind's section is its own.
 Every number comes from `tables.ReportTables`, every sentence about the results from `sentences`;
 `document` puts these sections in order with the rest.
 """
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import pandas as pd
 
 from gptlab.report.document.blocks import Block, Bullets, Heading, Para, Table, image
 from gptlab.report.figures import Figures
+from gptlab.report.kinds import KindSection
 from gptlab.report.load import Results
 from gptlab.report.sentences import Sentences
 from gptlab.report.sentences.overview import too_long
 from gptlab.report.sentences.verdicts import with_call_phrases
 from gptlab.report.tables import ReportTables
-from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.tables.tuned_comparison import TuningView
-from gptlab.run.config import LENGTH_KEY, LR_KEY
-from gptlab.stats.transfer import PAIRED, UNPAIRED
+from gptlab.run.config import LR_KEY
 
 EFFECT_COLS = ["estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call", "text_share"]  # text_share: with blocks
 MAIN_MD_COLS = ["factor", "level", "baseline"] + EFFECT_COLS + ["mde80", "seeds_needed", "n_ok", "n_ok_baseline",
@@ -53,15 +53,16 @@ def table_blocks(df: pd.DataFrame, cols: list[str], csv: str, what: str) -> list
     return [Para(too_long(df, what, csv))]
 
 
-
 # The page's `call` column keeps the direction through the tuning check (`call_phrase`), so no `tuning` column
 ARMS_MD_COLS = ["arm", "scale_level", "pick"] + EFFECT_COLS + ["n_ok", "n_ok_baseline", "n_diverged", "n_failed"]
 SCORECARD_MD_COLS = ["arm", "scale_level", "source", "direction", "size", "untuned_estimate", "estimate", "ci_low",
-                     "ci_high", "call", "worth", "verdict"]  # worth: a `worth:` study's only
+                     "ci_high", "call", "verdict"]  # and after `call` each kind's (`KindSection.scorecard_columns`)
 
 
-def scorecard_section(res: Results, tables: ReportTables, words: Sentences) -> list[Block]:
-    """An arms sweep's scorecard: each arm's claim beside its untuned and tuned effects, and the verdict."""
+def scorecard_section(res: Results, tables: ReportTables, words: Sentences,
+                      kinds: Sequence[KindSection] = ()) -> list[Block]:
+    """An arms sweep's scorecard: each arm's claim beside its untuned and tuned effects, and the verdict; each kind's
+    columns of it after `call`, with its paragraphs on them above the table (`kinds`: the kinds' sections)."""
     card = tables.scorecard
     if not len(card.columns):
         return []
@@ -74,11 +75,10 @@ def scorecard_section(res: Results, tables: ReportTables, words: Sentences) -> l
         + " and at each arm's own tuned setting (`estimate`, 95% CI, call after the tuning check), and the verdict: "
         "the legend under the table defines each word, docs/STATISTICS.md says more. Table: `tables/scorecard.csv` "
         "(with each claim's words and setting).")]
-    if "worth" in card.columns:  # a `worth:` study
-        blocks.append(Para("`worth`: the baseline's training steps that match the arm, as a multiple of the study's "
-                           "(95% CI; the worth section above). A claim about speed is judged on the arm's time per "
-                           "step over the baseline's: `holds` when its 95% CI lies on the claimed side of 1."))
-    blocks += table_blocks(with_call_phrases(card), SCORECARD_MD_COLS, "scorecard.csv", "claims")
+    blocks += [Para(text) for kind in kinds for text in kind.scorecard_caption]
+    at = SCORECARD_MD_COLS.index("call") + 1
+    cols = [*SCORECARD_MD_COLS[:at], *(c for kind in kinds for c in kind.scorecard_columns), *SCORECARD_MD_COLS[at:]]
+    blocks += table_blocks(with_call_phrases(card), cols, "scorecard.csv", "claims")
     blocks += [Para(words.scorecard_legend)] if words.scorecard_legend else []
     blocks += [Bullets(list(words.scorecard))] if words.scorecard else []
     quoted = [f"{r['arm']}: {r['source']}" + (f" ({r['setting']})" if r["setting"] else "") + f": \"{r['claim']}\""
@@ -197,69 +197,6 @@ def training_sections(res: Results, tables: ReportTables, words: Sentences, figs
         blocks += [Para("Table: `tables/sensitivity.csv`."), Table(tables.sensitivity)] \
             if len(tables.sensitivity) <= MAX_MD_ROWS else [Para("Table: `tables/sensitivity.csv`.")]
     return blocks
-
-
-def adaptive_section(view: AdaptiveView | None, words: Sentences, figs: Figures) -> list[Block]:
-    """Adaptive sweeps: the stopping rule, each round, and whether each called effect reached the target."""
-    if view is None:
-        return []
-    blocks: list[Block] = [Heading("Seeds: adaptive rounds"), Para(words.rule)]
-    if view.rounds.empty:
-        return blocks + [Para("No round has finished yet (results/NAME/rounds.csv is missing).")]
-    blocks += [Para("Rounds (`rounds.csv`): seeds per cell after the round, runs the round added, and the widest "
-                    "95% half-width among the called effects, with round 1's variance.")]
-    blocks += table_blocks(view.rounds, list(view.rounds.columns), "rounds.csv", "rounds")
-    outcomes = view.outcomes
-    if len(outcomes):
-        blocks.append(Para(f"{words.precision_reached} Table: `tables/precision.csv`."))
-        blocks += table_blocks(outcomes, list(outcomes.columns), "precision.csv", "effects")
-    return blocks + image(figs.precision, "Half-width of each called effect against seeds per cell")
-
-
-def scale_section(res: Results, tables: ReportTables, words: Sentences, figs: Figures) -> list[Block]:
-    """Sweeps with `scale:`: every scientific effect at each level of each scale factor, and whether its call holds."""
-    if not res.scale:
-        return []
-    table, sentences = tables.by_scale, words.scale
-    scales = ", ".join(f"`{s}`" for s in res.scale)
-    blocks: list[Block] = [Heading("Effects by scale"), Para(
-        f"Scale factors: {scales}. They are not reported as effects: each scientific factor's main effect "
-        f"({res.unit}, level - baseline, averaged over the other scientific factors) is estimated at every level of "
-        "each scale factor, the other scale factors at their baseline, each level its own model and Holm family. "
-        "A call holds (the same at every level), changes, or reverses (better at one level, worse at another). "
-        "Table: `tables/effects_by_scale.csv`.")]
-    blocks += [Para(n) for n in words.schedule if LENGTH_KEY in res.scale]
-    if not len(table):
-        return blocks + [Para("No scale level has successful runs of every scientific cell.")]
-    blocks.append(Bullets(sentences))
-    blocks += table_blocks(table, list(table.columns), "effects_by_scale.csv", "rows")
-    blocks += image(figs.effects_by_scale, "Effects at each level of each scale factor")
-    changes = tables.changes
-    if not len(changes):
-        return blocks
-    pairing = changes["pairing"] if "pairing" in changes else pd.Series(PAIRED, index=changes.index)
-    paired, unpaired = (pairing == PAIRED).any(), (pairing == UNPAIRED).any()
-    blocks += [Para(
-        "Does an effect change with scale? Comparing the CIs above is not that test: a seed's runs share their "
-        "initialisation and batches at every level. Each effect's change from a scale factor's first level to "
-        "another (effect at the level - effect at the first level, in the same seeds) is computed per seed, with a "
-        "t interval over the seeds, Holm across each scale factor's rows: `changes` when the adjusted p < 0.05, "
-        f"`no change within margin` when the 90% CI lies inside +/- {tables.margin:g}, else `inconclusive`. "
-        "Table: `tables/effect_changes.csv`.")] if paired else []
-    if unpaired:
-        blocks.append(Para(
-            "Does an effect hold on the other text? The rows marked `unpaired` compare two independent estimates: "
-            "each text's own analysis, whose CI counts its seeds and its test split's blocks (texts share no block "
-            "and a seed's runs on two texts share no batch; in an arms design the baseline's extra seeds have no "
-            "partner either). The change is the difference of the two effects, its variance the sum of theirs, "
-            "with Welch-Satterthwaite degrees of freedom, Holm across each scale factor's rows: `reverses` when the "
-            "adjusted p < 0.05 and the effect is called better on one and worse on the other, `changes` when the "
-            f"adjusted p < 0.05 otherwise, `holds` when the change's 90% CI lies inside +/- {tables.margin:g} "
-            f"{res.unit}, else `inconclusive` (never read as `holds`); in a tuned sweep each change is also checked "
-            "against both texts' picks (`tuning`). Calibrated by simulation: docs/STATISTICS.md. "
-            "Table: `tables/effect_changes.csv`."))
-    blocks.append(Bullets(words.changes))
-    return blocks + table_blocks(changes, list(changes.columns), "effect_changes.csv", "rows")
 
 
 def tuning_section(view: TuningView | None, res: Results, words: Sentences, figs: Figures,

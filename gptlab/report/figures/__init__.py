@@ -1,28 +1,26 @@
 """The report's figures step: every figure a report gets, one field each of a `Figures` bundle (`report_figures`).
 
 Owns which figures a report has and their file names (`Figures`: one field per figure, the file
-`figures/FIELD.png`, named in `Figures.of` alone). `run_figures` draws the figures of the runs,
-`effect_figures` those of the effects, `tuning_figure` the tuned sweep's isolation plot, `worth_figure` a
-`worth:` study's curve with its arms, and
-`figstyle` holds what they share. Every figure is drawn from the report's tables
+`figures/FIELD.png`, named in `Figures.of` alone; a kind of sweep's, by its `figures` hook, in `Figures.kinds`).
+`run_figures` draws the figures of the runs, `effect_figures` those of the effects, `tuning_figure` the tuned
+sweep's isolation plot, and `figstyle` holds what they share. Every figure is drawn from the report's tables
 (`tables.ReportTables`) and its runs, after the sentences and before the document.
 """
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 from gptlab.report.figures import effect_figures
 from gptlab.report.figures.run_figures import (
-    effects_by_scale,
     forest_rows,
     level_effects,
-    precision_curves,
     throughput,
     val_curves,
 )
 from gptlab.report.figures.tuning_figure import isolation_plot
-from gptlab.report.figures.worth_figure import worth_plot
+from gptlab.report.kinds import report_kinds
 from gptlab.report.load import Results
 from gptlab.report.tables import ReportTables
 
@@ -46,27 +44,32 @@ class Figures:
     simple_effects: Png | None = None  # each level against its baseline at every combination of the others (not arms)
     effects_by_step: Png | None = None  # effects along training
     throughput: Png | None = None  # tokens per second per cell
-    precision: Png | None = None  # an adaptive sweep: each called effect's half-width against seeds
-    effects_by_scale: Png | None = None  # a sweep with `scale:`: effects at each scale level
     isolation: Png | None = None  # a tuned sweep: the isolation plot
-    worth: Png | None = None  # a `worth:` study: the baseline's loss against length, each arm placed on it
+    kinds: Mapping[str, Mapping[str, Png]] = field(default_factory=dict)  # each kind's figures by name, by its key
 
     @classmethod
     def of(cls, **pngs: bytes | None) -> Figures:
         """The bundle of these PNGs, by field; the one place a figure's file name is made (`FIELD.png`)."""
-        return cls(**{name: Png(file=f"{name}.png", data=png) for name, png in pngs.items() if png is not None})
+        return cls(**{name: png_file(name, png) for name, png in pngs.items() if png is not None})
 
     def adding(self, **pngs: bytes | None) -> Figures:
         """This bundle with more figures (a None PNG adds nothing)."""
         return dataclasses.replace(self, **Figures.of(**pngs).present())
 
     def present(self) -> dict[str, Png]:
-        """The figures this report has, by field, in the report's order."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+        """The figures of the report's own fields it has, by field, in the report's order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name != "kinds" and getattr(self, f.name) is not None}
 
     def files(self) -> dict[str, bytes]:
-        """figures/NAME -> PNG bytes of every figure the report has, in the report's order."""
-        return {png.file: png.data for png in self.present().values()}
+        """figures/NAME -> PNG bytes of every figure the report has, in the report's order: its own, then each kind's."""
+        pngs = [*self.present().values(), *(png for own in self.kinds.values() for png in own.values())]
+        return {png.file: png.data for png in pngs}
+
+
+def png_file(name: str, png: bytes) -> Png:
+    """A figure named `name` (its file: `NAME.png`)."""
+    return Png(file=f"{name}.png", data=png)
 
 
 def make_figures(res: Results, tables: ReportTables) -> Figures:
@@ -83,11 +86,11 @@ def make_figures(res: Results, tables: ReportTables) -> Figures:
 
 def report_figures(res: Results, tables: ReportTables) -> Figures:
     """Every figure of the report of `res`: `make_figures`' and those of the kinds of sweep only some are
-    (adaptive seeds, scale factors, tuned settings)."""
-    adaptive, tuned = tables.adaptive, tables.tuned
-    return make_figures(res, tables).adding(
-        precision=precision_curves(adaptive.curve) if adaptive is not None else None,
-        effects_by_scale=effects_by_scale(tables.by_scale, res) if len(tables.by_scale) else None,
+    (tuned settings), then each kind's by its `figures` hook."""
+    tuned = tables.tuned
+    figures = make_figures(res, tables).adding(
         isolation=isolation_plot(res, tuned.table, tuned.keys, tuned.ceiling, tuned.curves)
-        if tuned is not None and tuned.n_selection else None,
-        worth=worth_plot(res, tables.worth) if tables.worth is not None else None)
+        if tuned is not None and tuned.n_selection else None)
+    kinds = {key: {name: png_file(name, png) for name, png in kind.figures(res, tables).items() if png is not None}
+             for key, kind in report_kinds(res.spec)}
+    return dataclasses.replace(figures, kinds={key: own for key, own in kinds.items() if own})

@@ -1,8 +1,8 @@
 """The figures of a sweep's runs: validation curves, best val loss per level, throughput, and the forest's rows.
 
-The adaptive sweep's half-widths and the effects by scale are here too. Effect figures live in
-`effect_figures`, the tuned sweep's in `tuning_figure`, what every figure shares in `figstyle`;
-which figures a report gets is the step's own (`gptlab.report.figures`). Every figure is drawn from
+Effect figures live in `effect_figures`, the tuned sweep's in `tuning_figure`, what every figure shares in
+`figstyle`, a kind's in its folder (`gptlab/kinds/`); which figures a report gets is the step's own
+(`gptlab.report.figures`). Every figure is drawn from
 the report's tables (`tables.ReportTables`) and its runs, after the sentences and before the document.
 
 Validation curves: one line per cell with a min-max band over seeds for at most 8 cells, else one
@@ -144,47 +144,6 @@ def throughput(res: Results) -> bytes | None:
     sns.barplot(data=ok, x="tokens_per_sec", y="cell", order=order, hue="cell", hue_order=order,
                 palette=cell_palette(res), errorbar="sd", legend=False, ax=ax)
     ax.set(title="Training throughput per cell (mean over seeds, +/- 1 sd)", xlabel="tokens / s", ylabel="cell")
-    return to_png(fig)
-
-
-def precision_curves(curve: pd.DataFrame) -> bytes | None:
-    """Adaptive sweeps: each called effect's 95% half-width against seeds per cell, with the target."""
-    curve = curve[curve["half_width"].notna()]
-    if curve.empty:
-        return None
-    fig = Figure(figsize=(8, 4.5), layout="constrained")
-    ax = fig.subplots()
-    sns.lineplot(data=curve, x="seeds", y="half_width", hue="effect", marker="o", ax=ax)
-    ax.axhline(float(curve["target"].iloc[0]), color="black", linestyle="--", linewidth=1, label="target precision")
-    ax.set(title="95% CI half-width of each called effect against seeds per cell (round 1's variance)",
-           xlabel="seeds per cell", ylabel="95% CI half-width (nats)")
-    ax.xaxis.get_major_locator().set_params(integer=True)
-    ax.legend(fontsize="small", loc="upper right")
-    return to_png(fig)
-
-
-def effects_by_scale(table: pd.DataFrame, res: Results) -> bytes | None:
-    """Each scientific effect with its 95% CI at every level of each scale factor (one panel per scale factor)."""
-    table = table[table["estimate"].notna()]
-    if table.empty:
-        return None
-    scales = list(dict.fromkeys(table["scale_factor"]))
-    fig = Figure(figsize=(5 * len(scales) + 2, 4.5), layout="constrained")
-    axes = fig.subplots(1, len(scales), squeeze=False)[0]
-    effects = list(dict.fromkeys(zip(table["factor"], table["level"])))
-    for ax, s in zip(axes, scales):
-        part = table[table["scale_factor"] == s]
-        order = list(dict.fromkeys(part["scale_level"]))
-        for i, (f, lv) in enumerate(effects):
-            rows = part[(part["factor"] == f) & (part["level"] == lv)]
-            x = [order.index(v) + (i - (len(effects) - 1) / 2) * 0.12 for v in rows["scale_level"]]
-            ax.errorbar(x, rows["estimate"], yerr=[rows["estimate"] - rows["ci_low"], rows["ci_high"] - rows["estimate"]],
-                        fmt="o-", capsize=3, label=res.label(f, lv))
-        ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_xticks(range(len(order)), [str(v) for v in order])
-        ax.set(xlabel=f"{res.short(s)} (other scale factors at baseline)", ylabel=f"effect ({res.unit}, level - baseline)",
-               title=f"Effects by {res.short(s)}")
-    axes[-1].legend(fontsize="small", loc="best")
     return to_png(fig)
 
 

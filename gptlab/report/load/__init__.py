@@ -9,7 +9,8 @@ baseline, cell labels, run environments, the validation curves of metrics.csv, t
 are on (`best_val_loss`, or `best_test_loss` when every run has a test split). A run's status is its own
 summary's, judged from its own curve (`gptlab.statuses`): nothing here compares a run with its siblings.
 The load step is the only one of the report that reads files: its modules read each run's own files
-(`runfiles`, `block_losses`), the unigram ceiling's data (`ceiling`) and the text samples (`samples`).
+(`runfiles`, `block_losses`), the unigram ceiling's data (`ceiling`) and the text samples (`samples`), and each
+kind of sweep reads what it needs beyond them by its `load` hook (`gptlab.report.kinds`: `Results.kinds`).
 """
 from __future__ import annotations
 
@@ -22,14 +23,14 @@ import numpy as np
 import pandas as pd
 
 from gptlab.errors import GptlabError
+from gptlab.report.kinds import report_kinds
 from gptlab.report.load.block_losses import read_test_blocks
 from gptlab.report.load.ceiling import unigram_ceiling
 from gptlab.report.load.results import TEST_OUTCOME, VAL_OUTCOME, ReportError, Results, read_text
 from gptlab.report.load.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_json
-from gptlab.roles import ESTIMATION, WORTH, WORTH_TUNING
+from gptlab.roles import ESTIMATION
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SummaryCheck, check_summary
-from gptlab.stats.adaptive_seeds import ROUND_COLS
 from gptlab.stats.design import design_cells
 from gptlab.stats.levels import grid_level, level_key
 from gptlab.statuses import OK
@@ -65,16 +66,6 @@ def _read_spec(results_dir: ResultsDir, runs: pd.DataFrame) -> SweepSpec:
     estimation = runs.loc[run_roles(runs) == ESTIMATION, "seed"].dropna()
     return unrecorded_spec(results_dir.path.resolve().name, {c: list(dict.fromkeys(runs[c])) for c in runs.columns
                                                              if c not in KNOWN}, sorted({int(s) for s in estimation}))
-
-
-def read_rounds(results_dir: ResultsDir | Path) -> pd.DataFrame:
-    """results/NAME/rounds.csv, or an empty frame when the sweep has none."""
-    path = ResultsDir(results_dir).rounds_csv
-    if not path.is_file():
-        return pd.DataFrame(columns=ROUND_COLS)
-    read_text(path)  # a binary file is one line of error, not a parser traceback
-    frame = pd.read_csv(path)
-    return frame if set(ROUND_COLS) <= set(frame.columns) else pd.DataFrame(columns=ROUND_COLS)
 
 
 def _read_summary(results_dir: ResultsDir) -> tuple[pd.DataFrame, SummaryCheck]:
@@ -213,12 +204,6 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     runs = res.runs
     res.outcome = _outcome(runs)
     res.test_blocks = read_test_blocks(results_dir, runs, res.outcome, res.unit)
-    if spec.worth is not None and len(res.other_roles):  # the baseline's lengths: blocks of their own
-        other = res.other_roles
-        res.worth_blocks = read_test_blocks(results_dir, other[run_roles(other).isin([WORTH, WORTH_TUNING])],
-                                            res.outcome, res.unit)
-    if spec.worth is not None:  # the arms' steps, timed after the runs; a damaged or foreign file: not measured
-        res.step_times = pd.DataFrame(results_dir.step_times(factors) or [])
     res.curves = read_curves(results_dir, runs)
     res.ceiling, res.ceiling_note = unigram_ceiling(results_dir, runs, per_token=res.unit == "nats/token",
                                              split="test" if res.has_test_split else "val")
@@ -228,8 +213,7 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     if res.unit == "bits/char":
         res.ceiling *= CHAR_BPC_FACTOR  # a char unigram model, in bits/char
         res.selection_ceiling *= CHAR_BPC_FACTOR
-    if spec.seed_rule is not None:  # an adaptive sweep: the rounds it has run so far
-        res.rounds = read_rounds(results_dir)
     if results_dir.discussion_md.is_file():
         res.discussion = read_text(results_dir.discussion_md)
+    res.kinds = {key: kind.load(res) for key, kind in report_kinds(spec)}  # last: a kind reads what it needs of `res`
     return res

@@ -1,9 +1,9 @@
 """`Results`: everything the report needs from results/NAME/, as the load step reads it; `ReportError`.
 
-Owns the bundle the later steps read (runs, cells, levels, curves, the ceiling, the unit, the outcome,
-the test blocks) and its derived views (short labels, scale and scientific factors, and from the typed
-`SweepSpec` the seed rule, the arms, the tuned space and the fixed settings), and `read_text`, how any
-results file is read as text. No statistics here.
+Owns the bundle the later steps read (runs, cells, levels, curves, the ceiling, the unit, the outcome, the test
+blocks, and what each kind of sweep read by its `load` hook) and its derived views (short labels, scale and
+scientific factors, and from the typed `SweepSpec` the seeds that give the error, the arms, the tuned space and the fixed
+settings), and `read_text`, how any results file is read as text. No statistics here.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from gptlab.run.config import SECTIONS, get_dotted
 from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SummaryCheck
-from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import effect_label, factor_short
+from gptlab.sweep.kinds import scale_keys, seed_plan
 from gptlab.sweep.runs import SweepSpec
 
 VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
@@ -61,10 +61,8 @@ class Results:
     # notebook's and the export's view of the study (`gptlab.load`); the statistics read `runs`
     test_blocks: BlockLosses = field(default_factory=BlockLosses)  # per-block test losses (the text's error), or why none
     selection_ceiling: float = math.nan  # a tuned sweep's cap: unigram loss of the selection runs' validation split
-    rounds: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROUND_COLS))  # rounds.csv (adaptive)
     summary_check: SummaryCheck = field(default_factory=SummaryCheck)  # summary.csv against the run folders
-    worth_blocks: BlockLosses = field(default_factory=BlockLosses)  # the test blocks of the `worth:` runs, or why none
-    step_times: pd.DataFrame = field(default_factory=pd.DataFrame)  # step_times.csv (`worth:`): arms timed side by side
+    kinds: dict[str, Any] = field(default_factory=dict)  # what each kind of sweep read (its `load` hook), by its key
 
     def short(self, factor: str) -> str:
         """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""
@@ -90,8 +88,9 @@ class Results:
 
     @property
     def scale(self) -> list[str]:
-        """Grid keys the sweep names as scale (`scale:`): effects are reported per level, never as effects."""
-        return [f for f in self.spec.scale if f in self.factors]
+        """The factors whose levels are scales (the sweep's kinds' scale keys, `sweep.kinds.scale_keys`: `scale:`'s):
+        effects are reported per level, never as effects."""
+        return [f for f in scale_keys(self.spec) if f in self.factors]
 
     @property
     def corpora(self) -> list[str]:
@@ -104,9 +103,11 @@ class Results:
         return [f for f in self.factors if f not in self.scale]
 
     @property
-    def seed_rule(self) -> SeedRule | None:
-        """The adaptive-seed rule of the sweep (`seeds: {min, max, precision}`), None for fixed seeds."""
-        return self.spec.seed_rule
+    def error_seeds(self) -> int | None:
+        """The seeds per cell whose runs alone give the effects' error: round 1's where a kind of the sweep decided the
+        seeds in rounds (Stein: `sweep.kinds.seed_plan`), else None (every run's)."""
+        plan = seed_plan(self.spec)
+        return plan.first if plan is not None else None
 
     @property
     def arms(self) -> dict[str, dict[str, Any]]:

@@ -4,16 +4,20 @@ Owns the step between the numbers (`tables.ReportTables`) and the document: the 
 main effect and interaction (`verdicts`), the summary's called effects, changes along training,
 notes and warnings on the design and model (`notes`), the sentences of scale, adaptive, tuned and
 arms sweeps (`sweeps`), and those about the sweep as a whole: its header, best cell, counts of calls
-and failed runs (`overview`). The document places these sentences; it writes none about the results.
+and failed runs (`overview`); a kind of sweep's are its `sentences` hook's (`Sentences.kinds`, by its key), and
+it words the scorecard's lines through its `scorecard_lines` hook (`gptlab.report.kinds`). The document places
+these sentences; it writes none about the results.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import pandas as pd
 
+from gptlab.report.kinds import report_kinds
 from gptlab.report.load import Results
-from gptlab.report.sentences import notes, overview, sweeps, to_decide, verdicts, worth
+from gptlab.report.sentences import notes, overview, sweeps, to_decide, verdicts
 from gptlab.report.tables import ReportTables
 from gptlab.stats.arms import ARM
 
@@ -30,11 +34,8 @@ class Sentences:
     notes: list[str]  # the design and model
     warnings: list[str]  # the design and model, then the tuned picks on the edge of their space
     schedule: list[str]  # `train.max_iters` as a factor also changes the schedule
-    scale: list[str]  # per scientific effect and scale factor: the call holds, changes or reverses
-    rule: str  # an adaptive sweep's stopping rule ("" for fixed seeds)
     tuning_changes: list[str]  # where a study at one fixed setting would have answered otherwise
     tuning_warnings: list[str]  # picks on the edge of the tuned space, settings beyond a stability cliff
-    changes: list[str]  # per row of `tables.changes`: how an effect changes from the first scale level to another
     given: str  # who chose the settings of a sweep with given picks ("" otherwise)
     error_model: str = ""  # the method's sentence on which error the CIs count: seeds, or seeds and text blocks
     tuning_checks: tuple[str, ...] = ()  # a tuned sweep's summary: per effect, whether its call survives the picks
@@ -52,7 +53,6 @@ class Sentences:
     divergence: str = ""  # how high a divergence rate a cell without a diverged run can still have ("" if none)
     no_divergence: str = ""  # the Divergence section's one sentence when no run diverged, collapsed or crashed
     allocation: str = ""  # an arms sweep: the seeds of the baseline and of the other arms ("" for a grid)
-    precision_reached: str = ""  # an adaptive sweep: how many called effects reached the target half-width
     tuned_design: str = ""  # a tuned sweep: what was tuned, on how many selection runs, and what the effects are on
     tuned_extra: str = ""  # a tuned sweep: the settings its selection runs have outside the space ("" if none)
     sensitivity_cap: str = ""  # a tuned sweep: the loss the LR sensitivity caps every loss at
@@ -60,9 +60,7 @@ class Sentences:
     to_decide: tuple[str, ...] = ()  # per row of `tables.to_decide`: what would decide that inconclusive effect
     to_decide_summary: str = ""  # the summary's one line on them when there are many ("" otherwise)
     stability: tuple[str, ...] = ()  # where runs did not train (diverged or collapsed), and runs reclassified on read
-    worth: tuple[str, ...] = ()  # a `worth:` study: one line per row of worth.csv (the arm in the baseline's steps)
-    worth_notes: tuple[str, ...] = ()  # a `worth:` study: how the curve was trained, the schedule, the machine
-    retune: tuple[str, ...] = ()  # a `worth:` study: per scale level, whether the baseline's lr optimum moves
+    kinds: Mapping[str, Any] = field(default_factory=dict)  # each kind's sentences (its `sentences` hook's), by its key
 
     @property
     def verdicts(self) -> dict[str, list[str]]:
@@ -76,11 +74,10 @@ class Sentences:
 def write(res: Results, tables: ReportTables) -> Sentences:
     """Every sentence of the report of `res`, from its `tables`."""
     margin = tables.margin
-    worth_lines, worth_notes, retune = worth.lines(tables.worth, res)
     main = [verdicts.main(r, res, margin, tables.simple) for r in tables.main.to_dict("records")]
     interactions = [verdicts.interaction(r, res, margin) for r in tables.interactions.to_dict("records")]
     design_notes, warnings = notes.design_notes(res, tables.effects, margin)
-    tuned, adaptive = tables.tuned, tables.adaptive
+    tuned = tables.tuned
     edge = sweeps.tuning_warnings(tuned) if tuned is not None else []
     return Sentences(
         main=main,
@@ -91,16 +88,13 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         notes=design_notes,
         warnings=warnings + edge,
         schedule=notes.schedule_note(res),
-        scale=sweeps.scale_verdicts(tables.by_scale, res),
-        rule=sweeps.rule_sentence(adaptive.rule) if adaptive is not None else "",
         tuning_changes=sweeps.tuning_changes(tuned) if tuned is not None else [],
         tuning_warnings=edge,
-        changes=sweeps.change_verdicts(tables.changes, res),
         given=sweeps.given_sentence(res, tables.given),
         error_model=notes.error_model(res, tables.effects),
         tuning_checks=tuple(_tuning_checks(res, tables)),
         arms=tuple(verdicts.arm(r, res, margin) for r in tables.arms.to_dict("records")),
-        scorecard=tuple(worth.scorecard_lines(tables.scorecard, sweeps.scorecard_lines(tables.scorecard, res.unit), res.unit)),
+        scorecard=tuple(_scorecard_lines(res, tables)),
         untuned=sweeps.untuned_note(res),
         scorecard_legend=sweeps.legend(tables.scorecard, margin),
         arms_legend=sweeps.legend(tables.arms, margin),
@@ -117,7 +111,6 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         divergence=notes.divergence_caveat(tables.divergence),
         no_divergence=notes.no_divergence(tables.divergence),
         allocation=sweeps.allocation(res) if res.arms else "",
-        precision_reached=sweeps.precision_reached(adaptive) if adaptive is not None else "",
         tuned_design=sweeps.tuned_design(tuned, res) if tuned is not None else "",
         tuned_extra=sweeps.tuned_extra(tuned) if tuned is not None else "",
         sensitivity_cap=sweeps.sensitivity_cap(tuned, res.unit) if tuned is not None else "",
@@ -125,10 +118,16 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         to_decide=tuple(to_decide.sentences(tables.to_decide, res, margin)),
         to_decide_summary=to_decide.summary(tables.to_decide, res, margin),
         stability=tuple(notes.stability(res, tables.stability)),
-        worth=worth_lines,
-        worth_notes=worth_notes,
-        retune=retune,
+        kinds={key: kind.sentences(res, tables) for key, kind in report_kinds(res.spec)},
     )
+
+
+def _scorecard_lines(res: Results, tables: ReportTables) -> list[str]:
+    """One line per row of an arms sweep's scorecard, as each kind words them (its `scorecard_lines` hook)."""
+    lines = sweeps.scorecard_lines(tables.scorecard, res.unit)
+    for _, kind in report_kinds(res.spec):
+        lines = kind.scorecard_lines(res, tables, lines)
+    return lines
 
 
 def _summary_calls(tables: ReportTables) -> dict[tuple[str, str], str]:

@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from gptlab.report.fmt import fmt_loss
+from gptlab.report.kinds import report_kinds
 from gptlab.report.load import Results
 from gptlab.report.tables import ReportTables
 from gptlab.stats.calls import DIRECTIONAL
@@ -30,10 +30,9 @@ def header(res: Results) -> list[str]:
     for f in res.factors:
         lv = ", ".join(f"**{lvl}** (baseline)" if lvl == res.baseline[f] else lvl for lvl in res.levels[f])
         items.append(f"**Factor** `{f}`: {lv}")
-    rule = spec.seed_rule
-    seeds = spec.seeds if rule is None else res.seeds
-    adaptive = f" (adaptive: {yaml.safe_dump(rule.to_dict(), default_flow_style=True).strip()})" if rule else ""
-    items.append(f"**Seeds**: {', '.join(map(str, seeds))}{adaptive}")
+    seeds = next((text for _, kind in report_kinds(spec) if (text := kind.header_seeds(res)) is not None),
+                 ", ".join(map(str, spec.seeds)))  # a kind that decided the seeds says them (adaptive: and its rule)
+    items.append(f"**Seeds**: {seeds}")
     for e in spec.exclude:
         items.append("**Excluded cell**: " + ", ".join(f"{k}={v}" for k, v in e.items()))
     if spec.plugins:

@@ -1,13 +1,11 @@
-"""The report's sentences about the kinds of sweep only some are: effects by scale, adaptive seeds, tuned settings.
+"""The report's sentences about the kinds of sweep only some are: effects by scale, tuned settings, arms.
 
-Owns whether a call holds, changes or reverses with a scale factor (`scale_verdicts`), the adaptive
-stopping rule in one sentence (`rule_sentence`), and a tuned sweep's sentences: where a study at one
-fixed setting would have answered otherwise (`tuning_changes`), whether each call survives the
-picks' loss left on the table (`tuning_checks`) and the picks on the edge of the tuned space
+Owns whether a call holds, changes or reverses with a scale factor (`scale_verdicts`), and a tuned sweep's
+sentences: where a study at one fixed setting would have answered otherwise (`tuning_changes`), whether each
+call survives the picks' loss left on the table (`tuning_checks`) and the picks on the edge of the tuned space
 (`tuning_warnings`), what was tuned on how many runs (`tuned_design`, `tuned_extra`), the sensitivity's
-cap and the lr curves' noise; how many effects reached an adaptive sweep's target (`precision_reached`);
-an arms sweep's scorecard lines (`scorecard_lines`) and seeds per arm (`allocation`), and the fixed
-nuisance settings of a sweep that tuned nothing (`untuned_note`).
+cap and the lr curves' noise; an arms sweep's scorecard lines (`scorecard_lines`) and seeds per arm
+(`allocation`), and the fixed nuisance settings of a sweep that tuned nothing (`untuned_note`).
 """
 from __future__ import annotations
 
@@ -19,51 +17,12 @@ import pandas as pd
 from gptlab.report.fmt import fmt_loss
 from gptlab.report.load import Results
 from gptlab.report.sentences.verdicts import AT_PICKS, call_phrase
-from gptlab.report.tables.rounds import AdaptiveView
 from gptlab.report.tables.tuned_comparison import TuningView
-from gptlab.stats.adaptive_seeds import SeedRule
 from gptlab.stats.arms import ARM
-from gptlab.stats.calls import ALPHA, BETTER, DECISIVE, DIRECTIONAL, EQUIVALENT, INCONCLUSIVE, WORSE
+from gptlab.stats.calls import ALPHA, BETTER, DECISIVE, EQUIVALENT, INCONCLUSIVE, WORSE
 from gptlab.stats.picks import pairs_text
 from gptlab.stats.robustness import DEPENDS, NOT_CHECKED, ROBUST
 from gptlab.stats.scorecard import AT_PICKS as VERDICT_AT_PICKS
-from gptlab.stats.transfer import CHANGES, HOLDS, REVERSES, UNPAIRED
-
-
-def scale_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
-    """One sentence per scientific effect and scale factor: holds, changes or reverses with scale."""
-    out = []
-    for (factor, level, s), part in table.groupby(["factor", "level", "scale_factor"], sort=False):
-        versus = f"{res.label(factor, level)} vs {res.label(factor, part['baseline'].iloc[0])}"
-        part = part[part["estimate"].notna()]
-        if len(part) < 2:
-            out.append(f"{versus}: estimable at {len(part)} level(s) of {res.short(s)}, so nothing to compare.")
-            continue
-        calls = [c if isinstance(c, str) and c else "no call" for c in part["call"]]
-        decided = {c for c in calls if c in DIRECTIONAL}
-        if decided == set(DIRECTIONAL):
-            word = "reverses"
-        elif len(set(calls)) == 1:
-            word = "holds"
-        else:
-            word = "changes"
-        at = "; ".join(f"{res.short(s)}={r['scale_level']}: {c} "
-                       f"{fmt_loss(r['estimate'])} ({fmt_loss(r['ci_low'])} to {fmt_loss(r['ci_high'])})"
-                       for c, r in zip(calls, part.to_dict("records")))
-        out.append(f"{versus}: the call {word} with {res.short(s)} ({at}).")
-    return out
-
-
-def rule_sentence(rule: SeedRule) -> str:
-    """The stopping rule in one sentence, for the report."""
-    what = "every main effect (or cell against the baseline)" + (
-        " and every two-way interaction" if rule.precision_for == "interactions" else "")
-    chose = (f"Seeds were chosen by Stein's two-stage rule: round 1 trained {rule.min} seeds per cell; its pure-error "
-             f"variance alone fixed the seed count N in [{rule.min}, {rule.max}] at which {what} reaches a 95% CI "
-             f"half-width of {rule.precision:g}; all N seeds enter the estimates")
-    return (chose + ", and every CI, p-value and call uses round 1's variance and degrees of freedom, which keeps "
-            "them exact whatever N was chosen, the maximum included (reaching it was decided by round 1's noise too: "
-            "docs/SEEDS_AND_TUNING.md). Stopping never looked at an estimate or a p-value.")
 
 
 def tuning_changes(view: TuningView) -> list[str]:
@@ -147,36 +106,6 @@ def _moved(r: dict) -> str:
     return (f"{r['cell']}: its pick is lr={r['pick_lr']:g}, not lr={r['earlier_lr']:g}, an earlier pick{why}; the "
             f"{r['runs']} estimation runs at lr={r['earlier_lr']:g} stay points of its lr curve and enter no effect "
             "(`tables/earlier_picks.csv`)")
-
-
-def change_verdicts(table: pd.DataFrame, res: Results) -> list[str]:
-    """One sentence per row of `effect_changes.csv`: the effect at both scale levels and its change, paired by seed
-    (the same seeds at both levels) or unpaired (two texts: independent estimates, `stats.transfer`)."""
-    out = []
-    for r in table.to_dict("records"):
-        versus = f"{res.label(r['factor'], r['level'])} vs {res.label(r['factor'], r['baseline'])}"
-        s, ref, at = res.short(r["scale_factor"]), r["reference_level"], r["scale_level"]
-        ci = ("no CI" if _nan(r["ci_low"]) else f"95% CI {fmt_loss(r['ci_low'])} to {fmt_loss(r['ci_high'])}, "
-              "unadjusted")
-        if r.get("pairing") == UNPAIRED:
-            how = f"unpaired, {r['df']:.0f} df"
-            call = TRANSFER_WORDS.get(r["call"], r["call"])
-            if r.get("tuning") == ROBUST:
-                call += ", robust to the picks"
-        else:
-            how, call = f"{int(r['n_seeds'])} paired seeds", r["call"]
-        out.append(f"{versus}: {fmt_loss(r['effect_at_reference'])} at {s}={ref}, {fmt_loss(r['effect_at_level'])} at "
-                   f"{s}={at}; change {fmt_loss(r['change'])} ({ci}, {how}): {call}.")
-    return out
-
-
-TRANSFER_WORDS = {  # an unpaired change's call, in words that say no more than its CI
-    HOLDS: "holds (the same effect on both, within the margin)",
-    CHANGES: "changes",
-    REVERSES: "reverses (called in opposite directions on the two)",
-    INCONCLUSIVE: "inconclusive (neither shown to change nor shown to be the same)",
-    DEPENDS: "depends on the picks (the texts' loss left on the table could undo the call)",
-}
 
 
 def given_sentence(res: Results, given: pd.DataFrame) -> str:
@@ -269,17 +198,6 @@ def legend(table: pd.DataFrame, margin: float, only: tuple[str, ...] | None = No
         used |= {r["verdict"]} if isinstance(r.get("verdict"), str) else set()
     terms = [(word, text) for word, text in _legend_terms(margin).items() if word in used and word in (only or used)]
     return ("Legend: " + "; ".join(f"`{word}`: {text}" for word, text in terms) + ".") if terms else ""
-
-
-def precision_reached(view: AdaptiveView) -> str:
-    """How many called effects of an adaptive sweep reached the target half-width ("" before any has an outcome)."""
-    outcomes = view.outcomes
-    if not len(outcomes):
-        return ""
-    reached = int((outcomes["outcome"] == "reached the target").sum())
-    return (f"{reached} of {len(outcomes)} called effects reached the target half-width of "
-            f"{view.rule.precision:g} at {int(outcomes['seeds'].max())} seeds per cell "
-            f"(max {view.rule.max}).")
 
 
 def allocation(res: Results) -> str:

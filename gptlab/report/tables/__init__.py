@@ -3,8 +3,10 @@
 Owns which tables a report has and in what order (`reports/NAME/tables/NAME.csv`), so that the
 report (`write_report`) and the notebook API (`gptlab.load`) can never disagree about them, and
 which effects count as called (`ReportTables.called`, the one filter of the summary's table and
-its sentences). Numbers only: the sentences come after, from this bundle (`sentences`), and so do
-the figures and the document.
+its sentences). A kind of sweep's numbers are its `tables` hook's (`ReportTables.kinds`, by its key) and its
+files its `files` hook's, after the report's own; an arms sweep's scorecard takes each kind's columns through
+its `scorecard` hook (`gptlab.report.kinds`). Numbers only: the sentences come after, from this bundle
+(`sentences`), and so do the figures and the document.
 """
 from __future__ import annotations
 
@@ -14,16 +16,16 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from gptlab.errors import GptlabError
 from gptlab.report.fmt import round_frame
+from gptlab.report.kinds import report_kinds
 from gptlab.report.load import Results
 from gptlab.report.tables import analyses
 from gptlab.report.tables.arms import arms_table, scorecard_table
-from gptlab.report.tables.rounds import AdaptiveView, adaptive_view
-from gptlab.report.tables.scale import effect_changes_by_scale, effects_by_scale
+from gptlab.report.tables.scale import effects_by_scale
 from gptlab.report.tables.stability import stability_table
 from gptlab.report.tables.to_decide import to_decide_table
 from gptlab.report.tables.tuned_comparison import TuningView, given_picks, loss_left_high, tuning_view, with_effects
-from gptlab.report.tables.worth import WorthView, worth_view
 from gptlab.stats.calls import DIRECTIONAL
 from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis
 
@@ -50,17 +52,17 @@ class ReportTables:
     pair_means: pd.DataFrame  # marginal means of every pair of levels (full factorials)
     divergence: pd.DataFrame  # rate per cell of runs that failed to train (diverged or collapsed)
     sensitivity: pd.DataFrame  # effects again with runs that failed to train at the ceiling loss
-    adaptive: AdaptiveView | None  # rounds of an adaptive sweep, else None
-    by_scale: pd.DataFrame  # effects at each level of each scale factor (no rows without `scale:`)
     tuned: TuningView | None  # a tuned sweep's picks, fixed-setting effects and LR sensitivity, else None
-    has_scale: bool  # whether the sweep names scale factors (then effects_by_scale.csv is written, even empty)
-    changes: pd.DataFrame  # each effect's change between scale levels, paired by seed (no rows without `scale:`)
     given: pd.DataFrame  # each cell's setting given by `tune.picks` (no rows unless the sweep gives picks)
     arms: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: each arm vs the baseline
     scorecard: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: claims and verdicts
     to_decide: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # inconclusive effects: what would decide
     stability: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # runs trained/collapsed/... per setting
-    worth: WorthView | None = None  # a `worth:` study: each arm's step and wall-time multipliers, the re-tune
+    # each cell's loss its tuned setting may leave on the table, (estimate, upper end of its 95% CI, df), keys the cells'
+    # levels in `res.factors` order, which every call was checked against (`stats.robustness`); None: nothing tuned
+    loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None = None
+    kinds: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # each kind's numbers (its `tables` hook's), by its key
+    kind_files: Mapping[str, pd.DataFrame] = dataclasses.field(default_factory=dict)  # the kinds' tables/NAME.csv, by NAME
 
     def _effects(self, name: str, empty: Sequence[str] = ()) -> pd.DataFrame:
         return getattr(self.effects, name) if self.effects is not None else pd.DataFrame(columns=list(empty))
@@ -116,18 +118,15 @@ class ReportTables:
         effects = {"main_effects": self.main, "interactions": self.interactions, "higher_order": self.higher,
                    "simple_effects": self.simple}
         if len(self.arms.columns):  # a design of arms has no main effects or interactions: each arm vs the baseline
-            effects = {"arms": self.arms, "scorecard": self.scorecard,
-                       **({"worth": self.worth.table, "worth_retune": self.worth.retune} if self.worth else {})}
+            effects = {"arms": self.arms, "scorecard": self.scorecard}
         every = {"cells": self.cells, "levels": self.levels, **effects,
                  "cells_vs_baseline": self.cells_vs_baseline, "aliases": self.aliases,
                  "effects_by_step": self.by_step, "divergence": self.divergence, "sensitivity": self.sensitivity,
                  "failures": self.failures, "stability": self.stability,
                  **({"to_decide": self.to_decide} if len(self.to_decide) else {}),
-                 **({"rounds": self.adaptive.rounds, "precision": self.adaptive.outcomes}
-                    if self.adaptive is not None else {}),
-                 **({"effects_by_scale": self.by_scale, "effect_changes": self.changes} if self.has_scale else {}),
                  **({"given_picks": self.given} if len(self.given) else {}),
                  **(self.tuned.tables if self.tuned is not None else {})}
+        every |= self.kind_files
         every |= {name: every[name].assign(verdict=list(text)) for name, text in verdicts.items() if name in every}
         always = ALWAYS if not len(self.arms.columns) else ("arms", "scorecard", "failures")
         return {name: df for name, df in every.items() if len(df.columns) and (len(df) or name in always)}
@@ -140,7 +139,8 @@ def _rounded(a: Analysis) -> Analysis:
 
 
 def compute_tables(res: Results, margin: float) -> ReportTables:
-    """Every table of the report of `res`, with calls at the equivalence `margin`."""
+    """Every table of the report of `res`, with calls at the equivalence `margin`: the effects, each kind's numbers
+    (which an arms sweep's table and scorecard then take, through the kinds' hooks), the files."""
     ok = res.runs[res.runs["ok"] & res.runs[res.outcome].notna()]
     tuned = tuning_view(res, margin)  # first: each call is checked against the picks' loss left on the table
     left = loss_left_high(res, tuned)
@@ -153,18 +153,44 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
         main = main[~main["factor"].isin(res.scale)].reset_index(drop=True)
     interactions = effects.interactions if effects is not None else pd.DataFrame(columns=INT_COLS)
     by_step, level_curves = analyses.by_step(res, margin)
-    by_scale = effects_by_scale(res, margin, left)
-    arms = arms_table(res, main, by_scale, tuned, margin) if res.arms else pd.DataFrame()
-    changes = effect_changes_by_scale(res, margin, left)
-    worth = worth_view(res)
-    scorecard = scorecard_table(res, arms, tuned, changes, worth.table if worth else None) if res.arms \
-        else pd.DataFrame()
-    to_decide = to_decide_table(res, a, main, interactions, arms, margin, tuned.curves if tuned else None)
-    return ReportTables(
+    tables = with_kind_numbers(res, ReportTables(
         margin=margin, cells=analyses.cell_table(res), levels=analyses.level_table(res),
         failures=analyses.failure_table(res), effects=effects, main=main, by_step=by_step, level_curves=level_curves,
         pair_means=analyses.pair_means(res, a), divergence=analyses.divergence_table(res),
-        sensitivity=analyses.sensitivity(res, a, margin), adaptive=adaptive_view(res), by_scale=by_scale,
-        tuned=with_effects(tuned, res, main, interactions) if tuned else None, has_scale=bool(res.scale),
-        changes=changes, given=given_picks(res), arms=arms, scorecard=scorecard, to_decide=to_decide,
-        stability=stability_table(res), worth=worth)
+        sensitivity=analyses.sensitivity(res, a, margin),
+        tuned=with_effects(tuned, res, main, interactions) if tuned else None,
+        given=given_picks(res), stability=stability_table(res), loss_left=left))
+    arms = arms_table(res, main, per_level(res, tables), tuned, margin) if res.arms else pd.DataFrame()
+    tables = dataclasses.replace(tables, arms=arms, to_decide=to_decide_table(res, a, main, interactions, arms, margin,
+                                                                            tuned.curves if tuned else None))
+    card = scorecard_table(res, arms, tuned) if res.arms else pd.DataFrame()
+    for _, kind in report_kinds(res.spec):
+        card = kind.scorecard(res, tables, card)
+    return with_kind_files(res, dataclasses.replace(tables, scorecard=card))
+
+
+def with_kind_numbers(res: Results, tables: ReportTables) -> ReportTables:
+    """`tables` with each kind's numbers (its `tables` hook, in the sweep's order: each sees the ones before)."""
+    for key, kind in report_kinds(res.spec):
+        tables = dataclasses.replace(tables, kinds={**tables.kinds, key: kind.tables(res, tables)})
+    return tables
+
+
+def per_level(res: Results, tables: ReportTables) -> pd.DataFrame:
+    """The effects at each level of the scale factors, which an arms sweep's table takes per level: the kind's that
+    made them (its `per_level` hook: `scale:`'s effects_by_scale.csv), else the report's own slices."""
+    made = next((rows for _, kind in report_kinds(res.spec) if (rows := kind.per_level(res, tables)) is not None), None)
+    return made if made is not None else effects_by_scale(res, tables.margin, tables.loss_left)
+
+
+def with_kind_files(res: Results, tables: ReportTables) -> ReportTables:
+    """`tables` with each kind's files (its `files` hook); a kind's file named like the report's or another's is
+    refused."""
+    for key, kind in report_kinds(res.spec):
+        files = dict(kind.files(tables))
+        clash = sorted(set(files) & ({*tables.files({})} | set(tables.kind_files)))
+        if clash:
+            raise GptlabError(f"report kind {key!r}: its table(s) {', '.join(clash)} are already the report's; name "
+                              "them otherwise")
+        tables = dataclasses.replace(tables, kind_files={**tables.kind_files, **files})
+    return tables

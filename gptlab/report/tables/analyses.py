@@ -133,8 +133,8 @@ def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoi
     if runs.empty or not res.factors:
         return None
     cells = list(map(tuple, runs[res.factors].to_numpy().tolist()))
-    rule = res.seed_rule  # adaptive seeds: the error of the first round alone (Stein; docs/SEEDS_AND_TUNING.md says
-    first_round = res.first_seeds(runs, rule.min).to_numpy() if rule else None  # why even at the maximum)
+    first = res.error_seeds  # adaptive seeds: the error of the first round alone (Stein; docs/SEEDS_AND_TUNING.md
+    first_round = res.first_seeds(runs, first).to_numpy() if first is not None else None  # says why even at the max)
     text = res.test_blocks.for_runs(runs["run_id"], runs[y]) if blocks else None
     design = design_for(res, runs)
     left = None if loss_left is None else np.array([loss_left.get(tuple(c), (np.nan,) * 3) for c in design.cells],

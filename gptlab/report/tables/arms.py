@@ -33,7 +33,7 @@ from gptlab.run.config import LR_KEY, TrainConfig
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DECISIVE
 from gptlab.stats.robustness import DEPENDS, ROBUST
-from gptlab.stats.scorecard import MEASURED, NOT_TESTED, speed_verdict, verdict
+from gptlab.stats.scorecard import NOT_TESTED, verdict
 from gptlab.statuses import DIVERGED, FAILED_TO_TRAIN
 
 ARMS_COLS = ["arm", "baseline", "estimate", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value",
@@ -154,14 +154,11 @@ def _picks(tuned: TuningView | None) -> dict[tuple[str, ...], str]:
     return {tuple(str(r[f]) for f in factors): str(r["setting"]) for r in table.to_dict("records")}
 
 
-def scorecard_table(res: Results, arms: pd.DataFrame, tuned: TuningView | None,
-                    changes: pd.DataFrame | None = None, worth: pd.DataFrame | None = None) -> pd.DataFrame:
+def scorecard_table(res: Results, arms: pd.DataFrame, tuned: TuningView | None) -> pd.DataFrame:
     """Every recorded claim beside its arm's untuned and tuned effects, and the verdict; empty for a grid.
 
-    With a scale factor, one row per claim and scale level; `changes` (effect_changes.csv) then gives each row
-    at a level other than the reference its `transfer`: does the arm's effect hold there (`stats.transfer`).
-    With `worth` (worth.csv: a `worth:` study), each row gets its arm's `worth` (the baseline's steps that match
-    it), and a speed claim its verdict from the arm's time per step (`stats.scorecard.speed_verdict`)."""
+    With a scale factor, one row per claim and scale level. A kind of sweep adds its columns through its `scorecard`
+    hook (`gptlab.report.kinds`: `scale:` each row's `transfer`, `worth:` each arm's worth)."""
     if not res.arms or not len(arms):
         return pd.DataFrame(columns=SCORECARD_COLS)
     claims = res.spec.arms.claims if res.spec.arms is not None else {}
@@ -184,34 +181,7 @@ def scorecard_table(res: Results, arms: pd.DataFrame, tuned: TuningView | None,
                          "verdict": verdict(direction, about, call, uncertified(effect)),
                          "reason": NOT_TESTED.get(about, "") if claim else ""})
     cols = SCORECARD_COLS[:1] + (SCALE_COLS if res.scale else []) + SCORECARD_COLS[1:]
-    card = pd.DataFrame(rows, columns=cols)
-    if worth is not None:
-        card = _with_worth(card, worth, bool(res.scale))
-    if res.scale and changes is not None and len(changes):
-        call = {(r["level"], r["scale_factor"], str(r["scale_level"])): r["call"]
-                for r in changes.to_dict("records") if r["factor"] == ARM}
-        card["transfer"] = [call.get((r["arm"], r["scale_factor"], str(r["scale_level"])), "")
-                            for r in card.to_dict("records")]
-    return card
-
-
-def _with_worth(card: pd.DataFrame, worth: pd.DataFrame, scaled: bool) -> pd.DataFrame:
-    """The scorecard with each arm's `worth` (after `call`) and its speed claims judged on the time per step."""
-    def key(r: dict) -> tuple[str, ...]:
-        return (str(r["arm"]), str(r["scale_level"])) if scaled else (str(r["arm"]),)
-    of = {key(r): r for r in worth.to_dict("records")}
-    card = card.copy()
-    at = list(card.columns).index("call") + 1
-    for i, col in enumerate(["worth", "step_cost", "step_cost_low", "step_cost_high"]):
-        card.insert(at + i, col, [of.get(key(r), {}).get(col, "" if col == "worth" else math.nan)
-                                  for r in card.to_dict("records")])
-    for i, r in card.iterrows():
-        w = of.get(key(r.to_dict()))
-        if r["about"] == "speed" and w is not None and r["direction"]:
-            low, high = (float(w.get(c, math.nan)) for c in ("step_cost_low", "step_cost_high"))
-            card.at[i, "verdict"] = speed_verdict(str(r["direction"]), low, high)
-            card.at[i, "reason"] = MEASURED["speed"]
-    return card
+    return pd.DataFrame(rows, columns=cols)
 
 
 def uncertified(effect: dict[str, Any]) -> str | None:

@@ -10,12 +10,13 @@ pick at the shortest and longest length), per scale level:
   curve's shape (`stats.worth.step_multiplier`'s `anchor`);
 - each arm's step multiplier with its CI (censored outside the lengths trained, never extrapolated), its
   relative time per step from the arms' steps timed side by side after the runs (`step_times.csv`, written by
-  `sweep.step_times`: the runs themselves were trained hours or days apart; `stats.worth.step_cost`) and
+  `step_times`: the runs themselves were trained hours or days apart; `stats.worth.step_cost`) and
   the wall-time multiplier (`stats.worth.wall_multiplier`);
 - the re-tune: the baseline's best lr factor at the shortest and longest length, and each arm's multiplier
   again with those ends of the curve moved to the re-tuned loss.
 
-Numbers only (and the multiplier's compact text, `fmt.multiplier_text`); the words are `sentences.worth`'s.
+And the kind's columns of an arms sweep's scorecard (`with_worth`: each arm's worth, and a speed claim judged on its
+time per step). Numbers only (and the multiplier's compact text, `fmt.multiplier_text`); the words are `sentences`'.
 """
 from __future__ import annotations
 
@@ -26,13 +27,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from gptlab.kinds.worth.load import loaded
+from gptlab.kinds.worth.spec import KEY, WORTH, WORTH_TUNING
 from gptlab.report.fmt import multiplier_text, round_frame
 from gptlab.report.load import Results, run_roles
-from gptlab.roles import WORTH, WORTH_TUNING
 from gptlab.run.config import LENGTH_KEY, LR_KEY
 from gptlab.run.schedules import WSD
 from gptlab.stats import worth as stats_worth
 from gptlab.stats.arms import ARM
+from gptlab.stats.scorecard import MEASURED, speed_verdict
 from gptlab.stats.text_share import Blocks
 from gptlab.stats.worth_lr import Retune, retune_check, retuned_multiplier
 from gptlab.statuses import OK
@@ -66,7 +69,7 @@ class WorthView:
 
 def has_worth(res: Results) -> bool:
     """Whether the report has worth runs to show (the sweep's `worth:` and runs of role `worth`)."""
-    return bool(res.arms) and res.spec.worth is not None and len(res.other_roles) > 0 \
+    return bool(res.arms) and res.spec.kinds.get(KEY) is not None and len(res.other_roles) > 0 \
         and bool((run_roles(res.other_roles) == WORTH).any())
 
 
@@ -92,9 +95,9 @@ def _study_steps(res: Results, base: pd.DataFrame) -> float:
 
 
 def _blocks(res: Results, runs: pd.DataFrame) -> Blocks | None:
-    """The blocks of `runs` (estimation runs' from `res.test_blocks`, worth runs' from `res.worth_blocks`), or None."""
+    """The blocks of `runs` (estimation runs' from `res.test_blocks`, worth runs' from the kind's own), or None."""
     frames, weights = [], []
-    for source in (res.test_blocks, res.worth_blocks):
+    for source in (res.test_blocks, loaded(res).blocks):
         if source.present:
             frames.append(source.losses)
             weights.append(source.weights)
@@ -114,8 +117,8 @@ def _arm_loss(res: Results, runs: pd.DataFrame) -> stats_worth.ArmLoss:
 
 def _step_seconds(res: Results, arm: str, level: str) -> pd.Series:
     """Seconds per training step of `arm` (at scale `level`) by round of step_times.csv: the arms' steps timed side
-    by side after the runs (`sweep.step_times`); empty where the sweep did not time them."""
-    times = res.step_times
+    by side after the runs (`step_times`); empty where the sweep did not time them."""
+    times = loaded(res).step_times
     if not len(times) or ARM not in times:
         return pd.Series(dtype=float)
     mine = times[times[ARM].astype(str) == arm]
@@ -149,7 +152,7 @@ def _tuning_at_study_length(res: Results, tuning: pd.DataFrame, selection: pd.Da
                             steps: float) -> pd.DataFrame:
     """The re-tune's runs, with, where the study is wsd and an end length is its own (1x), the baseline's selection
     runs there: the same config and seed, trained once, as selection runs (the sweep does not train them twice)."""
-    worth = res.spec.worth
+    worth = res.spec.kinds.get(KEY)
     lengths = worth.lengths if worth is not None else ()
     if study_schedule(res) != WSD or not lengths or 1.0 not in (min(lengths), max(lengths)) or not len(selection):
         return tuning
@@ -270,7 +273,7 @@ def _arm_row(res: Results, placed: _LevelCurve, arm: str, mine: pd.DataFrame, le
         loss = _arm_loss(res, mine)
         row["arm_loss"] = loss.mean
         cost = None  # the time per step needs no curve: a speed claim is judged on it alone
-        if len(res.step_times):
+        if len(loaded(res).step_times):
             try:
                 cost = _step_cost(_step_seconds(res, arm, level), placed.base_sec)
                 row.update(step_cost=cost.ratio, step_cost_low=cost.ci_low, step_cost_high=cost.ci_high)
@@ -298,10 +301,10 @@ def coverage(res: Results, worth: pd.DataFrame, base: pd.DataFrame, steps: float
     `worth.seeds` estimation seeds that finished ok, and any its `worth` runs have), how many have a run there
     (finished or failed) and how many of those finished ok; a wsd study's 1x points are its estimation runs (`base`,
     any status). What a curve that could not be fitted lacked: a length not trained yet, or too few seeds ok."""
-    seeds = set(sorted(set(base.loc[base["ok"], "seed"]))[:res.spec.worth.seeds]) | set(worth["seed"])
+    seeds = set(sorted(set(base.loc[base["ok"], "seed"]))[:res.spec.kinds[KEY].seeds]) | set(worth["seed"])
     lengths = pd.to_numeric(worth[LENGTH_KEY], errors="coerce") if len(worth) else pd.Series(dtype=float)
     rows = []
-    for factor in res.spec.worth.lengths:
+    for factor in res.spec.kinds[KEY].lengths:
         there = worth[np.isclose(lengths, max(1, round(factor * steps)))]  # the sweep's steps of a length
         if schedule == WSD and factor == 1.0:
             there = pd.concat([there, base[base["seed"].isin(seeds)]])
@@ -366,5 +369,25 @@ def worth_view(res: Results) -> WorthView | None:
     retune = round_frame(pd.concat(retunes, ignore_index=True).reindex(columns=retune_cols))
     return WorthView(table=table, points=pd.concat(points, ignore_index=True),
                      curves=pd.concat(curves, ignore_index=True), retune=retune, schedule=schedule,
-                     scale_factor=scale, text=res.test_blocks.present and res.worth_blocks.present,
+                     scale_factor=scale, text=res.test_blocks.present and loaded(res).blocks.present,
                      coverage=pd.concat(covered, ignore_index=True).reindex(columns=COVERAGE_COLS))
+
+
+def with_worth(card: pd.DataFrame, worth: pd.DataFrame, scaled: bool) -> pd.DataFrame:
+    """An arms sweep's scorecard (`card`) with each arm's `worth` (after `call`; `worth`: worth.csv) and its speed
+    claims judged on the time per step (`stats.scorecard.speed_verdict`)."""
+    def key(r: dict) -> tuple[str, ...]:
+        return (str(r["arm"]), str(r["scale_level"])) if scaled else (str(r["arm"]),)
+    of = {key(r): r for r in worth.to_dict("records")}
+    card = card.copy()
+    at = list(card.columns).index("call") + 1
+    for i, col in enumerate(["worth", "step_cost", "step_cost_low", "step_cost_high"]):
+        card.insert(at + i, col, [of.get(key(r), {}).get(col, "" if col == "worth" else math.nan)
+                                  for r in card.to_dict("records")])
+    for i, r in card.iterrows():
+        w = of.get(key(r.to_dict()))
+        if r["about"] == "speed" and w is not None and r["direction"]:
+            low, high = (float(w.get(c, math.nan)) for c in ("step_cost_low", "step_cost_high"))
+            card.at[i, "verdict"] = speed_verdict(str(r["direction"]), low, high)
+            card.at[i, "reason"] = MEASURED["speed"]
+    return card

@@ -1,4 +1,4 @@
-"""`gptlab.sweep.step_times`: a step_times.csv of the same cells is kept; a damaged or foreign one is timed again."""
+"""`gptlab.kinds.worth.step_times`: a step_times.csv of the same cells is kept; a damaged or foreign one is timed again."""
 from __future__ import annotations
 
 import io
@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from gptlab.kinds.worth.step_times import ROUNDS, time_steps
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.sweep.step_times import ROUNDS, time_steps
 
 CPU = SimpleNamespace(train=SimpleNamespace(device="cpu"))
 PLANNED = [SimpleNamespace(role="estimation", cell=(("arm", arm),), config=CPU) for arm in ("nanogpt", "relu")]

@@ -1,4 +1,5 @@
-"""The `worth:` key of an arms sweep: the baseline trained to several lengths, for what each arm is worth in steps.
+"""The sweep's side of `worth:`: `WorthKind`, and its stage, the baseline trained to several lengths, for what each arm
+is worth in steps.
 
 After the tuner and the estimation seeds are done (the baseline's pick and seeds are then on disk),
 `WorthStages` adds one stage per sweep: the baseline at its pick, warmup-stable-decay, at each
@@ -6,7 +7,8 @@ length (e.g. 0.5x, 1x, 2x, 4x the study's `train.max_iters`) with its first esti
 (role `worth`), and at the shortest and longest length at lrs around its pick on the first
 selection seed (role `worth_tuning`: does the optimum move with length? Bjorck et al. 2025).
 Runs of one seed and lr differing only in `train.max_iters` share their stable phase
-(`gptlab.sweep.trunks`): a seed's four lengths cost its longest run plus three cooldowns.
+(`gptlab.sweep.trunks`, which the kind asks for: `shares_trunks`): a seed's four lengths cost its longest run plus
+three cooldowns. Once every run has finished, the kind times the arms' steps side by side (`step_times`).
 
 Why wsd and not the study's own schedule: each length must be fully decayed (Kaddour et al. 2023),
 and wsd gives every length from one trunk. When the study trains with cosine, the report places an
@@ -20,18 +22,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence, TextIO
 
-from gptlab.roles import WORTH, WORTH_TUNING
+from gptlab.kinds.worth.spec import KEY, WORTH, WORTH_TUNING, BaselineSeeds, WorthSpec, check_worth, length_config, steps_at
+from gptlab.kinds.worth.step_times import time_steps
 from gptlab.run.config import LENGTH_KEY, LR_KEY
 from gptlab.run.identity import run_sources
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunSummary
 from gptlab.stats.arms import ARM
 from gptlab.statuses import OK
+from gptlab.sweep.kinds import SWEEP_KINDS, scale_keys, seed_plan
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage, SweepKind
 from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, cell_label
-from gptlab.sweep.step_times import time_steps
 from gptlab.sweep.tuning import TunedRun, selects
-from gptlab.sweep.worth_spec import BaselineSeeds, WorthSpec, check_worth, length_config, steps_at
 
 
 def length_of(run: Run) -> int:
@@ -61,7 +63,7 @@ def learned(runs: Sequence[Run], rows: Sequence[RunSummary]) -> set[str]:
 
 def worth_runs(spec: SweepSpec, estimation: Sequence[Run], trained: set[str] | None = None) -> list[TunedRun]:
     """The worth stage's runs for the baseline's `estimation` runs (those in `trained`, all when None), cell-major."""
-    worth: WorthSpec = spec.worth
+    worth: WorthSpec = spec.kinds[KEY]
     study = spec.base_config.train.max_iters
     taken = {_trained_as(r) for r in estimation}
     out: list[TunedRun] = []
@@ -99,11 +101,12 @@ def stand_in_estimation(spec: SweepSpec) -> list[Run]:
     for run in spec.runs:
         if dict(run.cell).get(ARM) == spec.arms.baseline:
             seen.setdefault(run.cell, run)
-    n = spec.seed_rule.max if spec.seed_rule else len(spec.seeds)
+    plan = seed_plan(spec)
+    n = plan.most if plan else len(spec.seeds)
     runs = []
     for run in seen.values():
         count = spec.seed_count(run.cell, n)
-        for seed in range(min(count, spec.worth.seeds or count)):
+        for seed in range(min(count, spec.kinds[KEY].seeds or count)):
             config = dataclasses.replace(run.config, seed=seed)
             digest = config.run_hash(run_sources(spec.plugins, config.data.path))
             runs.append(Run(f"{cell_label(run.cell)}-stand-in_s{seed}_{digest}", run.cell, seed, config))
@@ -111,17 +114,19 @@ def stand_in_estimation(spec: SweepSpec) -> list[Run]:
 
 
 def baseline_seeds(spec: SweepSpec) -> BaselineSeeds | None:
-    """The most estimation seeds the baseline of an arms sweep trains (adaptive seeds: at their max); None for a grid."""
+    """The most estimation seeds the baseline of an arms sweep trains (seeds decided in rounds: at their most); None for
+    a grid."""
     if spec.arms is None:
         return None
-    n = spec.seed_rule.max if spec.seed_rule else len(spec.seeds)
-    return BaselineSeeds(spec.arms.baseline, spec.seed_count(((ARM, spec.arms.baseline),), n), spec.seed_rule is not None)
+    plan = seed_plan(spec)
+    n = plan.most if plan else len(spec.seeds)
+    return BaselineSeeds(spec.arms.baseline, spec.seed_count(((ARM, spec.arms.baseline),), n), plan is not None)
 
 
 def shortfall(spec: SweepSpec, estimation: Sequence[Run], trained: set[str]) -> list[str]:
     """One warning per baseline cell (and lr) with fewer estimation seeds finished ok than `worth.seeds` asks (adaptive
     seeds that stopped early, a seed that failed to train): its lengths train on those, and the user is told so."""
-    asked = spec.worth.seeds
+    asked = spec.kinds[KEY].seeds
     if asked is None:
         return []
     seeds: dict[tuple[Any, float], set[int]] = {}
@@ -177,7 +182,7 @@ class WorthStages:
 
 def describe(spec: SweepSpec, runs: Sequence[Run]) -> str:
     """One line: what the worth stage trains."""
-    worth: WorthSpec = spec.worth
+    worth: WorthSpec = spec.kinds[KEY]
     n_worth = sum(r.role == WORTH for r in runs)  # type: ignore[attr-defined]
     seeds: dict[Any, set[int]] = {}  # per cell: the estimation seeds its lengths train on (the seeds used, said)
     for run in runs:
@@ -190,14 +195,16 @@ def describe(spec: SweepSpec, runs: Sequence[Run]) -> str:
             f"{worth.lengths[0]:g}x and {worth.lengths[-1]:g}x ({len(runs) - n_worth} runs: does its optimum move?)")
 
 
+@SWEEP_KINDS.register(KEY)
 class WorthKind(SweepKind):
-    """The `worth:` key (`gptlab.sweep.kinds.SWEEP_KINDS`): its section, its stage and its column of summary.csv."""
+    """The `worth:` key (`gptlab.sweep.kinds.SWEEP_KINDS`): its section, its stage, its column of summary.csv and the
+    arms' steps timed after the runs."""
 
     description = "An arms sweep's baseline at its pick trained to several lengths: each arm's worth in its steps"
 
     def check(self, raw: Any, spec: SweepSpec) -> WorthSpec | None:
-        return check_worth(raw, spec.arms is not None, spec.base_config, spec.arms.arms if spec.arms else {}, spec.scale,
-                           baseline_seeds(spec))
+        return check_worth(raw, spec.arms is not None, spec.base_config, spec.arms.arms if spec.arms else {},
+                           scale_keys(spec), baseline_seeds(spec))
 
     def stages(self, planner: Planner, spec: SweepSpec, out: TextIO) -> Planner:
         return WorthStages(planner, spec, out)
@@ -209,6 +216,9 @@ class WorthKind(SweepKind):
     def planned_count(self, spec: SweepSpec) -> int:
         return len(worth_runs(spec, stand_in_estimation(spec)))
 
+    def shares_trunks(self, spec: SweepSpec) -> bool:
+        return True  # the lengths: wsd runs of one seed and lr differing only in train.max_iters
+
     def columns(self, spec: SweepSpec, taken: list[str]) -> list[str]:
         return [] if LENGTH_KEY in taken else [LENGTH_KEY]  # the runs' lengths (a tuned length is there already)
 
@@ -217,5 +227,5 @@ class WorthKind(SweepKind):
 
     def after_runs(self, spec: SweepSpec, results_dir: ResultsDir, planned: Sequence[Run], threads: int,
                    out: TextIO) -> None:
-        """Each arm's step timed beside the others' (`sweep.step_times`): its cost per step against the baseline's."""
+        """Each arm's step timed beside the others' (`step_times`): its cost per step against the baseline's."""
         time_steps(results_dir, planned, threads, out)

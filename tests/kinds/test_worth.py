@@ -1,4 +1,4 @@
-"""`worth:` on the sweep side (`gptlab.sweep.worth_spec`, `gptlab.sweep.worth`): its validation, the baseline's
+"""`worth:` on the sweep side (`gptlab/kinds/worth/`: `spec`, `stages`): its validation, the baseline's
 lengths planned after the estimation seeds with shared trunks, summary.csv's lengths column and roles, the dry
 run's count, and a sweep that resumes after losing some of its length runs."""
 from __future__ import annotations
@@ -12,12 +12,12 @@ import yaml
 from helpers import skip_figures, tiny_config
 
 from gptlab.errors import GptlabError
+from gptlab.kinds.worth.spec import DEFAULT_LENGTHS, WorthSpec
+from gptlab.kinds.worth.stages import describe, learned, shortfall, worth_runs
+from gptlab.kinds.worth.step_times import ROUNDS
 from gptlab.run.rundir import RunSummary
 from gptlab.sweep.kinds import known_runs, planned_count
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.step_times import ROUNDS
-from gptlab.sweep.worth import describe, learned, shortfall, worth_runs
-from gptlab.sweep.worth_spec import DEFAULT_LENGTHS, WorthSpec
 
 
 def _raw(corpus: Path, worth=None, **extra) -> dict:
@@ -66,12 +66,12 @@ def test_more_worth_seeds_than_the_baseline_trains_are_refused_not_cut(corpus):
                                           r"trains \(the lengths train on them\); give 2 or fewer, or train more \(`seeds:`\)$"):
         _spec(corpus, _raw(corpus, {"seeds": 6}))
     three = {"nanogpt": {}, "relu": {"model.activation": "relu"}, "silu": {"model.activation": "silu"}}
-    assert _spec(corpus, _raw(corpus, {"seeds": 3}, arms=three)).worth.seeds == 3  # Dunnett's rule: the baseline trains 3
+    assert _spec(corpus, _raw(corpus, {"seeds": 3}, arms=three)).kinds["worth"].seeds == 3  # Dunnett: the baseline trains 3
     adaptive = {"min": 2, "max": 4, "precision": 0.01}
     with pytest.raises(GptlabError, match=r"^worth.seeds: 5 is more than the 4 estimation seeds the baseline nanogpt "
                                           r"trains at most \(the lengths"):
         _spec(corpus, _raw(corpus, {"seeds": 5}, seeds=adaptive))
-    assert _spec(corpus, _raw(corpus, {"seeds": 4}, seeds=adaptive)).worth.seeds == 4
+    assert _spec(corpus, _raw(corpus, {"seeds": 4}, seeds=adaptive)).kinds["worth"].seeds == 4
     with pytest.raises(GptlabError, match=r"the 1 estimation seed the baseline nanogpt trains \(the lengths train on "
                                           r"them\); a curve needs 2: train more \(`seeds:`\)$"):
         _spec(corpus, _raw(corpus, {"seeds": 2}, seeds=1))
@@ -110,10 +110,10 @@ def test_worth_needs_arms_and_leaves_the_lengths_settings_to_itself(corpus):
 
 def test_worth_true_takes_the_defaults_and_sweep_yaml_keeps_them(corpus):
     spec = _spec(corpus, _raw(corpus, True))
-    assert spec.worth == WorthSpec() and spec.worth.lengths == DEFAULT_LENGTHS
+    assert spec.kinds["worth"] == WorthSpec() and spec.kinds["worth"].lengths == DEFAULT_LENGTHS
     assert spec.to_dict()["worth"] == {"lengths": [0.5, 1.0, 2.0, 4.0], "retune": [0.5, 2.0]}
     again = _spec(corpus, {**_raw(corpus), "worth": spec.to_dict()["worth"]})
-    assert again.worth == spec.worth
+    assert again.kinds["worth"] == spec.kinds["worth"]
     assert "worth" not in _spec(corpus, _raw(corpus, False)).to_dict()
 
 

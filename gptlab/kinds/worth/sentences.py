@@ -1,23 +1,27 @@
 """The sentences of a `worth:` study: each arm in the baseline's steps and wall time, how, where the times were taken.
 
-Owns the words of the report's worth section (`document.worth`), from the rounded tables of
-`tables.worth.WorthView`: one line per arm (per scale level) saying no more than its CI (an open end is
-"beyond"/"below" a length trained, a censored arm only its bound, a CI that holds 1x says no gain is shown),
-the curve and the schedule it was trained with (the confound when the arms trained with another), the
-how the step times were taken (side by side, after the runs), and the re-tune of the baseline at the end lengths.
-The curve is said on the seeds that counted (those with every length); where there is none, or no lengths at all,
-one sentence says why (a length not trained yet: rerun; too few seeds ok; the baseline's runs all failed).
+Owns the words of the report's worth section (`section`), from the rounded tables of `tables.WorthView`
+(`WorthWords`, the report's `Sentences.kinds["worth"]`): one line per arm (per scale level) saying no more than its
+CI (an open end is "beyond"/"below" a length trained, a censored arm only its bound, a CI that holds 1x says no
+gain is shown), the curve and the schedule it was trained with (the confound when the arms trained with another),
+the how the step times were taken (side by side, after the runs), and the re-tune of the baseline at the end
+lengths. The curve is said on the seeds that counted (those with every length); where there is none, or no lengths
+at all, one sentence says why (a length not trained yet: rerun; too few seeds ok; the baseline's runs all failed).
+And the kind's words of an arms sweep's scorecard lines (`scorecard_lines`).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from gptlab.kinds.worth.load import loaded
+from gptlab.kinds.worth.spec import KEY
+from gptlab.kinds.worth.tables import WorthView
 from gptlab.report.fmt import fmt_loss, fmt_times
 from gptlab.report.load import Results
-from gptlab.report.tables.worth import WorthView
 from gptlab.run.schedules import WSD
 from gptlab.stats.arms import ARM
 
@@ -155,9 +159,8 @@ def curve_note(view: WorthView, res: Results) -> str:
                    "the multiplier carries the difference.")
 
 
-def machine_note(res: Results) -> str:
-    """Where and how the step times were measured (`step_times.csv`: never a host name), or that they were not."""
-    times = res.step_times
+def machine_note(times: pd.DataFrame) -> str:
+    """Where and how the step times were measured (`times`: step_times.csv, never a host name), or that they were not."""
     if not len(times):
         return ("Times: not measured. The arms' steps are timed side by side once every run has finished "
                 "(`step_times.csv`); this sweep has none, so no step cost, wall-time multiplier or speed verdict. "
@@ -227,17 +230,28 @@ def no_lengths(res: Results) -> str:
             "to finish it.")
 
 
-def lines(view: WorthView | None, res: Results) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """(one line per row of worth.csv, the notes on the curve and the machine, the re-tune's lines)."""
+@dataclass(frozen=True)
+class WorthWords:
+    """The sentences of a `worth:` study (`Sentences.kinds["worth"]`)."""
+
+    lines: tuple[str, ...] = ()  # one line per row of worth.csv (the arm in the baseline's steps)
+    notes: tuple[str, ...] = ()  # how the curve was trained, the schedule, the machine (or why there is no curve)
+    retune: tuple[str, ...] = ()  # per scale level, whether the baseline's lr optimum moves
+
+
+def lines(view: WorthView | None, res: Results) -> WorthWords:
+    """The study's sentences: one line per row of worth.csv, the notes on the curve and the machine, the re-tune's."""
     if view is None:
-        return (), ((no_lengths(res),) if res.arms and res.spec is not None and res.spec.worth is not None else ()), ()
+        asked = res.arms and res.spec is not None and res.spec.kinds.get(KEY) is not None
+        return WorthWords(notes=(no_lengths(res),) if asked else ())
     rows = [arm_line(r, res) for r in view.table.to_dict("records")]
-    return tuple(rows), (curve_note(view, res), machine_note(res)), tuple(retune_lines(view, res))
+    return WorthWords(lines=tuple(rows), notes=(curve_note(view, res), machine_note(loaded(res).step_times)),
+                      retune=tuple(retune_lines(view, res)))
 
 
 def scorecard_lines(card: pd.DataFrame, lines: list[str], unit: str) -> list[str]:
-    """The scorecard's lines (`sweeps.scorecard_lines`) of a `worth:` study: a speed claim read on the arm's time per
-    step, and every arm's worth in the baseline's steps after its effect."""
+    """The scorecard's lines (the report's `sweeps.scorecard_lines`) of a `worth:` study: a speed claim read on the
+    arm's time per step, and every arm's worth in the baseline's steps after its effect."""
     if "worth" not in card.columns:
         return lines
     out = []

@@ -1,11 +1,13 @@
-"""The `worth:` section of an arms sweep, validated into a `WorthSpec` (what `gptlab.sweep.worth` plans from).
+"""The `worth:` section of an arms sweep, validated into a `WorthSpec` (what `stages` plans from), and its runs' roles.
 
 `worth: {lengths: [0.5, 1, 2, 4], seeds: 8, retune: [0.5, 2]}`: the lengths as multiples of the study's
 `train.max_iters` (3 or more, 1 among them), how many of the baseline's estimation seeds train them (no more
 than it trains: refused, never cut to what there is),
 and the lr factors tried beside the pick at the shortest and longest length. `{}` or `true` take the
 defaults. Each length must be a valid warmup-stable-decay run of steps of its own (1 at least, none rounding to
-another's); no arm or scale key may set a length's own settings (`FIXED`).
+another's); no arm or scale key may set a length's own settings (`FIXED`). The kind's runs have roles of its own
+(summary.csv's `role`): `WORTH`, the baseline at its pick at each length, and `WORTH_TUNING`, its lr re-tuned at
+the shortest and longest; like every role but estimation's, they enter no effect.
 """
 from __future__ import annotations
 
@@ -18,7 +20,10 @@ from gptlab.errors import GptlabError, key_error, shown, unknown_key
 from gptlab.run.config import LENGTH_KEY, RunConfig
 from gptlab.run.schedules import WSD
 
-_fail = partial(key_error, section="worth")  # this section's bad values: `worth.KEY: MESSAGE`
+KEY = "worth"  # the sweep file's key, and the kind's name in both registries and in the report's bundles
+WORTH = "worth"  # the role of the baseline at its pick, under wsd, at one of the `worth:` lengths
+WORTH_TUNING = "worth_tuning"  # the role of the baseline at an lr around its pick, at the shortest or longest length
+_fail = partial(key_error, section=KEY)  # this section's bad values: `worth.KEY: MESSAGE`
 
 KEYS = ("lengths", "seeds", "retune")
 DEFAULT_LENGTHS = (0.5, 1.0, 2.0, 4.0)

@@ -12,16 +12,16 @@ import yaml
 
 from calibration.synthetic import make_results
 from gptlab import load
+from gptlab.kinds.worth import sentences as worth_words
+from gptlab.kinds.worth.figure import worth_plot
+from gptlab.kinds.worth.tables import worth_view
 from gptlab.report import sentences, write_report
 from gptlab.report.document import build
 from gptlab.report.figures import Figures
-from gptlab.report.figures.worth_figure import worth_plot
 from gptlab.report.fmt import multiplier_text
 from gptlab.report.kinds import kind_sections
 from gptlab.report.load import load_results
-from gptlab.report.sentences import worth as worth_words
 from gptlab.report.tables import compute_tables
-from gptlab.report.tables.worth import worth_view
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.runio import write_csv
 from gptlab.stats.scorecard import NOT_TESTED, speed_verdict
@@ -139,7 +139,7 @@ def test_worth_csv_has_each_arm_with_its_multiplier_and_right_censoring(wsd_tabl
     assert worth.loc["post_ln", "step_cost_low"] < 1 < worth.loc["post_ln", "step_cost_high"]  # not its runs' 3x
     assert (worth["lengths"] == "0.5, 1, 2, 4").all() and (worth["curve_seeds"] == 4).all()
     assert not worth["anchored"].any()  # a wsd study: its own estimation runs are the 1x points
-    retune = tables.worth.retune
+    retune = tables.kinds["worth"].retune
     assert list(retune["length"]) == [0.5, 4] and list(retune["best_factor"]) == [1, 2]
     assert list(retune["verdict"]) == ["stays", "moves"]  # 0.03 below the pick, noise of one run about 0.005
     # the re-tuned curve is 0.03 lower at 4x: rotary's multiplier can only shrink
@@ -148,7 +148,7 @@ def test_worth_csv_has_each_arm_with_its_multiplier_and_right_censoring(wsd_tabl
 
 def test_the_scorecard_gains_worth_and_a_speed_claim_its_verdict(wsd_tables):
     _, tables, words = wsd_tables
-    card, worth = tables.scorecard, tables.worth.table.set_index("arm")
+    card, worth = tables.scorecard, tables.kinds["worth"].table.set_index("arm")
     speed = card[(card["arm"] == "rmsnorm") & (card["about"] == "speed")].iloc[0]
     assert speed["verdict"] == "holds" and speed["worth"] == worth.loc["rmsnorm", "worth"]
     assert speed["reason"] != NOT_TESTED["speed"] and speed["step_cost_high"] < 1
@@ -158,19 +158,20 @@ def test_the_scorecard_gains_worth_and_a_speed_claim_its_verdict(wsd_tables):
 
 def test_the_section_says_each_multiplier_the_machine_and_the_re_tune(wsd_tables):
     res, tables, words = wsd_tables
-    worth = tables.worth.table.set_index("arm")
-    assert words.worth[0].startswith(f"rotary: the baseline needs {worth.loc['rotary', 'worth']} its steps")
-    assert "beyond 4x" in words.worth[1] and "below 0.5x" in words.worth[2]
-    assert "the CI holds 1x" in words.worth[3]  # rmsnorm: no gain in steps is shown
-    curve, machine = words.worth_notes
+    worth = tables.kinds["worth"].table.set_index("arm")
+    assert words.kinds["worth"].lines[0].startswith(f"rotary: the baseline needs {worth.loc['rotary', 'worth']} its steps")
+    assert "beyond 4x" in words.kinds["worth"].lines[1] and "below 0.5x" in words.kinds["worth"].lines[2]
+    assert "the CI holds 1x" in words.kinds["worth"].lines[3]  # rmsnorm: no gain in steps is shown
+    curve, machine = words.kinds["worth"].notes
     assert "warmup-stable-decay" in curve and "same schedule" in curve
     assert "alternated with every other arm's over 5 rounds, on test CPU (`step_times.csv`)" in machine
     assert "not compared" in machine  # the runs' own wall times
-    assert "at 4x the best lr factor tried (of 0.5, 1, 2) is 2" in words.retune[0] and "optimum moves" in words.retune[0]
+    retune = words.kinds["worth"].retune
+    assert "at 4x the best lr factor tried (of 0.5, 1, 2) is 2" in retune[0] and "optimum moves" in retune[0]
     sections = kind_sections(res, tables, words, Figures())
     text = "\n".join(str(getattr(b, "text", "")) for b in build(res, tables, words, Figures(), [], sections))
     assert text.index("Summary") < text.index("What each arm is worth") < text.index("Scorecard")
-    png = worth_plot(res, tables.worth)
+    png = worth_plot(res, tables.kinds["worth"])
     assert png is not None and png.startswith(b"\x89PNG")
 
 
@@ -188,23 +189,24 @@ def test_a_cosine_study_places_each_arm_on_the_curve_with_the_anchor(tmp_path):
 def test_each_corpus_gets_its_own_curve_and_multipliers(tmp_path):
     res = load_results(worth_results(tmp_path, seeds=3, corpora=("tinyshakespeare", "austen")))
     tables = compute_tables(res, 0.01)
-    worth = tables.worth.table
+    worth = tables.kinds["worth"].table
     assert list(zip(worth["arm"], worth["scale_level"]))[:2] == [("rotary", "tinyshakespeare"), ("relu", "tinyshakespeare")]
     assert len(worth) == 8 and set(worth["scale_level"]) == {"tinyshakespeare", "austen"}
     rotary = worth[worth["arm"] == "rotary"]
     assert rotary["multiplier_low"].lt(2).all() and rotary["multiplier_high"].gt(2).all()  # bits/char: still 2x
-    assert len(tables.worth.retune) == 4 and set(tables.worth.curves["scale_level"]) == set(worth["scale_level"])
+    view = tables.kinds["worth"]
+    assert len(view.retune) == 4 and set(view.curves["scale_level"]) == set(worth["scale_level"])
     card = tables.scorecard
     speed = card[card["about"] == "speed"]
     assert len(speed) == 2 and speed["verdict"].eq("holds").all()
-    assert sentences.write(res, tables).worth[0].startswith("rotary (dataset=tinyshakespeare): the baseline")
+    assert sentences.write(res, tables).kinds["worth"].lines[0].startswith("rotary (dataset=tinyshakespeare): the baseline")
 
 
 def test_without_the_key_no_worth_and_speed_claims_are_not_tested(tmp_path):
     res = load_results(worth_results(tmp_path, with_worth=False, seeds=3))
     tables = compute_tables(res, 0.01)
     words = sentences.write(res, tables)
-    assert tables.worth is None and "worth" not in tables.files({}) and not words.worth
+    assert "worth" not in tables.kinds and "worth" not in tables.files({}) and "worth" not in words.kinds
     assert "worth" not in tables.scorecard.columns
     assert tables.scorecard.loc[tables.scorecard["about"] == "speed", "verdict"].eq("not tested here").all()
     sections = kind_sections(res, tables, words, Figures())
@@ -242,8 +244,8 @@ def test_a_curve_its_shortest_length_left_short_of_seeds_says_why_not_0_seeds(ws
         return summary
 
     tables, words, text = _edited(wsd_study, tmp_path, diverged)
-    assert (tables.worth.table["curve_seeds"] == 0).all()
-    curve = words.worth_notes[0]
+    assert (tables.kinds["worth"].table["curve_seeds"] == 0).all()
+    curve = words.kinds["worth"].notes[0]
     assert curve == ("The curve: none could be fitted, so no arm has a multiplier: fewer than 2 of the baseline's seeds "
                      "finished ok at every length (0.5x: 1 of 4 seeds ok).")
     assert " 0 seeds" not in text and "What each arm is worth" in text
@@ -254,7 +256,7 @@ def test_a_curve_not_every_length_of_which_trained_says_to_rerun(wsd_study, tmp_
         return summary[~(_at(summary, "worth", 0.5, [1, 2, 3]) | _at(summary, "worth", 2, [1, 2, 3]))]
 
     _, words, text = _edited(wsd_study, tmp_path, stopped)
-    assert words.worth_notes[0] == ("The curve: none could be fitted, so no arm has a multiplier: not every length is "
+    assert words.kinds["worth"].notes[0] == ("The curve: none could be fitted, so no arm has a multiplier: not every length is "
                                     "trained yet (0.5x on 1 of 4 seeds, 2x on 1 of 4 seeds): rerun the sweep to finish it.")
     assert " 0 seeds" not in text
 
@@ -273,14 +275,14 @@ def test_a_study_without_its_lengths_keeps_the_section_with_one_sentence_why(wsd
         return summary
 
     tables, said, text = _edited(wsd_study, tmp_path, edit)
-    assert tables.worth is None and said.worth_notes == (words,)
+    assert tables.kinds["worth"] is None and said.kinds["worth"].notes == (words,)
     section = text.split("What each arm is worth", 1)[1]
     assert section.lstrip().startswith(words)
 
 
 @pytest.mark.slow
 def test_the_report_writes_worth_csv_its_figure_and_load_gives_it(tmp_path, wsd_study, monkeypatch):
-    skip_figures(monkeypatch, keep=("worth_plot",))
+    skip_figures(monkeypatch, keep=("worth",))
     report = write_report(wsd_study, tmp_path / "reports")
     worth = pd.read_csv(report / "tables" / "worth.csv", keep_default_na=False)
     assert (report / "figures" / "worth.png").is_file() and (report / "tables" / "worth_retune.csv").is_file()
@@ -315,7 +317,8 @@ def test_a_damaged_step_times_csv_is_not_measured_in_the_report_load_and_export(
     path = ResultsDir(copy).step_times_csv
     path.write_text(damage(path.read_text()))
     res = load_results(copy)
-    assert not len(res.step_times) and worth_words.machine_note(res).startswith("Times: not measured.")
+    times = res.kinds["worth"].step_times
+    assert not len(times) and worth_words.machine_note(times).startswith("Times: not measured.")
     worth = load(copy).worth
     assert len(worth) and ("step_cost" not in worth or worth["step_cost"].isna().all())
     assert export_main([str(copy), "--tensorboard", str(tmp_path / "tb")]) == 0
@@ -345,17 +348,15 @@ def test_a_multiplier_is_written_with_its_ci_and_never_past_the_lengths(args, te
 
 @pytest.mark.parametrize("rounds, words", [(1, "over 1 round, on"), (3, "over 3 rounds, on")])
 def test_the_machine_note_counts_its_rounds_in_words(rounds, words):
-    from types import SimpleNamespace
-
     times = pd.DataFrame({"arm": ["baseline"] * rounds, "round": range(rounds), "machine": "test CPU",
                           "seconds_per_step": 0.1})
-    assert words in worth_words.machine_note(SimpleNamespace(step_times=times))
+    assert words in worth_words.machine_note(times)
 
 
 def test_a_level_without_a_curve_says_why_beside_the_levels_that_have_one():
     from types import SimpleNamespace
 
-    from gptlab.report.tables.worth import COVERAGE_COLS, WorthView
+    from gptlab.kinds.worth.tables import COVERAGE_COLS, WorthView
 
     table = pd.DataFrame({"arm": ["rotary", "rotary"], "scale_level": ["tinyshakespeare", "austen"],
                           "study_steps": [S, S], "lengths": ["0.5, 1, 2", ""], "curve_seeds": [3, 0], "note": ["", "x"]})
@@ -376,8 +377,8 @@ def test_a_curve_fitted_before_every_length_trained_counts_its_seeds_and_says_to
         return summary[~(_at(summary, "worth", 0.5, [3]) | _at(summary, "worth", 2, [3]))]
 
     tables, words, _ = _edited(wsd_study, tmp_path, stopped)
-    assert (tables.worth.table["curve_seeds"] == 3).all()
-    curve = words.worth_notes[0]
+    assert (tables.kinds["worth"].table["curve_seeds"] == 3).all()
+    curve = words.kinds["worth"].notes[0]
     assert "the study's 1000 steps on 3 seeds" in curve
     assert " Not every length is trained yet (0.5x on 3 of 4 seeds, 2x on 3 of 4 seeds): rerun the sweep to finish it." in curve
 
@@ -389,7 +390,7 @@ def test_a_curve_on_the_one_baseline_seed_that_trained_ok_says_a_curve_needs_two
         return summary[~(_at(summary, "worth") & (summary["seed"] > 0))]
 
     _, words, text = _edited(wsd_study, tmp_path, one_seed)
-    assert words.worth_notes[0] == ("The curve: none could be fitted, so no arm has a multiplier: 1 of the baseline's "
+    assert words.kinds["worth"].notes[0] == ("The curve: none could be fitted, so no arm has a multiplier: 1 of the baseline's "
                                     "estimation seeds finished ok at the study's length, and its lengths train on those: "
                                     "a curve needs 2.")
     assert " 0 seeds" not in text

@@ -1,11 +1,11 @@
-"""The rounds of an adaptive sweep: the half-widths the sweep decides on and the report shows.
+"""The rounds of an adaptive sweep: the half-widths the sweep decides on and the report shows (`AdaptiveView`).
 
 `widest_at(res, n)` is the rule's input: the widest 95% half-width among the called effects
 (`stats.adaptive_seeds.called_rows`) of the runs with seeds 0..n-1, with the first round's error (`stein`).
-The sweep computes the same from summary.csv's rows (`sweep.adaptive_seeds.widest_in_summary`; tests check
-that the two agree); the report calls `half_width_curve` for its figure and shows rounds.csv (`Results.rounds`) as
-its table. rounds.csv
-is written by the sweep (`gptlab.sweep.adaptive_seeds`) and read by the load step.
+The sweep computes the same from summary.csv's rows (`stages.widest_in_summary`; tests check that the two
+agree); the report calls `half_width_curve` for its figure and shows rounds.csv as its table (`tables/rounds.csv`,
+with `tables/precision.csv`: each called effect's outcome). rounds.csv is written by the sweep (`stages`) and read
+by the kind's load step (`load`).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from gptlab.kinds.seeds.load import rounds
+from gptlab.kinds.seeds.stages import KEY
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.tables.analyses import analyse_runs
@@ -33,7 +35,7 @@ def _called(res: Results, rule: SeedRule, n_seeds: int) -> pd.DataFrame:
 
 def widest_at(res: Results, n_seeds: int) -> Widest:
     """The widest called half-width with seeds 0..n_seeds-1, and its effect."""
-    rule = res.seed_rule
+    rule = res.spec.kinds.get(KEY)
     if rule is None:
         raise ValueError(f"{res.results_dir} is not an adaptive sweep")
     return Widest.of(_called(res, rule, n_seeds))
@@ -45,7 +47,7 @@ def half_width_curve(res: Results) -> pd.DataFrame:
     Columns effect, seeds, half_width, target. Seeds beyond round 1 change the estimate and shrink
     the half-width by sqrt(min / n); the variance stays round 1's (that is what keeps CIs exact).
     """
-    rule = res.seed_rule
+    rule = res.spec.kinds.get(KEY)
     if rule is None or res.runs.empty:
         return pd.DataFrame(columns=["effect", "seeds", "half_width", "target"])
     arms = res.runs if not res.arms else res.runs[res.runs[ARM] != res.baseline[ARM]]  # a baseline's extra seeds
@@ -60,7 +62,7 @@ def half_width_curve(res: Results) -> pd.DataFrame:
 
 def effect_outcomes(res: Results, curve: pd.DataFrame) -> pd.DataFrame:
     """Per called effect (of `half_width_curve`): its final half-width, and whether it reached the target or max."""
-    rule = res.seed_rule
+    rule = res.spec.kinds.get(KEY)
     if curve.empty or rule is None:
         return pd.DataFrame(columns=["effect", "seeds", "half_width", "target", "outcome"])
     last = curve[curve["seeds"] == curve["seeds"].max()].copy()
@@ -82,9 +84,9 @@ class AdaptiveView:
 
 def adaptive_view(res: Results) -> AdaptiveView | None:
     """The adaptive section's data, or None for a sweep with a fixed seed list."""
-    rule = res.seed_rule
+    rule = res.spec.kinds.get(KEY)
     if rule is None:
         return None
     curve = half_width_curve(res)
-    return AdaptiveView(rule=rule, rounds=round_frame(res.rounds), outcomes=round_frame(effect_outcomes(res, curve)),
+    return AdaptiveView(rule=rule, rounds=round_frame(rounds(res)), outcomes=round_frame(effect_outcomes(res, curve)),
                         curve=curve)

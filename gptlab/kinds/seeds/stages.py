@@ -1,7 +1,10 @@
 """Adaptive seeds (`seeds: {min, max, precision}`): `AdaptiveSeedsKind`, and its planner, which writes rounds.csv.
 
-The kind owns the mapping form of `seeds:` (a count or a list is the sweep's own: `sweep.spec`). Its
-rule is `gptlab.stats.adaptive_seeds`'s (Stein's two-stage procedure); this module only applies it.
+The kind owns the mapping form of `seeds:` (a count or a list is the sweep's own: `sweep.spec`), whose seeds
+0..max-1 it gives the spec before the grid's size is checked (`seeds`), and tells the rest of the sweep how many
+seeds it trains (`seed_plan`: round 1's and the most) and plans them in rounds wherever estimation runs train
+(`stages`, and `rounds` for a tuned sweep's estimation at its picks). Its rule is `gptlab.stats.adaptive_seeds`'s
+(Stein's two-stage procedure); this module only applies it.
 Round 1 trains seeds 0..min-1 of every cell; the first round's results alone fix the seed count
 N; round 2 trains seeds up to N. Every decision is recomputed from the runs on disk, which never
 change once finished, so a killed sweep, rerun, makes the same decisions and trains the same runs.
@@ -23,9 +26,11 @@ from gptlab.stats.design import Design, design_cells, effect_label
 from gptlab.stats.levels import grid_level
 from gptlab.stats.picks import Pairs
 from gptlab.statuses import OK
-from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage, SweepKind
+from gptlab.sweep.kinds import SWEEP_KINDS, scale_keys
+from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, SeedPlan, Stage, SweepKind
 from gptlab.sweep.runs import ESTIMATION, MAX_SEEDS, Run, SweepSpec
 
+KEY = "seeds"  # the sweep file's key (its mapping form), and the kind's name in both registries and the bundles
 WidestAt = Callable[[ResultsDir, int], Widest]  # (results_dir, seeds) -> the widest called half-width
 
 
@@ -34,18 +39,33 @@ def check_seed_rule(raw: Any) -> SeedRule | None:
     return SeedRule.from_mapping(raw, MAX_SEEDS) if isinstance(raw, dict) else None
 
 
+@SWEEP_KINDS.register(KEY)  # its mapping form; a count or a list of seeds joins no kind
 class AdaptiveSeedsKind(SweepKind):
-    """`seeds: {min, max, precision}` (`gptlab.sweep.kinds.SWEEP_KINDS`): its rule, and its rounds as the sweep's
-    stages. `sweep.spec` asks `check_seed_rule` for the seeds 0..max-1 before the grid's size is checked."""
+    """`seeds: {min, max, precision}` (`gptlab.sweep.kinds.SWEEP_KINDS`): its rule, its seeds 0..max-1 (asked for
+    before the grid's size is checked), and its rounds as the sweep's stages or a tuned sweep's estimation."""
 
     description = "{min, max, precision}: round 1's seeds per cell, then as many as round 1's noise asks for (Stein)"
 
     def check(self, raw: Any, spec: SweepSpec) -> SeedRule | None:
         return check_seed_rule(raw)
 
+    def seeds(self, raw: Any) -> list[int] | None:
+        rule = check_seed_rule(raw)
+        return list(range(rule.max)) if rule is not None else None
+
+    def seed_plan(self, spec: SweepSpec) -> SeedPlan:
+        rule = spec.kinds[KEY]
+        return SeedPlan(rule.min, rule.max, f"adaptive seeds ({rule.min} to {rule.max})", "a larger `seeds.min`")
+
+    def rounds(self, spec: SweepSpec, runs: Sequence[Run], out: TextIO) -> Planner:
+        return AdaptiveSeeds(runs, spec.kinds[KEY], out, partial(widest_in_summary, spec), seed_count=spec.seed_count)
+
     def stages(self, planner: Planner, spec: SweepSpec, out: TextIO) -> Planner:
         """Round 1, then round 2 as the rule decides, in place of the one stage of every seed (`planner`)."""
-        return AdaptiveSeeds(spec.runs, spec.seed_rule, out, partial(widest_in_summary, spec), seed_count=spec.seed_count)
+        return self.rounds(spec, spec.runs, out)
+
+    def open_count(self, spec: SweepSpec) -> str:
+        return "adaptive seeds"
 
 
 def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) -> Widest:
@@ -76,15 +96,15 @@ def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) ->
         y.append(value)
         cells.append(tuple(str(level) for level in typed))
         seeds.append(seed)
-        first.append(seed < spec.seed_count(cell, spec.seed_rule.min))
+        first.append(seed < spec.seed_count(cell, spec.kinds[KEY].min))
     if not y:
         return Widest(math.nan, "")
     levels = {f: tuple(str(level) for level in spec.grid[f]) for f in factors}
     present = set(cells)
     design = Design(tuple(factors), levels, {f: str(spec.baseline[f]) for f in factors},
                     tuple(c for c in (tuple(map(str, c)) for c in design_cells(spec.grid, spec.exclude)) if c in present))
-    return widest_called(np.array(y), cells, np.array(seeds), design, partial(effect_label, factors), spec.seed_rule,
-                         [f for f in spec.scale if f in factors], np.array(first), block_seeds=spec.arms is None,
+    return widest_called(np.array(y), cells, np.array(seeds), design, partial(effect_label, factors), spec.kinds[KEY],
+                         [f for f in scale_keys(spec) if f in factors], np.array(first), block_seeds=spec.arms is None,
                          own_variance=spec.arms is not None)
 
 

@@ -10,7 +10,8 @@ does meanwhile falls on every arm alike. A cell is built afresh each round (one 
 stand-in data of its corpus's vocabulary (`sweep.estimate.build_trainer`: a step costs the same whatever the
 ids), on the runs' threads. Written to `results/NAME/step_times.csv` (the cell's factors, `round`,
 `seconds_per_step`, `machine`); a rerun that finds the same cells there times nothing again. A stop while
-timing raises `StepTimingStopped`, so that the command line says the timing, not a run, was stopped. The file is
+timing raises `StepTimingStopped` (a `sweep.planners.AfterRunsStopped`), so that the command line says the timing,
+not a run, was stopped. The file is
 read back through its one reader, `ResultsDir.step_times`: a damaged or foreign one (empty, a column missing, a
 round twice, a time that is no time) is as good as absent, and the steps are timed again.
 """
@@ -22,6 +23,7 @@ from typing import Any, Sequence, TextIO
 from gptlab.run.config import RunConfig
 from gptlab.run.resultsdir import STEP_TIME_COLUMNS, ResultsDir
 from gptlab.runio import write_csv
+from gptlab.sweep.planners import AfterRunsStopped
 from gptlab.sweep.runs import ESTIMATION, Run
 
 ROUNDS = 10  # a CI over rounds paired (df 9): on study 9, 5 rounds gave CIs of about +/-14%
@@ -30,9 +32,11 @@ WARMUP = 3  # untimed first steps of each build (allocations, the optimizer's fi
 COLUMNS = STEP_TIME_COLUMNS  # after the cell's factors; the reader's (`ResultsDir.step_times`)
 
 
-class StepTimingStopped(KeyboardInterrupt):
+class StepTimingStopped(AfterRunsStopped):
     """A stop (Ctrl-C, SIGTERM, SIGHUP) while the steps were timed: every run had finished, so the command line says
     that the timing, not a run, was stopped (a rerun trains nothing and times the steps again)."""
+
+    then = "the step timing after them was stopped: run the same command again to time the steps (no run trains again)"
 
 
 def cells_to_time(planned: Sequence[Run]) -> dict[tuple[tuple[str, Any], ...], RunConfig]:

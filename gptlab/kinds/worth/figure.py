@@ -14,9 +14,9 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from gptlab.kinds.worth.tables import WorthView
 from gptlab.report.figures.figstyle import figsize, level_palette, panel_grid, png_or_none
 from gptlab.report.load import Results
-from gptlab.report.tables.worth import WorthView
 from gptlab.stats.arms import ARM
 
 ARROW = 0.25  # log2 steps an edge arrow points out by
