@@ -229,8 +229,9 @@ class TuneThenEstimate:
         print("selection, read with the estimation runs: " + "; ".join(
             f"{pairs_text(c, names)} moves from {pairs_text(before[c])} to {pairs_text(s)}" for c, s in moved.items())
             + " (the runs at the earlier pick stay points of its curve, in no effect)", file=self.out)
+        trained = {r.run_id for r in finished.rows}  # adaptive seeds may have stopped short of every seed
         self.selection = self.selection + tuple(dataclasses.replace(r, role=EARLIER_PICK) for r in at_picks
-                                                if r.cell in moved)
+                                                if r.cell in moved and r.run_id in trained)
         self.picks = {**before, **moved}
         return self._estimate(finished)
 
