@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: `c
 
 from calibration.refine_sim import CLIFF_WORLDS, TUNERS, WORLDS, Summary, Tuner, World, run  # noqa: E402
 from gptlab.stats import refine  # noqa: E402
+from gptlab.stats.lr_model import NoiseSums, noise_of, replicate_sums  # noqa: E402
 from gptlab.stats.refine import CellDecision, Lattice, RefineRule  # noqa: E402
 
 STRICT = Tuner("refine, confidence 0.95, tolerance 0.0005", rule=RefineRule(confidence=0.95, tolerance=0.0005))
@@ -57,7 +58,7 @@ def _design(x: np.ndarray, degree: int) -> np.ndarray:
 
 def judge_variant(obs, sigma: float, seed: int = 0, *, window: int = refine.WINDOW, smooth: bool = True,
                   df: int | None = None, degree: int = 2, outer: float = 1.0, cliff: bool = True,
-                  beaten: bool = True) -> CellDecision:
+                  beaten: bool = True, cell_df: float = math.inf) -> CellDecision:
     """`refine.judge` with another window, without the quadratic, with the noise SD drawn from its df, a cubic
     (`degree` 3, with 4 points or more), the window's outer points down-weighted by `outer`, without the cliff rule
     (`cliff`: every run that trained enters) or without overruling a fit's minimum that a tried point beats."""
@@ -66,7 +67,8 @@ def judge_variant(obs, sigma: float, seed: int = 0, *, window: int = refine.WIND
     if not finite:
         return CellDecision(reason="no ok run", runs=runs, cliff=edge)
     best = min(sorted(finite), key=lambda k: finite[k][0])
-    ks = sorted(k for k, (m, n) in finite.items() if abs(k - best) <= window and n > 0)
+    ks = refine._window(finite, best) if window == refine.WINDOW else \
+        sorted(k for k, (m, n) in finite.items() if abs(k - best) <= window and n > 0)
     y, n = np.array([finite[k][0] for k in ks]), np.array([finite[k][1] for k in ks], float)
     x = np.asarray(ks, float) - best
     deg = degree if len(ks) > degree else 2
@@ -80,8 +82,9 @@ def judge_variant(obs, sigma: float, seed: int = 0, *, window: int = refine.WIND
     i, j = ks.index(pick), ks.index(best)
     if beaten and known and y[i] - y[j] > refine.BEATEN * sigma * math.sqrt(1 / n[i] + 1 / n[j]):
         pick, lost, convex, centre = best, pick, False, y
+    noise = {"noise_sd": sigma, "noise_df": cell_df}
     if not known:
-        return CellDecision(pick=pick, runs=runs, cliff=edge, window=tuple(ks), beaten=lost)
+        return CellDecision(pick=pick, runs=runs, cliff=edge, window=tuple(ks), beaten=lost, **noise)
     rng = np.random.default_rng([seed, len(ks), int(n.sum())])
     scale = sigma if df is None else sigma * np.sqrt(df / rng.chisquare(df, (refine.BOOTSTRAP_DRAWS, 1)))
     draws = centre + rng.standard_normal((refine.BOOTSTRAP_DRAWS, len(ks))) * scale / np.sqrt(n)
@@ -91,24 +94,12 @@ def judge_variant(obs, sigma: float, seed: int = 0, *, window: int = refine.WIND
     i = ks.index(pick)
     return CellDecision(pick=pick, p_best=float(np.mean(np.argmin(draws, axis=1) == i)),
                         expected_regret=float(np.mean(draws[:, i] - draws.min(axis=1))), runs=runs, cliff=edge,
-                        window=tuple(ks), beaten=lost)
+                        window=tuple(ks), beaten=lost, **noise)
 
 
-def _pooled_with_every_run(cells) -> tuple[float, int]:
-    """The pooled noise as it was before the cliff rule: every run that trained, whatever its lr."""
-    ss = df = 0
-    for obs in cells:
-        for losses in obs.values():
-            ok = np.array([v for v in losses if math.isfinite(v)])
-            ss, df = ss + float(((ok - ok.mean()) ** 2).sum()) if len(ok) > 1 else ss, df + max(len(ok) - 1, 0)
-        finite = {k: v for k, v in refine._means(obs).items() if math.isfinite(v[0])}
-        if finite:
-            ks = refine._window(finite, min(sorted(finite), key=lambda k: finite[k][0]))
-            if len(ks) > 3:
-                y, w = np.array([finite[k][0] for k in ks]), np.array([finite[k][1] for k in ks], float)
-                ss += float((w * (y - np.polyval(refine._fit(ks, y, w), np.asarray(ks, float))) ** 2).sum())
-                df += len(ks) - 3
-    return (math.sqrt(ss / df), df) if df > 0 else (math.nan, 0)
+def _every_run_sums(obs) -> NoiseSums:
+    """A cell's replicate sums as they were before the cliff rule: every run that trained, whatever its lr."""
+    return replicate_sums({k: [v for v in losses if math.isfinite(v)] for k, losses in obs.items()})
 
 
 def decide_variant(*, one_sided: bool = False, known_sigma: float | None = None, t_sigma: bool = False,
@@ -136,11 +127,11 @@ def decide_variant(*, one_sided: bool = False, known_sigma: float | None = None,
             if missing:
                 return CellDecision(add=tuple(missing[:room]), pick=best, reason="refine", runs=runs, cliff=edge)
         v = judge_variant(obs, sigma, seed, window=window, smooth=smooth, df=df if t_sigma and df > 0 else None,
-                          degree=degree, outer=outer, cliff=cliff, beaten=beaten)
+                          degree=degree, outer=outer, cliff=cliff, beaten=beaten, cell_df=df)
         if v.pick is None:
             return v
         if close and room > 0 and math.isfinite(sigma) and sigma > 0:
-            add = refine.open_sides(finite, v.pick, sigma, low, high, sorted(means))
+            add = refine.open_sides(finite, sigma, df, low, high, sorted(means))
             if add:
                 return dataclasses.replace(v, add=add[:room], reason="close")
         if v.p_best >= rule.confidence or v.expected_regret <= rule.tolerance:
@@ -154,9 +145,14 @@ def decide_variant(*, one_sided: bool = False, known_sigma: float | None = None,
         return dataclasses.replace(v, add=add, reason="replicate" if add else "budget")
 
     def decide_all(cells, lattice: Lattice, rule: RefineRule):
-        sigma, df = refine.pooled_sigma(cells, lattice.octaves) if cliff else _pooled_with_every_run(cells)
-        sigma = known_sigma if known_sigma is not None else sigma
-        return [decide(obs, lattice, rule, sigma, df, i) for i, obs in enumerate(cells)], sigma, df
+        sums = [refine.noise_sums(obs, lattice.octaves) if cliff else _every_run_sums(obs) for obs in cells]
+        pool = sum(sums, NoiseSums())
+        out = []
+        for i, (obs, own) in enumerate(zip(cells, sums)):
+            sd, df, _ = noise_of(own, pool)
+            sd, df = (known_sigma, math.inf) if known_sigma is not None else (sd, df)
+            out.append(decide(obs, lattice, rule, sd, df, i))
+        return out, pool.sd, pool.df
 
     return decide_all
 

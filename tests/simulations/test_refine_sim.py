@@ -108,7 +108,7 @@ def test_runs_per_cell_are_counted(summaries):
     assert summaries["grid, 1 seed"].runs_mean == 5 and summaries["grid, 2 seeds"].runs_mean == 10
     assert summaries["grid, 1 seed"].runs_ratio == 1.0
     r = summaries["refine"]
-    assert 7.0 <= r.runs_mean <= 8.0 and r.runs_p90 <= 10, r  # the grid, two half-steps, some replicates
+    assert 8.5 <= r.runs_mean <= 9.7 and r.runs_p90 <= 10, r  # the grid, two half-steps, replicates before closing
     assert sum(r.reasons.values()) == pytest.approx(1.0)
 
 
