@@ -205,4 +205,8 @@ def _main(argv: list[str] | None) -> int:
                 "run the same command again to resume (each run continues from its last checkpoint)"
             with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) cannot show it
                 print(f"\ninterrupted: {finished}; {then}", file=out)
+        else:  # stopped while the spec was read or before its results folder was made: nothing was written
+            with contextlib.suppress(OSError):
+                print("\ninterrupted before anything was trained or written; run the same command again to start",
+                      file=out)
         return 130

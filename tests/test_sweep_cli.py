@@ -223,3 +223,17 @@ def test_the_dry_run_of_an_interrupted_sweep_times_only_the_steps_left(tmp_path,
 
     run = spec.runs[0]
     assert _seconds(spec, [run], PerStep, 1) == 40 and _seconds(spec, [run], PerStep, 1, {run.run_id: 20}) == 20
+
+
+def test_a_sweep_stopped_before_its_results_folder_exists_says_so_and_exits_130(tmp_path, corpus, monkeypatch, capsys):
+    import gptlab.sweep_cli as cli
+
+    spec = write_spec(tmp_path, corpus)
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C while the spec is read
+
+    monkeypatch.setattr(cli, "load_spec", stopped)
+    assert cli.main([str(spec), "--results-dir", str(tmp_path / "r")]) == 130
+    assert "interrupted before anything was trained or written" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
