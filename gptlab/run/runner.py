@@ -22,7 +22,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 import gptlab
-from gptlab.errors import GptlabError, hidden_package
+from gptlab.errors import GptlabError, first_line, hidden_package
 from gptlab.run.branching import handoff_for
 from gptlab.run.config import RunConfig
 from gptlab.run.data import load_run_dataset, unigram_loss
@@ -162,11 +162,21 @@ def check_same_tokenizer(state: dict[str, Any], tokenizer: Tokenizer, folder: Ru
 
 
 def write_sample(folder: RunDir) -> None:
-    """Keep a text sample of the best checkpoint beside the metrics: reports need no checkpoint then."""
+    """Keep a text sample of the best checkpoint beside the metrics: reports need no checkpoint then. A damaged
+    best checkpoint is no reason to fail a run that trained: the last one samples instead, and with neither
+    readable the run keeps no sample (a warning says why)."""
     from gptlab.run.sampling import sample_from_run
 
-    if (folder / RunDir.BEST).exists():
-        atomic_write_text(folder / RunDir.SAMPLE, sample_from_run(folder.path))
+    for which, name in (("best", RunDir.BEST), ("last", RunDir.LAST)):
+        if not (folder / name).exists():
+            continue
+        try:
+            text = sample_from_run(folder.path, which=which)
+        except (GptlabError, OSError, RuntimeError, ValueError, KeyError) as err:
+            log.warning("%s: no sample from %s (%s)", folder.path.name, name, first_line(str(err)))
+            continue
+        atomic_write_text(folder / RunDir.SAMPLE, text)
+        return
 
 
 def run_summary(trainer: Trainer, outcome: Outcome) -> dict[str, Any]:

@@ -262,3 +262,29 @@ def test_a_state_is_a_snapshot_two_trainers_loaded_from_it_keep_their_own_rows(c
     second.load_state_dict(state)
     first.rows.append({"step": -2})
     assert len(state["rows"]) == kept and len(second.rows) == kept
+
+
+def test_a_damaged_best_checkpoint_samples_from_the_last_and_never_fails_the_run(tmp_path, monkeypatch, caplog):
+    from gptlab.errors import GptlabError
+    from gptlab.run import sampling
+    from gptlab.run.rundir import RunDir
+    from gptlab.run.runner import write_sample
+
+    folder = RunDir(tmp_path / "run")
+    folder.path.mkdir()
+    (folder / RunDir.BEST).write_bytes(b"not a checkpoint")
+    (folder / RunDir.LAST).write_bytes(b"stands for a good one")
+
+    def sample(path, which="best"):
+        if which == "best":
+            raise GptlabError(f"{path}/ckpt_best.pt is not a gptlab checkpoint")
+        return "text from the last checkpoint"
+
+    monkeypatch.setattr(sampling, "sample_from_run", sample)
+    write_sample(folder)
+    assert (folder / RunDir.SAMPLE).read_text() == "text from the last checkpoint"
+    assert "no sample from ckpt_best.pt" in caplog.text
+    (folder / RunDir.SAMPLE).unlink()
+    monkeypatch.setattr(sampling, "sample_from_run", lambda path, which="best": (_ for _ in ()).throw(OSError("bad")))
+    write_sample(folder)  # neither readable: no sample, no exception
+    assert not (folder / RunDir.SAMPLE).exists()
