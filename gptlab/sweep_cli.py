@@ -35,8 +35,15 @@ from gptlab.errors import GptlabError, exit_status, hidden_package
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.sweep.dry_run import dry_run
 from gptlab.sweep.execute import SweepOptions, execute
-from gptlab.sweep.kinds import SWEEP_KINDS, import_shipped_kinds, known_runs, open_count, planned_count, planned_range
-from gptlab.sweep.methods import TUNERS
+from gptlab.sweep.kinds import (
+    SWEEP_KINDS,
+    import_shipped_kinds,
+    kind_registries,
+    known_runs,
+    open_count,
+    planned_count,
+    planned_range,
+)
 from gptlab.sweep.planners import AfterRunsStopped
 from gptlab.sweep.reuse import check_sources
 from gptlab.sweep.runs import SweepSpec
@@ -83,8 +90,8 @@ def list_registries(stream: TextIO) -> None:
     the tuning methods, with one line per entry."""
     from gptlab.run.settings_help import registries_by_key
 
-    import_shipped_kinds()  # as validating a spec does: the kinds' keys, and the tuning methods of `tune:`
-    for key, registry in {**registries_by_key(), "top-level keys": SWEEP_KINDS, "tune.method": TUNERS}.items():
+    import_shipped_kinds()  # as validating a spec does: the kinds' keys, and the registries they name
+    for key, registry in {**registries_by_key(), "top-level keys": SWEEP_KINDS, **kind_registries()}.items():
         print(f"{key}: {registry.description}", file=stream)
         for name in registry.names():
             print(f"  {name:<14} {registry.summary(name)}", file=stream)

@@ -112,3 +112,8 @@ def planned_range(spec: SweepSpec) -> tuple[int, int]:
 def open_count(spec: SweepSpec) -> str:
     """What leaves a sweep's run count open until it has run, in words (`SweepKind.open_count`, each kind's), or ""."""
     return " and ".join(words for _, kind in kinds_of(spec) if (words := kind.open_count(spec)))
+
+
+def kind_registries() -> dict[str, Any]:
+    """The registries every registered kind's keys name, by dotted key (`tune.method`), for `--list`."""
+    return {key: registry for name in SWEEP_KINDS for key, registry in SWEEP_KINDS.get(name)().registries().items()}
