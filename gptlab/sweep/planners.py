@@ -10,11 +10,11 @@ the earlier stages' results define (tuning's estimation runs at each cell's pick
 
 The planners: `FixedSeeds` here (one stage: the spec's runs), `AdaptiveSeeds` in
 `gptlab.kinds.seeds.stages` (Stein's two rounds), and the tuning methods in `gptlab.kinds.tune.methods.TUNERS`,
-one per `tune.method` (`grid` in `gptlab.kinds.tune.tuning`, `refine` in `gptlab.kinds.tune.refine`, and a plugin's:
-a class extending `tuning.TuneThenEstimate`, registered with `@TUNERS.register("name")` in one
-file the sweep's `plugins:` names). None of them imports the driver (`execute`), and the driver
-names none of the tuning methods: `execute.planner_for` asks each kind of sweep (`SweepKind` here, registered
-in `gptlab.sweep.kinds`) for its stages, and `tune:`'s kind asks the methods' registry.
+one per `tune.method` (`grid` in `gptlab.kinds.tune.tuning`, `refine` in `gptlab.kinds.tune.refine`, and a
+plugin's: a class extending `TuneThenEstimate`, registered with `@TUNERS.register("name")` in one file the sweep's
+`plugins:` names). None of them imports the driver (`execute`), and the driver names no kind and no tuning method:
+`execute.planner_for` asks each kind of sweep (`SweepKind` here, with `SeedPlan` and `AfterRunsStopped`,
+registered in `gptlab.sweep.kinds`) for its stages, and `tune:`'s kind asks the methods' registry.
 """
 from __future__ import annotations
 

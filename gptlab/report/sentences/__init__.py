@@ -2,11 +2,11 @@
 
 Owns the step between the numbers (`tables.ReportTables`) and the document: the verdicts of every
 main effect and interaction (`verdicts`), the summary's called effects, changes along training,
-notes and warnings on the design and model (`notes`), the sentences of scale, adaptive, tuned and
-arms sweeps (`sweeps`), and those about the sweep as a whole: its header, best cell, counts of calls
-and failed runs (`overview`); a kind of sweep's are its `sentences` hook's (`Sentences.kinds`, by its key), and
-it words the scorecard's lines through its `scorecard_lines` hook (`gptlab.report.kinds`). The document places
-these sentences; it writes none about the results.
+notes and warnings on the design and model (`notes`), the sentences of arms sweeps, of the tuning check of every
+call and of a sweep that tuned nothing (`sweeps`), and those about the sweep as a whole: its header, best cell,
+counts of calls and failed runs (`overview`). A kind of sweep's are its `sentences` hook's (`Sentences.kinds`, by
+its key); it adds to the summary's warnings, the error model's and the header's words and the scorecard's lines
+through its hooks (`gptlab.report.kinds`). The document places these sentences; it writes none about the results.
 """
 from __future__ import annotations
 
