@@ -35,8 +35,15 @@ from gptlab.errors import GptlabError, exit_status, hidden_package
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.sweep.dry_run import dry_run
 from gptlab.sweep.execute import SweepOptions, execute
-from gptlab.sweep.kinds import SWEEP_KINDS, import_shipped_kinds, known_runs, open_count, planned_count, planned_range
-from gptlab.sweep.methods import TUNERS
+from gptlab.sweep.kinds import (
+    SWEEP_KINDS,
+    import_shipped_kinds,
+    kind_registries,
+    known_runs,
+    open_count,
+    planned_count,
+    planned_range,
+)
 from gptlab.sweep.planners import AfterRunsStopped
 from gptlab.sweep.reuse import check_sources
 from gptlab.sweep.runs import SweepSpec
@@ -83,8 +90,8 @@ def list_registries(stream: TextIO) -> None:
     the tuning methods, with one line per entry."""
     from gptlab.run.settings_help import registries_by_key
 
-    import_shipped_kinds()  # as validating a spec does: the kinds' keys, and the tuning methods of `tune:`
-    for key, registry in {**registries_by_key(), "top-level keys": SWEEP_KINDS, "tune.method": TUNERS}.items():
+    import_shipped_kinds()  # as validating a spec does: the kinds' keys, and the registries they name
+    for key, registry in {**registries_by_key(), "top-level keys": SWEEP_KINDS, **kind_registries()}.items():
         print(f"{key}: {registry.description}", file=stream)
         for name in registry.names():
             print(f"  {name:<14} {registry.summary(name)}", file=stream)
@@ -191,22 +198,29 @@ def _main(argv: list[str] | None) -> int:
     except GptlabError as err:
         return exit_status(err, out)
     except KeyboardInterrupt as stop:
-        if args.dry_run:  # nothing to rebuild: a dry run writes nothing
-            with contextlib.suppress(OSError):
-                print("\ninterrupted: the dry run stopped; nothing was trained or written", file=out)
-            return 130
-        if spec is not None and results_dir is not None and results_dir.path.exists():
-            rows = write_summary(spec, results_dir, known_runs(spec))  # tuned: the estimation runs too
-            low, high = (n + planned_count(spec) for n in planned_range(spec))
-            # a range's low end is no ceiling: a refining sweep may be past it when stopped ("345 of 264 to 384" misled)
-            finished = (f"{len(rows)} of {high} runs finished" if low == high else f"{len(rows)} runs finished, of the "
-                        f"{low} to {high} the sweep trains in all ({open_count(spec)})")
-            then = stop.then if isinstance(stop, AfterRunsStopped) else \
-                "run the same command again to resume (each run continues from its last checkpoint)"
-            with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) cannot show it
-                print(f"\ninterrupted: {finished}; {then}", file=out)
-        else:  # stopped while the spec was read or before its results folder was made: nothing was written
-            with contextlib.suppress(OSError):
-                print("\ninterrupted before anything was trained or written; run the same command again to start",
-                      file=out)
+        return _interrupted(stop, args.dry_run, spec, results_dir, out)
+
+
+def _interrupted(stop: KeyboardInterrupt, dry: bool, spec: SweepSpec | None, results_dir: ResultsDir | None,
+                 out: TextIO) -> int:
+    """Exit 130 after Ctrl-C (or a signal that stops the sweep as it does), saying what is on disk and how to go on:
+    summary.csv rebuilt from the run folders where the sweep had begun."""
+    if dry:  # nothing to rebuild: a dry run writes nothing
+        with contextlib.suppress(OSError):
+            print("\ninterrupted: the dry run stopped; nothing was trained or written", file=out)
         return 130
+    if spec is not None and results_dir is not None and results_dir.path.exists():
+        rows = write_summary(spec, results_dir, known_runs(spec))  # tuned: the estimation runs too
+        low, high = (n + planned_count(spec) for n in planned_range(spec))
+        # a range's low end is no ceiling: a refining sweep may be past it when stopped ("345 of 264 to 384" misled)
+        finished = (f"{len(rows)} of {high} runs finished" if low == high else f"{len(rows)} runs finished, of the "
+                    f"{low} to {high} the sweep trains in all ({open_count(spec)})")
+        then = stop.then if isinstance(stop, AfterRunsStopped) else \
+            "run the same command again to resume (each run continues from its last checkpoint)"
+        with contextlib.suppress(OSError):  # a closed terminal (SIGHUP) cannot show it
+            print(f"\ninterrupted: {finished}; {then}", file=out)
+    else:  # stopped while the spec was read or before its results folder was made: nothing was written
+        with contextlib.suppress(OSError):
+            print("\ninterrupted before anything was trained or written; run the same command again to start",
+                  file=out)
+    return 130

@@ -52,15 +52,13 @@ def tiny_config(corpus_path: Path, **train) -> dict:
 def skip_figures(mp, keep: tuple[str, ...] = ()) -> None:
     """Stub the report's figures (seconds each) on a `pytest.MonkeyPatch`: text and tables are still written.
 
-    `keep`: the figure functions left alone (`make_figures`, `isolation_plot`), and the kinds whose figures are
-    drawn (by key: `seeds`, `scale`, `worth`; every other kind's `figures` hook draws none)."""
+    `keep`: `make_figures` where the report's own figures are drawn, and the kinds whose figures are drawn (by key:
+    `seeds`, `scale`, `tune`, `worth`; every other kind's `figures` hook draws none)."""
     from gptlab.report import figures
     from gptlab.report.kinds import REPORT_KINDS, ReportKind
 
-    stubs = {"make_figures": lambda *args, **kw: figures.Figures(), "isolation_plot": lambda *args, **kw: None}
-    for name, stub in stubs.items():
-        if name not in keep:
-            mp.setattr(figures, name, stub)
+    if "make_figures" not in keep:
+        mp.setattr(figures, "make_figures", lambda *args, **kw: figures.Figures())
     for key in REPORT_KINDS.names():
         if key not in keep:
             mp.setattr(REPORT_KINDS.get(key), "figures", ReportKind.figures)
@@ -75,7 +73,6 @@ def python_m(module: str, figures: bool = True) -> list[str]:
             "def write_report(*args, **kw):\n"
             "    from gptlab.report import figures\n"
             "    figures.make_figures = lambda *a, **k: figures.Figures()\n"
-            "    figures.isolation_plot = lambda *a, **k: None\n"
             "    from gptlab.report.kinds import REPORT_KINDS, ReportKind\n"
             "    for key in REPORT_KINDS.names():\n"
             "        REPORT_KINDS.get(key).figures = ReportKind.figures\n"

@@ -18,7 +18,7 @@ from gptlab.report.kinds import REPORT_KINDS, KindSection, ReportKind
 from gptlab.run.identity import run_sources
 from gptlab.sweep.kinds import SWEEP_KINDS
 from gptlab.sweep.planners import Planner, Stage, SweepKind
-from gptlab.sweep.tuning import TunedRun
+from gptlab.sweep.runs import TunedRun
 
 FIRST_SEED = 100  # above the sweep's own seeds in every shipped study
 ROLE = "recheck"  # summary.csv's role of its runs: the report's effects never take them

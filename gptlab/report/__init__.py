@@ -4,11 +4,12 @@ Public API: `write_report(results_dir, reports_dir=None, *, margin=None) -> Path
 `load_results`, `Results`, `ReportError`. CLI: `python -m gptlab.report results/NAME [--out DIR]`.
 A report flows one way, each step from the ones before it, each in its folder: `load` (results/NAME/
 into `Results`, and the text samples: the one step that reads files) -> `tables` (every number, one
-`ReportTables` bundle, from `analyses`, `rounds`, `scale`, `tuned_comparison` and `arms` over
-`gptlab.stats`) -> `sentences` (every sentence about the results) -> `figures` (one `Figures` bundle)
--> `document` (the blocks in order, with `sections` and `quotes`, and each kind of sweep's section from
-its hooks, `kinds`) -> `document.render` (Markdown, HTML and every file of reports/NAME/). `fmt` holds the number
-precision, `study` the notebook API over the same bundles, `export` the TensorBoard export.
+`ReportTables` bundle, from `analyses`, `scale`, `arms` and the others over `gptlab.stats`) -> `sentences` (every
+sentence about the results) -> `figures` (one `Figures` bundle) -> `document` (the blocks in order, with `sections`
+and `quotes`) -> `document.render` (Markdown, HTML and every file of reports/NAME/). `fmt` holds the number
+precision, `study` the notebook API over the same bundles, `export` the TensorBoard export. Each kind of sweep
+(`gptlab/kinds/`, a plugin's) takes part in every step through its hooks (`kinds`: `REPORT_KINDS`), its numbers,
+sentences and figures in the bundles' `kinds` mappings.
 """
 from __future__ import annotations
 

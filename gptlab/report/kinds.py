@@ -2,12 +2,15 @@
 
 A kind registered here under the name of its YAML key takes part in every step of the report through hooks whose
 defaults add nothing, so it overrides only what it adds: `load` (what it reads of results/NAME/ beyond the report's
-own, in the load step: `Results.kinds[key]`), `tables` (its numbers: `ReportTables.kinds[key]`) and `files` (its
-`tables/NAME.csv`), `sentences` (`Sentences.kinds[key]`), `figures` (its `figures/NAME.png`: `Figures.kinds[key]`),
-and `section`: one `KindSection`, blocks placed after the part of the report it names (the summary, the scorecard,
-the cells, the effects). Where the report's own numbers or sentences take a kind's (an arms sweep's scorecard),
-they ask every kind through a hook (`scorecard`, `scorecard_lines`), never a kind by name: a kind reads its own
-entry of each bundle by its key, and another kind's only through such a hook.
+own, in the load step: `Results.kinds[key]`), `before_effects` and `tables` (its numbers: `ReportTables.kinds[key]`)
+and `files` (its `tables/NAME.csv`), `sentences` (`Sentences.kinds[key]`), `figures` (its `figures/NAME.png`:
+`Figures.kinds[key]`), and `section`: one `KindSection`, blocks placed after the part of the report it names (the
+summary, the scorecard, the cells, the effects). Where the report's own numbers or sentences take a kind's (the
+tuning check of every call, an arms sweep's table and scorecard, what would decide an effect, the stability table,
+the summary's warnings, the error model, the header's seeds), they ask every kind through a hook (`loss_left`,
+`per_level`, `picks`, `scorecard`, `to_decide`, `setting_keys`, `tunes`, `warnings`, `scorecard_lines`,
+`seeds_only`, `header_seeds`), never a kind by name: a kind reads its own entry of each bundle by its key, and
+another kind's only through such a hook.
 
 The shipped kinds (`gptlab.kinds`) and a plugin's (`@REPORT_KINDS.register("key")`, in the file that registers
 its sweep side) are built the same way; the load step imports them with the sweep's spec. A kind without a
@@ -48,9 +51,21 @@ class ReportKind:
         The one hook that reads files."""
         return None
 
+    def before_effects(self, res: Any, margin: float) -> Any:
+        """The kind's numbers the effects need before they are computed (`tune:`'s picks and lr curves), which
+        `ReportTables.kinds[key]` holds until its `tables` hook replaces them; None for none."""
+        return None
+
+    def loss_left(self, res: Any, numbers: Any) -> Mapping[tuple[str, ...], tuple[float, ...]] | None:
+        """From its `before_effects` numbers: each cell's loss its tuned setting may leave on the table (estimate,
+        upper end of its 95% CI, df; keys the cells' levels in `res.factors` order), which every call is checked
+        against (`stats.robustness`); None where the kind tunes nothing."""
+        return None
+
     def tables(self, res: Any, tables: Any) -> Any:
         """The kind's numbers (`ReportTables.kinds[key]`), from `res` and the report's effects (`tables`: its arms,
-        scorecard and `to_decide` not yet made; the kinds before this one in `tables.kinds`)."""
+        scorecard and `to_decide` not yet made; in `tables.kinds` the kinds before this one, and this one's and the
+        later ones' `before_effects` numbers)."""
         return None
 
     def per_level(self, res: Any, tables: Any) -> Any:
@@ -58,6 +73,25 @@ class ReportKind:
         `scale_level`, then effects.csv's columns), which an arms sweep's table takes per level; None where the kind
         has none."""
         return None
+
+    def picks(self, res: Any, tables: Any) -> Mapping[tuple[str, ...], str] | None:
+        """Each estimation cell's setting as text ("lr=0.004"), keyed by its levels (arm, scale levels), which an arms
+        sweep's table shows as `pick`; None where the kind chose none."""
+        return None
+
+    def to_decide(self, res: Any, tables: Any, cell: str) -> Mapping[str, Any]:
+        """What would decide an effect whose call depends on the picks, from its tuning `cell` (to_decide.csv's
+        `open_side`, `try_lr`, `loss_left_high`); nothing where the kind has none."""
+        return {}
+
+    def setting_keys(self, res: Any) -> list[str]:
+        """The keys of the settings the kind tried its runs at (a tuned sweep's `tune.space`), which summary.csv holds
+        and the stability table splits runs by."""
+        return []
+
+    def tunes(self, res: Any) -> bool:
+        """Whether the kind chose each cell's nuisance settings (tuned or given): then no note says they are fixed."""
+        return False
 
     def files(self, tables: Any) -> Mapping[str, Any]:
         """The kind's tables the report writes (`tables/NAME.csv`, by NAME), from its numbers in `tables.kinds`."""
@@ -79,6 +113,10 @@ class ReportKind:
         """The report header's seeds, where the kind decided them (adaptive seeds: those trained, and the rule); None:
         the sweep's `seeds:`."""
         return None
+
+    def warnings(self, res: Any, tables: Any) -> list[str]:
+        """Warnings the kind adds to the summary's, after the design's (the picks on the edge of the tuned space)."""
+        return []
 
     def scorecard_lines(self, res: Any, tables: Any, lines: list[str]) -> list[str]:
         """The scorecard's lines (one per row of `tables.scorecard`) as the kind words them."""

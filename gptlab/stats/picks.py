@@ -3,7 +3,7 @@
 Owns `tuning.csv`'s rows: per grid cell and tuned setting, the selection runs, the mean and SD of
 their selection loss (`best_val_loss`: validation only, the test split chooses nothing), which
 setting each cell picks and whether that pick lies on the edge of the space. Pure Python (no
-pandas), so the sweep's planner (`gptlab.sweep.tuning`) and the report (`gptlab.report.tables.tuned_comparison`)
+pandas), so the sweep's planner (`gptlab.kinds.tune.tuning`) and the report (`gptlab.kinds.tune.tables`)
 decide with the same code from the same summaries.
 
 The rule: a cell's pick is its setting with the lowest mean selection loss over the runs that

@@ -1,6 +1,6 @@
 """The refining tuner's decisions: which learning rates (and seeds) each cell tries next, and when its pick is trusted.
 
-Numbers only: the sweep's `refine` planner (`gptlab.sweep.refine`) and the calibration by simulation
+Numbers only: the sweep's `refine` planner (`gptlab.kinds.tune.refine`) and the calibration by simulation
 (`calibration.refine_sim`) call the same `decide` on the same observations, so what is calibrated is
 what trains.
 

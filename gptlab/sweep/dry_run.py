@@ -63,7 +63,8 @@ def dry_run(spec: SweepSpec, results_dir: ResultsDir, plan_line: str, workers: i
 
 def _print_runs(spec: SweepSpec, results_dir: ResultsDir, stream: TextIO) -> None:
     """The run table: each run's levels (a tuned sweep's: + its settings), seed, id and state in the folder."""
-    factors = list(spec.grid) + (list(spec.tune.space) if spec.tune else [])  # a tuned sweep's: + its settings
+    settings = dict.fromkeys(key for r in spec.runs for key, _ in getattr(r, "setting", ()))  # a tuned sweep's keys
+    factors = list(spec.grid) + list(settings)
     header = [*factors, "seed", "run_id", "state"]
     rows = [[*(str(v) for _, v in r.cell + getattr(r, "setting", ())), str(r.seed), r.run_id,
              results_dir.run(r.run_id).state()] for r in spec.runs]

@@ -6,10 +6,12 @@ value (`check`, which `sweep.spec` calls once the rest of the spec is valid: `Sw
 sets in the spec it joins (`joined`, `first_runs`: a tuned sweep's test split and selection runs), how it is
 written back to sweep.yaml (the section's `to_dict`), its stages (`stages`: a planner wrapped around the
 spec's, or its own for adaptive seeds' rounds and a tuning method), the runs it may plan (`known_runs`,
-`planned_count`), whether they share trunks (`shares_trunks`), its columns of summary.csv (`columns`, `row`),
-and its work once every run has finished (`after_runs`: `worth:` times the arms' steps side by side). The
-report's side of a kind is `gptlab.report.kinds.REPORT_KINDS`, under the same name. The sweep asks every kind
-these questions through the functions here; it names none.
+`planned_count`, `run_range`), whether they share trunks (`shares_trunks`), its columns of summary.csv (`columns`,
+`row`), and its work once every run has finished (`after_runs`: `worth:` times the arms' steps side by side); and
+what the rest of the sweep, and the report, take from it: the seeds it decides (`seeds`, `seed_plan`, `rounds`),
+its scale keys (`scale_keys`), its words (`open_count`, `allocation_note`) and the registries it names
+(`registries`). The report's side of a kind is `gptlab.report.kinds.REPORT_KINDS`, under the same name. The sweep
+asks every kind these questions through the functions here; it names none.
 
 Every kind is one folder of `gptlab/kinds/` (the shipped ones) or one plugin file, and registers itself with
 `@SWEEP_KINDS.register("key")`. The shipped kinds' package, `SHIPPED_KINDS`, registers them in its fixed order
@@ -112,3 +114,8 @@ def planned_range(spec: SweepSpec) -> tuple[int, int]:
 def open_count(spec: SweepSpec) -> str:
     """What leaves a sweep's run count open until it has run, in words (`SweepKind.open_count`, each kind's), or ""."""
     return " and ".join(words for _, kind in kinds_of(spec) if (words := kind.open_count(spec)))
+
+
+def kind_registries() -> dict[str, Any]:
+    """The registries every registered kind's keys name, by dotted key (`tune.method`), for `--list`."""
+    return {key: registry for name in SWEEP_KINDS for key, registry in SWEEP_KINDS.get(name)().registries().items()}

@@ -9,17 +9,17 @@ make the same decisions. Its runs need not be the spec's: a later stage may make
 the earlier stages' results define (tuning's estimation runs at each cell's pick).
 
 The planners: `FixedSeeds` here (one stage: the spec's runs), `AdaptiveSeeds` in
-`gptlab.kinds.seeds.stages` (Stein's two rounds), and the tuning methods in `gptlab.sweep.methods.TUNERS`,
-one per `tune.method` (`grid` in `gptlab.sweep.tuning`, `refine` in `gptlab.sweep.refine`, and a plugin's:
-a class extending `tuning.TuneThenEstimate`, registered with `@TUNERS.register("name")` in one
-file the sweep's `plugins:` names). None of them imports the driver (`execute`), and the driver
-names none of the tuning methods: `execute.planner_for` asks each kind of sweep (`SweepKind` here, registered
-in `gptlab.sweep.kinds`) for its stages, and `tune:`'s kind asks the methods' registry.
+`gptlab.kinds.seeds.stages` (Stein's two rounds), and the tuning methods in `gptlab.kinds.tune.methods.TUNERS`,
+one per `tune.method` (`grid` in `gptlab.kinds.tune.tuning`, `refine` in `gptlab.kinds.tune.refine`, and a
+plugin's: a class extending `TuneThenEstimate`, registered with `@TUNERS.register("name")` in one file the sweep's
+`plugins:` names). None of them imports the driver (`execute`), and the driver names no kind and no tuning method:
+`execute.planner_for` asks each kind of sweep (`SweepKind` here, with `SeedPlan` and `AfterRunsStopped`,
+registered in `gptlab.sweep.kinds`) for its stages, and `tune:`'s kind asks the methods' registry.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence, TextIO
+from typing import Any, Mapping, Protocol, Sequence, TextIO
 
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunSummary
@@ -127,6 +127,10 @@ class SweepKind:
         them, before the rest of the spec is checked: they bound the sweep's size (adaptive seeds: 0..max-1);
         None where the section leaves them to the sweep's `seeds:` count or list."""
         return None
+
+    def registries(self) -> Mapping[str, Any]:
+        """The registries the kind's keys name, by dotted key (`tune.method`'s methods), for `--list`."""
+        return {}
 
     def check(self, raw: Any, spec: SweepSpec) -> Any:
         """The key's section (`raw`, as the YAML gives it) validated into a frozen value with `to_dict()`, against the

@@ -1,4 +1,5 @@
-"""The runs of a sweep: `Run`, `SweepSpec` (a validated spec, with its `TuneSpec`) and `expand` (grid x seeds minus exclude).
+"""The runs of a sweep: `Run` (and `TunedRun`, a run at a setting of a kind's), `SweepSpec` (a validated spec, each kind's
+section in `SweepSpec.kinds`) and `expand` (grid x seeds minus exclude).
 
 Below the spec's validation (`sweep.spec`) and every planner: what a sweep trains, named and
 identified. A run's id is its cell's label, its seed and a hash of its resolved config with the
@@ -9,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from gptlab.errors import GptlabError, key_error
 from gptlab.executors.base import ExecutorConfig, plans_members
-from gptlab.roles import ESTIMATION
+from gptlab.roles import ESTIMATION, SELECTION
 from gptlab.run.config import RunConfig, resolve_run_config
 from gptlab.run.identity import run_sources
 from gptlab.stats.arms import ARM, baseline_seed_count
@@ -51,6 +51,20 @@ class Run:
 
 
 @dataclass(frozen=True)
+class TunedRun(Run):
+    """A run a kind's stages plan at a setting beyond its cell's levels (a tuned sweep's selection and estimation runs
+    at a tuned setting, `worth:`'s lengths at an lr, a plugin's own), with its role."""
+
+    setting: Pairs = ()  # (key, value) pairs beyond the cell's levels (a tuned sweep's: in tune.space order)
+    role: str = SELECTION  # selection | estimation | a kind's or a method's own (kept out of the effects)
+
+    @property
+    def columns(self) -> dict[str, Any]:
+        """What summary.csv adds to the run's row: one column per tuned key."""
+        return dict(self.setting)
+
+
+@dataclass(frozen=True)
 class ReportSettings:
     """The `report:` section: how the report calls effects."""
 
@@ -58,37 +72,6 @@ class ReportSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return {"equivalence_margin": self.equivalence_margin}
-
-
-@dataclass(frozen=True)
-class TuneSpec:
-    """The `tune:` section, validated (`sweep.tune_spec`); its method's planner is `sweep.methods.TUNERS`'s."""
-
-    space: Mapping[str, tuple[Any, ...]]  # tuned dotted key -> its levels (as resolved: 1e-3 is 0.001), YAML order
-    seeds: int = 1  # selection seeds per cell and setting (0 with given picks)
-    given: tuple[tuple[Pairs, Pairs], ...] = ()  # (cell, setting) of `tune.picks`: settings chosen elsewhere, no selection
-    picked_by: str = ""  # who chose the given picks, on which runs (`tune.picked_by`)
-    method: str = "grid"  # the tuning method (`tune.method`, a TUNERS entry)
-    options: tuple[tuple[str, Any], ...] = ()  # the method's own keys (its planner's OPTIONS), validated
-
-    @property
-    def selection_seeds(self) -> list[int]:
-        return [SELECTION_SEED_OFFSET + i for i in range(self.seeds)]
-
-    def option(self, name: str) -> Any:
-        """The validated value of one of the method's own keys."""
-        return dict(self.options)[name]
-
-    def settings(self) -> list[Pairs]:
-        """Every tuned setting: the product of the keys' levels, first key slowest."""
-        return [tuple(zip(self.space, combo)) for combo in itertools.product(*self.space.values())]
-
-    def to_dict(self) -> dict[str, Any]:
-        if self.given:
-            picks = [{**dict(cell), **dict(setting)} for cell, setting in self.given]
-            return {"picks": picks, **({"picked_by": self.picked_by} if self.picked_by else {})}
-        method = {"method": self.method, **dict(self.options)} if self.method != "grid" else {}
-        return {"space": {k: list(v) for k, v in self.space.items()}, "seeds": self.seeds, **method}
 
 
 @dataclass(frozen=True)
@@ -113,11 +96,6 @@ class SweepSpec:
     arms: ArmsDesign | None = None  # an arms sweep's design (its grid: `arm` x the scale keys), None for a grid
     baseline_extra_seeds: bool = True  # an arms sweep's baseline gets Dunnett's sqrt(k) x seeds (False: selection runs)
     kinds: dict[str, Any] = field(default_factory=dict)  # each kind's checked section by its key (`sweep.kinds`)
-
-    @property
-    def tune(self) -> TuneSpec | None:
-        """A tuned sweep's `tune:` (then `runs` are its selection runs, `sweep.tune_spec`), else None."""
-        return self.kinds.get("tune")
 
     @functools.cached_property
     def base_config(self) -> RunConfig:

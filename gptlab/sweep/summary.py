@@ -16,8 +16,7 @@ from gptlab.run.rundir import RunDir, RunSummary
 from gptlab.run.summary_csv import METRIC_FIELDS, TEST_FIELDS
 from gptlab.statuses import FAILED
 from gptlab.sweep.kinds import kinds_of
-from gptlab.sweep.runs import Run, SweepSpec
-from gptlab.sweep.tuning import TunedRun
+from gptlab.sweep.runs import Run, SweepSpec, TunedRun
 
 
 def run_dir(results_dir: ResultsDir | Path, run: Run) -> RunDir:

@@ -346,11 +346,11 @@ def test_a_report_of_a_numeric_factor_logs_no_category_message(tmp_path, caplog)
 def test_the_figures_bundle_names_each_file_once_in_the_reports_order():
     from gptlab.report.figures import Figures, Png
 
-    figs = Figures.of(forest=b"f", val_curves=b"v", interactions=None).adding(isolation=b"i", throughput=None)
-    assert figs.forest == Png(file="forest.png", data=b"f") and figs.interactions is None and figs.throughput is None
-    assert figs.files() == {"val_curves.png": b"v", "forest.png": b"f", "isolation.png": b"i"}  # the fields' order
+    figs = Figures.of(forest=b"f", val_curves=b"v", interactions=None).adding(throughput=b"t", level_effects=None)
+    assert figs.forest == Png(file="forest.png", data=b"f") and figs.interactions is None and figs.level_effects is None
+    assert figs.files() == {"val_curves.png": b"v", "forest.png": b"f", "throughput.png": b"t"}  # the fields' order
     assert list(figs.files()) == [f"{name}.png" for name in figs.present()]
     with pytest.raises(TypeError):
         Figures.of(forest_plot=b"f")  # a figure the bundle has no field for
     kinds = dataclasses.replace(figs, kinds={"seeds": {"precision": Png(file="precision.png", data=b"p")}})
-    assert list(kinds.files()) == ["val_curves.png", "forest.png", "isolation.png", "precision.png"]  # each kind's last
+    assert list(kinds.files()) == ["val_curves.png", "forest.png", "throughput.png", "precision.png"]  # each kind's last

@@ -31,8 +31,6 @@ def two_by_two(tmp_path_factory):
                            effects=EFFECTS)
     with pytest.MonkeyPatch.context() as mp:  # the forest plot as a stand-in PNG: where it sits is the subject here
         mp.setattr(figures, "make_figures", lambda *a, **k: figures.Figures.of(forest=FAKE_PNG))
-        for name in ("isolation_plot",):
-            mp.setattr(figures, name, lambda *a, **k: None)
         for key in REPORT_KINDS.names():  # the kinds' figures: none
             mp.setattr(REPORT_KINDS.get(key), "figures", ReportKind.figures)
         out = write_report(results)

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from helpers import REPO
 
 from gptlab import REGISTRIES, GptlabError, ModelConfig, build_model
+from gptlab.kinds.tune.methods import TUNERS
 from gptlab.model import Block
 from gptlab.model.activations import ACTIVATIONS, Activation
 from gptlab.model.norms import make_norm
@@ -37,7 +38,6 @@ from gptlab.run.corpora import DATASETS
 from gptlab.run.schedules import SCHEDULES
 from gptlab.run.tokenizers import TOKENIZERS
 from gptlab.sweep.kinds import SWEEP_KINDS
-from gptlab.sweep.methods import TUNERS
 from gptlab.sweep.spec import load_spec
 from gptlab.sweep_cli import main as sweep_main
 

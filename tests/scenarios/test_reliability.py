@@ -258,11 +258,11 @@ def test_the_lr_sensitivity_is_reported_when_the_text_is_gone(tmp_path, corpus, 
     assert sweep(spec, results, monkeypatch, FakeBackend(loss, extra={"unigram_val_loss": 3.25}))[0] == 0
     for folder in (results / "runs").iterdir():  # what a real run records (the fake backend writes no config)
         (folder / RunDir.CONFIG).write_text(yaml.safe_dump({"data": {"dataset": "tiny", "path": str(text)}}))
-    assert load_results(results).selection_ceiling != 3.25  # from the text while it is there
+    assert load_results(results).kinds["tune"].selection_ceiling != 3.25  # from the text while it is there
     Path(text).unlink()
     res = load_results(results)
-    assert res.selection_ceiling == 3.25 and "summary.json" in res.ceiling_note
-    tuned = compute_tables(res, 0.01).tuned
+    assert res.kinds["tune"].selection_ceiling == 3.25 and "summary.json" in res.ceiling_note
+    tuned = compute_tables(res, 0.01).kinds["tune"].view
     assert len(tuned.sensitivity) and tuned.ceiling == 3.25
 
 

@@ -256,9 +256,9 @@ def test_refine_keeps_cliff_runs_out_of_its_fits_in_a_small_simulation():
 def test_the_report_shows_swiglu_s_cliff_apart_and_keeps_it_out_of_the_pick_and_the_curve(tmp_path, corpus):
     import yaml
 
-    from gptlab.report.figures.tuning_figure import isolation_figure
+    from gptlab.kinds.tune.figure import isolation_figure
+    from gptlab.kinds.tune.sentences import tuning_warnings
     from gptlab.report.load import load_results
-    from gptlab.report.sentences.sweeps import tuning_warnings
     from gptlab.report.tables import compute_tables
     from gptlab.run.resultsdir import SUMMARY_CSV
     from gptlab.run.rundir import RunDir
@@ -281,7 +281,7 @@ def test_the_report_shows_swiglu_s_cliff_apart_and_keeps_it_out_of_the_pick_and_
     config = {"data": {"dataset": "tiny", "path": str(corpus), "val_fraction": 0.1, "test_fraction": 0.05}}
     (folder / RunDir.CONFIG).write_text(yaml.safe_dump(config))
     res = load_results(results)
-    view = compute_tables(res, 0.01).tuned
+    view = compute_tables(res, 0.01).kinds["tune"].view
     table = view.table
     assert table.loc[table["beyond_cliff"].astype(bool), "train.lr"].tolist() == pytest.approx([1.13137e-2, 1.6e-2])
     assert table.loc[table["picked"].astype(bool), "train.lr"].tolist() == [8e-3]
@@ -304,8 +304,8 @@ def test_a_side_with_an_lr_where_nothing_trained_is_closed():
 def test_refine_csv_says_where_a_tried_point_overruled_the_fit_and_where_the_cliff_is():
     from types import SimpleNamespace
 
+    from gptlab.kinds.tune.refine import REFINE_COLS, Refine
     from gptlab.stats.refine import CellDecision
-    from gptlab.sweep.refine import REFINE_COLS, Refine
 
     planner = SimpleNamespace(lattice=LATTICE_8)
     text = Refine._decision(planner, CellDecision(pick=8, beaten=6, reason="replicate"))

@@ -38,7 +38,7 @@ def _card() -> pd.DataFrame:
             ("rotary", -0.0316, "better", "better", "robust")]
     arms = pd.DataFrame([{"arm": a, "estimate": e, "ci_low": e - 0.01, "ci_high": e + 0.01, "call": c,
                           "call_at_picks": at, "tuning": t} for a, e, c, at, t in rows])
-    return scorecard_table(res, arms, None).set_index("arm", drop=False)
+    return scorecard_table(res, arms).set_index("arm", drop=False)
 
 
 def test_the_scorecard_tells_agreement_at_the_picks_from_inconclusive_data():

@@ -187,19 +187,22 @@ def test_many_inconclusive_effects_get_one_counting_sentence():
 
 
 def test_an_effect_that_depends_on_the_picks_names_the_run_that_would_close_its_cell():
+    from gptlab.kinds.tune.spec import TuneSpec
+    from gptlab.kinds.tune.tables import open_curve
     from gptlab.report.tables.to_decide import to_decide_table
     from gptlab.stats.robustness import DEPENDS
 
+    spec = SimpleNamespace(kinds={"tune": TuneSpec({"train.lr": (1e-3, 2e-3, 4e-3)})})
     res = SimpleNamespace(arms=True, scale={}, levels={"arm": ["base", "nope", "untied"]}, unit="nats/char",
-                          has_test_split=False, tuned_space={"train.lr": (1e-3, 2e-3, 4e-3)},
-                          label=lambda f, v: f"{f}={v}")
+                          has_test_split=False, spec=spec, label=lambda f, v: f"{f}={v}")
     arms = pd.DataFrame([{"arm": a, "baseline": "base", "estimate": e, "ci_low": e - 0.05, "ci_high": e + 0.05,
                           "call": DEPENDS, "tuning_cell": f"arm={a}"} for a, e in (("nope", 0.25), ("untied", 0.02))])
     curves = pd.DataFrame([{"cell": "arm=nope", "optimum_lr_low": 0.0, "optimum_lr_high": 8e-3, "window_lr_low": 1e-3,
                             "window_lr_high": 4e-3, "loss_left_ci_high": math.inf},
                            {"cell": "arm=untied", "optimum_lr_low": 4e-3, "optimum_lr_high": 7.7e-3,
                             "window_lr_low": 4e-3, "window_lr_high": 1.6e-2, "loss_left_ci_high": 0.0151}])
-    table = to_decide_table(res, None, pd.DataFrame(), pd.DataFrame(), arms, 0.01, curves)
+    table = to_decide_table(res, None, pd.DataFrame(), pd.DataFrame(), arms, 0.01,
+                            lambda cell: open_curve(res, curves, cell))  # the tuning kind's `to_decide` hook
     assert table[["call", "open_side", "try_lr"]].to_dict("list") == {
         "call": [DEPENDS, DEPENDS], "open_side": ["low", ""], "try_lr": [5e-4, pytest.approx(math.nan, nan_ok=True)]}
     nope, untied = to_decide_words.sentences(table, res, 0.01)

@@ -1,6 +1,7 @@
-"""gptlab/sweep/kinds.py (and its report side, gptlab/report/kinds.py): a kind of sweep is one file and one
-registration line; here one comes from outside the package, adds a YAML key, a stage, summary rows and a report
-section, and resumes like the shipped `worth:` (whose own behaviour: tests/sweep/test_worth.py)."""
+"""gptlab/sweep/kinds.py (and its report side, gptlab/report/kinds.py): a kind of sweep is one file (a plugin's) or one
+folder (the shipped ones, gptlab/kinds/), registered the same way; here one comes from outside the package, adds a
+YAML key, a stage, summary rows and a report section, and resumes like the shipped `worth:` (whose own behaviour:
+tests/kinds/test_worth.py); and the shipped kinds are built as it is, with no hook it lacks."""
 from __future__ import annotations
 
 import csv
@@ -111,3 +112,32 @@ def test_scale_is_a_kind_whose_keys_are_the_specs_scale(tmp_path, corpus):
     assert plain.kinds == {} and scale_keys(plain) == [] and "scale" not in plain.to_dict()
     with pytest.raises(GptlabError, match="scale: names every grid factor"):
         load_spec(_spec(tmp_path, corpus, [], grid=grid, scale=["model.activation", "model.norm"]))
+
+
+SHIPPED = ["seeds", "scale", "tune", "worth"]  # in the order they join a spec and wrap its planner
+
+
+def _own_methods(cls: type) -> set[str]:
+    """The public methods a kind's class defines itself (its overridden hooks)."""
+    return {name for name, value in vars(cls).items() if callable(value) and not name.startswith("_")}
+
+
+def test_the_shipped_kinds_are_built_as_the_plugin_is_and_use_no_hook_it_lacks(plugin):
+    """Each shipped kind is the folder gptlab/kinds/KEY/ and registers its two sides under KEY, in the shipped order,
+    from there; like the plugin's, its sides extend `SweepKind` and `ReportKind` and override only their hooks: the
+    sweep and the report ask a shipped kind nothing a plugin's kind could not answer."""
+    from gptlab.plugins import import_plugin
+    from gptlab.report.kinds import ReportKind
+    from gptlab.sweep.planners import SweepKind
+
+    assert SWEEP_KINDS.names()[:len(SHIPPED)] == SHIPPED and REPORT_KINDS.names()[:len(SHIPPED)] == SHIPPED
+    example = import_plugin(str(plugin))  # registered in the fixture's copies of the registries
+    sides = [(key, SWEEP_KINDS.get(key), REPORT_KINDS.get(key)) for key in SHIPPED]
+    for key, sweep_side, report_side in sides + [("recheck", example.RecheckKind, example.RecheckReport)]:
+        assert issubclass(sweep_side, SweepKind) and issubclass(report_side, ReportKind), key
+        assert _own_methods(sweep_side) <= _own_methods(SweepKind), (key, _own_methods(sweep_side) - _own_methods(SweepKind))
+        assert _own_methods(report_side) <= _own_methods(ReportKind), (key, _own_methods(report_side) - _own_methods(ReportKind))
+    for key, sweep_side, report_side in sides:
+        folder = REPO / "gptlab" / "kinds" / key
+        assert (folder / "__init__.py").is_file(), key
+        assert {sweep_side.__module__.rsplit(".", 1)[0], report_side.__module__.rsplit(".", 1)[0]} == {f"gptlab.kinds.{key}"}

@@ -52,9 +52,9 @@ def test_set_seeds_replaces_the_seeds_and_a_wrong_key_says_what_set_takes(tmp_pa
 def test_a_tuned_spec_gets_its_tune_and_test_split_without_editing_what_it_was_built_from(tmp_path, corpus):
     path = _write(tmp_path, corpus, tune={"space": {"train.lr": [1e-3, 2e-3]}, "seeds": 1})
     spec = load_spec(path)
-    assert spec.tune is not None and spec.base["data"]["test_fraction"] == pytest.approx(
+    assert "tune" in spec.kinds and spec.base["data"]["test_fraction"] == pytest.approx(
         spec.runs[0].config.data.val_fraction / 2)
     assert all(r.config.data.test_fraction == spec.base["data"]["test_fraction"] for r in spec.runs)
     assert {dict(r.setting)["train.lr"] for r in spec.runs} == {1e-3, 2e-3}
     untuned = load_spec(_write(tmp_path, corpus))
-    assert untuned.tune is None and "test_fraction" not in untuned.base["data"]
+    assert "tune" not in untuned.kinds and "test_fraction" not in untuned.base["data"]

@@ -45,8 +45,8 @@ def test_the_shipped_studies_rules_come_back_typed():
     scorecard, lengths = spec_from_results(REPO / "results" / "scorecard"), spec_from_results(REPO / "results" / "lengths")
     assert scorecard.arms.baseline == "nanogpt" and scorecard.arms.claims["relu"][0].direction == "worse"
     assert (scorecard.kinds["seeds"].min, scorecard.kinds["seeds"].max) == (3, 5)
-    assert scorecard.tune.method == "refine" and scorecard.tune.space["train.lr"][0] == 5e-4
-    assert lengths.tune.given and lengths.tune.picked_by.startswith("the tuned study")
+    assert scorecard.kinds["tune"].method == "refine" and scorecard.kinds["tune"].space["train.lr"][0] == 5e-4
+    assert lengths.kinds["tune"].given and lengths.kinds["tune"].picked_by.startswith("the tuned study")
     assert scale_keys(lengths) == ["train.max_iters"]
 
 
@@ -62,7 +62,7 @@ def test_an_arms_sweep_reads_back_whole(tmp_path, corpus):
     folder.sweep_yaml.write_text(yaml.safe_dump(stored))  # keys sorted: the arms too, not the grid it ran
     back = spec_from_results(folder)
     assert back.to_dict() == spec.to_dict() and back.command == "python -m gptlab.sweep b.yaml"
-    assert (back.arms, back.tune, back.baseline) == (spec.arms, spec.tune, spec.baseline)
+    assert (back.arms, back.kinds.get("tune"), back.baseline) == (spec.arms, spec.kinds.get("tune"), spec.baseline)
     assert list(back.grid["arm"]) == list(spec.grid["arm"]) == ["nanogpt", "relu", "post_ln"]
     assert back.arms.claims["relu"][0].setting == "" and back.runs == () and spec.runs
 
@@ -70,7 +70,7 @@ def test_an_arms_sweep_reads_back_whole(tmp_path, corpus):
 def test_a_folder_without_sweep_yaml_has_no_spec_and_its_runs_give_one(tmp_path):
     assert spec_from_results(tmp_path) is None
     spec = unrecorded_spec("old", {"model.norm": ["pre", "post"]}, [0, 1])
-    assert spec.baseline == {"model.norm": "pre"} and spec.tune is None and spec.report.equivalence_margin == DEFAULT_MARGIN
+    assert spec.baseline == {"model.norm": "pre"} and not spec.kinds and spec.report.equivalence_margin == DEFAULT_MARGIN
 
 
 VALID = {"name": "t", "grid": {"model.norm": ["pre", "post"]}, "seeds": [0, 1]}

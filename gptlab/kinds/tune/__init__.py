@@ -1,9 +1,13 @@
-"""The `tune:` kind: each cell's settings tried on selection seeds, then its estimation seeds at its pick.
-Registered under its key, as a plugin's kind is in its file."""
-from gptlab.kinds.tune.report import TuneReport
-from gptlab.report.kinds import REPORT_KINDS
-from gptlab.sweep.kinds import SWEEP_KINDS
-from gptlab.sweep.tune_spec import TuneKind
+"""The `tune:` kind: each cell's settings tried on selection seeds, then its estimation seeds at its pick (or each
+cell's setting given, `tune.picks`).
 
-SWEEP_KINDS.register("tune")(TuneKind)
-REPORT_KINDS.register("tune")(TuneReport)
+One folder, both sides. The sweep's: the section (`spec`: `TuneSpec`, and the kind's role `earlier_pick`), its
+check and hooks (`kind`: `TuneKind`), the tuning methods' registry (`methods`: `TUNERS`, `grid` and `refine`), the
+planner they extend (`tuning`: `TuneThenEstimate`, whose estimation runs in the seeds kind's rounds where it has
+them), the refining method (`refine`) and the given picks (`given`). The report's (`report`: `TuneReport`, its
+hooks): the selection runs' cap (`load`), the tuned comparison and the given picks (`tables`), their words
+(`sentences`), isolation.png (`figure`) and the section (`section`). The statistics are `gptlab.stats.picks`,
+`lr_model`, `lr_curves`, `refine` and `robustness`'s. Both sides register themselves under the kind's key, as a
+plugin's kind does in its file.
+"""
+from gptlab.kinds.tune import kind, report  # noqa: F401 (their classes register the kind's two sides)

@@ -32,8 +32,7 @@ from gptlab.stats.arms import ARM
 from gptlab.statuses import OK
 from gptlab.sweep.kinds import SWEEP_KINDS, scale_keys, seed_plan
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage, SweepKind
-from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, cell_label
-from gptlab.sweep.tuning import TunedRun, selects
+from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, TunedRun, cell_label
 
 
 def length_of(run: Run) -> int:
@@ -91,11 +90,16 @@ def worth_runs(spec: SweepSpec, estimation: Sequence[Run], trained: set[str] | N
     return list(unique.values())
 
 
+def selecting(spec: SweepSpec) -> bool:
+    """Whether the spec's runs are not its estimation runs (a tuned sweep's selection): those are known once picked."""
+    return not any(r.role == ESTIMATION for r in spec.runs)
+
+
 def stand_in_estimation(spec: SweepSpec) -> list[Run]:
     """The baseline's estimation runs as the dry run counts them. A sweep that selects no setting knows them: its own
     runs. A tuned one's are known once picked: stand-ins at the first lr with its most seeds, each id ending in its
     config's hash as a real run's does, so that a wsd study's 1x lengths are found to be them (trained once)."""
-    if not selects(spec):
+    if not selecting(spec):
         return [r for r in spec.runs if r.role == ESTIMATION and dict(r.cell).get(ARM) == spec.arms.baseline]
     seen: dict[Any, Run] = {}
     for run in spec.runs:
@@ -170,7 +174,7 @@ class WorthStages:
         disk counts), else stand-ins for the lengths of picks yet to be made."""
         base = self.base.preview()
         lengths = tuple(worth_runs(self.spec, stand_in_estimation(self.spec)))
-        known, stand_ins = ((), lengths) if selects(self.spec) else (lengths, ())
+        known, stand_ins = ((), lengths) if selecting(self.spec) else (lengths, ())
         intro = describe(self.spec, lengths)
         if base is None:
             return Preview(intro, (Case("the sweep with the baseline's lengths", tuple(self.spec.runs) + known, stand_ins,

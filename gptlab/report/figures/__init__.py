@@ -2,8 +2,8 @@
 
 Owns which figures a report has and their file names (`Figures`: one field per figure, the file
 `figures/FIELD.png`, named in `Figures.of` alone; a kind of sweep's, by its `figures` hook, in `Figures.kinds`).
-`run_figures` draws the figures of the runs, `effect_figures` those of the effects, `tuning_figure` the tuned
-sweep's isolation plot, and `figstyle` holds what they share. Every figure is drawn from the report's tables
+`run_figures` draws the figures of the runs, `effect_figures` those of the effects, and `figstyle` holds what they
+share (a kind's figures too). Every figure is drawn from the report's tables
 (`tables.ReportTables`) and its runs, after the sentences and before the document.
 """
 from __future__ import annotations
@@ -19,7 +19,6 @@ from gptlab.report.figures.run_figures import (
     throughput,
     val_curves,
 )
-from gptlab.report.figures.tuning_figure import isolation_plot
 from gptlab.report.kinds import report_kinds
 from gptlab.report.load import Results
 from gptlab.report.tables import ReportTables
@@ -44,7 +43,6 @@ class Figures:
     simple_effects: Png | None = None  # each level against its baseline at every combination of the others (not arms)
     effects_by_step: Png | None = None  # effects along training
     throughput: Png | None = None  # tokens per second per cell
-    isolation: Png | None = None  # a tuned sweep: the isolation plot
     kinds: Mapping[str, Mapping[str, Png]] = field(default_factory=dict)  # each kind's figures by name, by its key
 
     @classmethod
@@ -85,12 +83,7 @@ def make_figures(res: Results, tables: ReportTables) -> Figures:
 
 
 def report_figures(res: Results, tables: ReportTables) -> Figures:
-    """Every figure of the report of `res`: `make_figures`' and those of the kinds of sweep only some are
-    (tuned settings), then each kind's by its `figures` hook."""
-    tuned = tables.tuned
-    figures = make_figures(res, tables).adding(
-        isolation=isolation_plot(res, tuned.table, tuned.keys, tuned.ceiling, tuned.curves)
-        if tuned is not None and tuned.n_selection else None)
+    """Every figure of the report of `res`: `make_figures`', then each kind's by its `figures` hook."""
     kinds = {key: {name: png_file(name, png) for name, png in kind.figures(res, tables).items() if png is not None}
              for key, kind in report_kinds(res.spec)}
-    return dataclasses.replace(figures, kinds={key: own for key, own in kinds.items() if own})
+    return dataclasses.replace(make_figures(res, tables), kinds={key: own for key, own in kinds.items() if own})

@@ -1,6 +1,6 @@
 """The figures of a sweep's runs: validation curves, best val loss per level, throughput, and the forest's rows.
 
-Effect figures live in `effect_figures`, the tuned sweep's in `tuning_figure`, what every figure shares in
+Effect figures live in `effect_figures`, what every figure shares in
 `figstyle`, a kind's in its folder (`gptlab/kinds/`); which figures a report gets is the step's own
 (`gptlab.report.figures`). Every figure is drawn from
 the report's tables (`tables.ReportTables`) and its runs, after the sentences and before the document.

@@ -207,12 +207,8 @@ def load_results(results_dir: ResultsDir | Path | str) -> Results:
     res.curves = read_curves(results_dir, runs)
     res.ceiling, res.ceiling_note = unigram_ceiling(results_dir, runs, per_token=res.unit == "nats/token",
                                              split="test" if res.has_test_split else "val")
-    if len(res.selection):  # a tuned sweep's: caps the LR sensitivity's losses (validation chose the settings)
-        res.selection_ceiling, _ = unigram_ceiling(results_dir, res.selection, per_token=res.unit == "nats/token",
-                                                   split="val")
     if res.unit == "bits/char":
         res.ceiling *= CHAR_BPC_FACTOR  # a char unigram model, in bits/char
-        res.selection_ceiling *= CHAR_BPC_FACTOR
     if results_dir.discussion_md.is_file():
         res.discussion = read_text(results_dir.discussion_md)
     res.kinds = {key: kind.load(res) for key, kind in report_kinds(spec)}  # last: a kind reads what it needs of `res`

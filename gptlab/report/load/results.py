@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -55,12 +55,12 @@ class Results:
     unit: str = "nats/char"  # of every loss in runs and curves: nats/char, nats/token, or bits/char (tokenizers mix)
     outcome: str = VAL_OUTCOME  # the runs' column the effects are on: best_test_loss when every run has a test split
     discussion: str | None = None  # results/NAME/discussion.md, written by a person (Markdown), if any
-    selection: pd.DataFrame = field(default_factory=pd.DataFrame)  # a tuned sweep's selection runs (`runs`: estimation)
+    selection: pd.DataFrame = field(default_factory=pd.DataFrame)  # runs that chose a setting (role selection: a tuned
+    # sweep's); `runs` are the estimation runs
     other_roles: pd.DataFrame = field(default_factory=pd.DataFrame)  # runs of any other role: in no effect
     every_run: pd.DataFrame = field(default_factory=pd.DataFrame)  # all of summary.csv, in order, with `role`: the
     # notebook's and the export's view of the study (`gptlab.load`); the statistics read `runs`
     test_blocks: BlockLosses = field(default_factory=BlockLosses)  # per-block test losses (the text's error), or why none
-    selection_ceiling: float = math.nan  # a tuned sweep's cap: unigram loss of the selection runs' validation split
     summary_check: SummaryCheck = field(default_factory=SummaryCheck)  # summary.csv against the run folders
     kinds: dict[str, Any] = field(default_factory=dict)  # what each kind of sweep read (its `load` hook), by its key
 
@@ -114,13 +114,6 @@ class Results:
         """An arms sweep's arms (name -> settings, in the YAML's order); empty for a grid."""
         design = self.spec.arms
         return {n: dict(s) for n, s in design.arms.items()} if design is not None and ARM in self.factors else {}
-
-    @property
-    def tuned_space(self) -> Mapping[str, tuple[Any, ...]]:
-        """The keys the sweep tuned and their levels (`tune.space`); empty for an untuned sweep and for given picks
-        (`tune.picks`: no selection here)."""
-        tune = self.spec.tune
-        return tune.space if tune is not None and not tune.given else {}
 
     def fixed(self, dotted: str) -> Any:
         """A fixed run setting of the sweep: `base`'s value, else the run config's default (`train.schedule`: cosine)."""

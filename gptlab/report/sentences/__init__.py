@@ -2,11 +2,11 @@
 
 Owns the step between the numbers (`tables.ReportTables`) and the document: the verdicts of every
 main effect and interaction (`verdicts`), the summary's called effects, changes along training,
-notes and warnings on the design and model (`notes`), the sentences of scale, adaptive, tuned and
-arms sweeps (`sweeps`), and those about the sweep as a whole: its header, best cell, counts of calls
-and failed runs (`overview`); a kind of sweep's are its `sentences` hook's (`Sentences.kinds`, by its key), and
-it words the scorecard's lines through its `scorecard_lines` hook (`gptlab.report.kinds`). The document places
-these sentences; it writes none about the results.
+notes and warnings on the design and model (`notes`), the sentences of arms sweeps, of the tuning check of every
+call and of a sweep that tuned nothing (`sweeps`), and those about the sweep as a whole: its header, best cell,
+counts of calls and failed runs (`overview`). A kind of sweep's are its `sentences` hook's (`Sentences.kinds`, by
+its key); it adds to the summary's warnings, the error model's and the header's words and the scorecard's lines
+through its hooks (`gptlab.report.kinds`). The document places these sentences; it writes none about the results.
 """
 from __future__ import annotations
 
@@ -32,11 +32,8 @@ class Sentences:
     trajectory: list[str]  # effects whose call or size changes along training
     sensitivity: list[str]  # what counting diverged runs at the ceiling changes, or why it was not done
     notes: list[str]  # the design and model
-    warnings: list[str]  # the design and model, then the tuned picks on the edge of their space
+    warnings: list[str]  # the design and model, then each kind's (its `warnings` hook: the tuned picks on the edge)
     schedule: list[str]  # `train.max_iters` as a factor also changes the schedule
-    tuning_changes: list[str]  # where a study at one fixed setting would have answered otherwise
-    tuning_warnings: list[str]  # picks on the edge of the tuned space, settings beyond a stability cliff
-    given: str  # who chose the settings of a sweep with given picks ("" otherwise)
     error_model: str = ""  # the method's sentence on which error the CIs count: seeds, or seeds and text blocks
     tuning_checks: tuple[str, ...] = ()  # a tuned sweep's summary: per effect, whether its call survives the picks
     arms: tuple[str, ...] = ()  # an arms sweep: one verdict per row of `tables.arms` (arms.csv's `verdict`)
@@ -53,10 +50,6 @@ class Sentences:
     divergence: str = ""  # how high a divergence rate a cell without a diverged run can still have ("" if none)
     no_divergence: str = ""  # the Divergence section's one sentence when no run diverged, collapsed or crashed
     allocation: str = ""  # an arms sweep: the seeds of the baseline and of the other arms ("" for a grid)
-    tuned_design: str = ""  # a tuned sweep: what was tuned, on how many selection runs, and what the effects are on
-    tuned_extra: str = ""  # a tuned sweep: the settings its selection runs have outside the space ("" if none)
-    sensitivity_cap: str = ""  # a tuned sweep: the loss the LR sensitivity caps every loss at
-    lr_noise: str = ""  # a tuned sweep's lr curves: the noise their CIs use, or why they have none
     to_decide: tuple[str, ...] = ()  # per row of `tables.to_decide`: what would decide that inconclusive effect
     to_decide_summary: str = ""  # the summary's one line on them when there are many ("" otherwise)
     stability: tuple[str, ...] = ()  # where runs did not train (diverged or collapsed), and runs reclassified on read
@@ -77,8 +70,7 @@ def write(res: Results, tables: ReportTables) -> Sentences:
     main = [verdicts.main(r, res, margin, tables.simple) for r in tables.main.to_dict("records")]
     interactions = [verdicts.interaction(r, res, margin) for r in tables.interactions.to_dict("records")]
     design_notes, warnings = notes.design_notes(res, tables.effects, margin)
-    tuned = tables.tuned
-    edge = sweeps.tuning_warnings(tuned) if tuned is not None else []
+    edge = [w for _, kind in report_kinds(res.spec) for w in kind.warnings(res, tables)]
     return Sentences(
         main=main,
         interactions=interactions,
@@ -88,9 +80,6 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         notes=design_notes,
         warnings=warnings + edge,
         schedule=notes.schedule_note(res),
-        tuning_changes=sweeps.tuning_changes(tuned) if tuned is not None else [],
-        tuning_warnings=edge,
-        given=sweeps.given_sentence(res, tables.given),
         error_model=notes.error_model(res, tables.effects),
         tuning_checks=tuple(_tuning_checks(res, tables)),
         arms=tuple(verdicts.arm(r, res, margin) for r in tables.arms.to_dict("records")),
@@ -111,10 +100,6 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         divergence=notes.divergence_caveat(tables.divergence),
         no_divergence=notes.no_divergence(tables.divergence),
         allocation=sweeps.allocation(res) if res.arms else "",
-        tuned_design=sweeps.tuned_design(tuned, res) if tuned is not None else "",
-        tuned_extra=sweeps.tuned_extra(tuned) if tuned is not None else "",
-        sensitivity_cap=sweeps.sensitivity_cap(tuned, res.unit) if tuned is not None else "",
-        lr_noise=sweeps.lr_noise(tuned.curves, res.unit) if tuned is not None else "",
         to_decide=tuple(to_decide.sentences(tables.to_decide, res, margin)),
         to_decide_summary=to_decide.summary(tables.to_decide, res, margin),
         stability=tuple(notes.stability(res, tables.stability)),

@@ -170,7 +170,6 @@ def error_model(res: Results, a: Analysis | None) -> str:
     shares = f"{share.min():.2f} to {share.max():.2f} for the main effects" if len(share) else "none"
     seeds_only = ["the effects along training (validation loss)"]
     seeds_only += [words for _, kind in report_kinds(res.spec) for words in kind.seeds_only(res)]
-    seeds_only += ["the fixed-setting effects of the tuning runs"] if len(res.selection) else []
     return ("Error model: seeds x text blocks. Every CI, p-value and call of the effect tables counts both the "
             f"variation between seeds and which text is scored: each run's test loss on the test split's "
             f"{a.text.n_blocks} contiguous blocks (`test_blocks.csv`) is taken as a sample of text, and an effect's "

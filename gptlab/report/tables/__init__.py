@@ -25,7 +25,6 @@ from gptlab.report.tables.arms import arms_table, scorecard_table
 from gptlab.report.tables.scale import effects_by_scale
 from gptlab.report.tables.stability import stability_table
 from gptlab.report.tables.to_decide import to_decide_table
-from gptlab.report.tables.tuned_comparison import TuningView, given_picks, loss_left_high, tuning_view, with_effects
 from gptlab.stats.calls import DIRECTIONAL
 from gptlab.stats.effects import INT_COLS, MAIN_COLS, Analysis
 
@@ -52,8 +51,6 @@ class ReportTables:
     pair_means: pd.DataFrame  # marginal means of every pair of levels (full factorials)
     divergence: pd.DataFrame  # rate per cell of runs that failed to train (diverged or collapsed)
     sensitivity: pd.DataFrame  # effects again with runs that failed to train at the ceiling loss
-    tuned: TuningView | None  # a tuned sweep's picks, fixed-setting effects and LR sensitivity, else None
-    given: pd.DataFrame  # each cell's setting given by `tune.picks` (no rows unless the sweep gives picks)
     arms: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: each arm vs the baseline
     scorecard: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # an arms sweep: claims and verdicts
     to_decide: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)  # inconclusive effects: what would decide
@@ -123,10 +120,7 @@ class ReportTables:
                  "cells_vs_baseline": self.cells_vs_baseline, "aliases": self.aliases,
                  "effects_by_step": self.by_step, "divergence": self.divergence, "sensitivity": self.sensitivity,
                  "failures": self.failures, "stability": self.stability,
-                 **({"to_decide": self.to_decide} if len(self.to_decide) else {}),
-                 **({"given_picks": self.given} if len(self.given) else {}),
-                 **(self.tuned.tables if self.tuned is not None else {})}
-        every |= self.kind_files
+                 **({"to_decide": self.to_decide} if len(self.to_decide) else {}), **self.kind_files}
         every |= {name: every[name].assign(verdict=list(text)) for name, text in verdicts.items() if name in every}
         always = ALWAYS if not len(self.arms.columns) else ("arms", "scorecard", "failures")
         return {name: df for name, df in every.items() if len(df.columns) and (len(df) or name in always)}
@@ -142,8 +136,9 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
     """Every table of the report of `res`, with calls at the equivalence `margin`: the effects, each kind's numbers
     (which an arms sweep's table and scorecard then take, through the kinds' hooks), the files."""
     ok = res.runs[res.runs["ok"] & res.runs[res.outcome].notna()]
-    tuned = tuning_view(res, margin)  # first: each call is checked against the picks' loss left on the table
-    left = loss_left_high(res, tuned)
+    early = {key: kind.before_effects(res, margin) for key, kind in report_kinds(res.spec)}  # first: each call is
+    left = next((bound for key, kind in report_kinds(res.spec)  # checked against the picks' loss left on the table
+                 if (bound := kind.loss_left(res, early[key])) is not None), None)
     a = analyses.analyse_runs(res, ok, res.outcome, margin, blocks=True,  # the text's error too, where runs have blocks
                               loss_left=left)
     effects = _rounded(a) if a is not None else None
@@ -157,13 +152,11 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
         margin=margin, cells=analyses.cell_table(res), levels=analyses.level_table(res),
         failures=analyses.failure_table(res), effects=effects, main=main, by_step=by_step, level_curves=level_curves,
         pair_means=analyses.pair_means(res, a), divergence=analyses.divergence_table(res),
-        sensitivity=analyses.sensitivity(res, a, margin),
-        tuned=with_effects(tuned, res, main, interactions) if tuned else None,
-        given=given_picks(res), stability=stability_table(res), loss_left=left))
-    arms = arms_table(res, main, per_level(res, tables), tuned, margin) if res.arms else pd.DataFrame()
-    tables = dataclasses.replace(tables, arms=arms, to_decide=to_decide_table(res, a, main, interactions, arms, margin,
-                                                                            tuned.curves if tuned else None))
-    card = scorecard_table(res, arms, tuned) if res.arms else pd.DataFrame()
+        sensitivity=analyses.sensitivity(res, a, margin), stability=stability_table(res), loss_left=left, kinds=early))
+    arms = arms_table(res, main, per_level(res, tables), picks(res, tables), margin) if res.arms else pd.DataFrame()
+    tables = dataclasses.replace(tables, arms=arms, to_decide=to_decide_table(
+        res, a, main, interactions, arms, margin, lambda cell: at_picks(res, tables, cell)))
+    card = scorecard_table(res, arms) if res.arms else pd.DataFrame()
     for _, kind in report_kinds(res.spec):
         card = kind.scorecard(res, tables, card)
     return with_kind_files(res, dataclasses.replace(tables, scorecard=card))
@@ -181,6 +174,18 @@ def per_level(res: Results, tables: ReportTables) -> pd.DataFrame:
     made them (its `per_level` hook: `scale:`'s effects_by_scale.csv), else the report's own slices."""
     made = next((rows for _, kind in report_kinds(res.spec) if (rows := kind.per_level(res, tables)) is not None), None)
     return made if made is not None else effects_by_scale(res, tables.margin, tables.loss_left)
+
+
+def picks(res: Results, tables: ReportTables) -> Mapping[tuple[str, ...], str]:
+    """Each estimation cell's setting as text, by its levels, from the kind that chose them (its `picks` hook:
+    `tune:`'s), which an arms sweep's table shows as `pick`; none where no kind did."""
+    return next((chosen for _, kind in report_kinds(res.spec) if (chosen := kind.picks(res, tables)) is not None), {})
+
+
+def at_picks(res: Results, tables: ReportTables, cell: str) -> dict[str, Any]:
+    """What would decide an effect whose call depends on the picks, from its tuning `cell`: each kind's (its
+    `to_decide` hook: `tune:`'s lr curve of the cell)."""
+    return {k: v for _, kind in report_kinds(res.spec) for k, v in kind.to_decide(res, tables, cell).items()}
 
 
 def with_kind_files(res: Results, tables: ReportTables) -> ReportTables:

@@ -127,7 +127,7 @@ def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoi
     `blocks`: the CIs count the test text's blocks too when the results have them (`y` is then the test
     loss, or a value that replaces it, such as the ceiling of a diverged run, counted in every block).
     `loss_left`: a tuned sweep's per-cell loss its pick leaves on the table, (estimate, upper end of its 95% CI)
-    (`tables.tuned_comparison`): every call is checked against it (`stats.robustness`).
+    (the tuning kind's, `ReportKind.loss_left`): every call is checked against it (`stats.robustness`).
     """
     runs = runs[np.isfinite(runs[y].astype(float))]
     if runs.empty or not res.factors:

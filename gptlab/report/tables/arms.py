@@ -8,17 +8,18 @@ Owns, for a one-at-a-time design (`gptlab.sweep.arms_spec`):
   failure costs it there: the 95% Clopper-Pearson interval of its failure rate among its runs at the pick
   (`failure_rate_low`, `failure_rate_high`, of `n_diverged` failures to train beside `n_ok`), and its effect
   counting every run (`estimate_all_runs` with its CI: a collapsed or unstable run at its own loss, a
-  diverged one at the unigram loss of the scored split), from the same model.
+  diverged one at the unigram loss of the scored split), from the same model. Its rows per scale level and
+  its `pick` are the kinds': `scale:`'s slices and `tune:`'s picks (`gptlab.report.tables.per_level`, `picks`).
 - `tables/scorecard.csv`: one row per claim recorded for an arm (`claims:`; an arm without one gets a
-  row saying so): the claim beside the arm's effect at the untuned setting (the selection runs at
-  `train.lr` = its default, as the fixed-lr studies trained), the tuned effect with its CI, call and
-  tuning check, and the verdict (`stats.scorecard`).
+  row saying so): the claim beside the arm's tuned effect with its CI, call and tuning check, and the verdict
+  (`stats.scorecard`); the kinds add their columns (its effect at the untuned setting, `tune:`'s; its worth,
+  `worth:`'s; its transfer to another scale level, `scale:`'s).
 """
 from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -28,8 +29,6 @@ from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.tables.analyses import analyse_runs
 from gptlab.report.tables.scale import effects_by_scale
-from gptlab.report.tables.tuned_comparison import TuningView
-from gptlab.run.config import LR_KEY, TrainConfig
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DECISIVE
 from gptlab.stats.robustness import DEPENDS, ROBUST
@@ -46,20 +45,14 @@ FAILURE_COST = ["n_ok", "n_diverged", "failure_rate_low", "failure_rate_high", "
 SCALE_COLS = ["scale_factor", "scale_level"]
 SCORECARD_COLS = ["arm", "source", "setting", "claim", "direction", "size", "about", "untuned_setting",
                   "untuned_estimate", "estimate", "ci_low", "ci_high", "call", "call_at_picks", "tuning", "verdict", "reason"]
-UNTUNED_KEY = LR_KEY  # the nuisance key every earlier study fixed; its default is the untuned setting
 
 
-def untuned_lr() -> float:
-    """The lr an untuned sweep trains at: the run config's default (nanoGPT's shakespeare_char 1e-3)."""
-    return TrainConfig().lr
-
-
-def arms_table(res: Results, main: pd.DataFrame, by_scale: pd.DataFrame, tuned: TuningView | None,
+def arms_table(res: Results, main: pd.DataFrame, by_scale: pd.DataFrame, picks: Mapping[tuple[str, ...], str],
                margin: float) -> pd.DataFrame:
-    """Each arm against the baseline (per scale level where the sweep has `scale:`); empty for a grid."""
+    """Each arm against the baseline (per scale level where the sweep has `scale:`: `by_scale`'s rows), its `pick` the
+    setting `picks` names for its levels (arm, scale level); empty for a grid."""
     if not res.arms:
         return pd.DataFrame(columns=ARMS_COLS)
-    picks = _picks(tuned)
     if res.scale:
         rows = by_scale[by_scale["factor"] == ARM].rename(columns={"level": ARM})
         cols = [ARM, "baseline", *SCALE_COLS] + [c for c in ARMS_COLS[2:] if c in rows or c in FAILURE_COST]
@@ -144,25 +137,15 @@ def _all_runs_effects(res: Results, runs: pd.DataFrame, margin: float) -> dict[t
     return {_key(res, r): (r["estimate"], r["ci_low"], r["ci_high"]) for r in rows.to_dict("records")}
 
 
-def _picks(tuned: TuningView | None) -> dict[tuple[str, ...], str]:
-    """Each arm's (and scale level's) picked setting as text ("lr=0.004"), from tuning.csv."""
-    if tuned is None or not len(tuned.table):
-        return {}
-    table = tuned.table[tuned.table["picked"].astype(bool)]
-    factors = [c for c in table.columns if c == ARM or c.startswith(("train.", "model.", "data."))]
-    factors = [c for c in factors if c not in tuned.keys]
-    return {tuple(str(r[f]) for f in factors): str(r["setting"]) for r in table.to_dict("records")}
+def scorecard_table(res: Results, arms: pd.DataFrame) -> pd.DataFrame:
+    """Every recorded claim beside its arm's tuned effect, and the verdict; empty for a grid.
 
-
-def scorecard_table(res: Results, arms: pd.DataFrame, tuned: TuningView | None) -> pd.DataFrame:
-    """Every recorded claim beside its arm's untuned and tuned effects, and the verdict; empty for a grid.
-
-    With a scale factor, one row per claim and scale level. A kind of sweep adds its columns through its `scorecard`
-    hook (`gptlab.report.kinds`: `scale:` each row's `transfer`, `worth:` each arm's worth)."""
+    With a scale factor, one row per claim and scale level. A kind of sweep fills or adds its columns through its
+    `scorecard` hook (`gptlab.report.kinds`: `tune:` the untuned setting and effect, `scale:` each row's `transfer`,
+    `worth:` each arm's worth)."""
     if not res.arms or not len(arms):
         return pd.DataFrame(columns=SCORECARD_COLS)
     claims = res.spec.arms.claims if res.spec.arms is not None else {}
-    untuned_label, untuned = _untuned_effects(res, tuned)
     rows = []
     for effect in arms.to_dict("records"):
         arm = effect[ARM]
@@ -173,8 +156,7 @@ def scorecard_table(res: Results, arms: pd.DataFrame, tuned: TuningView | None) 
             call = str(effect.get("call") or "")  # after the tuning check
             rows.append({"arm": arm, **at, **{k: (getattr(claim, k) if claim else "") for k in
                                               ("source", "setting", "claim", "direction", "size")},
-                         "about": about if claim else "", "untuned_setting": untuned_label,
-                         "untuned_estimate": untuned.get((arm, str(at["scale_level"])) if at else (arm,), math.nan),
+                         "about": about if claim else "", "untuned_setting": "", "untuned_estimate": math.nan,
                          "estimate": effect["estimate"],
                          "ci_low": effect["ci_low"], "ci_high": effect["ci_high"], "call": effect["call"],
                          "call_at_picks": effect.get("call_at_picks", ""), "tuning": effect.get("tuning", ""),
@@ -196,25 +178,3 @@ def uncertified(effect: dict[str, Any]) -> str | None:
     return None
 
 
-def _untuned_effects(res: Results, tuned: TuningView | None) -> tuple[str, dict[tuple[str, ...], float]]:
-    """("lr=0.001", (arm, scale levels...) -> the arm's mean minus the baseline's over the ok selection runs at the
-    untuned lr, at the same scale levels); ("", {}) where the selection never trained at it.
-
-    With one selection seed these are single-run differences: estimates without a CI, as in the fixed-lr studies."""
-    sel = res.selection
-    if tuned is None or tuned.keys != [UNTUNED_KEY] or not len(sel) or UNTUNED_KEY not in sel or len(res.scale) > 1:
-        return "", {}
-    lr = untuned_lr()
-    at = sel[sel["ok"] & pd.to_numeric(sel[UNTUNED_KEY], errors="coerce").map(lambda v: math.isclose(v, lr))]
-    if not len(at):
-        return "", {}
-    means = at.groupby([ARM, *res.scale])[res.outcome].mean()
-    out = {}
-    for key, value in means.items():
-        key = key if isinstance(key, tuple) else (key,)
-        base = means.get(key if not res.scale else (res.baseline[ARM], *key[1:]))
-        if base is None and not res.scale:
-            base = means.get(res.baseline[ARM])
-        if base is not None and key[0] != res.baseline[ARM]:
-            out[tuple(map(str, key))] = round(float(value - base), 4)
-    return f"lr={lr:g}", out

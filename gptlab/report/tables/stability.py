@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from gptlab.report.kinds import report_kinds
 from gptlab.report.load import Results
 from gptlab.statuses import COLLAPSED, DIVERGED, FAILED_TO_TRAIN, OK, UNSTABLE
 
@@ -24,9 +25,11 @@ ROLE_ORDER = {"selection": 0, "estimation": 1}  # any other role after them
 
 
 def tuned_keys(res: Results) -> list[str]:
-    """The tuned keys (`tune.space`) that summary.csv has columns for; none for an untuned sweep."""
+    """The keys the kinds tried runs at (their `setting_keys` hook: a tuned sweep's `tune.space`) that summary.csv has
+    columns for; none for an untuned sweep."""
     frames = [f for f in (res.runs, res.selection, res.other_roles) if len(f)]
-    return [k for k in res.tuned_space if frames and all(k in f for f in frames)]
+    keys = dict.fromkeys(k for _, kind in report_kinds(res.spec) for k in kind.setting_keys(res))
+    return [k for k in keys if frames and all(k in f for f in frames)]
 
 
 def stability_columns(keys: list[str]) -> list[str]:

@@ -10,23 +10,21 @@ alone leaves, and, where no number of seeds reaches the margin, the least test s
 
 A tuned sweep's effect that `depends on the picks` (the tuning check, `stats.robustness`) gets a row too:
 the cell whose loss left on the table keeps the call from holding (`tuning_cell`), and from that cell's
-curve (`tables/lr_curves.csv`) the side where its optimum is open (`open_side`: low or high, where its
-CI reaches lr 0 or inf) with the lr one coarse step beyond its window there (`try_lr`: a selection run
-there, clearly above the pick, would close it), or, where both sides are closed, the upper end of the
-loss its pick may leave (`loss_left_high`: more selection seeds next to the pick narrow it).
+curve (`tables/lr_curves.csv`, the `tune:` kind's, through its `to_decide` hook) the side where its optimum is
+open (`open_side`: low or high, where its CI reaches lr 0 or inf) with the lr one coarse step beyond its window
+there (`try_lr`: a selection run there, clearly above the pick, would close it), or, where both sides are closed,
+the upper end of the loss its pick may leave (`loss_left_high`: more selection seeds next to the pick narrow it).
 """
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from typing import Any, Callable, Iterator, Mapping
 
-import numpy as np
 import pandas as pd
 
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.tables.scale import slices
-from gptlab.run.config import LR_KEY
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.calls import INCONCLUSIVE
 from gptlab.stats.effects import Analysis
@@ -49,8 +47,11 @@ def test_fraction(res: Results) -> float:
 
 
 def to_decide_table(res: Results, effects: Analysis | None, main: pd.DataFrame, interactions: pd.DataFrame,
-                    arms: pd.DataFrame, margin: float, curves: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per inconclusive effect and per effect that depends on the picks (see the module docstring)."""
+                    arms: pd.DataFrame, margin: float,
+                    at_picks: Callable[[str], Mapping[str, Any]] = lambda cell: {}) -> pd.DataFrame:
+    """One row per inconclusive effect and per effect that depends on the picks (see the module docstring): the
+    latter's `open_side`, `try_lr` and `loss_left_high` are what `at_picks` gives for its tuning cell (the tuning
+    kind's, from that cell's curve)."""
     fraction = test_fraction(res)
     n_arms = len(res.levels.get(ARM, [])) - 1
     rows = []
@@ -60,7 +61,7 @@ def to_decide_table(res: Results, effects: Analysis | None, main: pd.DataFrame, 
                      **_numbers(d, n_arms if res.arms else 0), "call": INCONCLUSIVE})
     for label, r in _depending(res, main, arms):
         rows.append({"effect": label, **{k: r[k] for k in ("estimate", "ci_low", "ci_high")}, "call": DEPENDS,
-                     **_open_curve(res, curves, str(r.get("tuning_cell") or ""))})
+                     **_at_picks(str(r.get("tuning_cell") or ""), at_picks)})
     return round_frame(pd.DataFrame(rows, columns=TO_DECIDE_COLS))
 
 
@@ -76,25 +77,10 @@ def _depending(res: Results, main: pd.DataFrame, arms: pd.DataFrame) -> Iterator
             yield f"{res.label(r['factor'], r['level'])} vs {res.label(r['factor'], r['baseline'])}", r
 
 
-def _open_curve(res: Results, curves: pd.DataFrame | None, cell: str) -> dict:
-    """The tuning cell's open side and the lr one coarse step beyond its window there, else its loss left's end."""
-    out = {"tuning_cell": cell, "open_side": "", "try_lr": math.nan, "loss_left_high": math.nan}
-    mine = curves[curves["cell"] == cell] if curves is not None and len(curves) and cell else pd.DataFrame()
-    if not len(mine):
-        return out
-    c = mine.iloc[0]
-    step = 2.0 ** _step(res)
-    if not float(c["optimum_lr_low"]) > 0:
-        return {**out, "open_side": "low", "try_lr": float(f"{float(c['window_lr_low']) / step:.3g}")}
-    if not math.isfinite(float(c["optimum_lr_high"])):
-        return {**out, "open_side": "high", "try_lr": float(f"{float(c['window_lr_high']) * step:.3g}")}
-    return {**out, "loss_left_high": float(c["loss_left_ci_high"])}
-
-
-def _step(res: Results) -> float:
-    """The coarse step of the tuned lrs, in octaves (1: a factor 2, the lab's default)."""
-    lrs = sorted(float(v) for v in res.tuned_space.get(LR_KEY, ()) if float(v) > 0)
-    return float(np.median(np.diff(np.log2(lrs)))) if len(lrs) > 1 else 1.0
+def _at_picks(cell: str, at_picks: Callable[[str], Mapping[str, Any]]) -> dict:
+    """The row's columns for an effect that depends on the picks: its tuning cell, and what `at_picks` says of it."""
+    return {"tuning_cell": cell, "open_side": "", "try_lr": math.nan, "loss_left_high": math.nan,
+            **(at_picks(cell) if cell else {})}
 
 
 def _numbers(d: Decision, n_arms: int) -> dict:

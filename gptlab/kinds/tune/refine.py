@@ -22,13 +22,14 @@ from dataclasses import replace
 from typing import Any, ClassVar, Mapping, TextIO
 
 from gptlab.errors import GptlabError, shown
+from gptlab.kinds.tune.spec import TuneSpec, tune_of
+from gptlab.kinds.tune.tuning import SELECTION, TuneThenEstimate, runs_at
 from gptlab.runio import write_csv
 from gptlab.stats.lr_model import SAYS_NOTHING, trained
 from gptlab.stats.picks import Pairs, Trial
 from gptlab.stats.refine import BEATEN, CellDecision, Lattice, RefineRule, decide_all, geometric_ratio, risk_free_pick
 from gptlab.sweep.planners import Case, FinishedRuns, Stage
-from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, TuneSpec
-from gptlab.sweep.tuning import SELECTION, TuneThenEstimate, runs_at
+from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec
 
 MAX_RUNS_PER_CELL = 100  # the largest tune.max_runs_per_cell
 REFINE_COLS = ["round", "cell", "runs", "pick", "p_best", "expected_regret", "noise_sd", "noise_df", "decision", "adds",
@@ -37,7 +38,7 @@ REFINE_COLS = ["round", "cell", "runs", "pick", "p_best", "expected_regret", "no
 
 def _lattice(spec: SweepSpec) -> Lattice:
     """The lrs the sweep may try: tune.space's half-steps, cut where a value makes an invalid run (lr < min_lr...)."""
-    (key, levels), = spec.tune.space.items()
+    (key, levels), = tune_of(spec).space.items()
     lattice = Lattice(tuple(sorted(float(v) for v in levels)))
     low, high = lattice.bounds
     limits = []
@@ -89,7 +90,8 @@ class Refine(TuneThenEstimate):
     @classmethod
     def possible_runs(cls, spec: SweepSpec) -> list[Run]:
         """Every lattice lr x every selection seed the budget allows, and every lattice lr x the estimation seeds."""
-        lattice, key, budget = _lattice(spec), next(iter(spec.tune.space)), spec.tune.option("max_runs_per_cell")
+        tune = tune_of(spec)
+        lattice, key, budget = _lattice(spec), next(iter(tune.space)), tune.option("max_runs_per_cell")
         settings = [((key, lattice.value(k)),) for k in lattice.steps()]
         seeds = [SELECTION_SEED_OFFSET + j for j in range(budget - len(lattice.levels) + 1)]
         return [*runs_at(spec, settings, seeds, SELECTION), *runs_at(spec, settings, spec.seeds, ESTIMATION)]
@@ -97,7 +99,7 @@ class Refine(TuneThenEstimate):
     @classmethod
     def selection_range(cls, spec: SweepSpec) -> tuple[int, int]:
         cells = len({r.cell for r in spec.runs})
-        return len(spec.runs), cells * spec.tune.option("max_runs_per_cell")
+        return len(spec.runs), cells * tune_of(spec).option("max_runs_per_cell")
 
     def __init__(self, spec: SweepSpec, out: TextIO, **kw: Any) -> None:
         super().__init__(spec, out, **kw)

@@ -1,8 +1,10 @@
 """The `tune:` section of a sweep YAML: `TuneKind`, the kind of sweep that tunes each cell before estimating it.
 
 Owns the keys every tuning method shares (`space`, `seeds`, `method`), the given picks' entry point
-(`picks`, `picked_by`: `gptlab.sweep.given`), and the hand-off of a method's own keys to its planner's
-`check_options` (`gptlab.sweep.methods.TUNERS`): a method adds keys without an edit here.
+(`picks`, `picked_by`: `given`), and the hand-off of a method's own keys to its planner's `check_options`
+(`methods.TUNERS`): a method adds keys without an edit here. What the rest of the sweep asks of a tuned sweep is
+the kind's hooks' (`gptlab.sweep.planners.SweepKind`): its test split, first runs, planner, columns, run range,
+the words on its open count and its arms' allocation, and its methods' registry for `--list`.
 """
 from __future__ import annotations
 
@@ -12,19 +14,22 @@ import typing
 from typing import Any, TextIO
 
 from gptlab.errors import GptlabError, closest, key_error, shown, unknown_key
+from gptlab.kinds.tune.given import check_given
+from gptlab.kinds.tune.methods import TUNERS, tuner_of
+from gptlab.kinds.tune.spec import KEY, TuneSpec, selects, tune_of
+from gptlab.kinds.tune.tuning import ESTIMATION, SELECTION, expand_cells, runs_at, tuned_columns
+from gptlab.registry import Registry
 from gptlab.run.config import SECTIONS, coerce, get_dotted, set_dotted, valid_keys
-from gptlab.sweep.given import check_given
-from gptlab.sweep.kinds import seed_plan
-from gptlab.sweep.methods import TUNERS, tuner_of
+from gptlab.sweep.kinds import SWEEP_KINDS, seed_plan
 from gptlab.sweep.planners import Planner, SweepKind
-from gptlab.sweep.runs import MAX_RUNS, SELECTION_SEED_OFFSET, Run, SweepSpec, TuneSpec
-from gptlab.sweep.tuning import ESTIMATION, SELECTION, expand_cells, runs_at, selects, tuned_columns
+from gptlab.sweep.runs import MAX_RUNS, SELECTION_SEED_OFFSET, Run, SweepSpec
 
 MAX_TUNE_SEEDS = 100  # selection seeds per cell and setting
 TUNE_KEYS = ["space", "seeds", "method", "picks", "picked_by"]  # and each method's own (its planner's OPTIONS)
 
 
 
+@SWEEP_KINDS.register(KEY)
 class TuneKind(SweepKind):
     """`tune:` (`gptlab.sweep.kinds.SWEEP_KINDS`): the section, the tuned sweep's test split, its selection runs, its
     method's planner (`methods.TUNERS`) and the tuned keys' columns of summary.csv."""
@@ -48,7 +53,7 @@ class TuneKind(SweepKind):
             return dataclasses.replace(spec, base=base)
 
     def first_runs(self, spec: SweepSpec) -> list[Run]:
-        tune = spec.tune
+        tune = tune_of(spec)
         if tune.given:  # no selection: the runs are each cell at its given setting, as estimation runs
             return [r for cell, setting in tune.given for r in runs_at(spec, [setting], spec.seeds, ESTIMATION, [cell])]
         return list(runs_at(spec, tune.settings(), tune.selection_seeds, SELECTION))
@@ -76,10 +81,13 @@ class TuneKind(SweepKind):
 
     def open_count(self, spec: SweepSpec) -> str:
         rounds = selects(spec) and len(set(tuner_of(spec).selection_range(spec))) > 1
-        return f"tune.method {spec.tune.method} adds selection runs as it goes" if rounds else ""
+        return f"tune.method {tune_of(spec).method} adds selection runs as it goes" if rounds else ""
 
     def allocation_note(self, spec: SweepSpec) -> str:
         return "; selection runs train every arm alike"
+
+    def registries(self) -> dict[str, Registry]:
+        return {"tune.method": TUNERS}
 
 
 def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:
@@ -94,7 +102,7 @@ def _check_tune(raw: Any, spec: SweepSpec) -> TuneSpec:
         if key not in valid:
             raise unknown_key(f"tune.{key}", valid, listed=f"valid keys under tune with method {method}",
                               hint=closest(f"tune.{key}", [f"tune.{k}" for k in valid]))
-    if "picks" in raw:  # settings chosen elsewhere: no selection runs (gptlab.sweep.given)
+    if "picks" in raw:  # settings chosen elsewhere: no selection runs (`given`)
         given = check_given(raw, spec, expand_cells(spec), lambda key, levels: _resolve_levels(spec, key, levels,
                                                                                                 "tune.picks"))
         space = {k: tuple(dict.fromkeys(s[i][1] for _, s in given)) for i, (k, _) in enumerate(given[0][1])}

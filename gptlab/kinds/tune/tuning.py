@@ -1,11 +1,12 @@
-"""Tuned sweeps: their runs (`TunedRun`, `runs_at`) and `TuneThenEstimate`, the planner every tuning method extends.
+"""Tuned sweeps: their runs (`runs_at`, each a `sweep.runs.TunedRun`) and `TuneThenEstimate`, the planner every tuning
+method extends.
 
 Nuisance settings (the learning rate first) are tuned for every cell of the grid, in two parts:
 
 - selection: runs at tuned settings with the selection seeds SELECTION_SEED_OFFSET + i, chosen by
-  the sweep's tuning method (`tune.method`, a `gptlab.sweep.methods.TUNERS` entry). `grid` (here,
+  the sweep's tuning method (`tune.method`, a `methods.TUNERS` entry). `grid` (here,
   the default) trains every cell x every setting of `tune.space` x `tune.seeds` in one stage and
-  picks the lowest mean `best_val_loss` (`gptlab.stats.picks`); `refine` (`gptlab.sweep.refine`)
+  picks the lowest mean `best_val_loss` (`gptlab.stats.picks`); `refine` (`refine`)
   adds lrs and seeds in rounds. `results/NAME/tuning.csv` records the picks.
 - estimation: the sweep's `seeds:` (a list, or adaptive rounds) at each cell's pick. Estimation
   seeds must be below the offset, so the runs that give the verdict never took part in choosing
@@ -14,43 +15,31 @@ Nuisance settings (the learning rate first) are tuned for every cell of the grid
 Every run carries its role (summary.csv's `role`): only `estimation` runs enter the effects, whatever
 other roles a method gives its runs. The picks are recomputed from the selection runs' summaries
 every time the planner is asked (a killed sweep, rerun, decides the same). A tuned sweep holds out a
-test split (`gptlab.sweep.tune_spec`), so the report can judge the effects on data that chose nothing.
+test split (`kind`), so the report can judge the effects on data that chose nothing.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
-from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping, Sequence, TextIO
 
 from gptlab.errors import GptlabError
-from gptlab.roles import EARLIER_PICK, SELECTION
+from gptlab.kinds.tune.spec import EARLIER_PICK, TuneSpec, tune_of
+from gptlab.roles import SELECTION
 from gptlab.run.rundir import RunSummary
 from gptlab.runio import write_csv
 from gptlab.stats.picks import Pairs, SettingRow, Trial
 from gptlab.statuses import FAILED
 from gptlab.sweep.kinds import estimation_rounds, seed_plan
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, Stage
-from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, TuneSpec, cell_label, expand
-
-
-@dataclass(frozen=True)
-class TunedRun(Run):
-    """A run of a tuned sweep: its grid cell (`cell`), the tuned setting it trains at, and its role."""
-
-    setting: Pairs = ()  # (tuned key, value) pairs in tune.space order
-    role: str = SELECTION  # selection | estimation | a role of a method's own (kept out of the effects)
-
-    @property
-    def columns(self) -> dict[str, Any]:
-        """What summary.csv adds to the run's row: one column per tuned key."""
-        return dict(self.setting)
+from gptlab.sweep.runs import ESTIMATION, SELECTION_SEED_OFFSET, Run, SweepSpec, TunedRun, cell_label, expand
 
 
 def tuned_columns(spec: SweepSpec) -> list[str]:
     """summary.csv's columns after the grid factors: the tuned keys (none without `tune`)."""
-    return list(spec.tune.space) if spec.tune is not None else []
+    tune = tune_of(spec)
+    return list(tune.space) if tune is not None else []
 
 
 def expand_cells(spec: SweepSpec) -> list[Pairs]:
@@ -99,12 +88,7 @@ def candidate_runs(spec: SweepSpec) -> list[TunedRun]:
     The naive full grid of `--dry-run`; with the selection runs, every run of the sweep's folder
     that belongs to it (whichever setting the picks name).
     """
-    return runs_at(spec, spec.tune.settings(), spec.seeds, ESTIMATION)
-
-
-def selects(spec: SweepSpec) -> bool:
-    """Whether the sweep selects settings itself (`tune.space`), rather than training given picks or no tune."""
-    return spec.tune is not None and not spec.tune.given
+    return runs_at(spec, tune_of(spec).settings(), spec.seeds, ESTIMATION)
 
 
 MAX_REPICKS = 2  # times the picks may move once their estimation runs are read (a bound: each move trains a cell again)
@@ -126,9 +110,10 @@ class TuneThenEstimate:
         self.spec, self.out = spec, out
         # the estimation runs' planner in rounds, where a kind decides the seeds (adaptive seeds), else None
         self.rounds = rounds or functools.partial(estimation_rounds, spec, out=out)
-        if spec.tune is None:  # the sweep asks a tuner only for a spec with `tune:` (methods.tuner_of)
+        tune = tune_of(spec)
+        if tune is None:  # the sweep asks a tuner only for a spec with `tune:` (methods.tuner_of)
             raise GptlabError(f"sweep {spec.name}: a tuning method needs the spec's tune: section")
-        self.tune: TuneSpec = spec.tune
+        self.tune: TuneSpec = tune
         self.selection: tuple[Run, ...] = tuple(spec.runs)  # every selection-side run planned so far
         self.cells = list(dict.fromkeys(r.cell for r in spec.runs))
         # the estimation runs' planner in rounds (adaptive seeds: seeds: {min, max, precision}); False: one stage

@@ -34,11 +34,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gptlab.kinds.tune.load import loaded
+from gptlab.kinds.tune.spec import EARLIER_PICK, tune_of, tuned_space
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results, run_roles
 from gptlab.report.tables.analyses import design_for
-from gptlab.roles import EARLIER_PICK
-from gptlab.run.config import LR_KEY  # the tuned key whose curves lr_curves.csv fits
+from gptlab.run.config import LR_KEY, TrainConfig  # LR_KEY: the tuned key whose curves lr_curves.csv fits
+from gptlab.stats.arms import ARM
 from gptlab.stats.effects import analyse
 from gptlab.stats.levels import grid_level, level_key, same_level
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
@@ -77,7 +79,7 @@ class TuningView:
 
 
 def _space(res: Results) -> dict[str, list[Any]] | None:
-    return {k: list(v) for k, v in res.tuned_space.items()} or None
+    return {k: list(v) for k, v in tuned_space(res.spec).items()} or None
 
 
 def _setting_of(row: dict, space: dict[str, list[Any]]) -> Pairs | None:
@@ -142,7 +144,7 @@ def _same(a: Pairs, b: Pairs | None) -> bool:
 def given_picks(res: Results) -> pd.DataFrame:
     """Each cell's setting as `tune.picks` gave it (sweep.yaml records one entry per cell), with its ok runs at that
     setting; no rows unless the sweep trained given picks."""
-    tune = res.spec.tune
+    tune = tune_of(res.spec)
     if tune is None or not tune.given:
         return pd.DataFrame()
     rows = []
@@ -161,7 +163,7 @@ def tuning_view(res: Results, margin: float) -> TuningView | None:
     space = _space(res)
     if space is None:
         return None
-    n_seeds = res.spec.tune.seeds
+    n_seeds = tune_of(res.spec).seeds
     sel = res.selection.copy()
     sel["setting"] = [_setting_of(r, space) for r in sel.to_dict("records")]
     sel = sel[sel["setting"].notna()]
@@ -173,7 +175,7 @@ def tuning_view(res: Results, margin: float) -> TuningView | None:
     rows = _pick_rows(trials, cells, space, ordered, settings, _trained_picks(res, space, cells))
     table = pd.DataFrame([{**r.to_row(), "cell": label[r.cell]} for r in rows],
                          columns=tuning_columns(res.factors, list(space)))
-    ceiling = res.selection_ceiling if len(sel) else math.nan  # read by the load step
+    ceiling = loaded(res).selection_ceiling if len(sel) else math.nan  # read by the load step
     fixed, sensitivity, sensitivity_effects = pd.DataFrame(columns=FIXED_COLS), pd.DataFrame(), \
         pd.DataFrame(columns=EFFECT_COLS)
     with_runs = Counter(r.setting for r in rows if r.runs)
@@ -346,3 +348,95 @@ def _sensitivity(res: Results, sel: pd.DataFrame, cells: list[Pairs], label: dic
     effects = _effects(res, pd.DataFrame(per_seed, columns=[*res.factors, "seed", "lr_sensitivity"]), "lr_sensitivity",
                        margin, calls=n_seeds >= 2)
     return table, round_frame(effects)
+
+
+@dataclass(frozen=True)
+class TuneTables:
+    """The numbers of a sweep with `tune:` (`ReportTables.kinds["tune"]`)."""
+
+    view: TuningView | None  # a tuned sweep's picks, fixed-setting effects and LR sensitivity; None for given picks
+    given: pd.DataFrame  # each cell's setting given by `tune.picks` (no rows unless the sweep gives picks)
+
+    @property
+    def files(self) -> dict[str, pd.DataFrame]:
+        """The kind's tables by file name (`tables/NAME.csv`): the given picks, then the tuned comparison's."""
+        return {**({"given_picks": self.given} if len(self.given) else {}),
+                **(self.view.tables if self.view is not None else {})}
+
+
+UNTUNED_KEY = LR_KEY  # the nuisance key every earlier study fixed; its default is the untuned setting
+
+
+def untuned_lr() -> float:
+    """The lr an untuned sweep trains at: the run config's default (nanoGPT's shakespeare_char 1e-3)."""
+    return TrainConfig().lr
+
+
+def with_untuned(res: Results, card: pd.DataFrame, tuned: TuningView | None) -> pd.DataFrame:
+    """An arms sweep's scorecard with each claim's arm at the untuned setting (`untuned_setting`, `untuned_estimate`:
+    the selection runs at the run config's default lr, as the fixed-lr studies trained)."""
+    label, untuned = _untuned_effects(res, tuned)
+    if not label:
+        return card
+    scaled = "scale_level" in card
+    card = card.copy()
+    card["untuned_setting"] = label
+    card["untuned_estimate"] = [untuned.get((str(r["arm"]), str(r["scale_level"])) if scaled else (str(r["arm"]),),
+                                            math.nan) for r in card.to_dict("records")]
+    return card
+
+
+def picks_text(tuned: TuningView | None) -> dict[tuple[str, ...], str]:
+    """Each arm's (and scale level's) picked setting as text ("lr=0.004"), from tuning.csv: an arms sweep's `pick`."""
+    if tuned is None or not len(tuned.table):
+        return {}
+    table = tuned.table[tuned.table["picked"].astype(bool)]
+    factors = [c for c in table.columns if c == ARM or c.startswith(("train.", "model.", "data."))]
+    factors = [c for c in factors if c not in tuned.keys]
+    return {tuple(str(r[f]) for f in factors): str(r["setting"]) for r in table.to_dict("records")}
+
+
+def _untuned_effects(res: Results, tuned: TuningView | None) -> tuple[str, dict[tuple[str, ...], float]]:
+    """("lr=0.001", (arm, scale levels...) -> the arm's mean minus the baseline's over the ok selection runs at the
+    untuned lr, at the same scale levels); ("", {}) where the selection never trained at it.
+
+    With one selection seed these are single-run differences: estimates without a CI, as in the fixed-lr studies."""
+    sel = res.selection
+    if tuned is None or tuned.keys != [UNTUNED_KEY] or not len(sel) or UNTUNED_KEY not in sel or len(res.scale) > 1:
+        return "", {}
+    lr = untuned_lr()
+    at = sel[sel["ok"] & pd.to_numeric(sel[UNTUNED_KEY], errors="coerce").map(lambda v: math.isclose(v, lr))]
+    if not len(at):
+        return "", {}
+    means = at.groupby([ARM, *res.scale])[res.outcome].mean()
+    out = {}
+    for key, value in means.items():
+        key = key if isinstance(key, tuple) else (key,)
+        base = means.get(key if not res.scale else (res.baseline[ARM], *key[1:]))
+        if base is None and not res.scale:
+            base = means.get(res.baseline[ARM])
+        if base is not None and key[0] != res.baseline[ARM]:
+            out[tuple(map(str, key))] = round(float(value - base), 4)
+    return f"lr={lr:g}", out
+
+
+def open_curve(res: Results, curves: pd.DataFrame | None, cell: str) -> dict:
+    """What would decide an effect whose call depends on the picks, from its tuning cell's curve: the cell's open side
+    and the lr one coarse step beyond its window there, else its loss left's end (what-would-decide's columns)."""
+    out: dict[str, Any] = {}
+    mine = curves[curves["cell"] == cell] if curves is not None and len(curves) and cell else pd.DataFrame()
+    if not len(mine):
+        return out
+    c = mine.iloc[0]
+    step = 2.0 ** _step(res)
+    if not float(c["optimum_lr_low"]) > 0:
+        return {**out, "open_side": "low", "try_lr": float(f"{float(c['window_lr_low']) / step:.3g}")}
+    if not math.isfinite(float(c["optimum_lr_high"])):
+        return {**out, "open_side": "high", "try_lr": float(f"{float(c['window_lr_high']) * step:.3g}")}
+    return {**out, "loss_left_high": float(c["loss_left_ci_high"])}
+
+
+def _step(res: Results) -> float:
+    """The coarse step of the tuned lrs, in octaves (1: a factor 2, the lab's default)."""
+    lrs = sorted(float(v) for v in tuned_space(res.spec).get(LR_KEY, ()) if float(v) > 0)
+    return float(np.median(np.diff(np.log2(lrs)))) if len(lrs) > 1 else 1.0

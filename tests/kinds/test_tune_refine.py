@@ -12,12 +12,12 @@ from helpers import tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.executors import Resources
+from gptlab.kinds.tune.refine import Refine
 from gptlab.run.config import RunConfig
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.stats.refine import Lattice, RefineRule, decide, decide_all, geometric_ratio, judge, pooled_sigma
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.kinds import planned_range
-from gptlab.sweep.refine import Refine
 from gptlab.sweep.runs import SELECTION_SEED_OFFSET
 from gptlab.sweep.spec import validate_spec
 
@@ -131,7 +131,7 @@ def test_round_one_is_the_grids_selection_with_its_run_ids(corpus):
     raw["tune"].pop("method")
     grid = validate_spec(raw, corpus.parent / "sweep.yaml", {}, {})
     assert [r.run_id for r in refined.runs] == [r.run_id for r in grid.runs]
-    assert refined.tune.options == (("confidence", 0.8), ("max_runs_per_cell", 10), ("tolerance", 0.002))
+    assert refined.kinds["tune"].options == (("confidence", 0.8), ("max_runs_per_cell", 10), ("tolerance", 0.002))
     assert planned_range(refined) == (10 + 2 * 2, 2 * 10 + 2 * 2)
 
 
@@ -222,8 +222,8 @@ def test_estimation_runs_of_an_earlier_pick_on_disk_join_the_curve_and_are_not_t
     whole, _, _ = _loop(spec, results, FakeBackend(planted))
     gelu_pick = next(r for r in whole if r.role == "estimation" and dict(r.cell)["model.activation"] == "gelu")
     other = next(r for r in whole if r.role == "selection" and r.cell == gelu_pick.cell and r.setting != gelu_pick.setting)
+    from gptlab.kinds.tune.tuning import runs_at
     from gptlab.run.rundir import RunDir
-    from gptlab.sweep.tuning import runs_at
 
     stray = runs_at(spec, [other.setting], spec.seeds, "estimation", [other.cell])  # an earlier spec's picks
     for run in stray:
@@ -267,10 +267,10 @@ def test_the_dry_run_states_the_rounds_budget_and_worst_case(corpus, capsys, tmp
 PLUGIN = '''
 """A tuning method outside the package: one probe run per cell (role "probe") at the space's middle level,
 then the grid's selection. It is one file, and neither the driver nor the command line names it."""
-from gptlab.sweep.methods import TUNERS
+from gptlab.kinds.tune.methods import TUNERS
 from gptlab.sweep.planners import Case, Stage
 from gptlab.sweep.runs import SELECTION_SEED_OFFSET
-from gptlab.sweep.tuning import Grid, runs_at
+from gptlab.kinds.tune.tuning import Grid, runs_at
 
 
 @TUNERS.register("probe_first")

@@ -17,15 +17,15 @@ from helpers import tiny_config
 from gptlab.errors import GptlabError
 from gptlab.executors import Resources
 from gptlab.kinds.seeds.stages import AdaptiveSeeds
+from gptlab.kinds.tune.tuning import Grid
 from gptlab.run.config import RunConfig
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.run.rundir import RunDir
 from gptlab.stats.picks import Trial, edge_keys, pick_rows
 from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.kinds import planned_range
-from gptlab.sweep.runs import SELECTION_SEED_OFFSET
+from gptlab.sweep.runs import SELECTION_SEED_OFFSET, TunedRun
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.tuning import Grid, TunedRun
 from gptlab.sweep_cli import main as sweep_main
 
 LRS = [1e-3, 2e-3, 4e-3]
@@ -106,13 +106,13 @@ def test_a_tuned_sweep_holds_out_a_test_split_unless_the_spec_sets_one(corpus):
     raw["base"]["data"]["test_fraction"] = 0.02
     assert validate_spec(raw, corpus.parent / "s.yaml", {}, {}).base["data"]["test_fraction"] == 0.02
     untuned = _spec(corpus, tune=None)
-    assert "test_fraction" not in untuned.base["data"] and untuned.tune is None
+    assert "test_fraction" not in untuned.base["data"] and "tune" not in untuned.kinds
 
 
 def test_levels_are_resolved_and_the_spec_records_them(corpus):
     spec = _spec(corpus, tune={"space": {"train.lr": ["1e-3", 2e-3], "train.beta2": ["0.95", 0.99]}, "seeds": 2})
-    assert spec.tune.to_dict() == {"space": {"train.lr": [0.001, 0.002], "train.beta2": [0.95, 0.99]}, "seeds": 2}
-    assert spec.to_dict()["tune"] == spec.tune.to_dict()
+    assert spec.kinds["tune"].to_dict() == {"space": {"train.lr": [0.001, 0.002], "train.beta2": [0.95, 0.99]}, "seeds": 2}
+    assert spec.to_dict()["tune"] == spec.kinds["tune"].to_dict()
     assert len(spec.runs) == 4 * 4 * 2  # cells x settings (a product) x selection seeds
 
 
@@ -393,6 +393,6 @@ def test_a_tuning_method_given_a_spec_without_tune_refuses_it_in_one_line(corpus
     raw = _raw(corpus, tune=None)
     raw["base"]["train"]["lr"] = 1e-3
     spec = validate_spec(raw, corpus.parent / "sweep.yaml", {}, {})
-    assert spec.tune is None
+    assert "tune" not in spec.kinds
     with pytest.raises(GptlabError, match="sweep tuned: a tuning method needs the spec's tune: section"):
         Grid(spec, io.StringIO())

@@ -10,11 +10,11 @@ import yaml
 from helpers import skip_figures, tiny_config
 
 from gptlab.errors import GptlabError
+from gptlab.kinds.tune.tuning import runs_at
 from gptlab.run.resultsdir import SUMMARY_CSV
 from gptlab.sweep.kinds import planned_range
 from gptlab.sweep.runs import ESTIMATION
 from gptlab.sweep.spec import validate_spec
-from gptlab.sweep.tuning import runs_at
 from gptlab.sweep_cli import main as sweep_main
 
 GRID = {"model.activation": ["gelu", "relu"], "model.tying": ["tied", "untied"]}
@@ -41,9 +41,9 @@ def test_each_cell_trains_at_its_given_setting_with_the_ids_of_estimation_runs(c
     assert len(spec.runs) == 8 and {r.role for r in spec.runs} == {ESTIMATION} and {r.seed for r in spec.runs} == {0, 1}
     # the same ids as a tuned sweep's estimation runs at those settings: a rerun as either finds the other's runs
     tuned = _spec({**_raw(corpus), "tune": {"space": {"train.lr": [2e-3, 4e-3]}}}, corpus)
-    alike = {r.run_id for s in tuned.tune.settings() for r in runs_at(tuned, [s], tuned.seeds, ESTIMATION)}
+    alike = {r.run_id for s in tuned.kinds["tune"].settings() for r in runs_at(tuned, [s], tuned.seeds, ESTIMATION)}
     assert {r.run_id for r in spec.runs} <= alike
-    assert planned_range(spec) == (8, 8) and spec.tune.seeds == 0 and spec.tune.selection_seeds == []
+    assert planned_range(spec) == (8, 8) and spec.kinds["tune"].seeds == 0 and spec.kinds["tune"].selection_seeds == []
     recorded = spec.to_dict()["tune"]
     assert recorded["picked_by"] == "study X" and len(recorded["picks"]) == 4  # one entry per cell, as resolved
     assert _spec({**_raw(corpus), "tune": recorded}, corpus).runs == spec.runs  # sweep.yaml's record re-validates
