@@ -86,3 +86,23 @@ def with_dataset(mp, name: str, source) -> None:
     from gptlab.run.corpora import DATASETS
 
     mp.setattr(DATASETS, "_entries", {**DATASETS._entries, name: source})
+
+
+def write_tuned_results(results: Path, rows: list[dict], tune: dict, corpus: Path) -> Path:
+    """A tuned activation sweep's results folder written by hand: summary.csv from `rows`, a sweep.yaml with
+    `tune`, and the first run's config (the report finds the corpus through it)."""
+    import pandas as pd
+    import yaml
+
+    from gptlab.run.resultsdir import SUMMARY_CSV
+    from gptlab.run.rundir import RunDir
+
+    results.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(results / SUMMARY_CSV, index=False)
+    sweep = {"name": results.name, "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0, 1, 2], "tune": tune}
+    (results / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    config = {"data": {"dataset": "tiny", "path": str(corpus), "val_fraction": 0.1, "test_fraction": 0.05}}
+    folder = RunDir(results / "runs" / rows[0]["run_id"]).path
+    folder.mkdir(parents=True)
+    (folder / RunDir.CONFIG).write_text(yaml.safe_dump(config))
+    return results

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 from fakes import FakeBackend
-from helpers import tiny_config
+from helpers import tiny_config, write_tuned_results
 
 from gptlab.errors import GptlabError
 from gptlab.executors import Resources
@@ -279,16 +279,7 @@ def _tuned_results(tmp_path: Path, corpus: Path, selection_seeds: int, fixed_gap
             rows.append({"run_id": f"{act}-{picks[act]}_s{seed}", "seed": seed, "model.activation": act,
                          "train.lr": picks[act], "role": "estimation", "status": "ok", "best_val_loss": loss,
                          "best_test_loss": loss + 0.002, "wall_s": 1.0})
-    results.mkdir(parents=True)
-    pd.DataFrame(rows).to_csv(results / SUMMARY_CSV, index=False)
-    sweep = {"name": "tuned", "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0, 1, 2],
-             "tune": {"space": {"train.lr": LRS}, "seeds": selection_seeds}}
-    (results / "sweep.yaml").write_text(yaml.safe_dump(sweep))
-    config = {"data": {"dataset": "tiny", "path": str(corpus), "val_fraction": 0.1, "test_fraction": 0.05}}
-    folder = RunDir(results / "runs" / rows[0]["run_id"]).path
-    folder.mkdir(parents=True)
-    (folder / RunDir.CONFIG).write_text(yaml.safe_dump(config))
-    return results
+    return write_tuned_results(results, rows, {"space": {"train.lr": LRS}, "seeds": selection_seeds}, corpus)
 
 
 def test_the_report_compares_fixed_settings_with_the_tuned_optima(tmp_path, corpus):

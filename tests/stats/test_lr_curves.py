@@ -9,11 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
+from helpers import write_tuned_results
 from matplotlib.colors import to_rgb
 
-from gptlab.run.resultsdir import SUMMARY_CSV
-from gptlab.run.rundir import RunDir
 from gptlab.stats import lr_curves
 from gptlab.stats.lr_curves import LR_CURVE_COLS, fit_curves
 
@@ -199,16 +197,7 @@ def _refined_results(tmp_path: Path, corpus: Path) -> Path:
             rows.append({"run_id": f"{act}_s{seed}", "seed": seed, "model.activation": act, "train.lr": picks[act],
                          "stage": "estimation", "status": "ok", "best_val_loss": loss, "best_test_loss": loss + 0.002,
                          "wall_s": 1.0})
-    results.mkdir(parents=True)
-    pd.DataFrame(rows).to_csv(results / SUMMARY_CSV, index=False)
-    sweep = {"name": "refined", "grid": {"model.activation": ["gelu", "relu"]}, "seeds": [0, 1, 2],
-             "tune": {"space": {"train.lr": SPACE}, "seeds": 1, "method": "refine"}}
-    (results / "sweep.yaml").write_text(yaml.safe_dump(sweep))
-    config = {"data": {"dataset": "tiny", "path": str(corpus), "val_fraction": 0.1, "test_fraction": 0.05}}
-    folder = RunDir(results / "runs" / rows[0]["run_id"]).path
-    folder.mkdir(parents=True)
-    (folder / RunDir.CONFIG).write_text(yaml.safe_dump(config))
-    return results
+    return write_tuned_results(results, rows, {"space": {"train.lr": SPACE}, "seeds": 1, "method": "refine"}, corpus)
 
 
 def test_the_report_writes_lr_curves_and_keeps_settings_outside_the_space(tmp_path, corpus, no_figures):
