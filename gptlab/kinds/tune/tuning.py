@@ -187,7 +187,15 @@ class TuneThenEstimate:
         return self._moved(finished)
 
     def _estimate(self, finished: FinishedRuns) -> Stage | None:
-        """The estimation stage at the current picks (fixed seeds: one stage; in rounds: its first round)."""
+        """The estimation stage at the current picks (fixed seeds: one stage; in rounds: its first round); a cell
+        without a pick is named once here (`estimation_runs` is asked again after estimation)."""
+        lost = [cell for cell in self.cells if cell not in self.picks]
+        if lost and not self.repicks:
+            from gptlab.stats.picks import pairs_text, short_names
+
+            names = short_names(list(self.spec.grid))
+            print(f"warning: no selection run of {', '.join(pairs_text(c, names) for c in lost)} trained (each diverged, "
+                  "collapsed or failed): no pick, so no estimation runs; its effects are not estimable", file=self.out)
         runs = self.estimation_runs()
         rounds = self.rounds(runs)
         if rounds is not None:
@@ -272,13 +280,6 @@ class TuneThenEstimate:
         for cell in self.cells:
             if cell in self.picks:
                 by_setting.setdefault(self.picks[cell], []).append(cell)
-        lost = [cell for cell in self.cells if cell not in self.picks]
-        if lost:
-            from gptlab.stats.picks import pairs_text, short_names
-
-            names = short_names(list(self.spec.grid))
-            print(f"warning: no selection run of {', '.join(pairs_text(c, names) for c in lost)} trained (each diverged, "
-                  "collapsed or failed): no pick, so no estimation runs; its effects are not estimable", file=self.out)
         runs = [r for setting, cells in by_setting.items() for r in runs_at(self.spec, [setting], self.spec.seeds,
                                                                            ESTIMATION, cells)]
         order = {cell: i for i, cell in enumerate(self.cells)}
