@@ -32,6 +32,8 @@ ROUNDS_CSV = "rounds.csv"  # one row per round of an adaptive sweep
 TUNING_CSV = "tuning.csv"  # a tuned sweep's selection: per cell and setting, the loss and the pick
 REFINE_CSV = "refine.csv"  # a refining tuner's rounds: each cell's pick, its confidence and what it tried next
 STEP_TIMES_CSV = "step_times.csv"  # a `worth:` sweep's arms, their training steps timed side by side after the runs
+PREDICTIONS_CSV = "predictions.csv"  # a ladder's: what the rungs below predict for each rung, written before it trains
+RUNGS = "rungs"  # a ladder's folder of rung folders: rungs/RUNG/ holds that rung's tuning.csv, refine.csv, rounds.csv
 DISCUSSION_MD = "discussion.md"  # written by a person, read by the report
 RUNS = "runs"  # the folder of run directories
 LOCK = ".lock"  # the OS lock a sweep holds while it writes here (gptlab.sweep.lock)
@@ -52,9 +54,22 @@ class ResultsDir:
     """
 
     path: Path
+    rung: str = ""  # a ladder's rung: its own files (tuning.csv, refine.csv, rounds.csv) in rungs/RUNG/, its runs here
 
     def __post_init__(self) -> None:
+        if isinstance(self.path, ResultsDir):  # another's rung is kept unless one is named
+            object.__setattr__(self, "rung", self.rung or self.path.rung)
         object.__setattr__(self, "path", Path(self.path))  # frozen: the one write, normalising the argument
+
+    def at_rung(self, name: str) -> ResultsDir:
+        """The folder as one rung of a ladder sees it: the same runs, its own tuning, refine and rounds files."""
+        return ResultsDir(self.path, rung=name)
+
+    @property
+    def own(self) -> Path:
+        """Where the folder's per-rung files go: the folder itself, or a ladder rung's `rungs/RUNG/` (the atomic
+        writes make it)."""
+        return self.path / RUNGS / self.rung if self.rung else self.path
 
     def __fspath__(self) -> str:
         return os.fspath(self.path)
@@ -85,15 +100,24 @@ class ResultsDir:
 
     @property
     def rounds_csv(self) -> Path:
-        return self.path / ROUNDS_CSV
+        return self.own / ROUNDS_CSV
 
     @property
     def tuning_csv(self) -> Path:
-        return self.path / TUNING_CSV
+        return self.own / TUNING_CSV
 
     @property
     def refine_csv(self) -> Path:
-        return self.path / REFINE_CSV
+        return self.own / REFINE_CSV
+
+    @property
+    def predictions_csv(self) -> Path:
+        return self.path / PREDICTIONS_CSV
+
+    def rung_dirs(self) -> list[ResultsDir]:
+        """A ladder's rung folders on disk, by name (none for any other sweep)."""
+        folder = self.path / RUNGS
+        return [self.at_rung(p.name) for p in sorted(folder.iterdir()) if p.is_dir()] if folder.is_dir() else []
 
     @property
     def step_times_csv(self) -> Path:
@@ -163,7 +187,9 @@ class ResultsDir:
         """Delete what a sweep killed mid-write left of the files it writes (temp files of summary.csv,
         sweep.yaml, rounds.csv, tuning.csv, refine.csv and each run's place.json); how many. Only under
         the sweep's lock: another sweep's temp files would go too."""
-        removed = remove_temp_files(self.path, (SWEEP_YAML, SUMMARY_CSV, ROUNDS_CSV, TUNING_CSV, REFINE_CSV))
+        removed = remove_temp_files(self.path, (SWEEP_YAML, SUMMARY_CSV, ROUNDS_CSV, TUNING_CSV, REFINE_CSV,
+                                                PREDICTIONS_CSV))
+        removed += sum(remove_temp_files(rung.own, (ROUNDS_CSV, TUNING_CSV, REFINE_CSV)) for rung in self.rung_dirs())
         return removed + sum(remove_temp_files(self.run(run_id).path, (RunDir.PLACE,)) for run_id in self.run_ids())
 
     @classmethod

@@ -65,6 +65,7 @@ class RunSummary:
     params_non_embedding: int | None = None
     tokens_per_sec: float | None = None
     wall_s: float | None = None
+    started_at: str | None = None  # when the run first started training (UTC, ISO 8601)
     compile_s: float | None = None
     peak_rss_mb: float | None = None
     peak_gpu_mb: float | None = None

@@ -209,6 +209,7 @@ def run_summary(trainer: Trainer, outcome: Outcome) -> dict[str, Any]:
         "params": trainer.model.num_params(),
         "params_non_embedding": trainer.model.num_params(non_embedding=True),
         "tokens_per_sec": tokens / trainer.train_s if trainer.train_s > 0 else None,
+        "started_at": trainer.started_at,  # UTC, ISO 8601: a ladder checks its rungs' runs began after their predictions
         "wall_s": round(trainer.elapsed_s, 3),
         "eval_s": round(trainer.eval_s, 3),
         "compile_s": round(trainer.compile_s, 3),  # in wall_s: first steps through torch.compile (0 uncompiled)

@@ -36,6 +36,13 @@ METRIC_FIELDS = ["status", "best_val_loss", "best_step", "final_val_loss", "fina
 # Only in the summary.csv of a sweep with a test split (data.test_fraction > 0 in any run), after the
 # others: a sweep without one keeps the exact columns it always had, so readers by position still work.
 TEST_FIELDS = ["best_test_loss", "best_test_bpc"]
+# From summary.json too, but only in the summary.csv of a sweep whose kind names them among its columns (a ladder's).
+KIND_FIELDS = ["started_at"]
+
+
+def summary_metrics(columns: Sequence[str]) -> list[str]:
+    """The columns of summary.csv that come from each run's summary.json (the others: its place in the sweep)."""
+    return [c for c in columns if c in METRIC_FIELDS or c in TEST_FIELDS or c in KIND_FIELDS]
 CHAR_BPC_FACTOR = 1 / math.log(2)  # a char run's nats/char -> bits/char (best_val_bpc / best_val_loss of a char run)
 SOURCES = "sources"  # sweep.yaml's key: sha256 of the plugins and user corpora its runs read (`run.identity`)
 UNSTAMPED = ("command",)  # sweep.yaml's keys that say how the sweep was called, not what its runs are
@@ -98,7 +105,7 @@ def write_summary(results_dir: ResultsDir, entries: Sequence[tuple[dict[str, Any
     The only writer of either file; the sweep calls it (`gptlab.sweep.summary`) after every run."""
     stored = _stored_spec(results_dir)
     stamp, sources = sweep_stamp(results_dir), (stored[0].get(SOURCES) or {}) if stored else {}
-    metrics = [c for c in columns if c in METRIC_FIELDS or c in TEST_FIELDS]
+    metrics = summary_metrics(columns)
     rows = []
     for place, summary in entries:
         write_place(results_dir.run(place["run_id"]), place_record(place, columns, stamp, sources))
@@ -171,7 +178,7 @@ def check_summary(results_dir: ResultsDir) -> SummaryCheck:
     if not places or any(i not in places and results_dir.run(i).path.is_dir() for i in ids):
         return SummaryCheck(**left)  # nothing placed here, or a row the folders cannot check: the file is all there is
     columns = max((cols for _, cols in places.values()), key=len)
-    metrics = [c for c in columns if c in METRIC_FIELDS or c in TEST_FIELDS]
+    metrics = summary_metrics(columns)
     rebuilt = {run_id: row_text(summary_row(place, summary, metrics), columns)
                for run_id, ((place, summary), _) in places.items()}
     if cached is not None:

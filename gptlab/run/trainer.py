@@ -15,6 +15,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Sequence
 
 import torch
@@ -103,6 +104,7 @@ class Trainer:
         self.compile_s = 0.0  # the first step through torch.compile (tracing, compiling): the sweep's compile share
         self._compile_pending = mode is not None
         self.resumed = False
+        self.started_at = ""  # when the run first started training (UTC, ISO 8601): a resumed run keeps its first start
         # Rows come at least every min(log_interval, eval_interval) steps, and at max_iters: that
         # many losses wait at most (a log_interval of 1e9 must not allocate 1e9 floats).
         self._losses = torch.zeros(min(t.log_interval, t.eval_interval, t.max_iters), device=device)
@@ -123,6 +125,7 @@ class Trainer:
             "best_test_blocks": self.best_test_blocks,
             "times": [self.elapsed_s, self.train_s, self.eval_s],
             "compile_s": self.compile_s,
+            "started_at": self.started_at,  # a resume (or a shared trunk's branch) started when its first leg did
             # Losses of the steps since the last row (none at an evaluation): a state taken between
             # rows must carry them, or the next row would average fewer steps than an unbroken run's.
             "pending": {"losses": self._losses[: self._pending].cpu(),
@@ -142,6 +145,7 @@ class Trainer:
         self.best_test_blocks = state.get("best_test_blocks")  # absent from checkpoints of before test blocks
         self.elapsed_s, self.train_s, self.eval_s = state["times"]
         self.compile_s += state.get("compile_s", 0.0)  # absent from checkpoints of before the compile share
+        self.started_at = state.get("started_at") or self.started_at  # absent from checkpoints of before the ladder
         pending = state.get("pending")  # absent from checkpoints of before branch points
         self._pending = len(pending["losses"]) if pending else 0
         if pending:
@@ -159,6 +163,7 @@ class Trainer:
         log.info("run %s: %s, %d parameters, device %s", self.run_id, self.cfg.model,
                  self.model.num_params(), self.device)
         self.model.train()
+        self.started_at = self.started_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
         start = time.perf_counter() - self.elapsed_s
         skip_bookkeeping = self.resumed  # the checkpoint was written after this step's row
         while True:

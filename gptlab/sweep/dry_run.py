@@ -9,7 +9,7 @@ the workers as the trunks and branches of `sweep.trunks` share their steps.
 from __future__ import annotations
 
 import collections
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.statuses import FINISHED, STATUSES
@@ -100,14 +100,15 @@ def _runs_to_train(spec: SweepSpec, results_dir: ResultsDir, reuse: tuple[Result
 
 
 class _Timer:
-    """Seconds a list of runs takes on the sweep's workers (None when there is nothing to time): the first run asked
-    is timed, once, and every later list is scaled from that timing."""
+    """Seconds a list of runs takes on the sweep's workers (None when there is nothing to time): the first run of each
+    model size asked (a ladder's rungs differ in it) is timed, once, and every run of that size is scaled from it."""
 
     def __init__(self, spec: SweepSpec, workers: int, threads: int, resumed: dict[str, int]) -> None:
         from gptlab.run.device import resolve_device
 
         self.spec, self.workers, self.threads, self.resumed = spec, workers, threads, resumed
-        self.timing: Any = None
+        self.timing: Any = None  # the first timing (the estimate's line)
+        self.timings: dict[tuple[Any, ...], Any] = {}  # by model size
         # the sweep trains `workers` runs at once; on a CPU they slow each other down, so the timed run has company
         on_cpu = resolve_device(spec.base_config.train.device).type == "cpu"
         self.companions = workers - 1 if on_cpu else 0  # a GPU's runs_per_gpu: timed alone (said below)
@@ -116,10 +117,21 @@ class _Timer:
         from gptlab.run.device import configure_process
         from gptlab.sweep.estimate import time_run
 
-        if self.timing is None and runs:
-            configure_process(self.threads)
-            self.timing = time_run(runs[0].config, companions=self.companions, threads=self.threads)
-        return _seconds(self.spec, runs, self.timing, self.workers, self.resumed) if self.timing is not None else None
+        for run in runs:
+            size = _size(run)
+            if size not in self.timings:
+                configure_process(self.threads)
+                self.timings[size] = time_run(run.config, companions=self.companions, threads=self.threads)
+                self.timing = self.timing or self.timings[size]
+        if self.timing is None:
+            return None
+        return _seconds(self.spec, runs, lambda run: self.timings[_size(run)], self.workers, self.resumed)
+
+
+def _size(run: Run) -> tuple[Any, ...]:
+    """What a step's time depends on most: the model's layers, width and context, and the batch."""
+    m, t = run.config.model, run.config.train
+    return m.n_layer, m.n_embd, m.n_head, m.block_size, t.batch_size
 
 
 def _print_estimate(pending: list[Run], timed: _Timer, stream: TextIO) -> None:
@@ -202,7 +214,7 @@ def bottom_line(wholes: list[tuple[int, float | None, int, float | None]], picke
     return f"\nfrom scratch: {_span(total)} runs{about(scratch)}; with what is on disk: {disk}"
 
 
-def _seconds(spec: SweepSpec, runs: list[Run], timing: Any, workers: int,
+def _seconds(spec: SweepSpec, runs: list[Run], timing: Callable[[Run], Any], workers: int,
              resumed: dict[str, int] | None = None) -> float:
     """Wall time of `runs` on `workers`: each run's steps (a shared trunk's branch only its cooldown, a partial run
     only those after its last checkpoint, `resumed`) and each worker's compiles (`estimate.compiles`), spread over
@@ -211,7 +223,7 @@ def _seconds(spec: SweepSpec, runs: list[Run], timing: Any, workers: int,
 
     starts = branch_starts(spec, [*spec.runs, *runs])
     resumed = resumed or {}
-    each = [timing.seconds(r.config, max(starts.get(r.run_id, 0), resumed.get(r.run_id, 0))) for r in runs]
+    each = [timing(r).seconds(r.config, max(starts.get(r.run_id, 0), resumed.get(r.run_id, 0))) for r in runs]
     n_compiles = compiles([r.config for r in runs], workers)
     first = FIRST_COMPILE_S if n_compiles else 0.0
     return max(max(each, default=0.0) + first, (sum(each) + compile_seconds(n_compiles, workers)) / max(1, workers))

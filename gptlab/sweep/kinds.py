@@ -26,7 +26,7 @@ from typing import Any, Iterator, Mapping, Sequence, TextIO
 
 from gptlab.registry import Registry
 from gptlab.sweep.planners import Planner, SeedPlan, SweepKind
-from gptlab.sweep.runs import Run, SweepSpec
+from gptlab.sweep.runs import Run, SweepSpec, expand
 
 SWEEP_KINDS: Registry[type[SweepKind]] = Registry(
     "sweep kind", "Kinds of sweep: keys that plan or add stages (a plugin's too)")
@@ -49,6 +49,13 @@ def with_kind_stages(planner: Planner, spec: SweepSpec, out: TextIO) -> Planner:
     for _, kind in kinds_of(spec):
         planner = kind.stages(planner, spec, out)
     return planner
+
+
+def first_runs(spec: SweepSpec) -> list[Run]:
+    """The runs a spec starts from: the first kind's that plans them (`SweepKind.first_runs`: a tuned sweep's
+    selection), else the grid's (or the arms') cells x seeds (`expand`)."""
+    first = next((runs for _, kind in kinds_of(spec) if (runs := kind.first_runs(spec)) is not None), None)
+    return expand(spec) if first is None else list(first)
 
 
 def known_runs(spec: SweepSpec) -> list[Run]:
@@ -102,9 +109,10 @@ def estimation_rounds(spec: SweepSpec, runs: Sequence[Run], out: TextIO) -> Plan
 
 
 def planned_range(spec: SweepSpec) -> tuple[int, int]:
-    """How many runs the whole sweep trains: (fewest, most), from the first kind that plans it whole (a tuning method:
-    `SweepKind.run_range`), else from its runs (fewer where its seeds are decided in rounds)."""
-    whole = next((r for _, kind in kinds_of(spec) if (r := kind.run_range(spec)) is not None), None)
+    """How many runs the whole sweep trains: (fewest, most), from the outermost kind that plans it whole (the last to
+    wrap the stages: a tuning method, a ladder around it; `SweepKind.run_range`), else from its runs (fewer where its
+    seeds are decided in rounds)."""
+    whole = next((r for _, kind in reversed(list(kinds_of(spec))) if (r := kind.run_range(spec)) is not None), None)
     if whole is not None:
         return whole
     plan, runs = seed_plan(spec), len(spec.runs)

@@ -24,10 +24,10 @@ from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
 from gptlab.stats.levels import grid_level
 from gptlab.sweep.arms_spec import ArmsDesign, check_arm_configs, check_arms
-from gptlab.sweep.kinds import SWEEP_KINDS, asked_seeds, import_shipped_kinds, kinds_of
+from gptlab.sweep.kinds import SWEEP_KINDS, asked_seeds, first_runs, import_shipped_kinds
 from gptlab.sweep.levels import check_levels
 from gptlab.sweep.loader import load_yaml, one_line, parse_overrides, read_spec_file  # noqa: F401 (re-exported)
-from gptlab.sweep.runs import MAX_RUNS, MAX_SEEDS, ReportSettings, SweepSpec, expand
+from gptlab.sweep.runs import MAX_RUNS, MAX_SEEDS, ReportSettings, SweepSpec
 
 TOP_KEYS = ["name", "description", "plugins", "base", "grid", "arms", "exclude", "baseline", "claims", "executor",
             "report"]  # and each kind's key (`sweep.kinds.SWEEP_KINDS`: `seeds`, `scale`, `tune`, `worth`, a plugin's)
@@ -178,8 +178,7 @@ def _check_grid(raw: dict[str, Any], base: dict[str, Any], keys: list[str], path
 def _with_runs(spec: SweepSpec, baseline: dict[str, Any]) -> SweepSpec:
     """`spec` with the runs it starts from (a kind's, such as a tuned sweep's selection, else the cells x seeds); the
     baseline cell must be one of them."""
-    first = next((runs for _, kind in kinds_of(spec) if (runs := kind.first_runs(spec)) is not None), None)
-    spec = dataclasses.replace(spec, runs=tuple(expand(spec) if first is None else first))
+    spec = dataclasses.replace(spec, runs=tuple(first_runs(spec)))
     if not any(r.factors == baseline for r in spec.runs):
         raise key_error("baseline", f"the cell {shown(baseline, 200)} is excluded; name a cell that is trained")
     return spec

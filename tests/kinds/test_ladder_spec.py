@@ -10,7 +10,7 @@ from gptlab.run.config import resolve_run_config
 BASE = resolve_run_config({"model": {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 64},
                            "train": {"max_iters": 2000, "batch_size": 12}})
 RUNGS = {"small": {"model.n_embd": 64, "model.n_head": 2, "train.max_iters": 1000},
-         "medium": {"model.n_embd": 128, "model.n_head": 4},
+         "medium": {"model.n_embd": 128, "model.n_head": 4, "train.max_iters": 2000},
          "large": {"model.n_embd": 192, "model.n_head": 6, "train.max_iters": 4000}}
 
 

@@ -1,6 +1,9 @@
-"""`ladder:`, the kind of sweep that asks whether an effect holds at scale: named rungs of compute, every arm tuned and
-estimated at each, its effect's trend in compute (`gptlab.stats.ladder`) and each rung predicted from the ones below.
+"""The `ladder:` kind: named rungs of run settings, smallest first, every arm tuned and estimated at every rung, each
+rung predicted from the ones below before it trains.
 
-What is here so far: the section's check and each rung's compute (`spec`). The kind's stages and report section
-join it (issue 57).
+One folder, both sides. The sweep's: the section (`spec`: `LadderSpec`, its rungs and their compute), its check and
+hooks (`kind`: `LadderKind`), the rungs' stages (`stages`: `LadderStages`) and what a finished rung measured and
+predicts (`measure`: predictions.csv). The statistics are `gptlab.stats.ladder`'s. Both sides register themselves
+under the kind's key, as a plugin's kind does in its file.
 """
+from gptlab.kinds.ladder import kind  # noqa: F401 (its class registers the kind's sweep side)

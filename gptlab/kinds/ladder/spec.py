@@ -11,17 +11,21 @@
 A rung's compute is C = 6 N D (Kaplan et al. 2020): N = 12 n_layer n_embd^2, the non-embedding parameters of the
 baseline's blocks, and D = max_iters x batch_size x block_size, the tokens it trains on. An arm's own count
 differs (SwiGLU's matched MLP, an untied head); a rung's compute is its baseline's. Rungs must rise in compute,
-and a rung sets no key an arm sets (an arm is the design; a rung, its scale).
+every rung sets the same keys (they change together), and a rung sets no key an arm sets (an arm is the design; a
+rung, its scale).
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from gptlab.errors import GptlabError, key_error, shown
-from gptlab.run.config import RunConfig
+from gptlab.run.config import RunConfig, get_dotted, set_dotted
+from gptlab.sweep.runs import SweepSpec
 
+KEY = "ladder"  # the sweep file's key, and the kind's name in both registries and in the report's bundles
 MAX_RUNGS = 12
 DEFAULT_MARGIN_PER_DOUBLING = 0.01  # nats (or bits) per doubling of compute: the `holds` test's margin
 
@@ -53,6 +57,9 @@ class LadderSpec:
                  for r in self.rungs}
         return {"rungs": given, **({"tokens_per_param": self.tokens_per_param} if self.tokens_per_param else {}),
                 "margin": self.margin}
+
+    def rung(self, name: str) -> Rung:
+        return next(r for r in self.rungs if r.name == name)
 
     def describe(self) -> list[str]:
         """One line a rung: its parameters, tokens, training FLOPs and its compute against the smallest rung's."""
@@ -91,6 +98,12 @@ def check_ladder(raw: Any, base: RunConfig, arm_keys: set[str]) -> LadderSpec:
     out: list[Rung] = []
     for name, settings in rungs.items():
         out.append(_rung(name, settings, base, arm_keys, ratio))
+    keys = set(out[0].settings)
+    for rung in out[1:]:
+        if set(rung.settings) != keys:
+            odd = sorted(set(rung.settings) ^ keys)[0]
+            raise key_error(f"ladder.rungs.{rung.name}", f"sets {'' if odd in rung.settings else 'no '}{odd}, unlike "
+                                                        f"rung {out[0].name}: every rung sets the same keys")
     for lower, upper in zip(out, out[1:]):
         if not upper.flops > lower.flops:
             raise key_error(f"ladder.rungs.{upper.name}", f"trains {upper.flops:.3g} FLOPs, not more than the rung "
@@ -122,3 +135,24 @@ def _rung(name: Any, settings: Any, base: RunConfig, arm_keys: set[str], ratio: 
         config = config.with_settings(settings)
     n, d, c = compute_of(config)
     return Rung(name=name, settings=settings, params=n, tokens=d, flops=c)
+
+
+def ladder_of(spec: SweepSpec) -> LadderSpec:
+    """A ladder sweep's checked `ladder:` section."""
+    return spec.kinds[KEY]
+
+
+def with_settings(base: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """`base` (the sweep's nested settings) with a rung's dotted settings set."""
+    out = copy.deepcopy(base)
+    for key, value in settings.items():
+        set_dotted(out, key, value)
+    return out
+
+
+def rung_of(ladder: LadderSpec, config: RunConfig) -> str:
+    """The rung whose settings a run's config has ("" for none)."""
+    for rung in ladder.rungs:
+        if all(get_dotted(config.to_dict(), k) == v for k, v in rung.settings.items()):
+            return rung.name
+    return ""

@@ -1,0 +1,111 @@
+"""What a finished rung measured, as the sweep reads it, and what the rungs below predict for the next: predictions.csv.
+
+`measure_rung` estimates each arm's effect against the baseline at one rung from its estimation runs on disk,
+with the report's own estimator (`gptlab.stats.effects.analyse` on an arms design: each arm's own variance, the
+text's blocks counted where every run has them); `predict_rung` fits the rungs below (`gptlab.stats.ladder`) and
+`record_predictions` adds a rung's rows to results/NAME/predictions.csv before the rung trains: a rung's rows,
+once written, are never changed (a rerun finds them and keeps them), so the report can hold each prediction to
+what the rung then measured. Only runs that trained (`ok`) are measured here; the report counts a diverged
+estimation run as well.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import partial
+from typing import Sequence
+
+import numpy as np
+
+from gptlab.run.resultsdir import ResultsDir
+from gptlab.run.rundir import RunSummary
+from gptlab.runio import read_csv_rows, write_csv
+from gptlab.stats.arms import ARM
+from gptlab.stats.calls import DEFAULT_MARGIN
+from gptlab.stats.design import Design, effect_label
+from gptlab.stats.ladder import compute_doublings, predict
+from gptlab.stats.text_share import Blocks
+from gptlab.statuses import OK
+from gptlab.sweep.runs import ESTIMATION, Run
+
+PREDICTION_COLUMNS = ["rung", "arm", "quantity", "predicted", "pred_low", "pred_high", "written_at"]
+EFFECT = "effect"  # predictions.csv's quantity of an arm's effect against the baseline
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One arm's effect at one rung: its estimate, standard error and df (seeds and, where kept, the text)."""
+
+    arm: str
+    effect: float
+    se: float
+    df: float
+
+
+def measure_rung(runs: Sequence[Run], rows: Sequence[RunSummary], results_dir: ResultsDir,
+                 baseline: str) -> dict[str, Measured]:
+    """Each arm's effect against `baseline` from the rung's estimation runs that trained; {} where none did."""
+    by_id = {r.run_id: r for r in rows}
+    used = [(run, by_id[run.run_id]) for run in runs if getattr(run, "role", ESTIMATION) == ESTIMATION
+            and run.run_id in by_id and by_id[run.run_id].status == OK and by_id[run.run_id].best_val_loss is not None]
+    test = bool(used) and all(s.best_test_loss is not None for _, s in used)
+    y = np.array([float(s.best_test_loss if test else s.best_val_loss) for _, s in used])
+    cells = [(str(dict(run.cell)[ARM]),) for run, _ in used]
+    arms = tuple(dict.fromkeys(c[0] for c in cells))
+    if baseline not in arms or len(arms) < 2:
+        return {}
+    from gptlab.stats.effects import analyse  # the heavier module, read only once a rung has finished
+
+    design = Design((ARM,), {ARM: arms}, {ARM: baseline}, tuple((a,) for a in arms))
+    blocks = _blocks(results_dir, [run.run_id for run, _ in used]) if test else None
+    analysis = analyse(y, cells, np.array([run.seed for run, _ in used]), design, partial(effect_label, [ARM]),
+                       DEFAULT_MARGIN, endpoint=False, blocks=blocks, block_seeds=False, own_variance=True)
+    return {str(level): Measured(str(level), t.estimate, t.se, t.df)
+            for level, t in zip(analysis.main["level"], analysis.tests["main"])}
+
+
+def _blocks(results_dir: ResultsDir, run_ids: list[str]) -> Blocks | None:
+    """The runs' test blocks (loss per block, weighted by its tokens), or None where a run lacks them or they differ."""
+    losses, weights = [], []
+    for run_id in run_ids:
+        rows = results_dir.run(run_id).test_blocks()
+        if not rows:
+            return None
+        losses.append([float(r["loss"]) for r in rows])
+        weights.append([float(r["tokens"]) for r in rows])
+    if len({len(r) for r in losses}) != 1 or len(losses[0]) < 2:
+        return None
+    return Blocks(np.array(losses), np.array(weights))
+
+
+def predict_rung(flops: Sequence[float], below: Sequence[dict[str, Measured]], rung: str) -> list[dict[str, object]]:
+    """predictions.csv's rows for rung `rung` (compute `flops[-1]`) from the rungs below (`flops[:-1]`, `below`):
+    each arm measured at every rung below, predicted by its trend; none with fewer than two rungs below."""
+    if len(below) < 2:
+        return []
+    x = compute_doublings(flops)
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    out: list[dict[str, object]] = []
+    for arm in below[-1]:
+        if not all(arm in m for m in below):
+            continue
+        ms = [m[arm] for m in below]
+        if not all(math.isfinite(v) for m in ms for v in (m.effect, m.se, m.df)):
+            continue
+        p = predict(x[:-1], [m.effect for m in ms], [m.se for m in ms], [m.df for m in ms], float(x[-1]))
+        if p is None:
+            continue
+        out.append({"rung": rung, "arm": arm, "quantity": EFFECT, "predicted": p.predicted, "pred_low": p.low,
+                    "pred_high": p.high, "written_at": now})
+    return out
+
+
+def record_predictions(results_dir: ResultsDir, rows: list[dict[str, object]], rung: str) -> bool:
+    """Add rung `rung`'s prediction rows to predictions.csv unless it already has rows of that rung (then nothing is
+    written: a prediction, once written, stands); whether it wrote."""
+    old = read_csv_rows(results_dir.predictions_csv)
+    if not rows or any(r.get("rung") == rung for r in old):
+        return False
+    write_csv(results_dir.predictions_csv, [*old, *rows], PREDICTION_COLUMNS)
+    return True

@@ -1,0 +1,204 @@
+"""The `ladder:` kind's sweep side (`gptlab.kinds.ladder`): every arm tuned and estimated at every rung, each upper
+rung's lrs from the picks below, and each rung's predictions written before it trains and never changed."""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from fakes import FakeBackend
+from helpers import REPO, tiny_config
+
+from gptlab.errors import GptlabError
+from gptlab.executors import Resources
+from gptlab.kinds.ladder.kind import LadderKind
+from gptlab.kinds.ladder.measure import measure_rung, predict_rung, record_predictions
+from gptlab.kinds.ladder.spec import rung_of
+from gptlab.kinds.ladder.stages import LadderStages, shifted_space
+from gptlab.run.config import RunConfig
+from gptlab.run.resultsdir import ResultsDir
+from gptlab.run.rundir import RunSummary
+from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
+from gptlab.sweep.kinds import planned_range
+from gptlab.sweep.runs import Run
+from gptlab.sweep.spec import validate_spec
+
+LRS = [1e-3, 2e-3, 4e-3, 8e-3]
+RUNGS = {"a": {"model.n_embd": 16, "train.max_iters": 20}, "b": {"model.n_embd": 32, "train.max_iters": 20},
+         "c": {"model.n_embd": 64, "train.max_iters": 20}}
+
+
+def _raw(corpus: Path, **extra) -> dict:
+    config = tiny_config(corpus)
+    config["train"].pop("lr")
+    config["train"].pop("max_iters")
+    config["model"].pop("n_embd")
+    config["train"]["min_lr"] = 1e-5
+    return {"name": "ladder", "base": {k: config[k] for k in ("model", "train", "data")},
+            "arms": {"base": {}, "relu": {"model.activation": "relu"}, "nope": {"model.position": "none"}},
+            "seeds": 2, "tune": {"method": "refine", "space": {"train.lr": list(LRS)}, "max_runs_per_cell": 5},
+            "ladder": {"rungs": RUNGS}, **extra}
+
+
+def _spec(corpus: Path, **extra):
+    return validate_spec(_raw(corpus, **extra), corpus.parent / "sweep.yaml", {}, {})
+
+
+def planted(config: RunConfig) -> float:
+    """Each arm's best lr halves with each doubling of width; relu's effect grows with width, nope's holds."""
+    width = config.model.n_embd
+    best = 8e-3 * 16 / width
+    arm = 0.02 * math.log2(width / 8) * (config.model.activation == "relu") + 0.05 * (config.model.position == "none")
+    return 2.0 - 0.1 * math.log2(width) + arm + 0.03 * math.log2(config.train.lr / best) ** 2 + 1e-3 * (config.seed % 5)
+
+
+def _loop(spec, results: Path, backend, **options):
+    out = io.StringIO()
+    options = SweepOptions(results, results.parent / "reports", stream=out, progress_every_s=60, **options)
+    plan = Resources(workers=1, threads=1, device="cpu", gpus=0, reason="test")
+    planner = planner_for(spec, out)
+    return train_stages(spec, planner, plan, options, backend), out.getvalue(), planner
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_every_arm_is_tuned_and_estimated_at_every_rung_from_the_picks_below(tmp_path, corpus):
+    spec, results = _spec(corpus), tmp_path / "results"
+    planned, out, planner = _loop(spec, results, FakeBackend(planted))
+    assert isinstance(planner, LadderStages)
+    summary = _rows(results / "summary.csv")
+    assert len(summary) == len(planned) and {r["rung"] for r in summary} == {"a", "b", "c"}
+    assert list(summary[0])[:6] == ["run_id", "seed", "arm", "train.lr", "rung", "started_at"]
+    for rung in "abc":
+        estimation = [r for r in summary if r["rung"] == rung and r["role"] == "estimation"]
+        assert {r["arm"] for r in estimation} == {"base", "relu", "nope"}
+        assert (results / "rungs" / rung / "tuning.csv").is_file() and (results / "rungs" / rung / "refine.csv").is_file()
+    assert not (results / "tuning.csv").exists()  # every rung's own files in its own folder
+    picks = {rung: {float(r["train.lr"]) for r in summary if r["rung"] == rung and r["role"] == "estimation"}
+             for rung in "abc"}
+    assert max(picks["c"]) < max(picks["a"])  # the optimum moved down with width, and the tuner followed it
+    (started,) = shifted_space(spec.kinds["tune"].space, sorted(picks["b"])).values()  # rung c starts from b's picks
+    assert started != tuple(LRS) and len(started) >= 3
+    for arm in ("base", "relu", "nope"):
+        tried = {float(r["train.lr"]) for r in summary if (r["rung"], r["role"], r["arm"]) == ("c", "selection", arm)}
+        assert set(started) <= tried
+    assert "train.lr " + str(list(started)) in out
+    assert "rung c: predicted from the 2 rungs below" in out
+
+
+def test_predictions_are_written_before_their_rung_trains_and_never_changed(tmp_path, corpus):
+    spec, results = _spec(corpus), tmp_path / "results"
+    seen: list[bool] = []
+
+    class Watching(FakeBackend):  # notes, as each run of rung c is handed over, whether c's predictions exist
+        def run(self, tasks, plan, on_result, fail_fast=False):
+            for task in tasks:
+                if rung_of(spec.kinds["ladder"], task.config) == "c":
+                    seen.append(any(r["rung"] == "c" for r in _rows(results / "predictions.csv"))
+                                if (results / "predictions.csv").is_file() else False)
+            super().run(tasks, plan, on_result, fail_fast)
+
+    _loop(spec, results, Watching(planted))
+    assert seen and all(seen)
+    predictions = _rows(results / "predictions.csv")
+    assert {r["rung"] for r in predictions} == {"c"} and {r["arm"] for r in predictions} == {"relu", "nope"}
+    assert all(float(r["pred_low"]) < float(r["predicted"]) < float(r["pred_high"]) for r in predictions)
+    written = (results / "predictions.csv").read_bytes()
+    rerun = FakeBackend(planted)
+    _loop(spec, results, rerun)
+    assert rerun.trained == [] and (results / "predictions.csv").read_bytes() == written
+    for row in _rows(results / "summary.csv"):  # rung a's runs gone, retrained to other losses: c's rows stand
+        if row["rung"] == "a":
+            shutil.rmtree(results / "runs" / row["run_id"])
+    _loop(spec, results, FakeBackend(lambda config: planted(config) + 0.3 * (config.model.position == "none")))
+    assert (results / "predictions.csv").read_bytes() == written
+
+
+def test_a_ladder_stopped_below_the_top_rung_resumes_and_predicts_before_the_top_trains(tmp_path, corpus):
+    spec, results = _spec(corpus), tmp_path / "results"
+    whole, _, _ = _loop(spec, tmp_path / "whole" / "results", FakeBackend(planted))
+    b_run = next(r for r in whole if rung_of(spec.kinds["ladder"], r.config) == "b" and r.role == "estimation")
+    stopped, _, _ = _loop(spec, results, FakeBackend(planted, fail=[b_run.run_id]))  # a run of rung b failed
+    assert not (results / "predictions.csv").exists()
+    assert not any(rung_of(spec.kinds["ladder"], r.config) == "c" for r in stopped)
+    again, _, _ = _loop(spec, results, FakeBackend(planted), rerun_failed=True)
+    assert [r.run_id for r in again] == [r.run_id for r in whole]  # the same decisions as a ladder never stopped
+    assert _rows(results / "predictions.csv") and {r["rung"] for r in _rows(results / "predictions.csv")} == {"c"}
+
+
+def test_record_predictions_keeps_a_rung_s_rows_once_written(tmp_path):
+    results = ResultsDir(tmp_path)
+    row = {"rung": "c", "arm": "relu", "quantity": "effect", "predicted": 0.1, "pred_low": 0.0, "pred_high": 0.2,
+           "written_at": "2026-01-01T00:00:00+00:00"}
+    assert record_predictions(results, [row], "c")
+    assert not record_predictions(results, [{**row, "predicted": 9.0}], "c")  # a second prediction: refused
+    assert record_predictions(results, [{**row, "rung": "d"}], "d")
+    assert [(r["rung"], r["predicted"]) for r in _rows(results.predictions_csv)] == [("c", "0.1"), ("d", "0.1")]
+
+
+def test_predict_rung_needs_two_rungs_below_and_follows_their_trend():
+    from gptlab.kinds.ladder.measure import Measured
+
+    below = [{"x": Measured("x", 0.0, 0.01, 10)}, {"x": Measured("x", 0.1, 0.01, 10)}]
+    assert predict_rung([1.0, 2.0], below[:1], "b") == []
+    (row,) = predict_rung([1.0, 2.0, 4.0], below, "c")
+    assert row["predicted"] == pytest.approx(0.2) and row["pred_low"] < 0.2 < row["pred_high"]
+
+
+def test_shifted_space_spans_the_picks_below_on_the_sweep_file_s_lattice():
+    space = {"train.lr": (5e-4, 1e-3, 2e-3, 4e-3, 8e-3)}
+    assert shifted_space(space, [2e-3]) == {"train.lr": (1e-3, 2e-3, 4e-3)}
+    assert shifted_space(space, [2e-3, 2e-3 * 2 ** 0.5]) == {"train.lr": (1e-3, 2e-3, 4e-3, 8e-3)}  # a half-step pick
+    assert shifted_space(space, [8e-3])["train.lr"] == (4e-3, 8e-3, 0.016)  # beyond the file's levels: its lattice
+    assert shifted_space(space, []) is None and shifted_space({"train.lr": (1e-3, 3e-3, 4e-3)}, [1e-3]) is None
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda raw: raw.pop("tune"), "every arm is tuned at every rung"),
+    (lambda raw: raw.update(worth={"lengths": [0.5, 1, 2]}), "worth: is not yet measured per rung"),
+    (lambda raw: raw["ladder"]["rungs"]["b"].update({"model.activation": "relu"}), "which an arm or the grid sets"),
+    (lambda raw: raw["ladder"]["rungs"]["b"].pop("train.max_iters"), "every rung sets the same keys"),
+])
+def test_a_ladder_refuses_what_it_cannot_train_in_one_line(corpus, change, message):
+    raw = _raw(corpus)
+    raw["ladder"] = {"rungs": {k: dict(v) for k, v in RUNGS.items()}}
+    change(raw)
+    with pytest.raises(GptlabError, match=message):
+        validate_spec(raw, corpus.parent / "sweep.yaml", {}, {})
+
+
+def test_a_grid_sweep_cannot_be_a_ladder(corpus):
+    raw = _raw(corpus)
+    del raw["arms"]
+    raw["grid"] = {"model.activation": ["gelu", "relu"]}
+    with pytest.raises(GptlabError, match="ladder: needs arms"):
+        validate_spec(raw, corpus.parent / "sweep.yaml", {}, {})
+
+
+def test_the_spec_is_rung_one_s_and_the_range_counts_every_rung(corpus):
+    spec = _spec(corpus)
+    assert spec.base_config.model.n_embd == 16 and {r.config.model.n_embd for r in spec.runs} == {16}
+    low, high = planned_range(spec)
+    assert low >= 3 * len(spec.runs) and high > low
+    assert LadderKind().columns(spec, []) == ["rung", "started_at"]
+
+
+def test_measure_rung_is_the_report_s_estimate_of_each_arm():
+    """The sweep's measurement of a rung (study 8's runs, as a rung) gives the report's own arms.csv estimates."""
+    folder = ResultsDir(REPO / "results" / "scorecard")
+    rows = _rows(folder.summary_csv)
+    runs = [Run(r["run_id"], (("arm", r["arm"]),), int(r["seed"]), None) for r in rows if r["role"] == "estimation"]
+    summaries = [folder.run(r.run_id).summary() for r in runs]
+    measured = measure_rung(runs, [s for s in summaries if s is not None], folder, "nanogpt")
+    report = {r["arm"]: r for r in _rows(REPO / "reports" / "scorecard" / "tables" / "arms.csv")}
+    assert set(measured) == set(report)
+    for arm, m in measured.items():
+        assert round(m.effect, 4) == pytest.approx(float(report[arm]["estimate"]), abs=1e-4), arm
+    assert all(m.se > 0 and m.df > 0 for m in measured.values())
+    assert isinstance(summaries[0], RunSummary)
