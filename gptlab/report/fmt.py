@@ -33,7 +33,11 @@ _EXACT = {"p_value": "sig", "p_adjusted": "sig", "bartlett_p": "sig", "divergenc
               "retuned_high", "length", "best_factor", "optimum")}, "multiplier_df": 1, "study_steps": "int",
           "steps": "int", "arm_loss": LOSS_DECIMALS, "placed_loss": LOSS_DECIMALS, "best_loss": LOSS_DECIMALS,
           "pick_loss": LOSS_DECIMALS, "gap": LOSS_DECIMALS, "threshold": LOSS_DECIMALS,
-          "noise_sd": LOSS_DECIMALS, "tuning_shift": LOSS_DECIMALS, "tuning_p": "sig"}
+          "noise_sd": LOSS_DECIMALS, "tuning_shift": LOSS_DECIMALS, "tuning_p": "sig", "tokens": "int",
+          "flops": "sig", "doublings": 2, "rungs": "int", "arms": "int", "tau": 2, "tau_low": 2, "tau_high": 2,
+          **{c: LOSS_DECIMALS for c in ("se", "slope", "slope_low", "slope_high", "slope90_low", "slope90_high",
+                                        "predicted", "pred_low", "pred_high", "measured", "measured_low",
+                                        "measured_high")}}
 _LOSS_LIKE = ("loss", "bpc", "ci95", "ci90_low", "ci90_high", "ci_low", "ci_high", "estimate", "gap", "mde80",
               "resid_sd")
 

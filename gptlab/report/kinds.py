@@ -1,8 +1,9 @@
 """The report's side of a kind of sweep (`gptlab.sweep.kinds`): `ReportKind`, its hooks, and `REPORT_KINDS`.
 
 A kind registered here under the name of its YAML key takes part in every step of the report through hooks whose
-defaults add nothing, so it overrides only what it adds: `load` (what it reads of results/NAME/ beyond the report's
-own, in the load step: `Results.kinds[key]`), `before_effects` and `tables` (its numbers: `ReportTables.kinds[key]`)
+defaults add nothing, so it overrides only what it adds: `scope` (the part of results/NAME/ the report is about: a
+ladder's top rung) and `load` (what it reads beyond the report's own, in the load step: `Results.kinds[key]`),
+`before_effects` and `tables` (its numbers: `ReportTables.kinds[key]`)
 and `files` (its `tables/NAME.csv`), `sentences` (`Sentences.kinds[key]`), `figures` (its `figures/NAME.png`:
 `Figures.kinds[key]`), and `section`: one `KindSection`, blocks placed after the part of the report it names (the
 summary, the scorecard, the cells, the effects). Where the report's own numbers or sentences take a kind's (the
@@ -45,6 +46,12 @@ class ReportKind:
     """The report's hooks of a kind of sweep; each has a default that adds nothing. The bundles are passed whole
     (`Results`, `tables.ReportTables`, `sentences.Sentences`, `figures.Figures`); the kind reads its own entry of
     each (`.kinds[key]`) under the key it is registered by."""
+
+    def scope(self, spec: Any, results_dir: Any, runs: Any) -> tuple[Any, Any] | None:
+        """Where the report of the whole folder is about one part of it (a ladder's top rung: the other rungs are the
+        kind's own section's): the spec and the folder (`ResultsDir.at_rung`) the load step reads instead, from the
+        sweep's `spec` and summary.csv's rows (`runs`, text); None for the whole folder."""
+        return None
 
     def load(self, res: Any) -> Any:
         """The load step: what the kind reads of results/NAME/ beyond `res` (`Results.kinds[key]`); None for nothing.

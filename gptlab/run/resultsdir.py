@@ -33,6 +33,7 @@ TUNING_CSV = "tuning.csv"  # a tuned sweep's selection: per cell and setting, th
 REFINE_CSV = "refine.csv"  # a refining tuner's rounds: each cell's pick, its confidence and what it tried next
 STEP_TIMES_CSV = "step_times.csv"  # a `worth:` sweep's arms, their training steps timed side by side after the runs
 PREDICTIONS_CSV = "predictions.csv"  # a ladder's: what the rungs below predict for each rung, written before it trains
+RUNG = "rung"  # summary.csv's column of a ladder's rung (`gptlab.kinds.ladder`), by which a rung's runs are read
 RUNGS = "rungs"  # a ladder's folder of rung folders: rungs/RUNG/ holds that rung's tuning.csv, refine.csv, rounds.csv
 DISCUSSION_MD = "discussion.md"  # written by a person, read by the report
 RUNS = "runs"  # the folder of run directories

@@ -9,7 +9,8 @@ spec's, or its own for adaptive seeds' rounds and a tuning method), the runs it 
 `planned_count`, `run_range`), whether they share trunks (`shares_trunks`), its columns of summary.csv (`columns`,
 `row`), and its work once every run has finished (`after_runs`: `worth:` times the arms' steps side by side); and
 what the rest of the sweep, and the report, take from it: the seeds it decides (`seeds`, `seed_plan`, `rounds`),
-its scale keys (`scale_keys`), its words (`open_count`, `allocation_note`) and the registries it names
+its scale keys (`scale_keys`), the settings it tries each cell at (`setting_space`,
+`with_setting_space`), its words (`open_count`, `allocation_note`) and the registries it names
 (`registries`). The report's side of a kind is `gptlab.report.kinds.REPORT_KINDS`, under the same name. The sweep
 asks every kind these questions through the functions here; it names none.
 
@@ -94,6 +95,18 @@ def scale_keys(spec: SweepSpec) -> list[str]:
     """The grid keys the spec's kinds name as scales (`SweepKind.scale_keys`: `scale:`'s), in their order, each once:
     effects are reported at each of their levels, never as effects of their own."""
     return list(dict.fromkeys(key for _, kind in kinds_of(spec) for key in kind.scale_keys(spec)))
+
+
+def setting_space(spec: SweepSpec) -> dict[str, tuple[Any, ...]]:
+    """The keys the spec's kinds try each cell at, with their levels (`SweepKind.setting_space`: `tune.space`)."""
+    return {key: levels for _, kind in kinds_of(spec) for key, levels in kind.setting_space(spec).items()}
+
+
+def with_setting_space(spec: SweepSpec, space: Mapping[str, tuple[Any, ...]]) -> SweepSpec:
+    """`spec` with the space its kinds try each cell at replaced by `space` (`SweepKind.with_setting_space`)."""
+    for _, kind in kinds_of(spec):
+        spec = kind.with_setting_space(spec, space)
+    return spec
 
 
 def seed_plan(spec: SweepSpec) -> SeedPlan | None:

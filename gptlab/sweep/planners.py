@@ -153,6 +153,16 @@ class SweepKind:
         the whole sweep returns its own (a tuning method plans its selection and then the estimation seeds)."""
         return planner
 
+    def setting_space(self, spec: SweepSpec) -> Mapping[str, tuple[Any, ...]]:
+        """The keys this kind tries every cell's runs at and their levels (`tune.space`), which its picks choose
+        from; none by default."""
+        return {}
+
+    def with_setting_space(self, spec: SweepSpec, space: Mapping[str, tuple[Any, ...]]) -> SweepSpec:
+        """`spec` with this kind's `setting_space` replaced by `space` (a ladder's upper rung starts from the picks of
+        the rung below); `spec` itself where the kind tries none."""
+        return spec
+
     def scale_keys(self, spec: SweepSpec) -> Sequence[str]:
         """Grid keys whose levels are scales, reported per level and never as effects (`scale:`'s); none by default."""
         return ()

@@ -145,7 +145,7 @@ def test_record_predictions_keeps_a_rung_s_rows_once_written(tmp_path):
 def test_predict_rung_needs_two_rungs_below_and_follows_their_trend():
     from gptlab.kinds.ladder.measure import Measured
 
-    below = [{"x": Measured("x", 0.0, 0.01, 10)}, {"x": Measured("x", 0.1, 0.01, 10)}]
+    below = [{"x": Measured(arm="x", effect=0.0, se=0.01, df=10)}, {"x": Measured(arm="x", effect=0.1, se=0.01, df=10)}]
     assert predict_rung([1.0, 2.0], below[:1], "b") == []
     (row,) = predict_rung([1.0, 2.0, 4.0], below, "c")
     assert row["predicted"] == pytest.approx(0.2) and row["pred_low"] < 0.2 < row["pred_high"]
@@ -202,3 +202,44 @@ def test_measure_rung_is_the_report_s_estimate_of_each_arm():
         assert round(m.effect, 4) == pytest.approx(float(report[arm]["estimate"]), abs=1e-4), arm
     assert all(m.se > 0 and m.df > 0 for m in measured.values())
     assert isinstance(summaries[0], RunSummary)
+
+
+# -- one real ladder, its report -------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_a_small_real_ladder_end_to_end_and_its_report(tmp_path, corpus, capsys):
+    import pandas as pd
+    import yaml
+
+    from gptlab.sweep_cli import main as sweep_main
+
+    raw = _raw(corpus, executor={"backend": "loky", "n_jobs": 2, "threads": 1})
+    raw["base"]["train"].update(eval_interval=10, log_interval=5, warmup_iters=2)
+    raw["base"]["data"]["test_fraction"] = 0.05
+    raw["ladder"]["rungs"] = {k: {**v, "train.max_iters": 10 + 5 * i} for i, (k, v) in enumerate(RUNGS.items())}
+    raw["tune"]["max_runs_per_cell"] = 4
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
+    args = [str(tmp_path / "sweep.yaml"), "--results-dir", str(tmp_path / "results"),
+            "--reports-dir", str(tmp_path / "reports")]
+    assert sweep_main(args + ["--dry-run"]) == 0
+    dry = capsys.readouterr().out
+    assert "ladder, smallest rung first: rung a: " in dry and "the whole ladder (3 rungs" in dry
+    assert sweep_main(args) == 0
+    results, report = tmp_path / "results" / "ladder", tmp_path / "reports" / "ladder"
+    summary = pd.read_csv(results / "summary.csv")
+    predictions = pd.read_csv(results / "predictions.csv")
+    c_runs = summary[summary["rung"] == "c"]
+    assert set(predictions["rung"]) == {"c"} and (c_runs["started_at"] >= predictions["written_at"].max()).all()
+    md = (report / "report.md").read_text()
+    assert "## Does it hold at scale?" in md and "The rest of this report is rung c's alone" in md
+    tables = {n: pd.read_csv(report / "tables" / f"{n}.csv") for n in ("trends", "predictions", "rung_effects", "arms")}
+    assert list(tables["trends"].columns)[:3] == ["arm", "quantity", "rungs"] and set(tables["trends"]["arm"]) == {
+        "relu", "nope"}
+    assert set(tables["trends"]["trend"]) <= {"grows", "shrinks", "holds", "inconclusive"}
+    top = tables["rung_effects"][tables["rung_effects"]["rung"] == "c"].set_index("arm")
+    assert tables["arms"].set_index("arm")["estimate"].to_dict() == top["estimate"].to_dict()  # the report is c's
+    judged = tables["predictions"].set_index("arm")
+    assert (judged["measured"] == top.loc[judged.index, "estimate"]).all()
+    assert set(judged["covered"]) <= {"yes", "no"} and (report / "figures" / "ladder.png").is_file()
+    assert len(pd.read_csv(report / "tables" / "lr_by_rung.csv")) == 9  # 3 arms x 3 rungs
+    assert sweep_main(args) == 0 and "0 to train" in capsys.readouterr().err  # resumed: nothing trains again

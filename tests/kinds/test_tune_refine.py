@@ -347,3 +347,11 @@ def test_a_plugin_tuning_method_plans_trains_resumes_and_stays_out_of_the_effect
         source = Path(module.__file__).read_text()
         assert "probe_first" not in source and "Refine" not in source and "Grid" not in source
 
+
+
+def test_the_dry_run_of_a_budget_that_round_one_fills_has_no_worst_case_stand_ins(corpus):
+    """max_runs_per_cell equal to the space's levels leaves no run past round 1 (the preview once asked for 0 seeds)."""
+    spec = _spec(corpus, max_runs_per_cell=len(LRS))
+    cases = Refine(spec, io.StringIO()).preview().cases
+    worst = next(c for c in cases if c.label.startswith("selection, worst case"))
+    assert worst.stand_ins == () and len(worst.runs) == 2 * len(LRS)

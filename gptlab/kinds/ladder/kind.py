@@ -13,7 +13,8 @@ from typing import Any, TextIO
 from gptlab.errors import GptlabError
 from gptlab.kinds.ladder.spec import KEY, LadderSpec, check_ladder, ladder_of, rung_of, with_settings
 from gptlab.kinds.ladder.stages import LadderStages, rung_spec
-from gptlab.sweep.kinds import SWEEP_KINDS, known_runs, planned_range
+from gptlab.run.resultsdir import RUNG
+from gptlab.sweep.kinds import SWEEP_KINDS, known_runs, planned_range, setting_space
 from gptlab.sweep.planners import Planner, SweepKind
 from gptlab.sweep.runs import Run, SweepSpec
 
@@ -29,12 +30,13 @@ class LadderKind(SweepKind):
             raise GptlabError("ladder: needs arms: (a baseline and the arms compared with it at every rung)")
         if spec.arms.scale:
             raise GptlabError("ladder: the rungs are the scale; drop arms' scale: keys")
-        if "tune" not in spec.kinds:
-            raise GptlabError("ladder: every arm is tuned at every rung: add a tune: section (method refine)")
+        if not setting_space(spec):
+            raise GptlabError("ladder: every arm is tuned at every rung: add a tune: section with a space (method refine)")
         if "worth" in spec.kinds:
             raise GptlabError("ladder: worth: is not yet measured per rung of a ladder: leave it out")
-        arm_keys = {k for settings in spec.arms.arms.values() for k in settings} | set(spec.kinds["tune"].space)
-        return check_ladder(raw, spec.base_config, arm_keys)
+        space = setting_space(spec)
+        arm_keys = {k for settings in spec.arms.arms.values() for k in settings} | set(space)
+        return dataclasses.replace(check_ladder(raw, spec.base_config, arm_keys), space=dict(space))
 
     def joined(self, spec: SweepSpec) -> SweepSpec:
         """The spec as rung 1 trains it: its base carries the first rung's settings."""
@@ -52,10 +54,10 @@ class LadderKind(SweepKind):
         return sum(low for low, _ in ranges), sum(high for _, high in ranges)
 
     def columns(self, spec: SweepSpec, taken: list[str]) -> list[str]:
-        return ["rung", "started_at"]  # started_at: each run's summary.json's (`summary_csv.KIND_FIELDS`)
+        return [RUNG, "started_at"]  # started_at: each run's summary.json's (`summary_csv.KIND_FIELDS`)
 
     def row(self, spec: SweepSpec, run: Run) -> dict[str, Any]:
-        return {"rung": rung_of(ladder_of(spec), run.config)}
+        return {RUNG: rung_of(ladder_of(spec), run.config)}
 
     def open_count(self, spec: SweepSpec) -> str:
         return f"each of the {len(ladder_of(spec).rungs)} rungs' tuning starts from the picks of the rung below"

@@ -61,7 +61,7 @@ def measure_rung(runs: Sequence[Run], rows: Sequence[RunSummary], results_dir: R
     blocks = _blocks(results_dir, [run.run_id for run, _ in used]) if test else None
     analysis = analyse(y, cells, np.array([run.seed for run, _ in used]), design, partial(effect_label, [ARM]),
                        DEFAULT_MARGIN, endpoint=False, blocks=blocks, block_seeds=False, own_variance=True)
-    return {str(level): Measured(str(level), t.estimate, t.se, t.df)
+    return {str(level): Measured(arm=str(level), effect=t.estimate, se=t.se, df=t.df)
             for level, t in zip(analysis.main["level"], analysis.tests["main"])}
 
 

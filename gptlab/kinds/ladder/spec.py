@@ -17,12 +17,14 @@ rung, its scale).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from gptlab.errors import GptlabError, key_error, shown
 from gptlab.run.config import RunConfig, get_dotted, set_dotted
+from gptlab.sweep.kinds import with_setting_space
 from gptlab.sweep.runs import SweepSpec
 
 KEY = "ladder"  # the sweep file's key, and the kind's name in both registries and in the report's bundles
@@ -51,6 +53,8 @@ class LadderSpec:
     rungs: tuple[Rung, ...]
     tokens_per_param: float | None = None  # D / N each rung's steps were derived from (None: the rungs' own steps)
     margin: float = DEFAULT_MARGIN_PER_DOUBLING  # per doubling of compute
+    space: Mapping[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)  # the sweep file's `tune.space`:
+    # the first rung's, and the lattice every upper rung's is moved on (`stages.shifted_space`); not written back
 
     def to_dict(self) -> dict[str, Any]:
         given = {r.name: {k: v for k, v in r.settings.items() if k != "train.max_iters" or self.tokens_per_param is None}
@@ -156,3 +160,13 @@ def rung_of(ladder: LadderSpec, config: RunConfig) -> str:
         if all(get_dotted(config.to_dict(), k) == v for k, v in rung.settings.items()):
             return rung.name
     return ""
+
+
+def at_rung(spec: SweepSpec, rung: Rung, space: Mapping[str, tuple[Any, ...]] | None = None,
+            keep: bool = False) -> SweepSpec:
+    """The sweep as one rung trains it: the rung's settings over `base` and its tuned `space` (None: the sweep
+    file's: `with_setting_space`, the tuning kind's hook), without the ladder (`keep`: with it, the report of the
+    whole folder); its runs as they were."""
+    kinds = {k: v for k, v in spec.kinds.items() if keep or k != KEY}
+    spec = dataclasses.replace(spec, base=with_settings(spec.base, dict(rung.settings)), kinds=kinds)
+    return with_setting_space(spec, space) if space is not None else spec

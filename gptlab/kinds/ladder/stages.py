@@ -22,10 +22,10 @@ import math
 from typing import Any, Mapping, Sequence, TextIO
 
 from gptlab.kinds.ladder.measure import Measured, measure_rung, predict_rung, record_predictions
-from gptlab.kinds.ladder.spec import KEY, Rung, ladder_of, with_settings
+from gptlab.kinds.ladder.spec import Rung, at_rung, ladder_of
 from gptlab.run.rundir import RunSummary
 from gptlab.stats.refine import Lattice, geometric_ratio
-from gptlab.sweep.kinds import first_runs, with_kind_stages
+from gptlab.sweep.kinds import first_runs, setting_space, with_kind_stages
 from gptlab.sweep.planners import Case, FinishedRuns, FixedSeeds, Planner, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
 
@@ -33,10 +33,7 @@ from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
 def rung_spec(spec: SweepSpec, rung: Rung, space: Mapping[str, tuple[Any, ...]] | None = None) -> SweepSpec:
     """The tuned arms sweep of one rung: the sweep's at the rung's settings (and a tuned `space` in place of the sweep
     file's), without the ladder; its first runs planned as a sweep's are."""
-    kinds = {k: v for k, v in spec.kinds.items() if k != KEY}
-    if space is not None:
-        kinds["tune"] = dataclasses.replace(kinds["tune"], space=dict(space))
-    sub = dataclasses.replace(spec, base=with_settings(spec.base, dict(rung.settings)), kinds=kinds, runs=())
+    sub = dataclasses.replace(at_rung(spec, rung, space), runs=())
     return dataclasses.replace(sub, runs=tuple(first_runs(sub)))
 
 
@@ -95,7 +92,7 @@ class LadderStages:
                   f"({len(rows)} arms, {finished.results_dir.predictions_csv.name})", file=self.out)
         sub = rung_spec(self.spec, rung, self.space)
         print(f"rung {rung.name} ({rung.params:,} parameters, {rung.tokens:,} tokens, {rung.flops:.3g} FLOPs): "
-              f"{', '.join(f'{k} {list(v)}' for k, v in sub.kinds['tune'].space.items())}", file=self.out)
+              f"{', '.join(f'{k} {list(v)}' for k, v in setting_space(sub).items())}", file=self.out)
         return with_kind_stages(FixedSeeds(sub.runs, sub.name), sub, self.out)
 
     def _finish(self, rung: Rung, rows: Sequence[RunSummary], finished: FinishedRuns) -> None:
@@ -104,7 +101,7 @@ class LadderStages:
         self.measured.append(measure_rung(estimation, rows, finished.results_dir, str(self.spec.arms.baseline)))
         trained = {r.run_id for r in rows}
         picks = sorted({float(v) for r in estimation if r.run_id in trained for _, v in getattr(r, "setting", ())})
-        self.space = shifted_space(self.spec.kinds["tune"].space, picks)
+        self.space = shifted_space(self.ladder.space, picks)
         self.done, self.current, self.inner = self.done + self.current, (), None
         self.index += 1
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import typing
-from typing import Any, TextIO
+from typing import Any, Mapping, TextIO
 
 from gptlab.errors import GptlabError, closest, key_error, shown, unknown_key
 from gptlab.kinds.tune.given import check_given
 from gptlab.kinds.tune.methods import TUNERS, tuner_of
-from gptlab.kinds.tune.spec import KEY, TuneSpec, selects, tune_of
+from gptlab.kinds.tune.spec import KEY, TuneSpec, selects, tune_of, tuned_space
 from gptlab.kinds.tune.tuning import ESTIMATION, SELECTION, expand_cells, runs_at, tuned_columns
 from gptlab.registry import Registry
 from gptlab.run.config import SECTIONS, coerce, get_dotted, set_dotted, valid_keys
@@ -65,6 +65,14 @@ class TuneKind(SweepKind):
     def known_runs(self, spec: SweepSpec, runs: list[Run]) -> list[Run]:
         """Every run the method may plan later (each possible pick's estimation runs)."""
         return tuner_of(spec).possible_runs(spec) if selects(spec) else []
+
+    def setting_space(self, spec: SweepSpec) -> dict[str, tuple[Any, ...]]:
+        return dict(tuned_space(spec))
+
+    def with_setting_space(self, spec: SweepSpec, space: Mapping[str, tuple[Any, ...]]) -> SweepSpec:
+        if not selects(spec):
+            return spec
+        return dataclasses.replace(spec, kinds={**spec.kinds, KEY: dataclasses.replace(tune_of(spec), space=dict(space))})
 
     def columns(self, spec: SweepSpec, taken: list[str]) -> list[str]:
         return tuned_columns(spec)  # each run's values: its `TunedRun.columns` (`sweep.summary`)

@@ -203,7 +203,7 @@ class Refine(TuneThenEstimate):
         first = tuple(self.spec.runs)
         # Which lrs later rounds add is known only once round 1 has run: the worst case is counted and timed
         # with stand-ins (each cell's first level at more seeds; every lr trains the same model here).
-        extra = runs_at(self.spec, self.tune.settings()[:1],
-                        [SELECTION_SEED_OFFSET + j for j in range(1, budget - len(self.lattice.levels) + 1)], SELECTION)
+        seeds = [SELECTION_SEED_OFFSET + j for j in range(1, budget - len(self.lattice.levels) + 1)]
+        extra = runs_at(self.spec, self.tune.settings()[:1], seeds, SELECTION) if seeds else []  # none past round 1
         return [Case(f"selection round 1: {n} cells x {len(self.lattice.levels)} levels x 1 seed", first),
                 Case(f"selection, worst case: {budget} runs per cell (tune.max_runs_per_cell)", first, tuple(extra))]

@@ -29,7 +29,7 @@ from gptlab.report.load.ceiling import unigram_ceiling
 from gptlab.report.load.results import TEST_OUTCOME, VAL_OUTCOME, ReportError, Results, read_text
 from gptlab.report.load.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_json
 from gptlab.roles import ESTIMATION
-from gptlab.run.resultsdir import ResultsDir
+from gptlab.run.resultsdir import RUNG, ResultsDir
 from gptlab.run.summary_csv import SummaryCheck, check_summary
 from gptlab.stats.design import design_cells
 from gptlab.stats.levels import grid_level, level_key
@@ -91,8 +91,10 @@ def _read_summary(results_dir: ResultsDir) -> tuple[pd.DataFrame, SummaryCheck]:
     missing = [c for c in REQUIRED if c not in runs.columns]
     if missing:
         raise ReportError(f"{path}: missing column(s) {', '.join(missing)}")
+    if results_dir.rung:  # one rung of a ladder: its rows alone
+        runs = runs[runs.get(RUNG, pd.Series("", index=runs.index)) == results_dir.rung].reset_index(drop=True)
     if runs.empty:
-        raise ReportError(f"{path}: no runs")
+        raise ReportError(f"{path}: no runs{f' of rung {results_dir.rung}' if results_dir.rung else ''}")
     for col in NUMERIC:
         runs[col] = pd.to_numeric(runs[col], errors="coerce") if col in runs else np.nan
     if "error" not in runs:
@@ -169,11 +171,20 @@ def _outcome(runs: pd.DataFrame) -> str:
     return VAL_OUTCOME
 
 
-def load_results(results_dir: ResultsDir | Path | str) -> Results:
-    """Read results/NAME/ (see docs/CONTRACTS.md). Raises `ReportError` when it is not one."""
+def load_results(results_dir: ResultsDir | Path | str, spec: SweepSpec | None = None) -> Results:
+    """Read results/NAME/ (see docs/CONTRACTS.md), or one part of it: a folder at a ladder's rung reads that rung's
+    runs alone (`ResultsDir.at_rung`, summary.csv's `rung` column), with `spec` in place of sweep.yaml's where given
+    (the rung's own sweep). A kind may narrow the report of the whole folder to such a part (`ReportKind.scope`: a
+    ladder's top rung). Raises `ReportError` when it is not one."""
     results_dir = ResultsDir(results_dir)
     runs, check = _read_summary(results_dir)
-    spec = _read_spec(results_dir, runs)
+    if spec is None:
+        spec = _read_spec(results_dir, runs)
+        for _, kind in report_kinds(spec):
+            scoped = kind.scope(spec, results_dir, runs)
+            if scoped is not None:
+                spec, results_dir = scoped
+                runs, check = _read_summary(results_dir)
     levels = _levels(spec, runs)
     factors = list(levels)
     baseline = {}

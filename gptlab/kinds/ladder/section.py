@@ -1,0 +1,49 @@
+"""The report's ladder section, after the summary: does each arm's effect hold up the ladder? Its trends, each
+prediction beside its measurement, the ranking's agreement, every rung's effects and each arm's pick per rung; the
+rest of the report is the top rung's. Its numbers are the kind's (`tables.LadderView`), its words `sentences`'."""
+from __future__ import annotations
+
+from gptlab.kinds.ladder.sentences import LadderWords
+from gptlab.kinds.ladder.spec import KEY
+from gptlab.kinds.ladder.tables import LadderView
+from gptlab.report.document.blocks import Block, Bullets, Heading, Para, image
+from gptlab.report.document.sections import table_blocks
+from gptlab.report.figures import Figures
+from gptlab.report.load import Results
+from gptlab.report.sentences import Sentences
+from gptlab.report.tables import ReportTables
+
+RUNG_MD_COLS = ["rung", "arm", "estimate", "ci_low", "ci_high", "call", "tuning", "pick"]
+TREND_MD_COLS = ["arm", "rungs", "slope", "slope_low", "slope_high", "trend"]
+PREDICTION_MD_COLS = ["rung", "arm", "predicted", "pred_low", "pred_high", "measured", "measured_low", "measured_high",
+                      "covered"]
+
+
+def ladder_section(res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> list[Block]:
+    view: LadderView = tables.kinds[KEY]
+    said: LadderWords = words.kinds[KEY]
+    ladder, files = res.spec.kinds[KEY], view.files()
+    blocks: list[Block] = [Heading("Does it hold at scale?"), Para(
+        f"A compute ladder of {len(ladder.rungs)} rungs: " + "; ".join(ladder.describe()) + ". Every arm was tuned "
+        "and estimated at every rung, each rung on its own (its own seeds, lr curves and calls); each upper rung's lr "
+        "grid started from the picks of the rung below. An arm's trend is its effect against log2 compute (weighted "
+        "least squares over the rungs, 95% CI of the slope per doubling): `grows` or `shrinks` where the CI excludes "
+        f"0, `holds` where the 90% CI lies inside +/- {view.margin:g} {view.unit} per doubling, else `inconclusive`; "
+        "only within the rungs' compute, never extrapolated. Tables: `tables/trends.csv`, `tables/rung_effects.csv`."),
+        Bullets(list(said.arms))]
+    blocks += table_blocks(files["trends"], TREND_MD_COLS, "trends.csv", "arms")
+    blocks += image(figures.kinds.get(KEY, {}).get("ladder"), "Each arm's effect with its 95% CI at every rung, "
+                    "against the rung's training compute (log scale)")
+    blocks += [Heading("Predicted before it trained", 3), Para(
+        "Before a rung trained, the sweep wrote what the rungs below predict it will measure (`predictions.csv` of "
+        "the results folder, never rewritten): each arm's trend at the rung's compute, with a 95% interval for its "
+        "measured effect (the line's error and a measurement's, taken as the largest SE below; calibrated by "
+        "simulation, docs/STATISTICS.md). The sweep measures a rung from its runs that trained; the report's "
+        "measurement below also counts a diverged estimation run. Table: `tables/predictions.csv`."),
+        Bullets(list(said.predictions))]
+    blocks += table_blocks(files["predictions"], PREDICTION_MD_COLS, "predictions.csv", "predictions")
+    blocks += [Heading("The ranking, and each arm's pick", 3), Bullets([*said.ranks, *said.picks])]
+    blocks += table_blocks(files["rung_effects"], RUNG_MD_COLS, "rung_effects.csv", "rows")
+    blocks.append(Para(f"The rest of this report is rung {view.top}'s alone (the top rung measured): its runs, "
+                       "tuning, effects and calls."))
+    return blocks

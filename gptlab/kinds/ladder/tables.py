@@ -1,0 +1,141 @@
+"""A ladder's numbers in the report: each arm's effect at every rung, its trend in compute, the ranking's agreement
+between rungs, each arm's pick per rung, and each prediction beside what its rung then measured.
+
+Every rung's effects are the report's own, computed on that rung alone (`RungReport`: its `Results` and
+`ReportTables`, the calls and the tuning check included); the trends and the ranking are `gptlab.stats.ladder`'s
+over them, never extrapolated beyond the rungs. Numbers only; rounded once, where the files are made.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from gptlab.kinds.ladder.measure import EFFECT
+from gptlab.kinds.ladder.spec import LadderSpec
+from gptlab.report.fmt import round_frame
+from gptlab.stats.arms import ARM
+from gptlab.stats.ladder import compute_doublings, fit_trend, rank_agreement, trend_call
+
+RUNG_COLS = ["rung", "params", "tokens", "flops", "doublings", "arm", "estimate", "ci_low", "ci_high", "se", "df",
+             "call", "tuning", "pick"]
+TREND_COLS = ["arm", "quantity", "rungs", "slope", "slope_low", "slope_high", "slope90_low", "slope90_high", "trend"]
+PREDICTION_COLS = ["rung", "arm", "quantity", "predicted", "pred_low", "pred_high", "measured", "measured_low",
+                   "measured_high", "covered", "written_at", "started_after"]
+RANK_COLS = ["rung_a", "rung_b", "arms", "tau", "tau_low", "tau_high"]
+PICK_COLS = ["rung", "arm", "pick"]
+
+
+@dataclass(frozen=True)
+class RungReport:
+    """One rung as the report reads it on its own: its name, its results and its tables (`Results`, `ReportTables`)."""
+
+    name: str
+    res: Any
+    tables: Any
+
+
+@dataclass(frozen=True)
+class LadderView:
+    """The ladder's tables (`tables/NAME.csv` by NAME in `files`), the rung the rest of the report is about."""
+
+    rungs: pd.DataFrame  # rung_effects.csv: every arm at every rung that measured it
+    trends: pd.DataFrame  # trends.csv: each arm's effect against compute
+    predictions: pd.DataFrame  # predictions.csv: each prediction beside its rung's measurement
+    ranks: pd.DataFrame  # rank_agreement.csv: Kendall's tau of the arms' effects between rungs
+    picks: pd.DataFrame  # lr_by_rung.csv: each arm's pick (the baseline's too) at every rung
+    top: str  # the highest rung measured: the rest of the report is its
+    margin: float  # per doubling of compute: the `holds` test of a trend
+    unit: str
+
+    def files(self) -> dict[str, pd.DataFrame]:
+        return {"rung_effects": round_frame(self.rungs), "trends": round_frame(self.trends),
+                "predictions": round_frame(self.predictions), "rank_agreement": round_frame(self.ranks),
+                "lr_by_rung": self.picks}
+
+
+def rung_effects(ladder: LadderSpec, reports: Sequence[RungReport]) -> pd.DataFrame:
+    """Every arm's effect against the baseline at every rung (unrounded: the trends are fitted to these)."""
+    x = dict(zip([r.name for r in ladder.rungs], compute_doublings([r.flops for r in ladder.rungs])))
+    rows = []
+    for report in reports:
+        rung, effects = ladder.rung(report.name), report.tables.effects
+        if effects is None:
+            continue
+        arms = report.tables.arms.set_index("arm") if len(report.tables.arms) else pd.DataFrame()
+        for (_, row), test in zip(effects.main.iterrows(), effects.tests["main"]):
+            if row["factor"] != ARM:
+                continue
+            arm = str(row["level"])
+            said = arms.loc[arm] if arm in arms.index else {}
+            rows.append({"rung": rung.name, "params": rung.params, "tokens": rung.tokens, "flops": rung.flops,
+                         "doublings": x[rung.name], "arm": arm, "estimate": test.estimate, "ci_low": test.ci_low,
+                         "ci_high": test.ci_high, "se": test.se, "df": test.df, "call": said.get("call", ""),
+                         "tuning": said.get("tuning", ""), "pick": said.get("pick", "")})
+    return pd.DataFrame(rows, columns=RUNG_COLS)
+
+
+def trends(effects: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """Each arm's effect against log2 compute: its slope per doubling with CIs, and the call on it (2+ rungs)."""
+    rows = []
+    for arm, part in effects.groupby("arm", sort=False):
+        try:
+            trend = fit_trend(part["doublings"], part["estimate"], part["se"], part["df"])
+        except ValueError:
+            continue
+        rows.append({"arm": arm, "quantity": EFFECT, "rungs": trend.rungs, "slope": trend.slope,
+                     "slope_low": trend.slope_low, "slope_high": trend.slope_high, "slope90_low": trend.slope90_low,
+                     "slope90_high": trend.slope90_high, "trend": trend_call(trend, margin)})
+    return pd.DataFrame(rows, columns=TREND_COLS)
+
+
+def rank_table(effects: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
+    """Kendall's tau of the arms' effects between each rung and the next, and between the lowest and the top."""
+    rungs = [r for r in order if r in set(effects["rung"])]
+    pairs = list(zip(rungs, rungs[1:])) + ([(rungs[0], rungs[-1])] if len(rungs) > 2 else [])
+    rows = []
+    for a, b in pairs:
+        ea, eb = (effects[effects["rung"] == r].set_index("arm") for r in (a, b))
+        arms = [arm for arm in ea.index if arm in eb.index]
+        if len(arms) < 2:
+            continue
+        agree = rank_agreement(ea.loc[arms, "estimate"], ea.loc[arms, "se"], eb.loc[arms, "estimate"],
+                               eb.loc[arms, "se"])
+        rows.append({"rung_a": a, "rung_b": b, "arms": agree.arms, "tau": agree.tau, "tau_low": agree.low,
+                     "tau_high": agree.high})
+    return pd.DataFrame(rows, columns=RANK_COLS)
+
+
+def prediction_table(predictions: pd.DataFrame, effects: pd.DataFrame, started: dict[str, list[str]]) -> pd.DataFrame:
+    """Each prediction of predictions.csv beside its rung's measurement; `covered`: the measured effect lies in the
+    prediction interval; `started_after`: how many of the rung's runs started after the prediction was written."""
+    if predictions.empty:
+        return pd.DataFrame(columns=PREDICTION_COLS)
+    measured = effects.set_index(["rung", "arm"])
+    rows = []
+    for _, p in predictions.iterrows():
+        key = (str(p["rung"]), str(p["arm"]))
+        m = measured.loc[key] if key in measured.index else None
+        value = float(m["estimate"]) if m is not None else np.nan
+        times = started.get(key[0], [])
+        after = sum(bool(t) and t >= str(p["written_at"]) for t in times)
+        rows.append({**{c: p[c] for c in ("rung", "arm", "quantity", "predicted", "pred_low", "pred_high")},
+                     "measured": value, "measured_low": m["ci_low"] if m is not None else np.nan,
+                     "measured_high": m["ci_high"] if m is not None else np.nan,
+                     "covered": "" if m is None else "yes" if p["pred_low"] <= value <= p["pred_high"] else "no",
+                     "written_at": p["written_at"], "started_after": f"{after} of {len(times)}"})
+    return pd.DataFrame(rows, columns=PREDICTION_COLS)
+
+
+def pick_table(reports: Sequence[RungReport], keys: Sequence[str]) -> pd.DataFrame:
+    """Each arm's pick at every rung: the tuned settings of its estimation runs (`keys`: the tuned keys)."""
+    rows = []
+    for report in reports:
+        runs = report.res.runs
+        for arm, part in runs.groupby(ARM, sort=False):
+            text = "; ".join(f"{k.split('.')[-1]}={v}" for k in keys if k in part
+                             for v in dict.fromkeys(part[k].astype(str)))
+            rows.append({"rung": report.name, "arm": arm, "pick": text})
+    return pd.DataFrame(rows, columns=PICK_COLS)
