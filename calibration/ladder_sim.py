@@ -25,6 +25,7 @@ from gptlab.stats.calls import INCONCLUSIVE
 from gptlab.stats.ladder import GROWS, HOLDS, SHRINKS, covered, fit_trend, kendall_tau, predict, rank_agreement, trend_call
 
 MARGIN = 0.01  # per doubling of compute: the `holds` test's margin in these worlds
+STUDY_10_DOUBLINGS = (0.0, 1.755, 3.0, 4.170)  # log2 of ablations/ladder.yaml's rungs' FLOPs over the smallest's
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,11 @@ class LadderWorld:
     se: float = 0.008  # each rung's SE of an effect
     se_growth: float = 0.0  # the SE grows by this factor per doubling (upper rungs train fewer seeds)
     df: float = 8.0  # each rung estimate's degrees of freedom
+    doublings: tuple[float, ...] = ()  # the rungs' x where they are not evenly spaced (then `rungs` and `spacing` unused)
 
     @property
     def x(self) -> np.ndarray:
-        return np.arange(self.rungs) * self.spacing
+        return np.asarray(self.doublings, float) if self.doublings else np.arange(self.rungs) * self.spacing
 
     def truth(self) -> np.ndarray:
         """(arms, rungs): the true effects."""
@@ -119,6 +121,8 @@ LADDER_WORLDS: dict[str, LadderWorld] = {
     "linear, 4 rungs (64x), SE 0.008": LadderWorld(rungs=4),
     "linear, 3 rungs, SE growing 20% per doubling": LadderWorld(se_growth=0.2),
     "linear, 3 rungs, few df (4)": LadderWorld(df=4.0),
+    "study 10's rungs (0, 1.76, 3.0, 4.17 doublings), SE 0.012 on 5 df": LadderWorld(
+        rungs=4, doublings=STUDY_10_DOUBLINGS, se=0.012, df=5.0),
     "bending, c = +0.002 per doubling^2": LadderWorld(bend=0.002),
     "bending, c = -0.004 per doubling^2": LadderWorld(bend=-0.004),
 }
