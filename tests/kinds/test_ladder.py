@@ -85,10 +85,16 @@ def test_every_arm_is_tuned_and_estimated_at_every_rung_from_the_picks_below(tmp
     assert max(picks["c"]) < max(picks["a"])  # the optimum moved down with width, and the tuner followed it
     (started,) = shifted_space(spec.kinds["tune"].space, sorted(picks["b"])).values()  # rung c starts from b's picks
     assert started != tuple(LRS) and len(started) >= 3
-    for arm in ("base", "relu", "nope"):
-        tried = {float(r["train.lr"]) for r in summary if (r["rung"], r["role"], r["arm"]) == ("c", "selection", arm)}
-        assert set(started) <= tried
-    assert "train.lr " + str(list(started)) in out
+    assert "rung c (" in out and "train.lr " + str(list(started)) in out
+    b_pick = {r["arm"]: float(r["train.lr"]) for r in summary if (r["rung"], r["role"]) == ("b", "estimation")}
+    windows = 0
+    for arm in ("base", "relu", "nope"):  # each arm's round 1 is the part of it around its own pick below
+        (window,) = shifted_space(spec.kinds["tune"].space, [b_pick[arm]]).values()
+        first = {float(r["train.lr"]) for r in summary if (r["rung"], r["role"], r["arm"], r["seed"]) ==
+                 ("c", "selection", arm, "1000000")}
+        assert set(window) <= first and f"arm={arm} {list(window)}" in out
+        windows += len(window)
+    assert f"rung c: selection round 1: {windows} runs" in out
     assert "rung c: predicted from the 2 rungs below" in out
 
 

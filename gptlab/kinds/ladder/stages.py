@@ -4,8 +4,10 @@
 rung above it the same way at its own settings, with two things taken from the rungs below:
 
 - its tuned space starts from the picks of the rung below (`shifted_space`): the sweep file's lr lattice from one
-  coarse step below the lowest of those picks to one step above the highest (at least three levels), so an upper
-  rung's first round trains fewer lrs and its tuner extends an edge where the optimum moved further;
+  coarse step below the lowest of those picks to one step above the highest (at least three levels), and each
+  arm's first round only the part of it around its own pick below (`arm_windows`: three levels, four where the
+  pick was a half-step), so an upper rung's first round trains fewer lrs and its tuner extends an edge where the
+  optimum moved further;
 - before any of its runs is planned, what the rungs below predict it will measure (each arm's effect, with a 95%
   prediction interval, from the trend of every rung below: `measure.predict_rung`) goes into predictions.csv
   (`measure.record_predictions`: a rung's rows, once there, are never changed).
@@ -24,17 +26,23 @@ from typing import Any, Mapping, Sequence, TextIO
 from gptlab.kinds.ladder.measure import Measured, measure_rung, predict_rung, record_predictions
 from gptlab.kinds.ladder.spec import Rung, at_rung, ladder_of
 from gptlab.run.rundir import RunSummary
+from gptlab.stats.picks import Pairs
 from gptlab.stats.refine import Lattice, geometric_ratio
 from gptlab.sweep.kinds import first_runs, setting_space, with_kind_stages
 from gptlab.sweep.planners import Case, FinishedRuns, FixedSeeds, Planner, Preview, Stage
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
 
 
-def rung_spec(spec: SweepSpec, rung: Rung, space: Mapping[str, tuple[Any, ...]] | None = None) -> SweepSpec:
+def rung_spec(spec: SweepSpec, rung: Rung, space: Mapping[str, tuple[Any, ...]] | None = None,
+              windows: Mapping[Pairs, tuple[Any, ...]] | None = None) -> SweepSpec:
     """The tuned arms sweep of one rung: the sweep's at the rung's settings (and a tuned `space` in place of the sweep
-    file's), without the ladder; its first runs planned as a sweep's are."""
+    file's), without the ladder; its first runs planned as a sweep's are, each cell's only at the levels of its
+    window where `windows` gives it one (`arm_windows`)."""
     sub = dataclasses.replace(at_rung(spec, rung, space), runs=())
-    return dataclasses.replace(sub, runs=tuple(first_runs(sub)))
+    runs = first_runs(sub)
+    if windows:
+        runs = [r for r in runs if r.cell not in windows or all(v in windows[r.cell] for _, v in getattr(r, "setting", ()))]
+    return dataclasses.replace(sub, runs=tuple(runs))
 
 
 def shifted_space(space: Mapping[str, tuple[Any, ...]], picks: Sequence[float]) -> dict[str, tuple[float, ...]] | None:
@@ -55,6 +63,17 @@ def shifted_space(space: Mapping[str, tuple[Any, ...]], picks: Sequence[float]) 
     return {key: tuple(lattice.value(2 * j) for j in range(low, high + 1))}
 
 
+def arm_windows(space: Mapping[str, tuple[Any, ...]], picks: Mapping[Pairs, float]) -> dict[Pairs, tuple[float, ...]]:
+    """Each cell's first-round levels at the next rung: `shifted_space` around its own pick below (a cell without
+    a pick, none: it tries the whole space)."""
+    out = {}
+    for cell, pick in picks.items():
+        moved = shifted_space(space, [pick])
+        if moved is not None:
+            (out[cell],) = moved.values()
+    return out
+
+
 class LadderStages:
     """Every rung's stages in turn (see the module's docstring); None once the top rung's planner is done."""
 
@@ -67,6 +86,7 @@ class LadderStages:
         self.current: tuple[Run, ...] = ()  # the planned runs of the rung training now
         self.measured: list[dict[str, Measured]] = []  # each finished rung's effects, as the sweep measured them
         self.space: Mapping[str, tuple[Any, ...]] | None = None  # the tuned space of the rung training now
+        self.windows: dict[Pairs, tuple[float, ...]] = {}  # each cell's first-round levels there
 
     def next_stage(self, finished: FinishedRuns) -> Stage | None:
         while self.index < len(self.ladder.rungs):
@@ -90,9 +110,12 @@ class LadderStages:
         if record_predictions(finished.results_dir, rows, rung.name):
             print(f"rung {rung.name}: predicted from the {self.index} rungs below before it trains "
                   f"({len(rows)} arms, {finished.results_dir.predictions_csv.name})", file=self.out)
-        sub = rung_spec(self.spec, rung, self.space)
+        sub = rung_spec(self.spec, rung, self.space, self.windows)
+        windows = "; ".join(f"{', '.join(f'{k}={v}' for k, v in cell)} {list(levels)}"
+                            for cell, levels in self.windows.items())
         print(f"rung {rung.name} ({rung.params:,} parameters, {rung.tokens:,} tokens, {rung.flops:.3g} FLOPs): "
-              f"{', '.join(f'{k} {list(v)}' for k, v in setting_space(sub).items())}", file=self.out)
+              f"{', '.join(f'{k} {list(v)}' for k, v in setting_space(sub).items())}"
+              + (f"; round 1 of each arm around its pick below: {windows}" if windows else ""), file=self.out)
         return with_kind_stages(FixedSeeds(sub.runs, sub.name), sub, self.out)
 
     def _finish(self, rung: Rung, rows: Sequence[RunSummary], finished: FinishedRuns) -> None:
@@ -100,8 +123,9 @@ class LadderStages:
         estimation = [r for r in self.current if getattr(r, "role", ESTIMATION) == ESTIMATION]
         self.measured.append(measure_rung(estimation, rows, finished.results_dir, str(self.spec.arms.baseline)))
         trained = {r.run_id for r in rows}
-        picks = sorted({float(v) for r in estimation if r.run_id in trained for _, v in getattr(r, "setting", ())})
-        self.space = shifted_space(self.ladder.space, picks)
+        picks = {r.cell: float(v) for r in estimation if r.run_id in trained for _, v in getattr(r, "setting", ())}
+        self.space = shifted_space(self.ladder.space, sorted(set(picks.values())))
+        self.windows = arm_windows(self.ladder.space, picks) if self.space is not None else {}
         self.done, self.current, self.inner = self.done + self.current, (), None
         self.index += 1
 
