@@ -46,11 +46,11 @@ def widest_fixed(results: Path, n_seeds: int, precision_for: str) -> tuple[float
     from gptlab.report.tables.analyses import analyse_runs
     from gptlab.stats.adaptive_seeds import SeedRule, Widest, called_rows
 
-    res = load_results(results)
+    res = load_results(results, margin=0.01)
     fixed = {k: v for k, v in res.spec.kinds.items() if k != "seeds"}  # a fixed-seed sweep: no first-round error
-    res.spec = dataclasses.replace(res.spec, kinds=fixed)
+    res = dataclasses.replace(res, spec=dataclasses.replace(res.spec, kinds=fixed))
     ok = res.runs[res.runs["ok"] & (res.runs["seed"].astype(int) < n_seeds)]
-    analysis = analyse_runs(res, ok, "best_val_loss", 0.01)
+    analysis = analyse_runs(res, ok, "best_val_loss")
     w = Widest.of(called_rows(analysis, SeedRule(2, 2, 1.0, precision_for), res.label))
     return w.half_width, w.effect
 

@@ -153,10 +153,10 @@ def report(tuned: Tuned, estimation: pd.DataFrame, margin: float = DEFAULT_MARGI
     left = {f.cell: (f.loss_left, f.loss_left_ci_high, float(f.noise_df)) for f in fits.fits}
     res = arms_results(estimation, margin)
     ok = res.runs[res.runs["ok"]]
-    a = analyse_runs(res, ok, VAL_OUTCOME, margin, blocks=True, loss_left={(k,): v for k, v in left.items()})
+    a = analyse_runs(res, ok, VAL_OUTCOME, blocks=True, loss_left={(k,): v for k, v in left.items()})  # at res.margin
     main = a.main if a is not None else pd.DataFrame(columns=["factor", "level"])
     arms = main[main["factor"] == ARM].rename(columns={"level": ARM}).reindex(columns=ARMS_COLS)
-    return with_failure_cost(res, arms.reset_index(drop=True), margin), left, {f.cell: bound(f) for f in fits.fits}
+    return with_failure_cost(res, arms.reset_index(drop=True)), left, {f.cell: bound(f) for f in fits.fits}
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,13 @@ def load(results_dir: Path | str, *, margin: float | None = None) -> Study:
     """A sweep's results folder (`results/NAME`) as a `Study`: `runs`, `curves`, `main_effects`,
     `interactions`, `calls`, `effects_by_step`, `effects_by_scale` and `tables` (every report table),
     DataFrames computed on first access by the report's own code. `margin` overrides the sweep's
-    `report.equivalence_margin`. A folder that is not a sweep's results raises `GptlabError` (one line).
+    `report.equivalence_margin` (the load step resolves it: `Study.margin`). A folder that is not a sweep's results
+    raises `GptlabError` (one line), as does a bad margin.
     """
-    from gptlab.report.study import load as load_study  # lazily: `import gptlab` stays free of the report
-    return load_study(results_dir, margin=margin)
+    from gptlab.report.load import load_results  # lazily: `import gptlab` stays free of the report
+    from gptlab.report.study import Study
+
+    return Study(results=load_results(results_dir, margin))
 
 
 def __getattr__(name: str) -> Any:

@@ -100,11 +100,10 @@ def list_registries(stream: TextIO) -> None:
 MAX_CALLS = 15  # the calls a finished sweep prints; the report has them all
 
 
-def report_with_calls(write_report: Callable[..., Path], results_dir: ResultsDir, reports_dir: Path, *,
-                      margin: float | None = None) -> Path:
+def report_with_calls(write_report: Callable[..., Path], results_dir: ResultsDir, reports_dir: Path) -> Path:
     """`write_report`, then the report's verdict of each effect (an arms sweep: each arm) on stdout, the answer a
     finished sweep gives before the path of its report."""
-    path = Path(write_report(results_dir, reports_dir, margin=margin))
+    path = Path(write_report(results_dir, reports_dir))
     for name in ("arms.csv", "main_effects.csv"):
         table = path / "tables" / name
         if table.is_file():
@@ -171,7 +170,7 @@ def _main(argv: list[str] | None) -> int:
         executor = {
             k: v for k, v in {"n_jobs": args.jobs, "backend": args.backend, "scheduler": args.scheduler}.items() if v is not None
         }
-        spec = load_spec(args.spec, parse_overrides(args.set), executor, margin=args.margin)  # frozen from here on
+        spec = load_spec(args.spec, parse_overrides(args.set), executor).with_margin(args.margin)  # frozen from here on
         from gptlab.executors import plan_resources
         from gptlab.sweep.preflight import check_folders, preflight
 

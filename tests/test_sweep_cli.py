@@ -84,13 +84,13 @@ def test_results_go_to_stdout_and_progress_to_stderr(tmp_path, corpus, capsys, m
 
 
 def test_a_finished_sweep_prints_its_calls_on_stdout(tmp_path, capsys):
-    def write_report(results_dir, reports_dir, *, margin=None):
+    def write_report(results_dir, reports_dir):
         (reports_dir / "tables").mkdir(parents=True)
         (reports_dir / "tables" / "main_effects.csv").write_text(
             "factor,level,verdict\nmodel.norm,post,norm=post is worse than norm=pre by 0.04 nats/char\n")
         return reports_dir
 
-    assert report_with_calls(write_report, tmp_path / "results", tmp_path / "rep", margin=0.01) == tmp_path / "rep"
+    assert report_with_calls(write_report, tmp_path / "results", tmp_path / "rep") == tmp_path / "rep"
     out = capsys.readouterr().out
     assert "calls (" in out and "  norm=post is worse than norm=pre by 0.04 nats/char" in out
 

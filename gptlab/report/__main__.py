@@ -29,10 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     from gptlab.errors import GptlabError
     from gptlab.report import write_report
-    from gptlab.stats.calls import check_margin
     try:
-        margin = None if args.margin is None else check_margin(args.margin, "--margin")
-        out = write_report(args.results_dir, args.out, margin=margin)
+        out = write_report(args.results_dir, args.out, margin=args.margin)  # the load step checks the margin
     except (GptlabError, OSError) as exc:  # an OSError: e.g. an unwritable report directory
         return exit_status(exc)
     print(out / "report.md")

@@ -132,8 +132,9 @@ def export_tensorboard(results_dir: Path | str, out_dir: Path | str) -> list[Pat
     Everything is checked before the first file is written: the results folder (a `ReportError`),
     the `tensorboard` package and `out_dir` (`GptlabError`s).
     """
-    from gptlab.report.study import load
-    study = load(results_dir)
+    from gptlab.report.load import load_results
+    from gptlab.report.study import Study
+    study = Study(results=load_results(results_dir))
     curves = study.curves
     writer_class = _writer_class()
     out = _out_dir(Path(out_dir))

@@ -58,7 +58,7 @@ class ReportKind:
         The one hook that reads files."""
         return None
 
-    def before_effects(self, res: Any, margin: float) -> Any:
+    def before_effects(self, res: Any) -> Any:
         """The kind's numbers the effects need before they are computed (`tune:`'s picks and lr curves), which
         `ReportTables.kinds[key]` holds until its `tables` hook replaces them; None for none."""
         return None

@@ -1,7 +1,7 @@
 """`gptlab.load(results_dir)`: a sweep's results as pandas DataFrames, for notebooks.
 
 Owns the public Python view of `results/NAME/`: `Study`, a frozen object holding the report's own
-reading of the folder (`load.load_results`) and the equivalence margin, whose tables are computed
+reading of the folder (`load.load_results`, the equivalence margin resolved in it), whose tables are computed
 on first access by the code that writes the report (`tables.compute_tables`, and `sentences` for
 the verdicts): nothing here estimates anything, so a notebook and `reports/NAME/tables/*.csv`
 always agree. Loading is cheap
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gptlab.report.load import Results, load_results
+from gptlab.report.load import Results
 from gptlab.report.load.runfiles import read_all_curves
 
 INTERNAL = ("loss_scale",)  # columns of `Results.runs` that only the loader needs
@@ -34,8 +34,12 @@ class Study:
     it before changing it.
     """
 
-    results: Results  # the report's reading of results/NAME/ (levels typed to the grid, cells, units)
-    margin: float  # the equivalence margin of the calls: the sweep's report.equivalence_margin, or load()'s
+    results: Results  # the report's reading of results/NAME/ (levels typed to the grid, cells, units, the margin)
+
+    @property
+    def margin(self) -> float:
+        """The equivalence margin of the calls: the sweep's report.equivalence_margin, or `gptlab.load`'s."""
+        return self.results.margin
 
     @property
     def name(self) -> str:
@@ -93,7 +97,7 @@ class Study:
     @cached_property
     def _bundle(self):  # tables.ReportTables: every table of the report, computed once by the report's own code
         from gptlab.report.tables import compute_tables
-        return compute_tables(self.results, self.margin)
+        return compute_tables(self.results)
 
     @cached_property
     def main_effects(self) -> pd.DataFrame:
@@ -162,16 +166,4 @@ class Study:
     def __repr__(self) -> str:
         return (f"Study({self.name!r}: {len(self.results.every_run)} runs, {len(self.results.cells)} cells, "
                 f"factors {self.factors}, from {str(self.results_dir)!r})")
-
-
-def load(results_dir: Path | str, *, margin: float | None = None) -> Study:
-    """Read a sweep's results folder (`results/NAME`) into a `Study` (see its docstring).
-
-    `margin` (in the loss unit) overrides the sweep's `report.equivalence_margin` for the calls, as
-    `python -m gptlab.report --margin` does. Raises `ReportError` (a `GptlabError`, one line) when
-    the folder is not a sweep's results, or the margin is invalid.
-    """
-    from gptlab.report import resolve_margin
-    res = load_results(results_dir)
-    return Study(results=res, margin=resolve_margin(res, margin))
 

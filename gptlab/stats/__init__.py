@@ -1,7 +1,7 @@
 """The statistics: numbers only, below the report and the sweep (no sentences, no files, no figures).
 
-Modules: `levels` (when two levels are one), `design` (which cells a sweep has, and every effect as a contrast over
-them), `models` (the
+Modules: `levels` (when two levels are one), `outcome` (which runs count, the unit of every loss and which loss the
+effects are on), `design` (which cells a sweep has, and every effect as a contrast over them), `models` (the
 models, stated once, and the error of a contrast), `calls` (Holm, TOST, the call words and the
 equivalence margin), `effects` (every effect of one outcome), `adaptive_seeds` (the adaptive-seed rule),
 `picks` (a tuned sweep's per-cell pick), `scale_change` (whether an effect changes with a scale

@@ -59,7 +59,6 @@ class Analysis:
     """The effect tables of one outcome (unrounded), the fit behind them and what could not be estimated."""
     design: Design
     fit: CellFit
-    margin: float
     main: pd.DataFrame
     interactions: pd.DataFrame
     higher: pd.DataFrame
@@ -191,7 +190,7 @@ def analyse(y: np.ndarray, cells: list[tuple[str, ...]], seeds: np.ndarray, desi
     else:
         joint, missing = _partial(design, label, rows, endpoint)
     n_tests = rows.adjust()
-    return Analysis(design, fit, margin, rows.frame("main", MAIN_COLS), rows.frame("int", INT_COLS),
+    return Analysis(design, fit, rows.frame("main", MAIN_COLS), rows.frame("int", INT_COLS),
                     rows.frame("higher", HIGHER_COLS), rows.frame("simple", SIMPLE_COLS),
                     rows.frame("cells", CELL_COLS), rows.frame("alias", ALIAS_COLS), joint, missing, n_tests, text,
                     loss_left is not None, rows.tests, rows.contrasts, rows.loss_left, rows.parts)

@@ -93,17 +93,10 @@ def paired_change(at_reference: np.ndarray, at_level: np.ndarray, alpha: float =
                        change + q90 * se, p, n)
 
 
-def change_calls(p_adjusted: np.ndarray, ci90_low: np.ndarray, ci90_high: np.ndarray, margin: float,
-                 alpha: float = calls.ALPHA) -> np.ndarray:
-    """The call of each change (see the module docstring); NaN p or CI -> inconclusive."""
-    with np.errstate(invalid="ignore"):
-        inside = (-margin < np.asarray(ci90_low)) & (np.asarray(ci90_high) < margin)
-        return np.where(np.asarray(p_adjusted) < alpha, CHANGES, np.where(inside, NO_CHANGE, INCONCLUSIVE))
-
-
 def change_table(values: np.ndarray, contrasts: np.ndarray, margin: float, alpha: float = calls.ALPHA
                  ) -> tuple[ChangeTests, np.ndarray, np.ndarray]:
-    """Every change of one or many datasets: (tests, p_adjusted, calls), each of shape (D, K - 1, R).
+    """Every change of one or many datasets: (tests, p_adjusted, calls), each of shape (D, K - 1, R); the call of
+    each change as the module docstring says (NaN p or CI: inconclusive).
 
     `values`: (D, K, S, C) losses of D datasets x K scale levels (0: the reference) x S seeds x C cells,
     NaN where a seed has no ok run; `contrasts`: (R, C), one effect per row. Holm runs over the
@@ -117,7 +110,10 @@ def change_table(values: np.ndarray, contrasts: np.ndarray, margin: float, alpha
     ref = np.where(complete[:, 1:, None, :], effects[:, :1], np.nan)  # the seeds complete at both levels
     tests = paired_change(ref, effects[:, 1:], alpha)
     p_adj = np.stack([calls.holm(p.ravel()).reshape(p.shape) for p in tests.p_value])
-    return tests, p_adj, change_calls(p_adj, tests.ci90_low, tests.ci90_high, margin, alpha)
+    with np.errstate(invalid="ignore"):
+        inside = (-margin < np.asarray(tests.ci90_low)) & (np.asarray(tests.ci90_high) < margin)
+        call = np.where(p_adj < alpha, CHANGES, np.where(inside, NO_CHANGE, INCONCLUSIVE))
+    return tests, p_adj, call
 
 
 def _check(runs: pd.DataFrame, factors: Sequence[str], scale: str, outcome: str,

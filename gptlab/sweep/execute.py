@@ -31,7 +31,7 @@ from gptlab.sweep.runs import Run, SweepSpec
 from gptlab.sweep.summary import write_summary
 from gptlab.sweep.trunks import with_shared_trunks
 
-ReportWriter = Callable[..., Path]  # write_report(results_dir, reports_dir, *, margin) -> reports/NAME
+ReportWriter = Callable[..., Path]  # write_report(results_dir, reports_dir) -> reports/NAME (the margin: sweep.yaml's)
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class SweepOptions:
     results_stream: TextIO | None = field(default=None, compare=False)  # where the results go: the runs that did not
     # finish ok, where the report is, whether to rerun (the command line: stdout); None: `stream`
     reuse: tuple[ResultsDir, ...] = ()  # results folders whose finished runs are taken, not trained (`sweep.reuse`)
-    write_report: ReportWriter | None = field(default=None, compare=False)  # (results, reports, margin) -> the report's
+    write_report: ReportWriter | None = field(default=None, compare=False)  # (results, reports) -> the report's
     # folder: the command line's `gptlab.report.write_report` (the sweep knows no report); None: summary.csv only
 
     def __post_init__(self) -> None:
@@ -210,7 +210,7 @@ def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions, threa
     if options.write_report is None:
         print(f"summary: {results_dir.summary_csv}", file=out)
     else:
-        path = options.write_report(results_dir, options.reports_dir, margin=spec.report.equivalence_margin)
+        path = options.write_report(results_dir, options.reports_dir)  # its margin: sweep.yaml's, the spec's
         print(f"report: {Path(path) / 'report.md'}", file=out)
     failed = sum(r.status == FAILED for r in rows)
     if failed:

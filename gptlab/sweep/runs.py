@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 from gptlab.errors import GptlabError, key_error
@@ -20,6 +20,7 @@ from gptlab.roles import ESTIMATION, SELECTION
 from gptlab.run.config import RunConfig, resolve_run_config
 from gptlab.run.identity import run_sources
 from gptlab.stats.arms import ARM, baseline_seed_count
+from gptlab.stats.calls import check_margin
 from gptlab.stats.design import design_cells
 from gptlab.stats.picks import Pairs
 from gptlab.sweep.arms_spec import ArmsDesign
@@ -66,9 +67,15 @@ class TunedRun(Run):
 
 @dataclass(frozen=True)
 class ReportSettings:
-    """The `report:` section: how the report calls effects."""
+    """The `report:` section: how the report calls effects. Built from any value `stats.calls.check_margin` takes,
+    checked there (a bad one: a `GptlabError` naming `key`, the YAML's key or `--margin`)."""
 
-    equivalence_margin: float  # nats/char within which a change is 'equivalent' (the CLI's --margin overrides it)
+    equivalence_margin: float  # nats/char within which a change is 'equivalent' (`--margin` overrides it: `with_margin`)
+    key: InitVar[str] = "report.equivalence_margin"  # where the margin was given, for the error
+
+    def __post_init__(self, key: str) -> None:
+        object.__setattr__(self, "equivalence_margin", check_margin(self.equivalence_margin, key))  # frozen: the one
+        # write, checking
 
     def to_dict(self) -> dict[str, Any]:
         return {"equivalence_margin": self.equivalence_margin}
@@ -101,6 +108,13 @@ class SweepSpec:
     def base_config(self) -> RunConfig:
         """`base` resolved (at seed 0): every run's config derives from it (`expand`). `sweep.spec` has checked it."""
         return resolve_run_config(self.base)
+
+    def with_margin(self, margin: Any) -> "SweepSpec":
+        """This spec with the command line's `--margin` (checked) in place of its report's equivalence margin; None:
+        as it is. The one way an override goes in: the sweep's (which sweep.yaml records) and the report's."""
+        if margin is None:
+            return self
+        return dataclasses.replace(self, report=ReportSettings(margin, key="--margin"))
 
     def cell_settings(self, cell: Pairs) -> dict[str, Any]:
         """The dotted settings a cell sets over `base`: its levels, an arm's settings in place of its name."""

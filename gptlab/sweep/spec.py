@@ -21,7 +21,7 @@ from gptlab.executors.base import ExecutorConfig
 from gptlab.plugins import import_plugins, resolve_plugin
 from gptlab.run.config import MAX_SEED, RunConfig, resolve_run_config, set_dotted, valid_keys
 from gptlab.stats.arms import ARM
-from gptlab.stats.calls import DEFAULT_MARGIN, check_margin
+from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.levels import grid_level
 from gptlab.sweep.arms_spec import ArmsDesign, check_arm_configs, check_arms
 from gptlab.sweep.kinds import SWEEP_KINDS, asked_seeds, first_runs, import_shipped_kinds
@@ -44,23 +44,23 @@ def _require(value: Any, kind: type, key: str, what: str) -> Any:
     return value
 
 
-def load_spec(path: str | Path, overrides: dict[str, Any] | None = None, executor_overrides: dict[str, Any] | None = None,
-              margin: Any = None) -> SweepSpec:
+def load_spec(path: str | Path, overrides: dict[str, Any] | None = None,
+              executor_overrides: dict[str, Any] | None = None) -> SweepSpec:
     """Read, validate and expand a sweep YAML into a frozen `SweepSpec`; the command line's overrides go in here:
-    `overrides` set base keys (`--set`), `executor_overrides` executor keys (`--jobs`, `--backend`), `margin` the
-    report's equivalence margin (`--margin`)."""
+    `overrides` set base keys (`--set`), `executor_overrides` executor keys (`--jobs`, `--backend`). The report's
+    equivalence margin (`--margin`) goes in after, by `SweepSpec.with_margin`."""
     raw = read_spec_file(path)
-    return validate_spec(raw, Path(path), overrides or {}, executor_overrides or {}, margin)
+    return validate_spec(raw, Path(path), overrides or {}, executor_overrides or {})
 
 
 def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], executor_overrides: dict[str, Any],
-                  margin: Any = None, *, plan: bool = True) -> SweepSpec:
+                  *, plan: bool = True) -> SweepSpec:
     """Validate and expand a loaded spec; every problem is one `GptlabError` on one line, naming the key.
     `plan=False` validates without planning its runs (`runs` stays empty: a stored sweep read back, `sweep.stored`).
     The shipped kinds are registered first (`sweep.kinds.import_shipped_kinds`), as a plugin's are by its import."""
     import_shipped_kinds()
     try:
-        return _validate_spec(raw, path, overrides, executor_overrides, margin, plan)
+        return _validate_spec(raw, path, overrides, executor_overrides, plan)
     except GptlabError as err:
         if one_line(str(err)) == str(err):
             raise
@@ -68,7 +68,7 @@ def validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any], ex
 
 
 def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
-                   executor_overrides: dict[str, Any], margin: Any, plan: bool = True) -> SweepSpec:
+                   executor_overrides: dict[str, Any], plan: bool = True) -> SweepSpec:
     if "seeds" in overrides:  # `--set seeds=4` (or a list, or {min: .., max: ..}) replaces the top-level seeds
         overrides = dict(overrides)
         raw = {**raw, "seeds": overrides.pop("seeds")}
@@ -96,7 +96,7 @@ def _validate_spec(raw: dict[str, Any], path: Path, overrides: dict[str, Any],
     _require(executor, dict, "executor", "a mapping")
     executor = ExecutorConfig.from_mapping({**executor, **executor_overrides})
 
-    report = _check_report({} if raw.get("report") is None else raw["report"], margin)
+    report = _check_report({} if raw.get("report") is None else raw["report"])
 
     spec = SweepSpec(name=name, description=description, plugins=plugins, base=base, grid=dict(grid), seeds=seeds,
                      exclude=exclude, baseline=baseline, executor=executor, report=report,
@@ -252,14 +252,13 @@ def _check_cell_mapping(rule: Any, grid: dict[str, list[Any]], key: str) -> dict
     return mapped
 
 
-def _check_report(report: Any, margin: Any) -> ReportSettings:
-    """`report:` checked; `margin` (`--margin`, when given) replaces its equivalence margin."""
+def _check_report(report: Any) -> ReportSettings:
+    """`report:` checked (the command line's `--margin` replaces its equivalence margin after: `SweepSpec.with_margin`)."""
     _require(report, dict, "report", "a mapping (e.g. {equivalence_margin: 0.01})")
     for key in report:
         if key not in REPORT_KEYS:
             raise unknown_key(f"report.{key}", REPORT_KEYS, listed="valid keys under report",
                               hint=closest(f"report.{key}", [f"report.{k}" for k in REPORT_KEYS]))
-    written = check_margin(report.get("equivalence_margin", DEFAULT_MARGIN), "report.equivalence_margin")
-    return ReportSettings(written if margin is None else check_margin(margin, "--margin"))
+    return ReportSettings(report.get("equivalence_margin", DEFAULT_MARGIN))  # checked there
 
 

@@ -118,7 +118,7 @@ def wsd_study(tmp_path_factory):
 @pytest.fixture(scope="module")
 def wsd_tables(wsd_study):
     res = load_results(wsd_study)
-    tables = compute_tables(res, 0.01)
+    tables = compute_tables(res)
     return res, tables, sentences.write(res, tables)
 
 
@@ -188,7 +188,7 @@ def test_a_cosine_study_places_each_arm_on_the_curve_with_the_anchor(tmp_path):
 @pytest.mark.slow  # two corpora: every table twice (seconds under load)
 def test_each_corpus_gets_its_own_curve_and_multipliers(tmp_path):
     res = load_results(worth_results(tmp_path, seeds=3, corpora=("tinyshakespeare", "austen")))
-    tables = compute_tables(res, 0.01)
+    tables = compute_tables(res)
     worth = tables.kinds["worth"].table
     assert list(zip(worth["arm"], worth["scale_level"]))[:2] == [("rotary", "tinyshakespeare"), ("relu", "tinyshakespeare")]
     assert len(worth) == 8 and set(worth["scale_level"]) == {"tinyshakespeare", "austen"}
@@ -204,7 +204,7 @@ def test_each_corpus_gets_its_own_curve_and_multipliers(tmp_path):
 
 def test_without_the_key_no_worth_and_speed_claims_are_not_tested(tmp_path):
     res = load_results(worth_results(tmp_path, with_worth=False, seeds=3))
-    tables = compute_tables(res, 0.01)
+    tables = compute_tables(res)
     words = sentences.write(res, tables)
     assert "worth" not in tables.kinds and "worth" not in tables.files({}) and "worth" not in words.kinds
     assert "worth" not in tables.scorecard.columns
@@ -222,7 +222,7 @@ def _edited(study, tmp_path, edit):
     rd = ResultsDir(copy)
     edit(pd.read_csv(rd.summary_csv)).to_csv(rd.summary_csv, index=False)
     res = load_results(copy)
-    tables = compute_tables(res, 0.01)
+    tables = compute_tables(res)
     words = sentences.write(res, tables)
     blocks = kind_sections(res, tables, words, Figures())
     text = "\n".join(str(getattr(b, "text", "")) for b in build(res, tables, words, Figures(), [], blocks))

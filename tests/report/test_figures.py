@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,8 @@ from gptlab.report.figures import run_figures as F
 from gptlab.report.tables import analyses
 
 PNG = b"\x89PNG"
-MARGIN = 0.01
+MARGIN = 0.02  # not the default: the figures draw the results' own margin (`Results.margin`)
+WITH_MARGIN = SimpleNamespace(margin=MARGIN)  # all the forest reads of the results
 EFFECT_COLS = ["group", "label", "estimate", "ci_low", "ci_high", "call"]
 
 
@@ -32,7 +34,7 @@ EFFECT_COLS = ["group", "label", "estimate", "ci_low", "ci_high", "call"]
 def res4(tmp_path_factory):
     root = tmp_path_factory.mktemp("res4")
     return load_results(make_results(root, {"model.norm": ["pre", "post"], "model.activation": ["gelu", "relu"]}, 2,
-                                     effects={(("model.norm", "post"),): 0.05}))
+                                     effects={(("model.norm", "post"),): 0.05}), margin=MARGIN)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +50,7 @@ def res3(tmp_path_factory):
     """Two factors, the second with three levels (gelu baseline, relu, swiglu)."""
     root = tmp_path_factory.mktemp("res3")
     return load_results(make_results(root, {"model.norm": ["pre", "post"],
-                                            "model.activation": ["gelu", "relu", "swiglu"]}, 2))
+                                            "model.activation": ["gelu", "relu", "swiglu"]}, 2), margin=MARGIN)
 
 
 def legend_texts(ax) -> list[str]:
@@ -90,12 +92,12 @@ def test_forest_groups_calls_band_and_skips_nan():
         ["interaction", "norm=post x activation=relu", 0.001, -0.004, 0.006, "equivalent"],
         ["interaction", "norm=post x position=rope", 0.008, -0.002, 0.018, "inconclusive"],
     ], columns=EFFECT_COLS)
-    assert E.forest(eff, MARGIN).startswith(PNG)
-    fig = E._draw_forest(eff, MARGIN)
+    assert E.forest(eff, WITH_MARGIN).startswith(PNG)
+    fig = E._draw_forest(eff, WITH_MARGIN)
     axes = visible(fig)
     assert [ax.get_title(loc="left") for ax in axes] == ["main effect (2)", "interaction (2)"]
     assert [t.get_text() for t in axes[0].get_yticklabels()] == ["norm=post vs pre", "activation=relu vs gelu"]
-    assert legend_texts(axes[0]) == ["better", "worse", "equivalent", "inconclusive", "equivalence margin +/- 0.01"]
+    assert legend_texts(axes[0]) == ["better", "worse", "equivalent", "inconclusive", f"equivalence margin +/- {MARGIN:g}"]
     for ax in axes:
         assert bands(ax) == [pytest.approx((-MARGIN, MARGIN))]
     colours = {to_hex(c.lines[0].get_color()): c.lines[0].get_xdata()[0] for ax in axes for c in ax.containers}
@@ -112,7 +114,7 @@ def test_forest_draws_an_unadjusted_ci_clear_of_zero_on_an_inconclusive_call_apa
         ["main effect", "activation=relu vs gelu", -0.02, -0.03, -0.01, "better"],
         ["main effect", "tying=untied vs tied", 0.004, -0.002, 0.010, "inconclusive"],
     ], columns=EFFECT_COLS)
-    fig = E._draw_forest(eff, MARGIN)
+    fig = E._draw_forest(eff, WITH_MARGIN)
     ax = visible(fig)[0]
     assert "unadjusted" in fig._suptitle.get_text() and "Holm" in fig._suptitle.get_text()
     labels = [t.get_text() for t in ax.get_yticklabels()]
@@ -129,7 +131,7 @@ def test_forest_draws_an_unadjusted_ci_clear_of_zero_on_an_inconclusive_call_apa
 def test_forest_keeps_the_60_largest_of_100():
     eff = effects_frame(100)
     eff.index = [0] * 100  # e.g. tables concatenated without ignore_index
-    fig = E._draw_forest(eff, MARGIN)
+    fig = E._draw_forest(eff, WITH_MARGIN)
     labels = [t.get_text() for ax in visible(fig) for t in ax.get_yticklabels()]
     assert len(labels) == S.MAX_FOREST_ROWS == 60
     kept = eff.set_index("label").loc[labels, "estimate"].abs()
@@ -139,9 +141,9 @@ def test_forest_keeps_the_60_largest_of_100():
 
 
 def test_forest_none_without_estimates():
-    assert E.forest(pd.DataFrame(columns=EFFECT_COLS), MARGIN) is None
+    assert E.forest(pd.DataFrame(columns=EFFECT_COLS), WITH_MARGIN) is None
     nan = pd.DataFrame([["main effect", "x", math.nan, math.nan, math.nan, "inconclusive"]], columns=EFFECT_COLS)
-    assert E.forest(nan, MARGIN) is None
+    assert E.forest(nan, WITH_MARGIN) is None
 
 
 # interaction plots ---------------------------------------------------------------------------------
@@ -195,8 +197,8 @@ def simple_frame(res) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_simple_effects_panels_labels_main_lines(res3):
     simple, main = simple_frame(res3)
-    assert E.simple_effects(simple, main, res3, MARGIN).startswith(PNG)
-    norm, act = visible(E._draw_simple_effects(simple, main, res3, MARGIN))
+    assert E.simple_effects(simple, main, res3).startswith(PNG)
+    norm, act = visible(E._draw_simple_effects(simple, main, res3))
     assert norm.get_title(loc="left") == "norm: post vs pre"
     assert [t.get_text() for t in norm.get_yticklabels()] == ["activation=gelu", "activation=relu", "activation=swiglu"]
     assert [t.get_text() for t in act.get_yticklabels()] == ["norm=pre", "norm=post"]
@@ -214,13 +216,13 @@ def test_simple_effects_many_combinations_drop_tick_labels(tmp_path):
     grid = {"model.norm": ["x", "y"], "model.n_layer": [1, 2, 3], "model.n_head": [1, 2, 3], "model.n_embd": [1, 2, 3]}
     res = load_results(make_results(tmp_path, grid, 1))
     simple, main = simple_frame(res)
-    ax = visible(E._draw_simple_effects(simple[simple["factor"] == "model.norm"], main, res, MARGIN))[0]
+    ax = visible(E._draw_simple_effects(simple[simple["factor"] == "model.norm"], main, res))[0]
     assert ax.get_yticklabels() == [] and "27 combinations" in ax.get_title(loc="left")
 
 
 def test_simple_effects_none_when_empty(res3):
     simple, main = simple_frame(res3)
-    assert E.simple_effects(simple.iloc[:0], main, res3, MARGIN) is None
+    assert E.simple_effects(simple.iloc[:0], main, res3) is None
 
 
 # effects by step -----------------------------------------------------------------------------------
@@ -238,11 +240,11 @@ def by_step_frame(res, cells: bool = False) -> pd.DataFrame:
 
 def test_effects_by_step_panels_bands_and_labels(res4):
     data = pd.concat([by_step_frame(res4), by_step_frame(res4, cells=True)])
-    assert E.effects_by_step(data, res4, MARGIN).startswith(PNG)
-    axes = visible(E._draw_effects_by_step(data, res4, MARGIN))
+    assert E.effects_by_step(data, res4).startswith(PNG)
+    axes = visible(E._draw_effects_by_step(data, res4))
     assert [ax.get_title() for ax in axes] == ["norm (baseline: pre)", "activation (baseline: gelu)",
                                                "cells vs the baseline cell"]
-    assert legend_texts(axes[0]) == ["norm=post (equivalent)", "equivalence margin +/- 0.01"]
+    assert legend_texts(axes[0]) == ["norm=post (equivalent)", f"equivalence margin +/- {MARGIN:g}"]
     assert len(legend_texts(axes[2])) == 3 + 1  # three cells and the band
     assert bands(axes[1]) == [pytest.approx((-MARGIN, MARGIN))]
     assert sum(isinstance(c, PolyCollection) for c in axes[2].collections) == 3  # a CI band per cell
@@ -253,13 +255,13 @@ def test_effects_by_step_four_panels_a_row_and_short_legends(tmp_path):
     grid = {f"model.{key}": ["a", "b"] for key in ("norm", "activation", "position", "tying", "norm_type")}
     res = load_results(make_results(tmp_path, grid, 1))
     data = pd.concat([by_step_frame(res), by_step_frame(res, cells=True)])
-    fig = E._draw_effects_by_step(data, res, MARGIN)
+    fig = E._draw_effects_by_step(data, res)
     axes = visible(fig)
     assert len(axes) == 6 and axes[0].get_subplotspec().get_geometry()[:2] == (3, 4)  # 4 + 1 factors, cells
     assert axes[-1].get_title() == "cells vs the baseline cell" and axes[-1].get_subplotspec().colspan == range(4)
     cell_legend = legend_texts(axes[-1])
     assert len(cell_legend) <= S.MAX_LEGEND and "22 smaller effects" in cell_legend  # 31 cells: 9 drawn in colour
-    assert E.effects_by_step(data.iloc[:0], res, MARGIN) is None
+    assert E.effects_by_step(data.iloc[:0], res) is None
 
 
 # validation curves ---------------------------------------------------------------------------------

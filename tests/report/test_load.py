@@ -14,7 +14,7 @@ from helpers import REPO
 import gptlab
 from calibration.synthetic import make_results
 from gptlab.errors import GptlabError
-from gptlab.report import ReportError, load_results, resolve_margin
+from gptlab.report import ReportError, load_results
 from gptlab.report.__main__ import main as report_main
 from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.sweep.runs import SweepSpec
@@ -194,7 +194,7 @@ def test_the_spec_is_the_sweeps_typed_spec_old_schema_included(tmp_path):
     res = load_results(make_results(tmp_path, {"model.norm": ["pre", "post"]}, 2, name="typed", max_iters=500))
     assert isinstance(res.spec, SweepSpec) and "tune" not in res.spec.kinds and "seeds" not in res.spec.kinds
     assert res.spec.command == "python -m gptlab.sweep ablations/typed.yaml" and res.spec.runs == ()
-    assert resolve_margin(res, None) == DEFAULT_MARGIN and res.fixed("train.max_iters") == 500
+    assert res.margin == DEFAULT_MARGIN and res.fixed("train.max_iters") == 500
     assert res.fixed("train.schedule") == "cosine"  # not in base: the run config's default
 
 

@@ -29,7 +29,7 @@ def study(tmp_path_factory):
     spec = yaml.safe_load((results / "sweep.yaml").read_text())
     (results / "sweep.yaml").write_text(yaml.safe_dump({**spec, "scale": ["train.max_iters"]}, sort_keys=False))
     res = load_results(results)
-    st = compute_tables(res, 0.01)
+    st = compute_tables(res)
     tables = {"cells": st.cells, "main_effects": st.main, "interactions": st.interactions,
               "simple_effects": st.simple, "effects_by_step": st.by_step, "effects_by_scale": st.kinds["scale"].by_scale}
     return results, res, tables
@@ -121,7 +121,7 @@ def test_a_change_across_scale_levels_is_quoted_by_its_effect_and_level():
     from gptlab.report.load import ReportError
 
     res = load_results(REPO / "results" / "transfer")
-    files = compute_tables(res, 0.01).files({})
+    files = compute_tables(res).files({})
     row = files["effect_changes"].set_index(["factor", "scale_level"]).loc[("model.activation", "6000")]
     text = quotes.render("{{effect_changes: activation=relu @ max_iters=6000}}", files, res)
     assert text == f"+{row['change']:.4f} (95% CI +{row['ci_low']:.4f} to +{row['ci_high']:.4f}, {row['call']})"

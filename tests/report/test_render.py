@@ -234,7 +234,7 @@ def test_unreplicated_90_cell_grid_scales(tmp_path, no_figures):
     from gptlab.report.figures import run_figures
     from gptlab.report.tables import compute_tables
     res = load_results(results)
-    fig = run_figures._draw_level_curves(res, compute_tables(res, 0.01).level_curves)
+    fig = run_figures._draw_level_curves(res, compute_tables(res).level_curves)
     axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_legend() is not None]
     assert len(axes) == 4 and max(len(ax.get_legend().get_texts()) for ax in axes) == 5
 
@@ -265,16 +265,18 @@ def test_cell_without_ok_runs_is_named_and_counted_at_the_ceiling(tmp_path, monk
 def test_margin_comes_from_the_sweep_yaml_unless_given(tmp_path):
     import yaml
 
-    from gptlab.report import load_results, resolve_margin, sentences
+    from gptlab.report import load_results, sentences
     from gptlab.report.tables import compute_tables
     results = make_results(tmp_path, {"model.norm": ["pre", "post"]}, 3, name="m", effects={})
     spec = yaml.safe_load((results / "sweep.yaml").read_text())
     (results / "sweep.yaml").write_text(yaml.safe_dump({**spec, "report": {"equivalence_margin": 0.5}}))
-    res = load_results(results)
-    assert resolve_margin(res, None) == 0.5 and resolve_margin(res, 1e-6) == 1e-6
-    wide, narrow = compute_tables(res, 0.5), compute_tables(res, 1e-6)
+    res, given = load_results(results), load_results(results, margin=1e-6)
+    assert res.margin == res.spec.report.equivalence_margin == 0.5
+    assert given.margin == given.spec.report.equivalence_margin == 1e-6  # the one owner: the spec the report reads
+    wide, narrow = compute_tables(res), compute_tables(given)
     assert "Equivalence margin: +/-0.5 nats/char (`report.equivalence_margin` or `--margin`)." in sentences.write(res, wide).notes
     assert wide.main["call"].iloc[0] == "equivalent" and narrow.main["call"].iloc[0] == "inconclusive"
+    assert "+/-1e-06 nats/char" in sentences.write(given, narrow).notes[0]
 
 
 def test_no_successful_run_still_writes_the_effect_tables(tmp_path, no_figures):

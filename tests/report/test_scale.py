@@ -37,7 +37,7 @@ def test_effects_are_reported_at_each_scale_level_and_the_scale_is_not_an_effect
     results = _with_scale(make_results(tmp_path, GRID, 3, effects=EFFECTS), ["train.max_iters"])
     res = load_results(results)
     assert res.scale == ["train.max_iters"] and res.scientific == ["model.activation", "model.tying"]
-    table = effects_by_scale(res, 0.01)
+    table = effects_by_scale(res)
     assert list(table.columns[:5]) == ["factor", "level", "baseline", "scale_factor", "scale_level"]
     got = {(r["level"], str(r["scale_level"])): r for r in table.to_dict("records")}
     assert set(got) == {("relu", "2000"), ("relu", "6000"), ("untied", "2000"), ("untied", "6000")}

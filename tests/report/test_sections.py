@@ -112,17 +112,17 @@ def test_one_sign_per_sentence(one_factor):
     row = {"factor": "model.norm", "level": "post", "baseline": "pre", "kind": "averaged over the other factors",
            "alias": "", "estimate": -0.0707, "ci_low": -0.0840, "ci_high": -0.0574, "p_value": 1e-5,
            "p_adjusted": 1e-4, "call": "better"}
-    text = verdicts.main(row, res, 0.01)
+    text = verdicts.main(row, res)
     # the table's sign in the prose too (issue 55): a gain is negative, as in every table
     assert "better than norm=pre (estimate -0.0707 nats/char, 95% CI -0.0840 to -0.0574, unadjusted;" in text
-    worse = verdicts.main({**row, "estimate": 0.0707, "ci_low": 0.0574, "ci_high": 0.0840, "call": "worse"}, res, 0.01)
+    worse = verdicts.main({**row, "estimate": 0.0707, "ci_low": 0.0574, "ci_high": 0.0840, "call": "worse"}, res)
     assert "worse than norm=pre (estimate 0.0707 nats/char, 95% CI 0.0574 to 0.0840, unadjusted;" in worse
     inter = {"factor_a": "model.norm", "level_a": "post", "factor_b": "model.activation", "level_b": "relu",
              **{k: row[k] for k in ("alias", "estimate", "ci_low", "ci_high", "p_value", "p_adjusted", "call")}}
-    assert "(estimate -0.0707 nats/char, 95% CI -0.0840 to -0.0574, unadjusted;" in verdicts.interaction(inter, res, 0.01)
+    assert "(estimate -0.0707 nats/char, 95% CI -0.0840 to -0.0574, unadjusted;" in verdicts.interaction(inter, res)
     # an inconclusive effect keeps its signed estimate and CI, in one sign convention
     inconclusive = verdicts.main({**row, "estimate": -0.004, "ci_low": -0.009, "ci_high": 0.001, "p_adjusted": 0.4,
-                                  "call": "inconclusive"}, res, 0.01)
+                                  "call": "inconclusive"}, res)
     assert "estimate -0.0040, 95% CI -0.0090 to 0.0010, unadjusted; Holm-adjusted p = 0.4)" in inconclusive
     assert "only before" not in inconclusive  # its CI covers zero: nothing to explain
 
@@ -130,7 +130,7 @@ def test_one_sign_per_sentence(one_factor):
 def test_one_factor_sweep_has_no_simple_effects_and_says_the_baseline_is_best_once(one_factor, no_figures):
     path = one_factor
     res = load_results(path)
-    tables = compute_tables(res, 0.01)
+    tables = compute_tables(res)
     assert len(tables.simple) == 1 and not tables.simple_apart  # the one simple effect is the main effect
     words = sentences.write(res, tables)
     assert not any(c.startswith("Simple effects") for c in words.call_counts)
@@ -146,7 +146,7 @@ def test_two_factors_keep_simple_effects_a_distinct_baseline_line_and_a_divergen
     status = {(("post", "relu"), 0): "diverged"}
     path = make_results(tmp_path, GRID, 3, name="two", status=status, effects={(("model.activation", "relu"),): -0.05})
     res = load_results(path)
-    tables = compute_tables(res, 0.01)
+    tables = compute_tables(res)
     assert tables.simple_apart
     words = sentences.write(res, tables)
     assert any(c.startswith("Simple effects") for c in words.call_counts)

@@ -1,6 +1,7 @@
 """Statistics of the report on synthetic results with planted effects (no training, no figures)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -23,7 +24,7 @@ POST = (("model.norm", "post"),)
 
 def effects(res):
     """The report's effect tables as it writes them (with their verdicts), its fit and its warnings."""
-    tables = compute_tables(res, 0.01)
+    tables = compute_tables(res)
     words = sentences.write(res, tables)
     files = tables.files(words.verdicts)
     return SimpleNamespace(main=files["main_effects"], interactions=files["interactions"], analysis=tables.effects,
@@ -234,10 +235,10 @@ def test_a_report_keeps_drawn_samples_in_its_own_folder_and_writes_nothing_into_
 def test_a_study_decided_on_test_loss_ranks_its_cells_and_names_its_best_cell_on_test_loss(tmp_path):
     res = load_results(make_results(tmp_path, {"model.norm": ["pre", "post"]}, 3, effects={POST: -0.05}))
     # post is best on validation; on the test split (what the effects are estimated on) pre is best
-    res.runs["best_test_loss"] = 3.0 - res.runs["best_val_loss"]
-    res.runs["best_test_bpc"] = res.runs["best_test_loss"] / math.log(2)
+    test = 3.0 - res.runs["best_val_loss"]
+    res = dataclasses.replace(res, runs=res.runs.assign(best_test_loss=test, best_test_bpc=test / math.log(2)))
     assert cell_table(res).iloc[0]["model.norm"] == "post"
-    res.outcome = TEST_OUTCOME
+    res = dataclasses.replace(res, outcome=TEST_OUTCOME)
     cells = cell_table(res)
     assert list(cells["model.norm"]) == ["pre", "post"] and list(cells["rank"]) == [1, 2]
     (best,) = best_and_baseline(res, cells)

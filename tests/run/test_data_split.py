@@ -274,7 +274,7 @@ def planted_results(tmp_path: Path, with_test: list[bool]) -> Path:
 
 
 def relu_effect(res) -> float:
-    main = compute_tables(res, 0.01).main
+    main = compute_tables(res).main
     return float(main.loc[main["level"] == "relu", "estimate"].iloc[0])
 
 

@@ -14,6 +14,7 @@ import gptlab.report
 from calibration.synthetic import make_results
 from gptlab.errors import GptlabError
 from gptlab.report.__main__ import main as report_main
+from gptlab.report.load import load_results
 from gptlab.sweep.spec import load_spec
 from gptlab.sweep_cli import main as sweep_main
 
@@ -135,8 +136,8 @@ def test_sweep_cli_bad_margin_as_a_process(tmp_path, corpus):
     ("{equivalence_margin: 0.02}", ["--margin", "0.03"], 0.03),
     (None, ["--margin", "0.04"], 0.04),
 ], ids=["default", "yaml", "cli_overrides_yaml", "cli"])
-def test_sweep_passes_the_margin_to_the_report_and_records_it(tmp_path, corpus, monkeypatch, capsys,
-                                                             yaml_report, cli, expected):
+def test_the_sweep_records_the_margin_where_its_report_reads_it(tmp_path, corpus, monkeypatch, capsys,
+                                                                yaml_report, cli, expected):
     fake = FakeWriteReport(tmp_path)
     monkeypatch.setattr(gptlab.report, "write_report", fake)
     spec = spec_with(tmp_path, corpus, yaml_report)
@@ -146,9 +147,11 @@ def test_sweep_passes_the_margin_to_the_report_and_records_it(tmp_path, corpus, 
     assert len(fake.calls) == 1
     args, kwargs = fake.calls[0]
     assert Path(args[0]) == tmp_path / "results" / "t" and Path(args[1]) == tmp_path / "rep" / "t"
-    assert kwargs == {"margin": expected} and isinstance(kwargs["margin"], float)
+    assert kwargs == {}  # the margin travels in sweep.yaml, not beside it
     recorded = yaml.safe_load((tmp_path / "results" / "t" / "sweep.yaml").read_text())
     assert recorded["report"] == {"equivalence_margin": expected}
+    margin = load_results(args[0]).margin  # what the report's load step reads back: the margin the sweep used
+    assert margin == expected and isinstance(margin, float)
 
 
 # --- python -m gptlab.report --margin ---------------------------------------------------------
@@ -176,14 +179,18 @@ def test_report_cli_bad_margin_as_a_process(results, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("cli, expected", [([], None), (["--margin", "0.05"], 0.05), (["--margin", "1e-3"], 0.001)],
+@pytest.mark.parametrize("cli, expected", [([], 0.01), (["--margin", "0.05"], 0.05), (["--margin", "1e-3"], 0.001)],
                          ids=["absent", "given", "exponent"])
-def test_report_cli_passes_the_margin(results, tmp_path, monkeypatch, capsys, cli, expected):
+def test_report_cli_passes_the_margin_and_the_load_step_resolves_it(results, tmp_path, monkeypatch, capsys, cli,
+                                                                    expected):
     fake = FakeWriteReport(tmp_path)
     monkeypatch.setattr(gptlab.report, "write_report", fake)
     assert report_main([str(results), "--out", str(tmp_path / "r"), *cli]) == 0
-    assert fake.calls == [((results, tmp_path / "r"), {"margin": expected})]
+    given = cli[1] if cli else None  # as typed: the load step checks it (`SweepSpec.with_margin`)
+    assert fake.calls == [((results, tmp_path / "r"), {"margin": given})]
     assert capsys.readouterr().out.strip() == str(fake.out / "report.md")
+    margin = load_results(results, margin=given).margin
+    assert margin == expected and isinstance(margin, float)
 
 
 def test_a_binary_sweep_file_is_one_line(tmp_path, capsys):

@@ -262,7 +262,7 @@ def test_the_lr_sensitivity_is_reported_when_the_text_is_gone(tmp_path, corpus, 
     Path(text).unlink()
     res = load_results(results)
     assert res.kinds["tune"].selection_ceiling == 3.25 and "summary.json" in res.ceiling_note
-    tuned = compute_tables(res, 0.01).kinds["tune"].view
+    tuned = compute_tables(res).kinds["tune"].view
     assert len(tuned.sensitivity) and tuned.ceiling == 3.25
 
 

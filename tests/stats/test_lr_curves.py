@@ -236,7 +236,7 @@ def test_the_isolation_plot_draws_fits_and_an_edge_marker_no_cell_uses(tmp_path,
         palette = cell_palette(SimpleNamespace(cells=pd.DataFrame({"cell": [f"c{i}" for i in range(n)]})))
         assert to_rgb(EDGE_COLOUR) not in {to_rgb(c) for c in palette.values()}
     res = load_results(_refined_results(tmp_path, corpus))
-    view = compute_tables(res, 0.01).kinds["tune"].view
+    view = compute_tables(res).kinds["tune"].view
     fig = isolation_figure(res, view.table, view.keys, view.ceiling, view.curves)
     ax = fig.axes[0]
     legend = dict(zip((t.get_text() for t in ax.get_legend().get_texts()), ax.get_legend().legend_handles))

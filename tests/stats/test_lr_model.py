@@ -281,7 +281,7 @@ def test_the_report_shows_swiglu_s_cliff_apart_and_keeps_it_out_of_the_pick_and_
     config = {"data": {"dataset": "tiny", "path": str(corpus), "val_fraction": 0.1, "test_fraction": 0.05}}
     (folder / RunDir.CONFIG).write_text(yaml.safe_dump(config))
     res = load_results(results)
-    view = compute_tables(res, 0.01).kinds["tune"].view
+    view = compute_tables(res).kinds["tune"].view
     table = view.table
     assert table.loc[table["beyond_cliff"].astype(bool), "train.lr"].tolist() == pytest.approx([1.13137e-2, 1.6e-2])
     assert table.loc[table["picked"].astype(bool), "train.lr"].tolist() == [8e-3]

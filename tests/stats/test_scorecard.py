@@ -56,7 +56,7 @@ def test_the_page_keeps_the_direction_and_its_legend_defines_every_word_the_tabl
     assert shown["post_ln"] == "worse at the picks, not checked"
     assert shown["rotary"] == "better, robust" and shown["relu"] == "inconclusive"
     assert list(card["call"]) == [DEPENDS, "inconclusive", "worse", "better"]  # the csv keeps the calls
-    line = sweeps.legend(card, 0.01)
+    line = sweeps.legend(card, SimpleNamespace(margin=0.01))  # the margin: the report's `Results.margin`
     assert line.startswith("Legend: ") and "\n" not in line
     for word in ("agrees at the picks only", "not shown", "holds", "at the picks", DEPENDS, "not checked", "robust",
                  "worse", "better", "inconclusive"):

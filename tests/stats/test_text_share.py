@@ -219,7 +219,7 @@ def test_a_report_with_test_blocks_counts_the_text(tmp_path, no_figures):
     out = planted(tmp_path, inter_sd=0.02)
     res = load_results(out)
     assert res.test_blocks.present and res.test_blocks.n_blocks == 20
-    tables = compute_tables(res, 0.01)
+    tables = compute_tables(res)
     assert tables.effects.text is not None
     for name in ("main", "interactions", "simple"):
         share = getattr(tables, name)["text_share"]
@@ -228,14 +228,14 @@ def test_a_report_with_test_blocks_counts_the_text(tmp_path, no_figures):
     assert "Error model: seeds x text blocks." in report and "`text_share` is the blocks' share" in report
     assert all(0.3 < float(r["text_share"]) <= 1 for r in main)
     assert "text_share" in report.split("## Main effects")[1].split("##")[0]  # the markdown table shows it
-    seeds_only = compute_tables(dataclasses.replace(res, test_blocks=BlockLosses()), 0.01)
+    seeds_only = compute_tables(dataclasses.replace(res, test_blocks=BlockLosses()))
     assert (tables.main["ci95"] > seeds_only.main["ci95"]).all()  # the text widens every main effect's CI
 
 
 def test_without_an_interaction_the_report_barely_widens(tmp_path):
     res = load_results(planted(tmp_path, inter_sd=0.0))
-    with_blocks = compute_tables(res, 0.01).main
-    seeds_only = compute_tables(dataclasses.replace(res, test_blocks=BlockLosses()), 0.01).main
+    with_blocks = compute_tables(res).main
+    seeds_only = compute_tables(dataclasses.replace(res, test_blocks=BlockLosses())).main
     assert (with_blocks["ci95"] <= seeds_only["ci95"] * 1.2).all()  # (8 rng seeds of this folder: at most 1.14)
     assert (with_blocks["text_share"] < 0.35).all()
 

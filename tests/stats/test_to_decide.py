@@ -152,8 +152,8 @@ def test_the_report_says_what_would_decide_each_inconclusive_effect(tmp_path, no
 
 def test_more_seeds_decide_it_where_the_text_is_narrow(tmp_path):
     out = _with_split(planted(tmp_path, inter_sd=0.0, seeds=2, rng_seed=3))
-    res = load_results(out)
-    tables = compute_tables(res, 0.002)  # a margin narrow enough to leave the tying effect open
+    res = load_results(out, margin=0.002)  # a margin narrow enough to leave the tying effect open
+    tables = compute_tables(res)
     rows = tables.to_decide.to_dict("records")
     tying = next(r for r in rows if r["effect"] == "tying=untied vs tying=tied")
     assert tying["seeds_needed"] > tying["seeds"] == 2 and math.isnan(tying["test_fraction_needed"])
@@ -165,7 +165,7 @@ def test_more_seeds_decide_it_where_the_text_is_narrow(tmp_path):
 
 
 def test_many_inconclusive_effects_get_one_counting_sentence():
-    res = SimpleNamespace(arms=True, unit="nats/char", fixed={"data.val_fraction": 0.1}.get)
+    res = SimpleNamespace(arms=True, unit="nats/char", fixed={"data.val_fraction": 0.1}.get, margin=0.01)
     base = {"estimate": 0.001, "ci_low": -0.02, "ci_high": 0.022, "ci95": 0.021, "seeds": 5,
             "baseline_seeds_needed": math.nan, "test_fraction": 0.05, "test_fraction_min": math.nan,
             "test_fraction_needed": math.nan, "seeds_at_test_fraction": math.nan,
@@ -175,15 +175,15 @@ def test_many_inconclusive_effects_get_one_counting_sentence():
               "test_fraction_min": 0.072, "test_fraction_needed": 0.15 + i / 100, "seeds_at_test_fraction": 20.0}
              for i in range(2)]
     table = pd.DataFrame(rows)
-    line = to_decide_words.summary(table, res, 0.01)
+    line = to_decide_words.summary(table, res)
     assert line.startswith("7 effects are inconclusive. For 5 of them more seeds would give a 95% CI of +/-0.01 "
                            "with this 5% test split (at most 13 seeds per arm); for 2 no number of seeds does")
     assert "test splits of 15% to 16% would" in line
-    said = to_decide_words.sentence(rows[-1], res, 0.01)
+    said = to_decide_words.sentence(rows[-1], res)
     assert "no number of seeds reaches +/-0.01 with this 5% test split (the text alone gives +/-0.0120); a 16% " \
            "test split (`data.test_fraction`) would, with 20 seeds per arm (" in said
     assert "`data.val_fraction` (now 0.1) must exceed it" in said
-    assert to_decide_words.summary(table.head(6), res, 0.01) == ""
+    assert to_decide_words.summary(table.head(6), res) == ""
 
 
 def test_an_effect_that_depends_on_the_picks_names_the_run_that_would_close_its_cell():
@@ -194,17 +194,17 @@ def test_an_effect_that_depends_on_the_picks_names_the_run_that_would_close_its_
 
     spec = SimpleNamespace(kinds={"tune": TuneSpec({"train.lr": (1e-3, 2e-3, 4e-3)})})
     res = SimpleNamespace(arms=True, scale={}, levels={"arm": ["base", "nope", "untied"]}, unit="nats/char",
-                          has_test_split=False, spec=spec, label=lambda f, v: f"{f}={v}")
+                          has_test_split=False, spec=spec, label=lambda f, v: f"{f}={v}", margin=0.01)
     arms = pd.DataFrame([{"arm": a, "baseline": "base", "estimate": e, "ci_low": e - 0.05, "ci_high": e + 0.05,
                           "call": DEPENDS, "tuning_cell": f"arm={a}"} for a, e in (("nope", 0.25), ("untied", 0.02))])
     curves = pd.DataFrame([{"cell": "arm=nope", "optimum_lr_low": 0.0, "optimum_lr_high": 8e-3, "window_lr_low": 1e-3,
                             "window_lr_high": 4e-3, "loss_left_ci_high": math.inf},
                            {"cell": "arm=untied", "optimum_lr_low": 4e-3, "optimum_lr_high": 7.7e-3,
                             "window_lr_low": 4e-3, "window_lr_high": 1.6e-2, "loss_left_ci_high": 0.0151}])
-    table = to_decide_table(res, None, pd.DataFrame(), pd.DataFrame(), arms, 0.01,
+    table = to_decide_table(res, None, pd.DataFrame(), pd.DataFrame(), arms,
                             lambda cell: open_curve(res, curves, cell))  # the tuning kind's `to_decide` hook
     assert table[["call", "open_side", "try_lr"]].to_dict("list") == {
         "call": [DEPENDS, DEPENDS], "open_side": ["low", ""], "try_lr": [5e-4, pytest.approx(math.nan, nan_ok=True)]}
-    nope, untied = to_decide_words.sentences(table, res, 0.01)
+    nope, untied = to_decide_words.sentences(table, res)
     assert "open on its low-lr side" in nope and "lr 0.0005" in nope and "+0.2500 nats/char at the picks" in nope
     assert "up to 0.0151 nats/char" in untied and "more selection seeds" in untied

@@ -29,11 +29,13 @@ def test_the_loaded_spec_is_frozen(field, tmp_path, corpus):
     assert isinstance(spec.runs, tuple)
 
 
-def test_the_margin_override_goes_in_before_the_spec_is_frozen(tmp_path, corpus):
+def test_the_margin_override_goes_in_as_a_new_frozen_spec(tmp_path, corpus):
     path = _write(tmp_path, corpus, report={"equivalence_margin": 0.02})
-    assert load_spec(path).report.equivalence_margin == 0.02
-    spec = load_spec(path, margin="0.03")
+    written = load_spec(path)
+    assert written.report.equivalence_margin == 0.02 and written.with_margin(None) is written
+    spec = written.with_margin("0.03")
     assert spec.report.equivalence_margin == 0.03 and spec.to_dict()["report"] == {"equivalence_margin": 0.03}
+    assert written.report.equivalence_margin == 0.02 and spec.runs == written.runs  # the runs are the same runs
 
 
 def test_set_seeds_replaces_the_seeds_and_a_wrong_key_says_what_set_takes(tmp_path, corpus):

@@ -100,7 +100,8 @@ class LadderReport(ReportKind):
         from gptlab.report.tables import compute_tables
 
         ladder, loaded = res.spec.kinds[KEY], res.kinds[KEY]
-        reports = [RungReport(name=r.results_dir.rung, res=r, tables=compute_tables(r, tables.margin)) for r in loaded.rungs]
+        reports = [RungReport(name=r.results_dir.rung, res=r, tables=compute_tables(r))
+                   for r in loaded.rungs]
         effects = rung_effects(ladder, reports)
         return LadderView(rungs=effects, trends=trends(effects, ladder.margin),
                           predictions=prediction_table(loaded.predictions, effects, dict(loaded.started)),

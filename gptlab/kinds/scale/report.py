@@ -23,7 +23,7 @@ class ScaleReport(ReportKind):
     def tables(self, res: Any, tables: Any) -> Any:
         from gptlab.kinds.scale.tables import scale_view
 
-        return scale_view(res, tables.margin, tables.loss_left)
+        return scale_view(res, tables.loss_left)
 
     def per_level(self, res: Any, tables: Any) -> pd.DataFrame:
         return tables.kinds[KEY].by_scale

@@ -51,7 +51,7 @@ def scale_section(res: Results, tables: ReportTables, words: Sentences, figs: Fi
         "initialisation and batches at every level. Each effect's change from a scale factor's first level to "
         "another (effect at the level - effect at the first level, in the same seeds) is computed per seed, with a "
         "t interval over the seeds, Holm across each scale factor's rows: `changes` when the adjusted p < 0.05, "
-        f"`no change within margin` when the 90% CI lies inside +/- {tables.margin:g}, else `inconclusive`. "
+        f"`no change within margin` when the 90% CI lies inside +/- {res.margin:g}, else `inconclusive`. "
         "Table: `tables/effect_changes.csv`.")] if paired else []
     if unpaired:
         blocks.append(Para(
@@ -61,7 +61,7 @@ def scale_section(res: Results, tables: ReportTables, words: Sentences, figs: Fi
             "partner either). The change is the difference of the two effects, its variance the sum of theirs, "
             "with Welch-Satterthwaite degrees of freedom, Holm across each scale factor's rows: `reverses` when the "
             "adjusted p < 0.05 and the effect is called better on one and worse on the other, `changes` when the "
-            f"adjusted p < 0.05 otherwise, `holds` when the change's 90% CI lies inside +/- {tables.margin:g} "
+            f"adjusted p < 0.05 otherwise, `holds` when the change's 90% CI lies inside +/- {res.margin:g} "
             f"{res.unit}, else `inconclusive` (never read as `holds`); in a tuned sweep each change is also checked "
             "against both texts' picks (`tuning`). Calibrated by simulation: docs/STATISTICS.md. "
             "Table: `tables/effect_changes.csv`."))

@@ -41,10 +41,11 @@ class ScaleView:
     has_scale: bool  # whether the results have a scale factor (then both tables are written, where they have rows)
 
 
-def scale_view(res: Results, margin: float, loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None) -> ScaleView:
-    """The effects by scale and their changes, each call checked against the picks' `loss_left` where tuned."""
-    return ScaleView(by_scale=effects_by_scale(res, margin, loss_left),
-                     changes=effect_changes_by_scale(res, margin, loss_left), has_scale=bool(res.scale))
+def scale_view(res: Results, loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None) -> ScaleView:
+    """The effects by scale and their changes, called at `res.margin`, each call checked against the picks' `loss_left`
+    where tuned."""
+    return ScaleView(by_scale=effects_by_scale(res, loss_left),
+                     changes=effect_changes_by_scale(res, loss_left), has_scale=bool(res.scale))
 
 
 def with_transfer(res: Results, card: pd.DataFrame, changes: pd.DataFrame) -> pd.DataFrame:
@@ -60,7 +61,7 @@ def with_transfer(res: Results, card: pd.DataFrame, changes: pd.DataFrame) -> pd
     return card
 
 
-def effect_changes_by_scale(res: Results, margin: float,
+def effect_changes_by_scale(res: Results,
                             loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None = None) -> pd.DataFrame:
     """Per scientific effect and scale factor S: its change from S's first level to each other level, paired by
     seed or unpaired (`unpaired_scale`; the `pairing` column says which), with Holm across each S's rows and a
@@ -71,9 +72,9 @@ def effect_changes_by_scale(res: Results, margin: float,
     cells = list(view.cells[res.scientific].itertuples(index=False, name=None))
     paired = [s for s in res.scale if not unpaired_scale(res, s)]
     frames = [effect_changes(at_baseline_of_others(res, res.runs, s), res.scientific, s, res.outcome, res.levels,
-                             res.baseline, margin, cells=cells).assign(pairing=PAIRED) for s in paired]
+                             res.baseline, res.margin, cells=cells).assign(pairing=PAIRED) for s in paired]
     if len(paired) < len(res.scale):
-        frames.append(_unpaired_changes(res, margin, loss_left))
+        frames.append(_unpaired_changes(res, loss_left))
     frames = [f for f in frames if len(f)]
     if not frames:
         return pd.DataFrame(columns=CHANGE_COLS)
@@ -88,12 +89,11 @@ def effect_changes_by_scale(res: Results, margin: float,
 TRANSFER_COLS = ["pairing", "df", *TUNING_COLS[:2]]  # effect_changes.csv's columns beside CHANGE_COLS when unpaired
 
 
-def _unpaired_changes(res: Results, margin: float,
-                      loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None) -> pd.DataFrame:
+def _unpaired_changes(res: Results, loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None) -> pd.DataFrame:
     """The unpaired changes (`stats.transfer`) of every unpaired scale factor, Holm within each factor."""
     by_slice: dict[str, dict[str, Analysis]] = {}
     seeds: dict[tuple[str, str], pd.DataFrame] = {}
-    for s, level, part, analysis in slices(res, margin, loss_left):
+    for s, level, part, analysis in slices(res, loss_left):
         if unpaired_scale(res, s):
             by_slice.setdefault(s, {})[level] = analysis
             seeds[(s, level)] = part
@@ -110,13 +110,13 @@ def _unpaired_changes(res: Results, margin: float,
         a, b = [p[2] for p in pairs], [p[3] for p in pairs]
         ch = unpaired_change(*(np.array([x[k] for x in a], float) for k in ("estimate", "se", "df")),
                              *(np.array([x[k] for x in b], float) for k in ("estimate", "se", "df")))
-        p_adj, verdicts = transfer_calls(ch, [x["call"] for x in a], [x["call"] for x in b], margin)
+        p_adj, verdicts = transfer_calls(ch, [x["call"] for x in a], [x["call"] for x in b], res.margin)
         rows = []
         for i, (level, (factor, lv), x, y) in enumerate(pairs):
             verdict, tuning = verdicts[i], ""
             if loss_left is not None:
-                verdict, tuning = _check_change(ch, i, p_adj[i], verdict, x, y, analyses[reference],
-                                                analyses[level], margin)
+                verdict, tuning = _check_change(res, ch, i, p_adj[i], verdict, x, y, analyses[reference],
+                                                analyses[level])
             rows.append({"factor": factor, "level": lv, "baseline": res.baseline[factor], "scale_factor": s,
                          "scale_level": level, "reference_level": reference, "effect_at_reference": x["estimate"],
                          "effect_at_level": y["estimate"], "change": ch.change[i], "ci_low": ch.ci_low[i],
@@ -137,8 +137,8 @@ def _effects(a: Analysis, part: pd.DataFrame) -> dict[tuple[str, str], dict[str,
     return out
 
 
-def _check_change(ch: UnpairedChange, i: int, p_adjusted: float, verdict: str, x: dict[str, Any], y: dict[str, Any],
-                  ref: Analysis, level: Analysis, margin: float) -> tuple[str, str]:
+def _check_change(res: Results, ch: UnpairedChange, i: int, p_adjusted: float, verdict: str, x: dict[str, Any],
+                  y: dict[str, Any], ref: Analysis, level: Analysis) -> tuple[str, str]:
     """The change's verdict against both slices' picks (`stats.robustness`): a contrast over the two slices' cells,
     the level's weights minus the reference's. Returns (verdict, tuning)."""
     as_call = {CHANGES: BETTER if ch.change[i] < 0 else WORSE, REVERSES: BETTER if ch.change[i] < 0 else WORSE,
@@ -148,6 +148,6 @@ def _check_change(ch: UnpairedChange, i: int, p_adjusted: float, verdict: str, x
     weights = np.concatenate([-np.asarray(x["contrast"], float), np.asarray(y["contrast"], float)])
     bounds = np.concatenate([ref.loss_left, level.loss_left])
     check = tuning_check(float(ch.change[i]), float(ch.se[i]), float(ch.df[i]), float(ch.p_value[i]), float(p_adjusted),
-                         (float(ch.ci90_low[i]), float(ch.ci90_high[i])), as_call, weights, bounds, margin)
+                         (float(ch.ci90_low[i]), float(ch.ci90_high[i])), as_call, weights, bounds, res.margin)
     word = tuning_word(check, as_call)
     return (DEPENDS if word == DEPENDS else verdict), word

@@ -4,7 +4,8 @@ The kind owns the mapping form of `seeds:` (a count or a list is the sweep's own
 0..max-1 it gives the spec before the grid's size is checked (`seeds`), and tells the rest of the sweep how many
 seeds it trains (`seed_plan`: round 1's and the most) and plans them in rounds wherever estimation runs train
 (`stages`, and `rounds` for a tuned sweep's estimation at its picks). Its rule is `gptlab.stats.adaptive_seeds`'s
-(Stein's two-stage procedure); this module only applies it.
+(Stein's two-stage procedure), on the runs that count and the outcome and unit of `gptlab.stats.outcome` (the report's
+too); this module only applies them.
 Round 1 trains seeds 0..min-1 of every cell; the first round's results alone fix the seed count
 N; round 2 trains seeds up to N. Every decision is recomputed from the runs on disk, which never
 change once finished, so a killed sweep, rerun, makes the same decisions and trains the same runs.
@@ -19,16 +20,16 @@ import numpy as np
 
 from gptlab.run.corpora import CORPUS_KEYS
 from gptlab.run.resultsdir import ResultsDir
-from gptlab.run.summary_csv import CHAR_BPC_FACTOR, read_rows
+from gptlab.run.summary_csv import read_rows
 from gptlab.runio import write_csv
 from gptlab.stats.adaptive_seeds import ROUND_COLS, SeedRule, Widest, widest_called
 from gptlab.stats.design import Design, design_cells, effect_label
 from gptlab.stats.levels import grid_level
+from gptlab.stats.outcome import counts, in_unit, number, outcome_of
 from gptlab.stats.picks import Pairs
-from gptlab.statuses import OK
 from gptlab.sweep.kinds import SWEEP_KINDS, scale_keys
 from gptlab.sweep.planners import Case, FinishedRuns, Planner, Preview, SeedPlan, Stage, SweepKind
-from gptlab.sweep.runs import ESTIMATION, MAX_SEEDS, Run, SweepSpec
+from gptlab.sweep.runs import MAX_SEEDS, Run, SweepSpec
 
 KEY = "seeds"  # the sweep file's key (its mapping form), and the kind's name in both registries and the bundles
 WidestAt = Callable[[ResultsDir, int], Widest]  # (results_dir, seeds) -> the widest called half-width
@@ -69,31 +70,22 @@ class AdaptiveSeedsKind(SweepKind):
 
 
 def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) -> Widest:
-    """The rule's input from summary.csv's estimation rows with seeds 0..n_seeds-1 (an arms baseline: its share).
-
-    The outcome is the report's: the test loss at the best val step when every measured row has one, else
-    the best val loss; in bits/char when the sweep trains on several texts or its tokenizers' bits-per-char
-    factors differ. Levels are summary.csv's text read as the grid's (`stats.levels.grid_level`).
+    """The rule's input from summary.csv's rows that count (`gptlab.stats.outcome`, as the report reads them) with
+    seeds 0..n_seeds-1 (an arms baseline: its share): each row with its run's bits-per-char factor (summary.json's),
+    its losses in the outcome's unit. Levels are summary.csv's text read as the grid's (`stats.levels.grid_level`).
     """
-    rows = [r for r in read_rows(results_dir) if (r.get("role") or ESTIMATION).strip() == ESTIMATION]
-    number = lambda row, key: _float(row.get(key))  # noqa: E731
-    measured = [r for r in rows if math.isfinite(number(r, "best_val_loss"))]
-    test = bool(measured) and all(math.isfinite(number(r, "best_test_loss")) for r in measured)
-    bpc = [number(r, "best_val_bpc") / number(r, "best_val_loss") if math.isfinite(number(r, "best_val_bpc"))
-           else CHAR_BPC_FACTOR for r in measured]  # no best_val_bpc: a char run's
-    bits = any(len(spec.grid.get(k, ())) > 1 for k in CORPUS_KEYS) or not np.allclose(bpc, bpc[:1], rtol=1e-9)
-    column = ("best_test_bpc" if bits else "best_test_loss") if test else "best_val_loss"
+    rows = [{**row, "val_bpc_factor": _factor(results_dir, row)} for row in read_rows(results_dir)]
+    outcome = outcome_of(rows, several_texts=any(len(spec.grid.get(k, ())) > 1 for k in CORPUS_KEYS))
     factors = list(spec.grid)
     y, cells, seeds, first = [], [], [], []
-    for row, factor in zip(measured, bpc):
+    for row in rows:
+        row = {**row, **in_unit(row, outcome.unit)}
         typed = tuple(grid_level(spec.grid[f], row.get(f, ""), _NOT_A_LEVEL) for f in factors)
         cell = tuple(zip(factors, typed))
-        value = number(row, column) * (factor if bits and not test else 1.0)
-        seed = int(number(row, "seed")) if math.isfinite(number(row, "seed")) else -1
-        if row.get("status", "").strip().lower() != OK or _NOT_A_LEVEL in typed or not math.isfinite(value) \
-                or not 0 <= seed < spec.seed_count(cell, n_seeds):
+        seed = int(number(row.get("seed"))) if math.isfinite(number(row.get("seed"))) else -1
+        if not counts(row, outcome.column) or _NOT_A_LEVEL in typed or not 0 <= seed < spec.seed_count(cell, n_seeds):
             continue
-        y.append(value)
+        y.append(row[outcome.column])
         cells.append(tuple(str(level) for level in typed))
         seeds.append(seed)
         first.append(seed < spec.seed_count(cell, spec.kinds[KEY].min))
@@ -108,11 +100,10 @@ def widest_in_summary(spec: SweepSpec, results_dir: ResultsDir, n_seeds: int) ->
                          own_variance=spec.arms is not None)
 
 
-def _float(text: Any) -> float:
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return math.nan
+def _factor(results_dir: ResultsDir, row: dict[str, str]) -> float | None:
+    """The run's bits-per-char factor as its summary.json records it (None: none recorded, or no summary)."""
+    summary = results_dir.run(row.get("run_id", "")).summary() if row.get("run_id") else None
+    return summary.val_bpc_factor if summary is not None else None
 
 
 _NOT_A_LEVEL = object()

@@ -1,11 +1,11 @@
-"""The rounds of an adaptive sweep: the half-widths the sweep decides on and the report shows (`AdaptiveView`).
+"""The rounds of an adaptive sweep as the report shows them (`AdaptiveView`): every called effect's half-width.
 
-`widest_at(res, n)` is the rule's input: the widest 95% half-width among the called effects
-(`stats.adaptive_seeds.called_rows`) of the runs with seeds 0..n-1, with the first round's error (`stein`).
-The sweep computes the same from summary.csv's rows (`stages.widest_in_summary`; tests check that the two
-agree); the report calls `half_width_curve` for its figure and shows rounds.csv as its table (`tables/rounds.csv`,
-with `tables/precision.csv`: each called effect's outcome). rounds.csv is written by the sweep (`stages`) and read
-by the kind's load step (`load`).
+The sweep decides on the widest 95% half-width among the called effects (`stats.adaptive_seeds.called_rows`) of the
+runs with seeds 0..n-1, with the first round's error (`stein`), from summary.csv's rows (`stages.widest_in_summary`)
+and records it in rounds.csv (written by the sweep, `stages`, read by the kind's load step, `load`); both that and
+this take the runs that count and their outcome from the one rule (`gptlab.stats.outcome`). The report shows
+rounds.csv as its table (`tables/rounds.csv`), each called effect's half-width at every seed count as its figure
+(`half_width_curve`) and each effect's outcome (`tables/precision.csv`).
 """
 
 from __future__ import annotations
@@ -19,26 +19,19 @@ from gptlab.kinds.seeds.stages import KEY
 from gptlab.report.fmt import round_frame
 from gptlab.report.load import Results
 from gptlab.report.tables.analyses import analyse_runs
-from gptlab.stats.adaptive_seeds import SeedRule, Widest, called_rows
+from gptlab.stats.adaptive_seeds import SeedRule, called_rows
 from gptlab.stats.arms import ARM
-from gptlab.stats.calls import DEFAULT_MARGIN
 
 
 def _called(res: Results, rule: SeedRule, n_seeds: int) -> pd.DataFrame:
-    runs = res.runs[res.runs["ok"] & res.runs[res.outcome].notna() & res.first_seeds(res.runs, n_seeds)]
-    analysis = analyse_runs(res, runs, res.outcome, DEFAULT_MARGIN,  # the margin changes no half-width
+    """The called effects' half-widths with seeds 0..n_seeds-1 (the margin changes no half-width)."""
+    runs = res.counted
+    runs = runs[res.first_seeds(runs, n_seeds)]
+    analysis = analyse_runs(res, runs, res.outcome,
                             endpoint=rule.precision_for == "interactions")  # main/per-cell effects need no more
     if analysis is None:
         return pd.DataFrame(columns=["effect", "half_width"])
     return called_rows(analysis, rule, res.label, res.scale)
-
-
-def widest_at(res: Results, n_seeds: int) -> Widest:
-    """The widest called half-width with seeds 0..n_seeds-1, and its effect."""
-    rule = res.spec.kinds.get(KEY)
-    if rule is None:
-        raise ValueError(f"{res.results_dir} is not an adaptive sweep")
-    return Widest.of(_called(res, rule, n_seeds))
 
 
 def half_width_curve(res: Results) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from gptlab.kinds.tune.spec import KEY
 from gptlab.report.load import Results
 from gptlab.report.load.ceiling import unigram_ceiling
-from gptlab.report.load.runfiles import CHAR_BPC_FACTOR
+from gptlab.stats.outcome import BITS_PER_CHAR, CHAR_BPC_FACTOR, NATS_PER_TOKEN
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,8 @@ def load(res: Results) -> TuneLoaded:
     """The selection runs' cap (NaN without selection runs)."""
     if not len(res.selection):
         return TuneLoaded()
-    ceiling, _ = unigram_ceiling(res.results_dir, res.selection, per_token=res.unit == "nats/token", split="val")
-    return TuneLoaded(selection_ceiling=ceiling * CHAR_BPC_FACTOR if res.unit == "bits/char" else ceiling)
+    ceiling, _ = unigram_ceiling(res.results_dir, res.selection, per_token=res.unit == NATS_PER_TOKEN, split="val")
+    return TuneLoaded(selection_ceiling=ceiling * CHAR_BPC_FACTOR if res.unit == BITS_PER_CHAR else ceiling)
 
 
 def loaded(res: Results) -> TuneLoaded:

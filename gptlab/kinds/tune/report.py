@@ -29,10 +29,10 @@ class TuneReport(ReportKind):
 
         return load(res)
 
-    def before_effects(self, res: Any, margin: float) -> Any:
+    def before_effects(self, res: Any) -> Any:
         from gptlab.kinds.tune.tables import TuneTables, given_picks, tuning_view
 
-        return TuneTables(view=tuning_view(res, margin), given=given_picks(res))
+        return TuneTables(view=tuning_view(res), given=given_picks(res))
 
     def loss_left(self, res: Any, numbers: Any) -> Mapping[tuple[str, ...], tuple[float, ...]] | None:
         from gptlab.kinds.tune.tables import loss_left_high

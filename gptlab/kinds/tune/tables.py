@@ -157,7 +157,7 @@ def given_picks(res: Results) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def tuning_view(res: Results, margin: float) -> TuningView | None:
+def tuning_view(res: Results) -> TuningView | None:
     """The section's tables from the selection runs (computed before the effects, whose calls are checked against
     the curves' loss left on the table); `with_effects` adds the report's own; None when the sweep tuned nothing."""
     space = _space(res)
@@ -182,8 +182,8 @@ def tuning_view(res: Results, margin: float) -> TuningView | None:
     common = [s for s in ordered if s in settings or with_runs[s] == len(cells)]  # settings every cell has
     at_common = sel[sel["setting"].map(lambda s: s in common).astype(bool)]
     if len(sel):
-        fixed = _fixed_effects(res, at_common, common, n_seeds, margin)
-        sensitivity, sensitivity_effects = _sensitivity(res, at_common, cells, label, common, ceiling, n_seeds, margin)
+        fixed = _fixed_effects(res, at_common, common, n_seeds)
+        sensitivity, sensitivity_effects = _sensitivity(res, at_common, cells, label, common, ceiling, n_seeds)
     curves = _curves(res, sel, rows, label, space, ceiling) if list(space) == [LR_KEY] and len(sel) else \
         pd.DataFrame(columns=["cell", *res.factors, *LR_CURVE_COLS])
     return TuningView(keys=list(space), settings=settings, seeds=n_seeds, n_selection=len(sel), table=round_frame(table),
@@ -279,13 +279,14 @@ def _curves(res: Results, sel: pd.DataFrame, rows: list[SettingRow], label: dict
     return round_frame(out[["cell", *res.factors, *LR_CURVE_COLS]].reset_index(drop=True))
 
 
-def _effects(res: Results, runs: pd.DataFrame, y: str, margin: float, calls: bool) -> pd.DataFrame:
-    """Main effects and two-way interactions of column `y` over `runs` (one Holm family), labelled as the report's."""
+def _effects(res: Results, runs: pd.DataFrame, y: str, calls: bool) -> pd.DataFrame:
+    """Main effects and two-way interactions of column `y` over `runs` (one Holm family, called at `res.margin`),
+    labelled as the report's."""
     runs = runs[np.isfinite(runs[y].astype(float))]
     if runs.empty or not res.factors:
         return pd.DataFrame(columns=EFFECT_COLS)
     cells = list(map(tuple, runs[res.factors].to_numpy().tolist()))
-    a = analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design_for(res, runs), res.label, margin,
+    a = analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design_for(res, runs), res.label, res.margin,
                 block_seeds=not res.arms, own_variance=bool(res.arms))
     out = [{"effect": f"{res.label(r['factor'], r['level'])} vs {r['baseline']}", **r} for r in a.main.to_dict("records")]
     out += [{"effect": f"{res.label(r['factor_a'], r['level_a'])} x {res.label(r['factor_b'], r['level_b'])}", **r}
@@ -302,13 +303,12 @@ def _at(runs: pd.DataFrame, setting: Pairs) -> pd.Series:
     return runs["setting"].map(lambda s: s == setting).astype(bool)
 
 
-def _fixed_effects(res: Results, sel: pd.DataFrame, settings: list[Pairs], n_seeds: int,
-                   margin: float) -> pd.DataFrame:
+def _fixed_effects(res: Results, sel: pd.DataFrame, settings: list[Pairs], n_seeds: int) -> pd.DataFrame:
     """Per setting: what a study run at that setting alone would find (the selection runs there, ok ones)."""
     frames = []
     for setting in settings:
         runs = sel[sel["ok"] & _at(sel, setting)]
-        effects = _effects(res, runs, res.outcome, margin, calls=n_seeds >= 2)
+        effects = _effects(res, runs, res.outcome, calls=n_seeds >= 2)
         frames.append(effects.assign(setting=pairs_text(setting))[FIXED_COLS])
     frames = [f for f in frames if len(f)]
     return round_frame(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=FIXED_COLS)
@@ -323,7 +323,7 @@ def _tuned_effects(res: Results, main: pd.DataFrame, interactions: pd.DataFrame)
 
 
 def _sensitivity(res: Results, sel: pd.DataFrame, cells: list[Pairs], label: dict, settings: list[Pairs],
-                 ceiling: float, n_seeds: int, margin: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 ceiling: float, n_seeds: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """LR sensitivity per cell and selection seed (Wortsman et al. 2023), its mean per cell, and the effects on it."""
     capped = np.where(sel["ok"], np.minimum(sel[SELECTION_LOSS].astype(float), ceiling), np.nan)
     sel = sel.assign(capped=np.where(sel["status"].isin(FAILED_TO_TRAIN), ceiling, capped))
@@ -346,7 +346,7 @@ def _sensitivity(res: Results, sel: pd.DataFrame, cells: list[Pairs], label: dic
                      "n_diverged": int(mine["status"].isin(FAILED_TO_TRAIN).sum())})
     table = round_frame(pd.DataFrame(rows))
     effects = _effects(res, pd.DataFrame(per_seed, columns=[*res.factors, "seed", "lr_sensitivity"]), "lr_sensitivity",
-                       margin, calls=n_seeds >= 2)
+                       calls=n_seeds >= 2)
     return table, round_frame(effects)
 
 

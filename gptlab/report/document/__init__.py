@@ -149,7 +149,7 @@ def summary(res: Results, tables: ReportTables, words: Sentences, figures: Figur
         blocks.append(Bullets(items))
     table = _calls_table(tables, res)
     if len(table):
-        blocks += [Para(f"Calls (equivalence margin +/-{tables.margin:g} {res.unit}; `better`/`worse`: Holm-adjusted "
+        blocks += [Para(f"Calls (equivalence margin +/-{res.margin:g} {res.unit}; `better`/`worse`: Holm-adjusted "
                         f"p < {ALPHA} over every test of its family{_family(tables)}; `equivalent`: 90% CI inside the "
                         "margin). Every "
                         "main effect, and every other effect called better or worse. The 95% CI is each effect's own, "
@@ -184,7 +184,7 @@ def _to_decide(tables: ReportTables, res: Results, words: Sentences) -> list[Blo
         text = res.has_test_split  # without a test split the text's columns would be zeros and n/a: not shown
         cols = DECIDE_MD_COLS if text else [c for c in DECIDE_MD_COLS if c not in TEXT_COLS]
         blocks += [Para(f"What would decide the inconclusive effects: seeds per {per} for a 95% CI of "
-                        f"+/-{tables.margin:g} {res.unit}" + (" at this test split" if text else "")
+                        f"+/-{res.margin:g} {res.unit}" + (" at this test split" if text else "")
                         + " (`seeds_needed`; blank where no number of seeds reaches it)"
                         + (", the half-width the text alone leaves (`text_ci95`), and where it is too wide, the test "
                            "split that would reach it with its seeds" if text else "") + " (docs/STATISTICS.md). "

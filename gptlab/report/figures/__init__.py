@@ -72,14 +72,14 @@ def png_file(name: str, png: bytes) -> Png:
 
 def make_figures(res: Results, tables: ReportTables) -> Figures:
     """The figures every sweep may get (curves, levels, effects, throughput)."""
-    margin, arms = tables.margin, bool(len(tables.arms.columns))  # a design of arms: no interactions, no simple effects
+    arms = bool(len(tables.arms.columns))  # a design of arms: no interactions, no simple effects
     return Figures.of(
         val_curves=val_curves(res, tables.level_curves), level_effects=level_effects(res, tables.levels),
-        forest=effect_figures.forest(forest_rows(tables, res), margin),
+        forest=effect_figures.forest(forest_rows(tables, res), res),
         interactions=None if arms else effect_figures.interaction_plots(tables.pair_means, res),
-        simple_effects=effect_figures.simple_effects(tables.simple, tables.main, res, margin)
+        simple_effects=effect_figures.simple_effects(tables.simple, tables.main, res)
         if tables.simple_apart and not arms else None,  # one factor: they are its main effects
-        effects_by_step=effect_figures.effects_by_step(tables.by_step, res, margin), throughput=throughput(res))
+        effects_by_step=effect_figures.effects_by_step(tables.by_step, res), throughput=throughput(res))
 
 
 def report_figures(res: Results, tables: ReportTables) -> Figures:

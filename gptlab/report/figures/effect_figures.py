@@ -15,6 +15,7 @@ import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from gptlab.report.figures import figstyle  # noqa: F401  first: it selects Agg before seaborn loads pyplot
 from gptlab.report.figures.figstyle import (
@@ -25,7 +26,6 @@ from gptlab.report.figures.figstyle import (
     MAX_LEGEND,
     MAX_TICK_LABELS,
     MEAN_LABEL,
-    band_handle,
     call_handles,
     call_of,
     errorbars,
@@ -45,12 +45,12 @@ from gptlab.report.load import Results
 from gptlab.stats.calls import DIRECTIONAL, INCONCLUSIVE
 
 
-def forest(effects: pd.DataFrame, margin: float) -> bytes | None:
-    """Forest plot of every effect with its 95% CI, one panel per group (None when no estimate)."""
-    return png_or_none(_draw_forest(effects, margin))
+def forest(effects: pd.DataFrame, res: Results) -> bytes | None:
+    """Forest plot of every effect with its 95% CI, one panel per group, the band `res.margin` (None when no estimate)."""
+    return png_or_none(_draw_forest(effects, res))
 
 
-def _draw_forest(effects: pd.DataFrame, margin: float) -> Figure | None:
+def _draw_forest(effects: pd.DataFrame, res: Results) -> Figure | None:
     """Columns group, label, estimate, ci_low, ci_high, call; at most MAX_FOREST_ROWS rows (largest |estimate|)."""
     if effects is None or effects.empty:
         return None
@@ -69,7 +69,7 @@ def _draw_forest(effects: pd.DataFrame, margin: float) -> Figure | None:
     for ax, g in zip(axes, groups):
         rows = data[data["group"] == g]
         y = np.arange(len(rows))
-        shade_band(ax, margin)
+        band = shade_band(ax, res.margin)
         calls = rows["call"].map(call_of).to_numpy()
         only = unadjusted_only(rows).to_numpy()
         for c in CALL_COLOURS:
@@ -89,7 +89,7 @@ def _draw_forest(effects: pd.DataFrame, margin: float) -> Figure | None:
                      markerfacecolor="white", linestyle="--",
                      label="not better or worse, though its\nunadjusted CI excludes 0" + UNADJUSTED_TAG)] \
         if unadjusted_only(data).any() else []
-    legend_outside(axes[0], call_handles() + dashed + [band_handle(margin)], "call (Holm-adjusted p)")
+    legend_outside(axes[0], call_handles() + dashed + [band], "call (Holm-adjusted p)")
     title = ("Every effect on best val loss with its own 95% CI, unadjusted; colour and marker: its call, from the "
              "Holm-adjusted p (negative = lower loss = better)")
     if n_all > MAX_FOREST_ROWS:
@@ -153,12 +153,12 @@ def _interaction_panel(ax: Axes, part: pd.DataFrame, res: Results, fa: str, fb: 
     legend_outside(ax, ax.get_legend_handles_labels()[0], res.short(fb))
 
 
-def simple_effects(simple: pd.DataFrame, main: pd.DataFrame, res: Results, margin: float) -> bytes | None:
+def simple_effects(simple: pd.DataFrame, main: pd.DataFrame, res: Results) -> bytes | None:
     """Each level's effect against its baseline at every combination of the other factors, one panel per factor."""
-    return png_or_none(_draw_simple_effects(simple, main, res, margin))
+    return png_or_none(_draw_simple_effects(simple, main, res))
 
 
-def _draw_simple_effects(simple: pd.DataFrame, main: pd.DataFrame, res: Results, margin: float) -> Figure | None:
+def _draw_simple_effects(simple: pd.DataFrame, main: pd.DataFrame, res: Results) -> Figure | None:
     """`simple`: factor, level, baseline, at, estimate, ci_low, ci_high, call; `main`: factor, level, estimate."""
     if simple is None or simple.empty:
         return None
@@ -172,7 +172,7 @@ def _draw_simple_effects(simple: pd.DataFrame, main: pd.DataFrame, res: Results,
     fig = Figure(figsize=figsize(11, sum(heights) + 1.0), layout="constrained")
     axes = fig.subplots(len(factors), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
     for ax, f in zip(axes, factors):
-        _simple_panel(ax, data[data["factor"] == f], main[main["factor"] == f], res, f, margin)
+        _simple_panel(ax, data[data["factor"] == f], main[main["factor"] == f], res, f)
     axes[-1].set_xlabel(EFFECT_LABEL)
     wrapped_suptitle(fig, "Simple effects: each level against its baseline at every combination of the other factors\n"
                  "(bars: 95% CI, unadjusted; colour: the Holm-adjusted call; dashed: the level's main effect averaged "
@@ -180,7 +180,7 @@ def _draw_simple_effects(simple: pd.DataFrame, main: pd.DataFrame, res: Results,
     return fig
 
 
-def _simple_panel(ax: Axes, rows: pd.DataFrame, main: pd.DataFrame, res: Results, f: str, margin: float) -> None:
+def _simple_panel(ax: Axes, rows: pd.DataFrame, main: pd.DataFrame, res: Results, f: str) -> None:
     """y = the `at` combinations; colour by call (one level) or by level with marker by call (several)."""
     rows = rows.assign(at=[short_at(res, a) for a in rows["at"]])
     ats = list(dict.fromkeys(rows["at"]))
@@ -188,7 +188,7 @@ def _simple_panel(ax: Axes, rows: pd.DataFrame, main: pd.DataFrame, res: Results
     several = len(levels) > 1
     pal = factor_palette(res, f, levels)
     width = min(0.25, 0.6 / len(levels))
-    shade_band(ax, margin)
+    band = shade_band(ax, res.margin)
     for j, lv in enumerate(levels):
         pts = rows[rows["level"] == lv]
         y = pts["at"].map({a: i for i, a in enumerate(ats)}).to_numpy() + (j - (len(levels) - 1) / 2) * width
@@ -201,12 +201,13 @@ def _simple_panel(ax: Axes, rows: pd.DataFrame, main: pd.DataFrame, res: Results
         avg = pd.to_numeric(main.loc[main["level"] == lv, "estimate"], errors="coerce").dropna()
         if len(avg):
             ax.axvline(float(avg.iloc[0]), ls="--", lw=1.2, color=pal[lv] if several else "black")
-    _simple_axes(ax, rows, ats, levels, res, f, margin, pal if several else None)
+    _simple_axes(ax, rows, ats, levels, res, f, band, pal if several else None)
 
 
 def _simple_axes(ax: Axes, rows: pd.DataFrame, ats: list[str], levels: list[str], res: Results, f: str,
-                 margin: float, pal: dict | None) -> None:
-    """Ticks, title and legend of one simple-effects panel (`pal` None: colours are calls)."""
+                 band: Patch, pal: dict | None) -> None:
+    """Ticks, title and legend (`band`: the margin's entry) of one simple-effects panel (`pal` None: colours are
+    calls)."""
     ax.set_ylim(len(ats) - 0.5, -0.5)
     base = str(rows["baseline"].iloc[0]) if "baseline" in rows else res.baseline.get(f, "?")
     title = f"{res.short(f)}: {', '.join(map(str, levels))} vs {base}"
@@ -224,15 +225,15 @@ def _simple_axes(ax: Axes, rows: pd.DataFrame, ats: list[str], levels: list[str]
         handles = [Line2D([], [], color=pal[lv], marker="s", ls="none", label=f"{res.short(f)}={lv}") for lv in levels]
         handles += call_handles(colour="dimgrey")
         dashed = Line2D([], [], ls="--", color="dimgrey", label="main effect (averaged, level colour)")
-    legend_outside(ax, handles + [dashed, band_handle(margin)], "level / call" if pal else "call")
+    legend_outside(ax, handles + [dashed, band], "level / call" if pal else "call")
 
 
-def effects_by_step(by_step: pd.DataFrame, res: Results, margin: float) -> bytes | None:
+def effects_by_step(by_step: pd.DataFrame, res: Results) -> bytes | None:
     """Effects on val loss along training with 95% CI bands, one panel per factor (or per-cell effects)."""
-    return png_or_none(_draw_effects_by_step(by_step, res, margin))
+    return png_or_none(_draw_effects_by_step(by_step, res))
 
 
-def _draw_effects_by_step(by_step: pd.DataFrame, res: Results, margin: float) -> Figure | None:
+def _draw_effects_by_step(by_step: pd.DataFrame, res: Results) -> Figure | None:
     """Columns factor, level, step, estimate, ci_low, ci_high, call; factor "cell" = cells vs the baseline cell.
     At most 4 factor panels a row; the per-cell panel spans the last row."""
     if by_step is None or by_step.empty:
@@ -251,14 +252,14 @@ def _draw_effects_by_step(by_step: pd.DataFrame, res: Results, margin: float) ->
     for i, f in enumerate(factors):  # per-cell effects (last) get a row of their own
         spec = grid[-1, :] if f == "cell" else grid[i // ncol, i % ncol]
         axes.append(fig.add_subplot(spec, sharex=axes[0] if axes else None))
-        _step_panel(axes[-1], data[data["factor"] == f], res, f, margin)
+        _step_panel(axes[-1], data[data["factor"] == f], res, f)
         axes[-1].set(xlabel="step", ylabel=EFFECT_LABEL if f == "cell" or i % ncol == 0 else "")
     wrapped_suptitle(fig, "Effects on val loss along training, level minus baseline (band: 95% CI, unadjusted; negative = "
                  "better; legend: call at the last step, each step tested alone, not adjusted with the summary's tests)")
     return fig
 
 
-def _step_panel(ax: Axes, part: pd.DataFrame, res: Results, f: str, margin: float) -> None:
+def _step_panel(ax: Axes, part: pd.DataFrame, res: Results, f: str) -> None:
     """One line per level with its CI band; with more than MAX_LEGEND - 1 levels only the MAX_LEGEND - 3
     largest final effects get a colour, a band and a legend entry, the others are thin grey lines."""
     levels = in_order(part["level"], [] if f == "cell" else res.levels.get(f, []))
@@ -269,7 +270,7 @@ def _step_panel(ax: Axes, part: pd.DataFrame, res: Results, f: str, margin: floa
         pal = dict(zip(levels, [c for i, c in enumerate(sns.color_palette("tab10")) if i != 7]))  # no grey
     else:
         pal = factor_palette(res, f, levels)
-    shade_band(ax, margin, vertical=False)
+    band = shade_band(ax, res.margin, vertical=False)
     for k, lv in enumerate(levels):
         pts = part[part["level"] == lv].sort_values("step")
         if k >= top:
@@ -284,4 +285,4 @@ def _step_panel(ax: Axes, part: pd.DataFrame, res: Results, f: str, margin: floa
     ax.set_title("cells vs the baseline cell" if f == "cell"
                  else f"{res.short(f)} (baseline: {res.baseline.get(f, '?')})")
     ax.grid(alpha=0.3)
-    legend_outside(ax, handles + [band_handle(margin)], "effect (final call)", below=True)
+    legend_outside(ax, handles + [band], "effect (final call)", below=True)

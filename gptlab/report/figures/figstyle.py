@@ -108,20 +108,13 @@ def errorbars(ax: Axes, pos, est, lo, hi, horizontal: bool, bar_style: str = "so
         line.set_linestyle(bar_style)
 
 
-def shade_band(ax: Axes, margin: float, vertical: bool = True) -> None:
-    """Zero line and the shaded equivalence band [-margin, margin] (vertical: effect on x)."""
+def shade_band(ax: Axes, margin: float, vertical: bool = True) -> Patch:
+    """Zero line and the shaded equivalence band [-margin, margin] (vertical: effect on x); the band's legend entry."""
     if margin and math.isfinite(margin):
         span = ax.axvspan if vertical else ax.axhspan
         span(-margin, margin, color=BAND_COLOUR, alpha=0.6, lw=0, zorder=0)
     (ax.axvline if vertical else ax.axhline)(0, color="black", lw=0.8, zorder=1)
-
-
-def band_label(margin: float) -> str:
-    return f"equivalence margin +/- {margin:g}"
-
-
-def band_handle(margin: float) -> Patch:
-    return Patch(facecolor=BAND_COLOUR, alpha=0.6, label=band_label(margin))
+    return Patch(facecolor=BAND_COLOUR, alpha=0.6, label=f"equivalence margin +/- {margin:g}")
 
 
 def call_handles(colour: str | None = None) -> list[Line2D]:

@@ -5,8 +5,9 @@ Owns: reading sweep.yaml back as the sweep's own `SweepSpec` (`gptlab.sweep.stor
 dir or summary.csv is a `ReportError`; a summary.csv that disagrees with the run folders is read from them
 instead, in memory, by `gptlab.run.summary_csv`: nothing is written into results/NAME/), typing factor
 levels back to the grid (summary.csv holds them as text: "True", "100", "0.001"), level order, the
-baseline, cell labels, run environments, the validation curves of metrics.csv, the outcome the effects
-are on (`best_val_loss`, or `best_test_loss` when every run has a test split). A run's status is its own
+baseline, cell labels, run environments, the validation curves of metrics.csv, the equivalence margin (sweep.yaml's,
+or the report's `--margin`: `SweepSpec.with_margin`), and the outcome rule applied to the runs (`gptlab.stats.outcome`:
+which runs count, the unit, `best_test_loss` or `best_val_loss`), all before the one `Results` is built. A run's status is its own
 summary's, judged from its own curve (`gptlab.statuses`): nothing here compares a run with its siblings.
 The load step is the only one of the report that reads files: its modules read each run's own files
 (`runfiles`, `block_losses`), the unigram ceiling's data (`ceiling`) and the text samples (`samples`), and each
@@ -14,8 +15,10 @@ kind of sweep reads what it needs beyond them by its `load` hook (`gptlab.report
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,13 +29,23 @@ from gptlab.errors import GptlabError
 from gptlab.report.kinds import report_kinds
 from gptlab.report.load.block_losses import read_test_blocks
 from gptlab.report.load.ceiling import unigram_ceiling
-from gptlab.report.load.results import TEST_OUTCOME, VAL_OUTCOME, ReportError, Results, read_text
-from gptlab.report.load.runfiles import CHAR_BPC_FACTOR, read_curves, read_run_json
-from gptlab.roles import ESTIMATION
+from gptlab.report.load.results import ReportError, Results, read_text, text_factors
+from gptlab.report.load.runfiles import read_curves, read_run_json
+from gptlab.roles import ESTIMATION, SELECTION
 from gptlab.run.resultsdir import RUNG, ResultsDir
 from gptlab.run.summary_csv import SummaryCheck, check_summary
-from gptlab.stats.design import design_cells
+from gptlab.stats.design import design_cells, effect_label
 from gptlab.stats.levels import grid_level, level_key
+from gptlab.stats.outcome import (
+    BITS_PER_CHAR,
+    CHAR_BPC_FACTOR,
+    NATS_PER_TOKEN,
+    TEST_OUTCOME,
+    Outcome,
+    in_unit,
+    outcome_of,
+    role_of,
+)
 from gptlab.statuses import OK
 from gptlab.sweep.runs import SweepSpec
 from gptlab.sweep.stored import spec_from_results, unrecorded_spec
@@ -41,16 +54,14 @@ __all__ = ["load_results", "Results", "ReportError", "read_text", "run_roles"]
 log = logging.getLogger(__name__)
 NUMERIC = ["seed", "best_val_loss", "best_step", "final_val_loss", "final_train_loss", "params",
            "params_non_embedding", "tokens_per_sec", "wall_s", "best_val_bpc", "best_test_loss", "best_test_bpc"]
-LOSS_COLUMNS = ("best_val_loss", "final_val_loss", "final_train_loss")  # converted to bits/char when tokenizers mix
 REQUIRED = ["run_id", "seed", "status", "best_val_loss"]
 KNOWN = set(NUMERIC) | {"run_id", "status", "error", "stage", "role"}
 
 
 def run_roles(runs: pd.DataFrame) -> pd.Series:
-    """Each row's role (`role`; `stage` in results from before it; else estimation). Only estimation runs are effects'."""
-    column = next((c for c in ("role", "stage") if c in runs), None)
-    roles = runs[column].fillna("").astype(str).str.strip() if column else pd.Series("", index=runs.index)
-    return roles.replace("", "estimation")
+    """Each row's role (`stats.outcome.role_of`: `role`; `stage` in results from before it; else estimation). Only
+    estimation runs are effects'."""
+    return pd.Series([role_of(r) for r in runs.to_dict("records")], index=runs.index, dtype=object)
 
 
 def _read_spec(results_dir: ResultsDir, runs: pd.DataFrame) -> SweepSpec:
@@ -135,92 +146,82 @@ def _cells(spec: SweepSpec, factors: list[str], levels: dict[str, list[str]],
     return cells
 
 
-def _units(runs: pd.DataFrame, corpora: int = 1) -> str:
-    """Choose the unit of every loss and set `loss_scale` (what a run's nats/token are multiplied by).
-
-    One tokenizer on one text: losses stay as trained (nats/char for `char`, nats/token otherwise).
-    Tokenizers that differ (their bits-per-char factors differ) make nats/token incomparable, and a
-    nat of one text is not a nat of another (`corpora` > 1: the sweep trains on several texts): every
-    loss is then converted to bits per character, the val split's summed NLL over its characters / ln 2.
-    """
-    factors = runs["val_bpc_factor"].fillna(CHAR_BPC_FACTOR)
-    if corpora < 2 and np.allclose(factors, factors.iloc[0], rtol=1e-9):
-        runs["loss_scale"] = 1.0
-        return "nats/char" if np.isclose(factors.iloc[0], CHAR_BPC_FACTOR, rtol=1e-9) else "nats/token"
-    runs["loss_scale"] = factors
-    for col in LOSS_COLUMNS:
-        runs[col] = runs[col] * factors  # train losses too: an approximation (the train text's chars/token)
-    runs[TEST_OUTCOME] = runs["best_test_bpc"]  # the test split has its own characters per token
-    return "bits/char"
+def _with_status(runs: pd.DataFrame, factors: list[str]) -> pd.DataFrame:
+    """summary.csv's runs with their status (lower case), `ok` and `cell` label."""
+    runs["status"] = runs["status"].str.strip().str.lower()
+    runs["ok"] = runs["status"] == OK
+    runs["cell"] = [_cell_label(factors, dict(zip(factors, row))) for row in runs[factors].to_numpy().tolist()] \
+        if factors else "all runs"
+    return runs
 
 
-def _outcome(runs: pd.DataFrame) -> str:
-    """`best_test_loss` when every run that has a best val loss also has a test loss, else `best_val_loss`.
-
-    A sweep whose runs all hold out a test split (`data.test_fraction` > 0) is judged on the test
-    loss at the best validation step: validation chose each checkpoint (and, in a tuned sweep, each
-    setting), so it is optimistically biased; the test split chose nothing. A sweep mixing runs
-    with and without one falls back to validation, for every run, with a warning.
-    """
-    measured = runs[runs["best_val_loss"].notna()]
-    has_test = measured[TEST_OUTCOME].notna()
-    if len(measured) and has_test.all():
-        return TEST_OUTCOME
-    if has_test.any():
-        log.warning("%d of %d runs have a test loss: effects are on the validation loss", has_test.sum(), len(measured))
-    return VAL_OUTCOME
+def _cell_label(factors: list[str], cell: dict[str, str]) -> str:
+    """'norm=post, activation=relu' (`stats.design.effect_label`)."""
+    return ", ".join(effect_label(factors, f, cell[f]) for f in factors)
 
 
-def load_results(results_dir: ResultsDir | Path | str, spec: SweepSpec | None = None) -> Results:
-    """Read results/NAME/ (see docs/CONTRACTS.md), or one part of it: a folder at a ladder's rung reads that rung's
-    runs alone (`ResultsDir.at_rung`, summary.csv's `rung` column), with `spec` in place of sweep.yaml's where given
-    (the rung's own sweep). A kind may narrow the report of the whole folder to such a part (`ReportKind.scope`: a
-    ladder's top rung). Raises `ReportError` when it is not one."""
+def _in_unit(runs: pd.DataFrame, unit: str) -> pd.DataFrame:
+    """`runs` with every loss in `unit` and `loss_scale`, what each run's own nats are multiplied by (`in_unit`)."""
+    losses = pd.DataFrame([in_unit(r, unit) for r in runs.to_dict("records")], index=runs.index)
+    return runs.assign(**{c: losses[c] for c in losses.columns})
+
+
+def _ceiling(results_dir: ResultsDir, runs: pd.DataFrame, outcome: Outcome) -> tuple[float, str]:
+    """The unigram ceiling of the split the outcome is on, in the outcome's unit (a char unigram model's in bits)."""
+    ceiling, note = unigram_ceiling(results_dir, runs, per_token=outcome.unit == NATS_PER_TOKEN,
+                                    split="test" if outcome.column == TEST_OUTCOME else "val")
+    return (ceiling * CHAR_BPC_FACTOR if outcome.unit == BITS_PER_CHAR else ceiling), note
+
+
+def _baseline(spec: SweepSpec, levels: dict[str, list[str]]) -> dict[str, str]:
+    """Each factor's baseline level label (sweep.yaml's, else its first level)."""
+    baseline = {}
+    for f in levels:
+        lab = _match(levels[f], spec.baseline[f]) if f in spec.baseline else levels[f][0]
+        if lab is None:
+            raise ReportError(f"sweep.yaml: baseline {f}={spec.baseline[f]} is not a level of the grid")
+        baseline[f] = lab
+    return baseline
+
+
+def load_results(results_dir: ResultsDir | Path | str, margin: Any = None, spec: SweepSpec | None = None) -> Results:
+    """Read results/NAME/ (see docs/CONTRACTS.md) into one `Results`, built once. `margin` (the report's `--margin`)
+    replaces sweep.yaml's equivalence margin (`SweepSpec.with_margin`). A folder at a ladder's rung
+    (`ResultsDir.at_rung`) reads that rung's runs alone (summary.csv's `rung`), with `spec` in place of sweep.yaml's
+    where given (the rung's own sweep); a kind may narrow the report of the whole folder to such a part
+    (`ReportKind.scope`: a ladder's top rung). Raises `ReportError` when it is not one (and `GptlabError` for a bad
+    margin, before any run's files are read)."""
     results_dir = ResultsDir(results_dir)
     runs, check = _read_summary(results_dir)
     if spec is None:
-        spec = _read_spec(results_dir, runs)
+        spec = _read_spec(results_dir, runs).with_margin(margin)
         for _, kind in report_kinds(spec):
             scoped = kind.scope(spec, results_dir, runs)
             if scoped is not None:
                 spec, results_dir = scoped
                 runs, check = _read_summary(results_dir)
     levels = _levels(spec, runs)
-    factors = list(levels)
-    baseline = {}
-    for f in factors:
-        lab = _match(levels[f], spec.baseline[f]) if f in spec.baseline else levels[f][0]
-        if lab is None:
-            raise ReportError(f"sweep.yaml: baseline {f}={spec.baseline[f]} is not a level of the grid")
-        baseline[f] = lab
-    res = Results(results_dir=results_dir, name=spec.name, spec=spec,
-                  factors=factors, levels=levels, baseline=baseline, runs=runs, cells=pd.DataFrame(),
-                  curves=pd.DataFrame(), summary_check=check)
-
-    def cell_label(cell: dict[str, str]) -> str:
-        return ", ".join(res.label(f, cell[f]) for f in factors)
-
-    res.environment = read_run_json(results_dir, runs)  # first: it reads each run's status under today's rule
-    runs["status"] = runs["status"].str.strip().str.lower()
-    runs["ok"] = runs["status"] == OK
-    runs["cell"] = [cell_label(dict(zip(factors, row))) for row in runs[factors].to_numpy().tolist()] \
-        if factors else "all runs"
-    res.cells = _cells(spec, factors, levels, runs, cell_label)
-    res.cells["is_baseline"] = [all(r[f] == baseline[f] for f in factors) for _, r in res.cells.iterrows()]
-    res.unit = _units(runs, corpora=len(res.corpora) + 1)
+    factors, baseline = list(levels), _baseline(spec, levels)
+    environment = read_run_json(results_dir, runs)  # first: it reads each run's status under today's rule
+    runs = _with_status(runs, factors)
+    cells = _cells(spec, factors, levels, runs, partial(_cell_label, factors))
+    cells["is_baseline"] = [all(r[f] == baseline[f] for f in factors) for _, r in cells.iterrows()]
+    outcome = outcome_of(runs.to_dict("records"), several_texts=bool(text_factors(factors, levels)))
+    runs = _in_unit(runs, outcome.unit)
     role = run_roles(runs)  # a method's own roles (neither selection nor estimation) go to other_roles
-    res.every_run = runs.assign(role=role)
-    res.selection, res.runs, res.other_roles = (runs[m].reset_index(drop=True) for m in (
-        role == "selection", role == "estimation", ~role.isin(["selection", "estimation"])))
-    runs = res.runs
-    res.outcome = _outcome(runs)
-    res.test_blocks = read_test_blocks(results_dir, runs, res.outcome, res.unit)
-    res.curves = read_curves(results_dir, runs)
-    res.ceiling, res.ceiling_note = unigram_ceiling(results_dir, runs, per_token=res.unit == "nats/token",
-                                             split="test" if res.has_test_split else "val")
-    if res.unit == "bits/char":
-        res.ceiling *= CHAR_BPC_FACTOR  # a char unigram model, in bits/char
-    if results_dir.discussion_md.is_file():
-        res.discussion = read_text(results_dir.discussion_md)
-    res.kinds = {key: kind.load(res) for key, kind in report_kinds(spec)}  # last: a kind reads what it needs of `res`
-    return res
+    selection, estimation, other_roles = (runs[m].reset_index(drop=True) for m in (
+        role == SELECTION, role == ESTIMATION, ~role.isin([SELECTION, ESTIMATION])))
+    if outcome.mixed:
+        log.warning("%d of %d runs have a test loss: effects are on the validation loss", outcome.tested,
+                    outcome.measured)
+    test_blocks = read_test_blocks(results_dir, estimation, outcome.column, outcome.unit)
+    curves = read_curves(results_dir, estimation)
+    ceiling, ceiling_note = _ceiling(results_dir, estimation, outcome)
+    res = Results(results_dir=results_dir, name=spec.name, spec=spec, factors=factors, levels=levels, baseline=baseline,
+                  runs=estimation, cells=cells, curves=curves, environment=environment, ceiling=ceiling,
+                  ceiling_note=ceiling_note, unit=outcome.unit, outcome=outcome.column,
+                  discussion=read_text(results_dir.discussion_md) if results_dir.discussion_md.is_file() else None,
+                  selection=selection, other_roles=other_roles, every_run=runs.assign(role=role), test_blocks=test_blocks,
+                  summary_check=check)
+    return dataclasses.replace(res, kinds={key: kind.load(res) for key, kind in report_kinds(spec)})  # last: a kind
+    # reads what it needs of the rest

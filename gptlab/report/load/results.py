@@ -1,9 +1,11 @@
 """`Results`: everything the report needs from results/NAME/, as the load step reads it; `ReportError`.
 
 Owns the bundle the later steps read (runs, cells, levels, curves, the ceiling, the unit, the outcome, the test
-blocks, and what each kind of sweep read by its `load` hook) and its derived views (short labels, scale and
-scientific factors, and from the typed `SweepSpec` the seeds that give the error, the arms, the tuned space and the fixed
-settings), and `read_text`, how any results file is read as text. No statistics here.
+blocks, and what each kind of sweep read by its `load` hook), frozen and built once by the load step, and its derived
+views (short labels, scale and scientific factors, the runs that count, and from the typed `SweepSpec` the
+equivalence margin of every call, the seeds that give the error, the arms, the tuned space and the fixed settings),
+and `read_text`, how any results file is read as text. No statistics here: the outcome rule is
+`gptlab.stats.outcome`'s.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from gptlab.errors import GptlabError
@@ -22,27 +25,28 @@ from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.summary_csv import SummaryCheck
 from gptlab.stats.arms import ARM, baseline_seed_count
 from gptlab.stats.design import effect_label, factor_short
+from gptlab.stats.outcome import TEST_OUTCOME, VAL_OUTCOME, counts
 from gptlab.sweep.kinds import scale_keys, seed_plan
 from gptlab.sweep.runs import SweepSpec
-
-VAL_OUTCOME, TEST_OUTCOME = "best_val_loss", "best_test_loss"  # the column every effect is estimated on
 
 
 class ReportError(GptlabError):
     """Missing or invalid results: the CLI prints the message as one line and exits 2."""
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Results:
-    """Everything the report needs, read from results/NAME/.
+    """Everything the report needs, read from results/NAME/: built once, whole, by the load step (`load_results`).
 
-    `runs` has one row per summary.csv row; factor columns hold level labels (str), plus `cell`
+    `runs` has one row per estimation row of summary.csv; factor columns hold level labels (str), plus `cell`
     (label), `ok` (status == "ok") and `diverged_step`. `levels[f]` lists the labels of factor f in
-    grid order; `cells` lists every cell of the design (grid minus exclude) in grid order.
+    grid order; `cells` lists every cell of the design (grid minus exclude) in grid order. Its frames are
+    never changed after it is built: a step that needs other runs takes a copy (`dataclasses.replace`).
     """
     results_dir: ResultsDir  # results/NAME: its files' paths (`.path`, the folder)
     name: str
-    spec: SweepSpec  # sweep.yaml read back as the sweep ran it (`sweep.stored`); without one, the grid summary.csv shows
+    spec: SweepSpec  # sweep.yaml read back as the sweep ran it (`sweep.stored`; without one, the grid summary.csv
+    # shows), with the report's `--margin` in it when given: the one owner of the margin (`margin`)
     factors: list[str]
     levels: dict[str, list[str]]
     baseline: dict[str, str]
@@ -63,6 +67,16 @@ class Results:
     test_blocks: BlockLosses = field(default_factory=BlockLosses)  # per-block test losses (the text's error), or why none
     summary_check: SummaryCheck = field(default_factory=SummaryCheck)  # summary.csv against the run folders
     kinds: dict[str, Any] = field(default_factory=dict)  # what each kind of sweep read (its `load` hook), by its key
+
+    @property
+    def margin(self) -> float:
+        """The equivalence margin of every call: sweep.yaml's `report.equivalence_margin`, or the report's `--margin`."""
+        return self.spec.report.equivalence_margin
+
+    @property
+    def counted(self) -> pd.DataFrame:
+        """The runs the effects are on (`stats.outcome.counts`): finished ok, with a finite outcome."""
+        return self.runs.loc[np.array([counts(r, self.outcome) for r in self.runs.to_dict("records")], dtype=bool)]
 
     def short(self, factor: str) -> str:
         """Factor name without its section ("model.norm" -> "norm") unless that is ambiguous."""
@@ -95,7 +109,7 @@ class Results:
     @property
     def corpora(self) -> list[str]:
         """The factors that choose the text (`data.dataset`, `data.path`) with more than one level."""
-        return [k for k in CORPUS_KEYS if k in self.factors and len(self.levels[k]) > 1]
+        return text_factors(self.factors, self.levels)
 
     @property
     def scientific(self) -> list[str]:
@@ -128,6 +142,11 @@ class Results:
         base = baseline_seed_count(n_seeds, len(self.arms) - 1) if self.arms else n_seeds
         return runs["seed"].astype(int) < (runs[ARM].eq(self.baseline[ARM]) * (base - n_seeds) + n_seeds
                                            if self.arms else n_seeds)
+
+
+def text_factors(factors: list[str], levels: dict[str, list[str]]) -> list[str]:
+    """Of `factors`, those that choose the text (`run.corpora.CORPUS_KEYS`) with more than one level."""
+    return [k for k in CORPUS_KEYS if k in factors and len(levels[k]) > 1]
 
 
 def read_text(path: Path) -> str:

@@ -17,7 +17,7 @@ from gptlab.errors import first_line
 from gptlab.report.load.results import Results
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunDir, RunSummary
-from gptlab.run.summary_csv import CHAR_BPC_FACTOR  # a run.json without a factor: a char run's (from before tokenizers)
+from gptlab.stats.outcome import bpc_factor
 from gptlab.statuses import OK
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ def read_run_json(results_dir: ResultsDir, runs: pd.DataFrame) -> dict[str, list
     for i, run_id in zip(runs.index, runs["run_id"]):
         summary = results_dir.run(run_id).summary() or RunSummary()  # missing, unreadable or not JSON: nothing
         diverged.append(summary.diverged_step)
-        factors.append(summary.val_bpc_factor or CHAR_BPC_FACTOR)
+        factors.append(bpc_factor(summary.val_bpc_factor))  # none recorded: a char run's (from before tokenizers)
         reclassified.append(bool(summary.reclassified))
         if summary.reclassified and str(runs.at[i, "status"]).strip().lower() == OK:
             runs.at[i, "status"], runs.at[i, "error"] = summary.status, summary.error or ""

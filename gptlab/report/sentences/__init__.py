@@ -66,10 +66,9 @@ class Sentences:
 
 def write(res: Results, tables: ReportTables) -> Sentences:
     """Every sentence of the report of `res`, from its `tables`."""
-    margin = tables.margin
-    main = [verdicts.main(r, res, margin, tables.simple) for r in tables.main.to_dict("records")]
-    interactions = [verdicts.interaction(r, res, margin) for r in tables.interactions.to_dict("records")]
-    design_notes, warnings = notes.design_notes(res, tables.effects, margin)
+    main = [verdicts.main(r, res, tables.simple) for r in tables.main.to_dict("records")]
+    interactions = [verdicts.interaction(r, res) for r in tables.interactions.to_dict("records")]
+    design_notes, warnings = notes.design_notes(res, tables.effects)
     edge = [w for _, kind in report_kinds(res.spec) for w in kind.warnings(res, tables)]
     return Sentences(
         main=main,
@@ -82,14 +81,14 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         schedule=notes.schedule_note(res),
         error_model=notes.error_model(res, tables.effects),
         tuning_checks=tuple(_tuning_checks(res, tables)),
-        arms=tuple(verdicts.arm(r, res, margin) for r in tables.arms.to_dict("records")),
+        arms=tuple(verdicts.arm(r, res) for r in tables.arms.to_dict("records")),
         scorecard=tuple(_scorecard_lines(res, tables)),
         untuned=sweeps.untuned_note(res),
-        scorecard_legend=sweeps.legend(tables.scorecard, margin),
-        arms_legend=sweeps.legend(tables.arms, margin),
+        scorecard_legend=sweeps.legend(tables.scorecard, res),
+        arms_legend=sweeps.legend(tables.arms, res),
         calls_legend=sweeps.legend(
             tables.arms if len(tables.arms.columns) else pd.concat([tables.main, tables.interactions]),
-            margin,
+            res,
             only=sweeps.TUNING_WORDS,
         ),
         header=tuple(overview.header(res)),
@@ -100,8 +99,8 @@ def write(res: Results, tables: ReportTables) -> Sentences:
         divergence=notes.divergence_caveat(tables.divergence),
         no_divergence=notes.no_divergence(tables.divergence),
         allocation=sweeps.allocation(res) if res.arms else "",
-        to_decide=tuple(to_decide.sentences(tables.to_decide, res, margin)),
-        to_decide_summary=to_decide.summary(tables.to_decide, res, margin),
+        to_decide=tuple(to_decide.sentences(tables.to_decide, res)),
+        to_decide_summary=to_decide.summary(tables.to_decide, res),
         stability=tuple(notes.stability(res, tables.stability)),
         kinds={key: kind.sentences(res, tables) for key, kind in report_kinds(res.spec)},
     )

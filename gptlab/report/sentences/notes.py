@@ -26,9 +26,9 @@ from gptlab.stats.to_decide import MAX_SEEDS
 from gptlab.statuses import COLLAPSED, DIVERGED, FAILED, FAILED_TO_TRAIN, UNSTABLE
 
 
-def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[str], list[str]]:
+def design_notes(res: Results, a: Analysis | None) -> tuple[list[str], list[str]]:
     """(notes, warnings) about the model, its error, the design's gaps and the precision reached."""
-    notes: list[str] = [f"Equivalence margin: +/-{margin:g} {res.unit} (`report.equivalence_margin` or `--margin`)."]
+    notes: list[str] = [f"Equivalence margin: +/-{res.margin:g} {res.unit} (`report.equivalence_margin` or `--margin`)."]
     if math.isfinite(res.ceiling):
         split = "test" if res.has_test_split else "validation"
         notes.append(f"Unigram loss of the {split} split (the ceiling at which runs that diverged or did not learn "
@@ -36,10 +36,10 @@ def design_notes(res: Results, a: Analysis | None, margin: float) -> tuple[list[
     warns: list[str] = summary_notes(res) + mixed_code(res)
     if a is None:
         return notes, warns + [no_effects(res)]
-    ok = res.runs[res.runs["ok"] & np.isfinite(res.runs[res.outcome].astype(float))]
+    ok = res.counted
     model_notes, model_warns = _model_notes(res, a)
     gap_notes, gap_warns = _gap_notes(res, a, ok)
-    notes += model_notes + gap_notes + _precision_notes(res, a, ok, margin)
+    notes += model_notes + gap_notes + _precision_notes(res, a, ok)
     warns += model_warns + _error_warnings(res, a, ok) + gap_warns
     if ok["seed"].nunique() < 2:
         warns.append("Only one seed: seed-to-seed noise cannot be separated from the effects.")
@@ -115,7 +115,7 @@ def _gap_notes(res: Results, a: Analysis, ok: pd.DataFrame) -> tuple[list[str], 
     return notes, warns
 
 
-def _precision_notes(res: Results, a: Analysis, ok: pd.DataFrame, margin: float) -> list[str]:
+def _precision_notes(res: Results, a: Analysis, ok: pd.DataFrame) -> list[str]:
     """The precision the main effects reached, and the seeds a half-width of the margin needs (none without a CI)."""
     main = a.main.dropna(subset=["ci95"])
     if not len(main):
@@ -125,7 +125,7 @@ def _precision_notes(res: Results, a: Analysis, ok: pd.DataFrame, margin: float)
     per = "arm" if res.arms else "cell"  # an arms design adds the baseline's seeds at sqrt(k) per arm seed
     seeds = f"{int(ok.groupby('cell').size().min())} seeds per arm" if res.arms else f"{ok['seed'].nunique()} seed(s)"
     return [f"Precision: main-effect 95% CIs are +/-{fmt_loss(main['ci95'].max())} {res.unit} at "
-            f"{seeds}; a half-width of the margin ({margin:g}) needs "
+            f"{seeds}; a half-width of the margin ({res.margin:g}) needs "
             + (f"no number of seeds (up to {MAX_SEEDS:,}) for {beyond} of {len(main)} main effect(s) on this "
                "much test text: seeds do not shrink the text's part of a CI (`text_share`)." if beyond
                else f"{int(need)} seeds per {per} (`seeds_needed`, from this error)." if not absent(need)

@@ -93,8 +93,10 @@ def scorecard_lines(scorecard: pd.DataFrame, unit: str) -> list[str]:
     return out
 
 
-def _legend_terms(margin: float) -> dict[str, str]:
-    """Every word a scorecard's or an arms table's call and verdict columns may hold, in plain words."""
+def _legend_terms(res: Results) -> dict[str, str]:
+    """Every word a scorecard's or an arms table's call and verdict columns may hold, in plain words (the margin:
+    `res.margin`)."""
+    margin = res.margin
     tuned = "but only at the picks: the tuning check does not certify it, so an arm tuned better could undo it"
     agrees, opposite, nothing = VERDICT_AT_PICKS.values()
     return {
@@ -122,7 +124,7 @@ def _legend_terms(margin: float) -> dict[str, str]:
 TUNING_WORDS = (AT_PICKS, ROBUST, DEPENDS, NOT_CHECKED)  # what a tuned call's words add to the call
 
 
-def legend(table: pd.DataFrame, margin: float, only: tuple[str, ...] | None = None) -> str:
+def legend(table: pd.DataFrame, res: Results, only: tuple[str, ...] | None = None) -> str:
     """One line under a table of calls (and verdicts): each word its `call` (as `call_phrase` words it) and `verdict`
     columns use, defined (`only`: those of these words alone); "" when there is none."""
     used: set[str] = set()
@@ -131,7 +133,7 @@ def legend(table: pd.DataFrame, margin: float, only: tuple[str, ...] | None = No
         used |= {part.removesuffix(f" {AT_PICKS}") for part in phrase.split(", ")} - {""}
         used |= {AT_PICKS} if AT_PICKS in phrase else set()
         used |= {r["verdict"]} if isinstance(r.get("verdict"), str) else set()
-    terms = [(word, text) for word, text in _legend_terms(margin).items() if word in used and word in (only or used)]
+    terms = [(word, text) for word, text in _legend_terms(res).items() if word in used and word in (only or used)]
     return ("Legend: " + "; ".join(f"`{word}`: {text}" for word, text in terms) + ".") if terms else ""
 
 

@@ -60,11 +60,11 @@ def depends_sentence(r: dict, res: Results) -> str:
                    "selection seeds at the lrs next to its pick would narrow that bound")
 
 
-def sentence(r: dict, res: Results, margin: float) -> str:
+def sentence(r: dict, res: Results) -> str:
     """What would decide the effect of row `r` of to_decide.csv (inconclusive, or depending on the picks)."""
     if r.get("call") == DEPENDS:
         return depends_sentence(r, res)
-    per = "arm" if res.arms else "cell"
+    per, margin = ("arm" if res.arms else "cell"), res.margin
     unit = res.unit
     head = (f"{r['effect']} is inconclusive ({_signed(r['estimate'])} {unit}, 95% CI {_signed(r['ci_low'])} to "
             f"{_signed(r['ci_high'])}, {UNADJUSTED}): ")
@@ -97,12 +97,12 @@ def sentence(r: dict, res: Results, margin: float) -> str:
     return out
 
 
-def sentences(table: pd.DataFrame, res: Results, margin: float) -> list[str]:
+def sentences(table: pd.DataFrame, res: Results) -> list[str]:
     """One sentence per row of to_decide.csv, in its order."""
-    return [sentence(r, res, margin) for r in table.to_dict("records")]
+    return [sentence(r, res) for r in table.to_dict("records")]
 
 
-def summary(table: pd.DataFrame, res: Results, margin: float) -> str:
+def summary(table: pd.DataFrame, res: Results) -> str:
     """The summary's one line when more than MAX_LISTED effects are inconclusive ("" otherwise; the effects that
     depend on the picks are not counted: each has its sentence)."""
     table = table[table["call"] != DEPENDS] if "call" in table else table  # said apart, in words
@@ -114,7 +114,7 @@ def summary(table: pd.DataFrame, res: Results, margin: float) -> str:
     split = f" with this {_pct(table['test_fraction'].iloc[0])} test split" if table["test_fraction"].notna().all() \
         else ""
     out = (f"{len(table)} effects are inconclusive. For {len(reach)} of them more seeds would give a 95% CI of "
-           f"+/-{margin:g}{split}" + (f" (at most {int(reach['seeds_needed'].max())} seeds per {per})" if len(reach)
+           f"+/-{res.margin:g}{split}" + (f" (at most {int(reach['seeds_needed'].max())} seeds per {per})" if len(reach)
                                        else ""))
     if len(never):
         out += (f"; for {len(never)} no number of seeds does: the text alone is wider"

@@ -38,11 +38,13 @@ def _ci(r: dict, level: int = 95) -> str:
     return f"{level}% CI {fmt_loss(lo)} to {fmt_loss(hi)}" + (f", {UNADJUSTED}" if level == 95 else "")
 
 
-def _decided(r: dict, what: str, margin: float, unit: str = "nats/char") -> str:
+def _decided(r: dict, what: str, res: Results) -> str:
     """Shared tail of a verdict for the four calls (`what` names the difference an inconclusive one lacks), and for
-    a tuned sweep's call that does not survive the loss its cells' picks leave on the table (`stats.robustness`)."""
+    a tuned sweep's call that does not survive the loss its cells' picks leave on the table (`stats.robustness`);
+    in `res.unit`, equivalence within `res.margin`."""
+    margin, unit = res.margin, res.unit
     if r["call"] == DEPENDS:
-        at_picks = _decided({**r, "call": r["call_at_picks"]}, what, margin, unit)
+        at_picks = _decided({**r, "call": r["call_at_picks"]}, what, res)
         return (f"{DEPENDS}: at the picks {r['call_at_picks']} {at_picks.removeprefix(r['call_at_picks'])}"
                 f", but the loss the pick of {r['tuning_cell']} may leave on the table (tables/lr_curves.csv) could move "
                 f"it by {_shift(r['tuning_shift'], unit)} against that call{_tuning_p(r)}").replace("  ", " ")
@@ -130,7 +132,7 @@ def _spread(r: dict, simple: pd.DataFrame | None) -> str:
             f" ({counts}): see Simple effects")
 
 
-def main(r: dict, res: Results, margin: float, simple: pd.DataFrame | None = None) -> str:
+def main(r: dict, res: Results, simple: pd.DataFrame | None = None) -> str:
     """Verdict of one main-effects row (rounded); `simple` adds the spread of its simple effects."""
     a, b = res.label(r["factor"], r["level"]), res.label(r["factor"], r["baseline"])
     where = "" if r["kind"].startswith("averaged") else " at the baseline of the other factors"
@@ -139,20 +141,20 @@ def main(r: dict, res: Results, margin: float, simple: pd.DataFrame | None = Non
     if absent(r["p_value"]):
         return f"{a} vs {b}{where}: {fmt_loss(r['estimate'])} {res.unit}, no error estimate (no call)" + _counts(r, res)
     if r["call"] in DIRECTIONAL:
-        text = f"{a} is {r['call']} than {b}{where} " + _decided(r, "a difference", margin, res.unit)
+        text = f"{a} is {r['call']} than {b}{where} " + _decided(r, "a difference", res)
     elif r["call"] == DEPENDS and r["call_at_picks"] in DIRECTIONAL:
-        text = f"{a} vs {b}{where}: " + _decided(r, "a difference", margin, res.unit)
+        text = f"{a} vs {b}{where}: " + _decided(r, "a difference", res)
     else:
-        text = f"{a} vs {b}{where}: " + _decided(r, "a difference", margin, res.unit)
+        text = f"{a} vs {b}{where}: " + _decided(r, "a difference", res)
     return text + _spread(r, simple) + _counts(r, res)
 
 
-def arm(r: dict, res: Results, margin: float) -> str:
+def arm(r: dict, res: Results) -> str:
     """Verdict of one row of arms.csv (an arm against the baseline, at a scale level where the sweep has one)."""
     at = f" at {res.label(r['scale_factor'], r['scale_level'])}" if r.get("scale_factor") else ""
     row = {"kind": "averaged", "alias": "", "p_value": r.get("p_adjusted"), **r, "factor": ARM, "level": r[ARM]}
-    return main(row, res, margin).replace(f" vs {res.label(ARM, r['baseline'])}", f" vs {res.label(ARM, r['baseline'])}"
-                                          f"{at}", 1) + failure_cost(r, res)
+    return main(row, res).replace(f" vs {res.label(ARM, r['baseline'])}", f" vs {res.label(ARM, r['baseline'])}"
+                                  f"{at}", 1) + failure_cost(r, res)
 
 
 def failure_cost(r: dict, res: Results) -> str:
@@ -167,7 +169,7 @@ def failure_cost(r: dict, res: Results) -> str:
             "rates' intervals allow)")
 
 
-def interaction(r: dict, res: Results, margin: float) -> str:
+def interaction(r: dict, res: Results) -> str:
     """Verdict of one two-way interaction row (rounded)."""
     pair = f"{res.label(r['factor_a'], r['level_a'])} x {res.label(r['factor_b'], r['level_b'])}"
     if absent(r["estimate"]):
@@ -176,9 +178,9 @@ def interaction(r: dict, res: Results, margin: float) -> str:
         return f"{pair}: interaction {fmt_loss(r['estimate'])} {res.unit}, no error estimate (no call)"
     if r["call"] in DIRECTIONAL:
         return (f"{pair}: not additive; together they are {r['call']} than the sum of their separate effects "
-                + _decided(r, "", margin, res.unit))
+                + _decided(r, "", res))
     return f"{pair}: " + ("additive, " if r["call"] == EQUIVALENT else "") + \
-        _decided(r, "an interaction", margin, res.unit)
+        _decided(r, "an interaction", res)
 
 
 def quoted(r: dict, form: str = "full") -> str:
@@ -219,7 +221,7 @@ def called(tables: ReportTables, res: Results, verdicts: dict[str, Sequence[str]
             items.append((abs(r["estimate"]), verdicts[table][i]))
             continue
         items.append((abs(r["estimate"]), f"{r[LABEL_COLUMNS[table]]} ({KINDS[table].format(**r)}): {r['call']} "
-                      + _decided(r, "", tables.margin, res.unit)))
+                      + _decided(r, "", res)))
     items.sort(key=lambda x: -x[0])
     out = [text for _, text in items[:MAX_SENTENCES]]
     if len(items) > MAX_SENTENCES:

@@ -1,4 +1,4 @@
-"""The report's tables step: every number of one report, computed once: `compute_tables(res, margin) -> ReportTables`.
+"""The report's tables step: every number of one report, computed once: `compute_tables(res) -> ReportTables`.
 
 Owns which tables a report has and in what order (`reports/NAME/tables/NAME.csv`), so that the
 report (`write_report`) and the notebook API (`gptlab.load`) can never disagree about them, and
@@ -40,7 +40,6 @@ LABEL_COLUMNS = {"higher_order": "term", "aliases": "aliased", "cells_vs_baselin
 class ReportTables:
     """The numbers of one report: the effects of the outcome, the run tables, and the views only some sweeps have."""
 
-    margin: float  # the equivalence margin of every call
     cells: pd.DataFrame  # one row per cell (analyses.cell_table)
     levels: pd.DataFrame  # one row per factor level (analyses.level_table)
     failures: pd.DataFrame  # runs that did not finish ok (analyses.failure_table)
@@ -132,14 +131,13 @@ def _rounded(a: Analysis) -> Analysis:
                                      ("main", "interactions", "higher", "simple", "cells_vs_baseline", "aliases")})
 
 
-def compute_tables(res: Results, margin: float) -> ReportTables:
-    """Every table of the report of `res`, with calls at the equivalence `margin`: the effects, each kind's numbers
-    (which an arms sweep's table and scorecard then take, through the kinds' hooks), the files."""
-    ok = res.runs[res.runs["ok"] & res.runs[res.outcome].notna()]
-    early = {key: kind.before_effects(res, margin) for key, kind in report_kinds(res.spec)}  # first: each call is
+def compute_tables(res: Results) -> ReportTables:
+    """Every table of the report of `res`, with calls at its equivalence margin (`res.margin`): the effects, each kind's
+    numbers (which an arms sweep's table and scorecard then take, through the kinds' hooks), the files."""
+    early = {key: kind.before_effects(res) for key, kind in report_kinds(res.spec)}  # first: each call is
     left = next((bound for key, kind in report_kinds(res.spec)  # checked against the picks' loss left on the table
                  if (bound := kind.loss_left(res, early[key])) is not None), None)
-    a = analyses.analyse_runs(res, ok, res.outcome, margin, blocks=True,  # the text's error too, where runs have blocks
+    a = analyses.analyse_runs(res, res.counted, res.outcome, blocks=True,  # the text's error too, where runs have blocks
                               loss_left=left)
     effects = _rounded(a) if a is not None else None
     main = pd.DataFrame(columns=MAIN_COLS + COUNT_COLS)
@@ -147,15 +145,15 @@ def compute_tables(res: Results, margin: float) -> ReportTables:
         main = round_frame(analyses.with_counts(res, effects.main))
         main = main[~main["factor"].isin(res.scale)].reset_index(drop=True)
     interactions = effects.interactions if effects is not None else pd.DataFrame(columns=INT_COLS)
-    by_step, level_curves = analyses.by_step(res, margin)
+    by_step, level_curves = analyses.by_step(res)
     tables = with_kind_numbers(res, ReportTables(
-        margin=margin, cells=analyses.cell_table(res), levels=analyses.level_table(res),
+        cells=analyses.cell_table(res), levels=analyses.level_table(res),
         failures=analyses.failure_table(res), effects=effects, main=main, by_step=by_step, level_curves=level_curves,
         pair_means=analyses.pair_means(res, a), divergence=analyses.divergence_table(res),
-        sensitivity=analyses.sensitivity(res, a, margin), stability=stability_table(res), loss_left=left, kinds=early))
-    arms = arms_table(res, main, per_level(res, tables), picks(res, tables), margin) if res.arms else pd.DataFrame()
+        sensitivity=analyses.sensitivity(res, a), stability=stability_table(res), loss_left=left, kinds=early))
+    arms = arms_table(res, main, per_level(res, tables), picks(res, tables)) if res.arms else pd.DataFrame()
     tables = dataclasses.replace(tables, arms=arms, to_decide=to_decide_table(
-        res, a, main, interactions, arms, margin, lambda cell: at_picks(res, tables, cell)))
+        res, a, main, interactions, arms, lambda cell: at_picks(res, tables, cell)))
     card = scorecard_table(res, arms) if res.arms else pd.DataFrame()
     for _, kind in report_kinds(res.spec):
         card = kind.scorecard(res, tables, card)
@@ -173,7 +171,7 @@ def per_level(res: Results, tables: ReportTables) -> pd.DataFrame:
     """The effects at each level of the scale factors, which an arms sweep's table takes per level: the kind's that
     made them (its `per_level` hook: `scale:`'s effects_by_scale.csv), else the report's own slices."""
     made = next((rows for _, kind in report_kinds(res.spec) if (rows := kind.per_level(res, tables)) is not None), None)
-    return made if made is not None else effects_by_scale(res, tables.margin, tables.loss_left)
+    return made if made is not None else effects_by_scale(res, tables.loss_left)
 
 
 def picks(res: Results, tables: ReportTables) -> Mapping[tuple[str, ...], str]:

@@ -119,10 +119,10 @@ def design_for(res: Results, runs: pd.DataFrame) -> Design:
     return Design(tuple(res.factors), {f: tuple(res.levels[f]) for f in res.factors}, dict(res.baseline), cells)
 
 
-def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoint: bool = True,
+def analyse_runs(res: Results, runs: pd.DataFrame, y: str, endpoint: bool = True,
                  blocks: bool = False, loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None = None
                  ) -> Analysis | None:
-    """Effects of column `y` over `runs` (rows with a finite value); None when no run has one.
+    """Effects of column `y` over `runs` (rows with a finite value), called at `res.margin`; None when no run has one.
 
     `blocks`: the CIs count the test text's blocks too when the results have them (`y` is then the test
     loss, or a value that replaces it, such as the ceiling of a diverged run, counted in every block).
@@ -140,7 +140,7 @@ def analyse_runs(res: Results, runs: pd.DataFrame, y: str, margin: float, endpoi
     left = None if loss_left is None else np.array([loss_left.get(tuple(c), (np.nan,) * 3) for c in design.cells],
                                                    float).reshape(len(design.cells), 3)
     a = analyse(runs[y].to_numpy(float), cells, runs["seed"].to_numpy(), design, res.label,
-                margin, endpoint, error_mask=first_round, blocks=text, loss_left=left,
+                res.margin, endpoint, error_mask=first_round, blocks=text, loss_left=left,
                 block_seeds=not res.arms,  # arms: the baseline's extra seeds have no partner,
                 own_variance=bool(res.arms))  # and each arm keeps its own variance (`stats.arms`)
     if left is None:
@@ -167,7 +167,7 @@ BY_STEP_COLS = ["factor", "level", "step", "estimate", "ci_low", "ci_high", "p_v
 CURVE_COLS = ["factor", "level", "step", "mean", "ci_low", "ci_high"]
 
 
-def by_step(res: Results, margin: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+def by_step(res: Results) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Main effects (full factorial) or cells against the baseline (other designs) at every evaluated
     step, each step its own Holm family; and marginal mean val loss per level per step."""
     curves = res.curves[res.curves["ok"].astype(bool)]
@@ -177,7 +177,7 @@ def by_step(res: Results, margin: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows, level_rows = [], []
     for step, at in curves.groupby("step", sort=True):
         runs = at.join(info, on="run_id")
-        a = analyse_runs(res, runs, "val_loss", margin, endpoint=False)
+        a = analyse_runs(res, runs, "val_loss", endpoint=False)
         if a is None or not a.fit.has_error:
             continue
         for r in a.main.to_dict("records") if a.design.full_factorial else []:
@@ -242,14 +242,14 @@ SENSITIVITY_COLS = ["effect", "estimate", "call", "estimate_at_ceiling", "ci_low
                     "ci_high_at_ceiling", "call_at_ceiling"]
 
 
-def sensitivity(res: Results, a: Analysis | None, margin: float) -> pd.DataFrame:
+def sensitivity(res: Results, a: Analysis | None) -> pd.DataFrame:
     """Main effects (or cells against the baseline) again, with every run that failed to train at the ceiling loss."""
     diverged = res.runs["status"].isin(FAILED_TO_TRAIN)
     if not diverged.any() or not math.isfinite(res.ceiling):  # no ceiling without the dataset (sentences say so)
         return pd.DataFrame(columns=SENSITIVITY_COLS)
     runs = res.runs[res.runs["ok"] | diverged].copy()
     runs["loss_at_ceiling"] = np.where(runs["ok"], runs[res.outcome], res.ceiling)
-    b = analyse_runs(res, runs, "loss_at_ceiling", margin, endpoint=False, blocks=True)
+    b = analyse_runs(res, runs, "loss_at_ceiling", endpoint=False, blocks=True)
     rows = []
     for table in ("main", "cells_vs_baseline"):
         before = getattr(a, table) if a is not None else pd.DataFrame()

@@ -17,7 +17,7 @@ Owns, for a one-at-a-time design (`gptlab.sweep.arms_spec`):
 """
 from __future__ import annotations
 
-import copy
+import dataclasses
 import math
 from typing import Any, Mapping
 
@@ -33,7 +33,7 @@ from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DECISIVE
 from gptlab.stats.robustness import DEPENDS, ROBUST
 from gptlab.stats.scorecard import NOT_TESTED, verdict
-from gptlab.statuses import DIVERGED, FAILED_TO_TRAIN
+from gptlab.statuses import DIVERGED, FAILED_TO_TRAIN, OK
 
 ARMS_COLS = ["arm", "baseline", "estimate", "ci_low", "ci_high", "ci95", "ci90_low", "ci90_high", "p_value",
              "p_adjusted", "call", "text_share", "df", "variance", "tuning", "call_at_picks", "tuning_shift",
@@ -47,8 +47,8 @@ SCORECARD_COLS = ["arm", "source", "setting", "claim", "direction", "size", "abo
                   "untuned_estimate", "estimate", "ci_low", "ci_high", "call", "call_at_picks", "tuning", "verdict", "reason"]
 
 
-def arms_table(res: Results, main: pd.DataFrame, by_scale: pd.DataFrame, picks: Mapping[tuple[str, ...], str],
-               margin: float) -> pd.DataFrame:
+def arms_table(res: Results, main: pd.DataFrame, by_scale: pd.DataFrame, picks: Mapping[tuple[str, ...], str]
+               ) -> pd.DataFrame:
     """Each arm against the baseline (per scale level where the sweep has `scale:`: `by_scale`'s rows), its `pick` the
     setting `picks` names for its levels (arm, scale level); empty for a grid."""
     if not res.arms:
@@ -62,14 +62,14 @@ def arms_table(res: Results, main: pd.DataFrame, by_scale: pd.DataFrame, picks: 
         rows = main[main["factor"] == ARM].rename(columns={"level": ARM})
         out = rows.reindex(columns=ARMS_COLS).copy()
         out["pick"] = [picks.get((a,), "") for a in out[ARM]]
-    return round_frame(with_failure_cost(res, out.reset_index(drop=True), margin))
+    return round_frame(with_failure_cost(res, out.reset_index(drop=True)))
 
 
 def _key(res: Results, r: dict[str, Any]) -> tuple[str, ...]:
     return (str(r[ARM]), str(r["scale_level"])) if res.scale else (str(r[ARM]),)
 
 
-def with_failure_cost(res: Results, arms: pd.DataFrame, margin: float) -> pd.DataFrame:
+def with_failure_cost(res: Results, arms: pd.DataFrame) -> pd.DataFrame:
     """`arms` with each arm's failures at its pick (counts and the 95% Clopper-Pearson interval of the rate) and
     its effect counting every run at the pick: the estimate from the same model as `estimate`, its CI the union of
     that model's over every run and of what the failure rates' intervals allow (`_failure_bounds`)."""
@@ -86,7 +86,7 @@ def with_failure_cost(res: Results, arms: pd.DataFrame, margin: float) -> pd.Dat
     for i, r in arms.iterrows():
         n_ok, n_failed, low, high, _ = rates[(str(r[ARM]), str(r["scale_level"]) if res.scale else None)]
         arms.loc[i, ["n_ok", "n_diverged", "failure_rate_low", "failure_rate_high"]] = [n_ok, n_failed, low, high]
-    all_runs = _all_runs_effects(res, runs[counted], margin) if (~runs.loc[counted, "ok"]).any() else {}
+    all_runs = _all_runs_effects(res, runs[counted]) if (~runs.loc[counted, "ok"]).any() else {}
     for i, r in arms.iterrows():
         est, lo, hi = all_runs.get(_key(res, r.to_dict()), (r["estimate"], r["ci_low"], r["ci_high"]))
         level = str(r["scale_level"]) if res.scale else None
@@ -121,18 +121,17 @@ def _failure_bounds(row: pd.Series, arm: tuple, base: tuple | None, ceiling: flo
     return low, high
 
 
-def _all_runs_effects(res: Results, runs: pd.DataFrame, margin: float) -> dict[tuple[str, ...], tuple[float, float, float]]:
+def _all_runs_effects(res: Results, runs: pd.DataFrame) -> dict[tuple[str, ...], tuple[float, float, float]]:
     """(arm[, scale level]) -> the arm's effect with every run counted: a failed run at its own loss where it has a
     finite one, a diverged run (or one without a loss) at the ceiling, the unigram loss of the scored split."""
     own = pd.to_numeric(runs[res.outcome], errors="coerce")
     value = np.where(runs["ok"] | ((runs["status"] != DIVERGED) & np.isfinite(own)), own, res.ceiling)
-    counted = copy.copy(res)
-    counted.runs = runs.assign(ok=True, **{res.outcome: value})
+    counted = dataclasses.replace(res, runs=runs.assign(ok=True, status=OK, **{res.outcome: value}))  # all as if ok
     if res.scale:
-        rows = effects_by_scale(counted, margin)
+        rows = effects_by_scale(counted)
         rows = rows[rows["factor"] == ARM].rename(columns={"level": ARM})
         return {_key(res, r): (r["estimate"], r["ci_low"], r["ci_high"]) for r in rows.to_dict("records")}
-    a = analyse_runs(counted, counted.runs, res.outcome, margin, blocks=True)
+    a = analyse_runs(counted, counted.runs, res.outcome, blocks=True)
     rows = a.main[a.main["factor"] == ARM].rename(columns={"level": ARM}) if a is not None else pd.DataFrame()
     return {_key(res, r): (r["estimate"], r["ci_low"], r["ci_high"]) for r in rows.to_dict("records")}
 

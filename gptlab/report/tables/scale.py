@@ -40,14 +40,13 @@ def scientific_view(res: Results) -> Results:
                                cells=res.cells[sci].drop_duplicates().reset_index(drop=True))
 
 
-def effects_by_scale(res: Results, margin: float,
-                     loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None = None) -> pd.DataFrame:
+def effects_by_scale(res: Results, loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None = None) -> pd.DataFrame:
     """One row per scientific factor level x scale factor x scale level (see the module docstring).
 
     `loss_left` (a tuned sweep's per-cell loss left, (estimate, upper end, df), keys in `res.factors` order): each
     slice's calls are checked against its own cells' picks, and the rows gain the tuning columns."""
     rows = []
-    for s, level, part, analysis in slices(res, margin, loss_left):
+    for s, level, part, analysis in slices(res, loss_left):
         for r in analysis.main.to_dict("records"):
             rows.append({"factor": r["factor"], "level": r["level"], "baseline": r["baseline"],
                          "scale_factor": s, "scale_level": level, "estimate": r["estimate"],
@@ -63,19 +62,19 @@ def effects_by_scale(res: Results, margin: float,
 ARMS_EXTRA = ("ci95", "ci90_low", "ci90_high", "p_value", "text_share", "df", "variance", "mde80")
 
 
-def slices(res: Results, margin: float, loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None
-            ) -> Iterator[tuple[str, str, pd.DataFrame, Analysis]]:
-    """(scale factor, level, the slice's ok runs, their analysis) for every slice with an estimable effect."""
+def slices(res: Results, loss_left: Mapping[tuple[str, ...], tuple[float, ...]] | None
+           ) -> Iterator[tuple[str, str, pd.DataFrame, Analysis]]:
+    """(scale factor, level, the slice's runs that count, their analysis) for every slice with an estimable effect."""
     if not res.scale or not res.scientific:
         return
     view = scientific_view(res)
-    ok = res.runs[res.runs["ok"] & res.runs[res.outcome].notna()]
+    ok = res.counted
     for s in res.scale:
         at_baseline = at_baseline_of_others(res, ok, s)
         for level in res.levels[s]:
             part = at_baseline[at_baseline[s] == level]
             left = _slice_loss_left(res, loss_left, s, level)
-            analysis = analyse_runs(view, part, res.outcome, margin, endpoint=False, blocks=True,
+            analysis = analyse_runs(view, part, res.outcome, endpoint=False, blocks=True,
                                     loss_left=left) if len(part) else None
             if analysis is not None:
                 yield s, level, part, analysis

@@ -47,16 +47,15 @@ def test_fraction(res: Results) -> float:
 
 
 def to_decide_table(res: Results, effects: Analysis | None, main: pd.DataFrame, interactions: pd.DataFrame,
-                    arms: pd.DataFrame, margin: float,
-                    at_picks: Callable[[str], Mapping[str, Any]] = lambda cell: {}) -> pd.DataFrame:
+                    arms: pd.DataFrame, at_picks: Callable[[str], Mapping[str, Any]] = lambda cell: {}) -> pd.DataFrame:
     """One row per inconclusive effect and per effect that depends on the picks (see the module docstring): the
     latter's `open_side`, `try_lr` and `loss_left_high` are what `at_picks` gives for its tuning cell (the tuning
     kind's, from that cell's curve)."""
     fraction = test_fraction(res)
     n_arms = len(res.levels.get(ARM, [])) - 1
     rows = []
-    for label, r, parts in _inconclusive(res, effects, main, interactions, arms, margin):
-        d = decide(parts, margin, fraction)
+    for label, r, parts in _inconclusive(res, effects, main, interactions, arms):
+        d = decide(parts, res.margin, fraction)
         rows.append({"effect": label, **{k: r[k] for k in ("estimate", "ci_low", "ci_high")},
                      **_numbers(d, n_arms if res.arms else 0), "call": INCONCLUSIVE})
     for label, r in _depending(res, main, arms):
@@ -97,10 +96,10 @@ def _numbers(d: Decision, n_arms: int) -> dict:
 
 
 def _inconclusive(res: Results, effects: Analysis | None, main: pd.DataFrame, interactions: pd.DataFrame,
-                  arms: pd.DataFrame, margin: float) -> Iterator[tuple[str, dict, ErrorParts]]:
+                  arms: pd.DataFrame) -> Iterator[tuple[str, dict, ErrorParts]]:
     """(label, the effect's row, its error's parts) of every inconclusive effect that has parts."""
     if res.arms:
-        by_level = _slice_parts(res, margin) if res.scale else {}
+        by_level = _slice_parts(res) if res.scale else {}
         for r in arms.to_dict("records"):
             if r["call"] != INCONCLUSIVE:
                 continue
@@ -130,10 +129,10 @@ def _parts_of(a: Analysis | None, factor: str, level: str) -> ErrorParts | None:
     return None
 
 
-def _slice_parts(res: Results, margin: float) -> dict[tuple[str, str, str], ErrorParts | None]:
+def _slice_parts(res: Results) -> dict[tuple[str, str, str], ErrorParts | None]:
     """Each arm's parts in each scale slice, by (scale factor, level, arm): the slices' own analyses."""
     out = {}
-    for s, level, _, a in slices(res, margin, None):
+    for s, level, _, a in slices(res, None):
         for lv in a.main["level"]:
             out[s, str(level), str(lv)] = _parts_of(a, ARM, lv)
     return out
