@@ -1,12 +1,11 @@
 """What a finished rung measured, as the sweep reads it, and what the rungs below predict for the next: predictions.csv.
 
-`measure_rung` estimates each arm's effect against the baseline at one rung from its estimation runs on disk,
-with the report's own estimator (`gptlab.stats.effects.analyse` on an arms design: each arm's own variance, the
-text's blocks counted where every run has them); `predict_rung` fits the rungs below (`gptlab.stats.ladder`) and
-`record_predictions` adds a rung's rows to results/NAME/predictions.csv before the rung trains: a rung's rows,
-once written, are never changed (a rerun finds them and keeps them), so the report can hold each prediction to
-what the rung then measured. Only runs that trained (`ok`) are measured here; the report counts a diverged
-estimation run as well.
+`measure_rung` estimates each arm's effect against the baseline at one rung from its runs on disk that the report's
+outcome rule counts (`gptlab.stats.outcome`), with the report's own estimator (`gptlab.stats.effects.analyse` on
+an arms design: each arm's own variance, the text's blocks counted where every run has them); `predict_rung` fits
+the rungs below (`gptlab.stats.ladder`) and `record_predictions` adds a rung's rows to results/NAME/predictions.csv
+before the rung trains: a rung's rows, once written, are never changed (a rerun finds them and keeps them), so the
+report can hold each prediction to what the rung then measured.
 """
 from __future__ import annotations
 
@@ -25,8 +24,8 @@ from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.design import Design, effect_label
 from gptlab.stats.ladder import compute_doublings, predict
+from gptlab.stats.outcome import BITS_PER_CHAR, TEST_OUTCOME, counts, in_unit, outcome_of
 from gptlab.stats.text_share import Blocks
-from gptlab.statuses import OK
 from gptlab.sweep.runs import ESTIMATION, Run
 
 PREDICTION_COLUMNS = ["rung", "arm", "quantity", "predicted", "pred_low", "pred_high", "written_at"]
@@ -45,12 +44,13 @@ class Measured:
 
 def measure_rung(runs: Sequence[Run], rows: Sequence[RunSummary], results_dir: ResultsDir,
                  baseline: str) -> dict[str, Measured]:
-    """Each arm's effect against `baseline` from the rung's estimation runs that trained; {} where none did."""
+    """Each arm's effect against `baseline` from the rung's runs (every role: `runs`, their summaries `rows`) that
+    count under the outcome rule (`gptlab.stats.outcome`, the report's); {} where the baseline or every arm has none."""
     by_id = {r.run_id: r for r in rows}
-    used = [(run, by_id[run.run_id]) for run in runs if getattr(run, "role", ESTIMATION) == ESTIMATION
-            and run.run_id in by_id and by_id[run.run_id].status == OK and by_id[run.run_id].best_val_loss is not None]
-    test = bool(used) and all(s.best_test_loss is not None for _, s in used)
-    y = np.array([float(s.best_test_loss if test else s.best_val_loss) for _, s in used])
+    records = [(run, _record(run, by_id[run.run_id])) for run in runs if run.run_id in by_id]
+    outcome = outcome_of([r for _, r in records])
+    used = [(run, {**r, **in_unit(r, outcome.unit)}) for run, r in records]
+    used = [(run, r) for run, r in used if counts(r, outcome.column)]
     cells = [(str(dict(run.cell)[ARM]),) for run, _ in used]
     arms = tuple(dict.fromkeys(c[0] for c in cells))
     if baseline not in arms or len(arms) < 2:
@@ -58,11 +58,20 @@ def measure_rung(runs: Sequence[Run], rows: Sequence[RunSummary], results_dir: R
     from gptlab.stats.effects import analyse  # the heavier module, read only once a rung has finished
 
     design = Design((ARM,), {ARM: arms}, {ARM: baseline}, tuple((a,) for a in arms))
-    blocks = _blocks(results_dir, [run.run_id for run, _ in used]) if test else None
-    analysis = analyse(y, cells, np.array([run.seed for run, _ in used]), design, partial(effect_label, [ARM]),
-                       DEFAULT_MARGIN, endpoint=False, blocks=blocks, block_seeds=False, own_variance=True)
+    tested = outcome.column == TEST_OUTCOME and outcome.unit != BITS_PER_CHAR  # blocks in the runs' own nats
+    blocks = _blocks(results_dir, [run.run_id for run, _ in used]) if tested else None
+    analysis = analyse(np.array([r[outcome.column] for _, r in used]), cells, np.array([run.seed for run, _ in used]),
+                       design, partial(effect_label, [ARM]), DEFAULT_MARGIN, endpoint=False, blocks=blocks,
+                       block_seeds=False, own_variance=True)
     return {str(level): Measured(arm=str(level), effect=t.estimate, se=t.se, df=t.df)
             for level, t in zip(analysis.main["level"], analysis.tests["main"])}
+
+
+def _record(run: Run, summary: RunSummary) -> dict[str, object]:
+    """A run as the outcome rule reads it: its role, status, losses and bits-per-char factor."""
+    return {"role": getattr(run, "role", ESTIMATION), "status": summary.status, "val_bpc_factor": summary.val_bpc_factor,
+            **{k: getattr(summary, k) for k in ("best_val_loss", "best_test_loss", "best_test_bpc", "final_val_loss",
+                                                "final_train_loss")}}
 
 
 def _blocks(results_dir: ResultsDir, run_ids: list[str]) -> Blocks | None:

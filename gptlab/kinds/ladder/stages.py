@@ -121,7 +121,7 @@ class LadderStages:
     def _finish(self, rung: Rung, rows: Sequence[RunSummary], finished: FinishedRuns) -> None:
         """The rung is done: what it measured, and the space the next rung starts from (its estimation runs' lrs)."""
         estimation = [r for r in self.current if getattr(r, "role", ESTIMATION) == ESTIMATION]
-        self.measured.append(measure_rung(estimation, rows, finished.results_dir, str(self.spec.arms.baseline)))
+        self.measured.append(measure_rung(self.current, rows, finished.results_dir, str(self.spec.arms.baseline)))
         trained = {r.run_id for r in rows}
         picks = {r.cell: float(v) for r in estimation if r.run_id in trained for _, v in getattr(r, "setting", ())}
         self.space = shifted_space(self.ladder.space, sorted(set(picks.values())))
