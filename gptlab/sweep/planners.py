@@ -9,7 +9,7 @@ make the same decisions. Its runs need not be the spec's: a later stage may make
 the earlier stages' results define (tuning's estimation runs at each cell's pick).
 
 The planners: `FixedSeeds` here (one stage: the spec's runs), `AdaptiveSeeds` in
-`gptlab.kinds.seeds.stages` (Stein's two rounds), and the tuning methods in `gptlab.kinds.tune.methods.TUNERS`,
+`gptlab.kinds.seeds.stages` (Stein's two rounds), and the tuning methods in `gptlab.kinds.tune.kind.TUNERS`,
 one per `tune.method` (`grid` in `gptlab.kinds.tune.tuning`, `refine` in `gptlab.kinds.tune.refine`, and a
 plugin's: a class extending `TuneThenEstimate`, registered with `@TUNERS.register("name")` in one file the sweep's
 `plugins:` names). None of them imports the driver (`execute`), and the driver names no kind and no tuning method:

@@ -267,7 +267,7 @@ def test_the_dry_run_states_the_rounds_budget_and_worst_case(corpus, capsys, tmp
 PLUGIN = '''
 """A tuning method outside the package: one probe run per cell (role "probe") at the space's middle level,
 then the grid's selection. It is one file, and neither the driver nor the command line names it."""
-from gptlab.kinds.tune.methods import TUNERS
+from gptlab.kinds.tune.kind import TUNERS
 from gptlab.sweep.planners import Case, Stage
 from gptlab.sweep.runs import SELECTION_SEED_OFFSET
 from gptlab.kinds.tune.tuning import Grid, runs_at

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from helpers import REPO
 
 from gptlab import REGISTRIES, GptlabError, ModelConfig, build_model
-from gptlab.kinds.tune.methods import TUNERS
+from gptlab.kinds.tune.kind import TUNERS
 from gptlab.model import Block
 from gptlab.model.activations import ACTIVATIONS, Activation
 from gptlab.model.norms import make_norm

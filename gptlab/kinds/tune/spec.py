@@ -21,7 +21,7 @@ EARLIER_PICK = "earlier_pick"  # the role of an estimation run of a pick the cel
 
 @dataclass(frozen=True)
 class TuneSpec:
-    """The `tune:` section, validated (`kind`); its method's planner is `methods.TUNERS`'s."""
+    """The `tune:` section, validated (`kind`); its method's planner is `kind.TUNERS`'s."""
 
     space: Mapping[str, tuple[Any, ...]]  # tuned dotted key -> its levels (as resolved: 1e-3 is 0.001), YAML order
     seeds: int = 1  # selection seeds per cell and setting (0 with given picks)

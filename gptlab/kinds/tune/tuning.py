@@ -4,7 +4,7 @@ method extends.
 Nuisance settings (the learning rate first) are tuned for every cell of the grid, in two parts:
 
 - selection: runs at tuned settings with the selection seeds SELECTION_SEED_OFFSET + i, chosen by
-  the sweep's tuning method (`tune.method`, a `methods.TUNERS` entry). `grid` (here,
+  the sweep's tuning method (`tune.method`, a `kind.TUNERS` entry). `grid` (here,
   the default) trains every cell x every setting of `tune.space` x `tune.seeds` in one stage and
   picks the lowest mean `best_val_loss` (`gptlab.stats.picks`); `refine` (`refine`)
   adds lrs and seeds in rounds. `results/NAME/tuning.csv` records the picks.
@@ -111,7 +111,7 @@ class TuneThenEstimate:
         # the estimation runs' planner in rounds, where a kind decides the seeds (adaptive seeds), else None
         self.rounds = rounds or functools.partial(estimation_rounds, spec, out=out)
         tune = tune_of(spec)
-        if tune is None:  # the sweep asks a tuner only for a spec with `tune:` (methods.tuner_of)
+        if tune is None:  # the sweep asks a tuner only for a spec with `tune:` (kind.tuner_of)
             raise GptlabError(f"sweep {spec.name}: a tuning method needs the spec's tune: section")
         self.tune: TuneSpec = tune
         self.selection: tuple[Run, ...] = tuple(spec.runs)  # every selection-side run planned so far
