@@ -103,7 +103,7 @@ class LadderReport(ReportKind):
         reports = [RungReport(name=r.results_dir.rung, res=r, tables=compute_tables(r))
                    for r in loaded.rungs]
         effects = rung_effects(ladder, reports)
-        return LadderView(rungs=effects, trends=trends(effects, ladder.margin),
+        return LadderView(rungs=effects, trends=trends(effects, ladder),
                           predictions=prediction_table(loaded.predictions, effects, dict(loaded.started)),
                           ranks=rank_table(effects, [r.name for r in ladder.rungs]),
                           picks=pick_table(reports, list(setting_space(res.spec))),

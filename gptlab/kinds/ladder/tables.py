@@ -77,8 +77,9 @@ def rung_effects(ladder: LadderSpec, reports: Sequence[RungReport]) -> pd.DataFr
     return pd.DataFrame(rows, columns=RUNG_COLS)
 
 
-def trends(effects: pd.DataFrame, margin: float) -> pd.DataFrame:
-    """Each arm's effect against log2 compute: its slope per doubling with CIs, and the call on it (2+ rungs)."""
+def trends(effects: pd.DataFrame, ladder: LadderSpec) -> pd.DataFrame:
+    """Each arm's effect against log2 compute: its slope per doubling with CIs, and the call on it (2+ rungs) at the
+    ladder's margin per doubling."""
     rows = []
     for arm, part in effects.groupby("arm", sort=False):
         try:
@@ -87,7 +88,7 @@ def trends(effects: pd.DataFrame, margin: float) -> pd.DataFrame:
             continue
         rows.append({"arm": arm, "quantity": EFFECT, "rungs": trend.rungs, "slope": trend.slope,
                      "slope_low": trend.slope_low, "slope_high": trend.slope_high, "slope90_low": trend.slope90_low,
-                     "slope90_high": trend.slope90_high, "trend": trend_call(trend, margin)})
+                     "slope90_high": trend.slope90_high, "trend": trend_call(trend, ladder.margin)})
     return pd.DataFrame(rows, columns=TREND_COLS)
 
 
