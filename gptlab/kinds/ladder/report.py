@@ -112,6 +112,16 @@ class LadderReport(ReportKind):
     def files(self, tables: Any) -> Mapping[str, pd.DataFrame]:
         return tables.kinds[KEY].files()
 
+    def warnings(self, res: Any, tables: Any) -> list[str]:
+        """The summary says whose it is: the top rung measured's alone, and which rungs have not trained yet."""
+        ladder, top = res.spec.kinds[KEY], res.results_dir.rung
+        names = [r.name for r in ladder.rungs]
+        left = names[names.index(top) + 1:]
+        return [f"this summary, and every effect and call after the next section, is rung {top}'s alone (the top rung "
+                f"measured of the ladder's {len(names)}); every rung, each arm's trend in compute and the predictions: "
+                "\"Does it hold at scale?\" below"
+                + (f"; not yet trained: rung {', '.join(left)}" if left else "")]
+
     def sentences(self, res: Any, tables: Any) -> Any:
         from gptlab.kinds.ladder.sentences import ladder_words
 
