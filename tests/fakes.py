@@ -102,3 +102,26 @@ def tuned_arms_spec(name: str, config: dict, scale: dict, lrs: tuple[float, ...]
             "claims": {"relu": {"source": "Hendrycks & Gimpel 2016", "claim": "GELU wins", "direction": "worse"}},
             "executor": {"backend": "loky", "n_jobs": 2}}
 
+
+
+def train_spec(spec: Any, results: Path, backend: Any, planner: Any = None, **options: Any) -> tuple[Any, str, Any]:
+    """Train `spec`'s stages on `backend` (one worker) into `results`: (the runs planned, the sweep's output, the
+    planner); `planner` replaces the spec's (`planner_for`), `options` go to `SweepOptions` (`rerun_failed=True`)."""
+    import io
+
+    from gptlab.executors import Resources
+    from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
+
+    out = io.StringIO()
+    settings = SweepOptions(results, results.parent / "reports", stream=out, progress_every_s=60, **options)
+    plan = Resources(workers=1, threads=1, device="cpu", gpus=0, reason="test")
+    planner = planner or planner_for(spec, out)
+    return train_stages(spec, planner, plan, settings, backend), out.getvalue(), planner
+
+
+def csv_rows(path: Path) -> list[dict]:
+    """A CSV file's rows, as text."""
+    import csv
+
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))

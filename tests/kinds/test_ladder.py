@@ -2,18 +2,15 @@
 rung's lrs from the picks below, and each rung's predictions written before it trains and never changed."""
 from __future__ import annotations
 
-import csv
-import io
 import math
 import shutil
 from pathlib import Path
 
 import pytest
-from fakes import FakeBackend
+from fakes import FakeBackend, csv_rows, train_spec
 from helpers import REPO, tiny_config
 
 from gptlab.errors import GptlabError
-from gptlab.executors import Resources
 from gptlab.kinds.ladder.kind import LadderKind
 from gptlab.kinds.ladder.measure import measure_rung, predict_rung, record_predictions
 from gptlab.kinds.ladder.spec import rung_of
@@ -21,7 +18,6 @@ from gptlab.kinds.ladder.stages import LadderStages, shifted_space
 from gptlab.run.config import RunConfig
 from gptlab.run.resultsdir import ResultsDir
 from gptlab.run.rundir import RunSummary
-from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.kinds import planned_range
 from gptlab.sweep.runs import Run
 from gptlab.sweep.spec import validate_spec
@@ -55,24 +51,15 @@ def planted(config: RunConfig) -> float:
     return 2.0 - 0.1 * math.log2(width) + arm + 0.03 * math.log2(config.train.lr / best) ** 2 + 1e-3 * (config.seed % 5)
 
 
-def _loop(spec, results: Path, backend, **options):
-    out = io.StringIO()
-    options = SweepOptions(results, results.parent / "reports", stream=out, progress_every_s=60, **options)
-    plan = Resources(workers=1, threads=1, device="cpu", gpus=0, reason="test")
-    planner = planner_for(spec, out)
-    return train_stages(spec, planner, plan, options, backend), out.getvalue(), planner
 
 
-def _rows(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def test_every_arm_is_tuned_and_estimated_at_every_rung_from_the_picks_below(tmp_path, corpus):
     spec, results = _spec(corpus), tmp_path / "results"
-    planned, out, planner = _loop(spec, results, FakeBackend(planted))
+    planned, out, planner = train_spec(spec, results, FakeBackend(planted))
     assert isinstance(planner, LadderStages)
-    summary = _rows(results / "summary.csv")
+    summary = csv_rows(results / "summary.csv")
     assert len(summary) == len(planned) and {r["rung"] for r in summary} == {"a", "b", "c"}
     assert list(summary[0])[:6] == ["run_id", "seed", "arm", "train.lr", "rung", "started_at"]
     for rung in "abc":
@@ -106,36 +93,36 @@ def test_predictions_are_written_before_their_rung_trains_and_never_changed(tmp_
         def run(self, tasks, plan, on_result, fail_fast=False):
             for task in tasks:
                 if rung_of(spec.kinds["ladder"], task.config) == "c":
-                    seen.append(any(r["rung"] == "c" for r in _rows(results / "predictions.csv"))
+                    seen.append(any(r["rung"] == "c" for r in csv_rows(results / "predictions.csv"))
                                 if (results / "predictions.csv").is_file() else False)
             super().run(tasks, plan, on_result, fail_fast)
 
-    _loop(spec, results, Watching(planted))
+    train_spec(spec, results, Watching(planted))
     assert seen and all(seen)
-    predictions = _rows(results / "predictions.csv")
+    predictions = csv_rows(results / "predictions.csv")
     assert {r["rung"] for r in predictions} == {"c"} and {r["arm"] for r in predictions} == {"relu", "nope"}
     assert all(float(r["pred_low"]) < float(r["predicted"]) < float(r["pred_high"]) for r in predictions)
     written = (results / "predictions.csv").read_bytes()
     rerun = FakeBackend(planted)
-    _loop(spec, results, rerun)
+    train_spec(spec, results, rerun)
     assert rerun.trained == [] and (results / "predictions.csv").read_bytes() == written
-    for row in _rows(results / "summary.csv"):  # rung a's runs gone, retrained to other losses: c's rows stand
+    for row in csv_rows(results / "summary.csv"):  # rung a's runs gone, retrained to other losses: c's rows stand
         if row["rung"] == "a":
             shutil.rmtree(results / "runs" / row["run_id"])
-    _loop(spec, results, FakeBackend(lambda config: planted(config) + 0.3 * (config.model.position == "none")))
+    train_spec(spec, results, FakeBackend(lambda config: planted(config) + 0.3 * (config.model.position == "none")))
     assert (results / "predictions.csv").read_bytes() == written
 
 
 def test_a_ladder_stopped_below_the_top_rung_resumes_and_predicts_before_the_top_trains(tmp_path, corpus):
     spec, results = _spec(corpus), tmp_path / "results"
-    whole, _, _ = _loop(spec, tmp_path / "whole" / "results", FakeBackend(planted))
+    whole, _, _ = train_spec(spec, tmp_path / "whole" / "results", FakeBackend(planted))
     b_run = next(r for r in whole if rung_of(spec.kinds["ladder"], r.config) == "b" and r.role == "estimation")
-    stopped, _, _ = _loop(spec, results, FakeBackend(planted, fail=[b_run.run_id]))  # a run of rung b failed
+    stopped, _, _ = train_spec(spec, results, FakeBackend(planted, fail=[b_run.run_id]))  # a run of rung b failed
     assert not (results / "predictions.csv").exists()
     assert not any(rung_of(spec.kinds["ladder"], r.config) == "c" for r in stopped)
-    again, _, _ = _loop(spec, results, FakeBackend(planted), rerun_failed=True)
+    again, _, _ = train_spec(spec, results, FakeBackend(planted), rerun_failed=True)
     assert [r.run_id for r in again] == [r.run_id for r in whole]  # the same decisions as a ladder never stopped
-    assert _rows(results / "predictions.csv") and {r["rung"] for r in _rows(results / "predictions.csv")} == {"c"}
+    assert csv_rows(results / "predictions.csv") and {r["rung"] for r in csv_rows(results / "predictions.csv")} == {"c"}
 
 
 def test_record_predictions_keeps_a_rung_s_rows_once_written(tmp_path):
@@ -145,7 +132,7 @@ def test_record_predictions_keeps_a_rung_s_rows_once_written(tmp_path):
     assert record_predictions(results, [row], "c")
     assert not record_predictions(results, [{**row, "predicted": 9.0}], "c")  # a second prediction: refused
     assert record_predictions(results, [{**row, "rung": "d"}], "d")
-    assert [(r["rung"], r["predicted"]) for r in _rows(results.predictions_csv)] == [("c", "0.1"), ("d", "0.1")]
+    assert [(r["rung"], r["predicted"]) for r in csv_rows(results.predictions_csv)] == [("c", "0.1"), ("d", "0.1")]
 
 
 def test_predict_rung_needs_two_rungs_below_and_follows_their_trend():
@@ -198,11 +185,11 @@ def test_the_spec_is_rung_one_s_and_the_range_counts_every_rung(corpus):
 def test_measure_rung_is_the_report_s_estimate_of_each_arm():
     """The sweep's measurement of a rung (study 8's runs, as a rung) gives the report's own arms.csv estimates."""
     folder = ResultsDir(REPO / "results" / "scorecard")
-    rows = _rows(folder.summary_csv)
+    rows = csv_rows(folder.summary_csv)
     runs = [Run(r["run_id"], (("arm", r["arm"]),), int(r["seed"]), None) for r in rows if r["role"] == "estimation"]
     summaries = [folder.run(r.run_id).summary() for r in runs]
     measured = measure_rung(runs, [s for s in summaries if s is not None], folder, "nanogpt")
-    report = {r["arm"]: r for r in _rows(REPO / "reports" / "scorecard" / "tables" / "arms.csv")}
+    report = {r["arm"]: r for r in csv_rows(REPO / "reports" / "scorecard" / "tables" / "arms.csv")}
     assert set(measured) == set(report)
     for arm, m in measured.items():
         assert round(m.effect, 4) == pytest.approx(float(report[arm]["estimate"]), abs=1e-4), arm

@@ -2,7 +2,6 @@
 disjoint seeds, kill-safety, the report's "Tuned comparison", and one small real tuned sweep end to end."""
 from __future__ import annotations
 
-import csv
 import io
 import math
 from pathlib import Path
@@ -11,18 +10,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from fakes import FakeBackend
+from fakes import FakeBackend, csv_rows, train_spec
 from helpers import tiny_config, write_tuned_results
 
 from gptlab.errors import GptlabError
-from gptlab.executors import Resources
 from gptlab.kinds.seeds.stages import AdaptiveSeeds
 from gptlab.kinds.tune.tuning import Grid
 from gptlab.run.config import RunConfig
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.run.rundir import RunDir
 from gptlab.stats.picks import Trial, edge_keys, pick_rows
-from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.kinds import planned_range
 from gptlab.sweep.runs import SELECTION_SEED_OFFSET, TunedRun
 from gptlab.sweep.spec import validate_spec
@@ -49,9 +46,6 @@ def _spec(corpus: Path, **changes):
     return validate_spec(_raw(corpus, **changes), corpus.parent / "sweep.yaml", {}, {})
 
 
-def _rows(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 # -- validation ----------------------------------------------------------------------------------
@@ -141,18 +135,12 @@ def planted(config: RunConfig) -> float:
             + (config.seed % 1000) * 1e-4)
 
 
-def _loop(spec, results: Path, backend, planner=None):
-    out = io.StringIO()
-    options = SweepOptions(results, results.parent / "reports", stream=out, progress_every_s=60)
-    plan = Resources(workers=1, threads=1, device="cpu", gpus=0, reason="test")
-    planner = planner or planner_for(spec, out)
-    return train_stages(spec, planner, plan, options, backend), out.getvalue(), planner
 
 
 def test_selection_then_estimation_at_each_cells_pick(tmp_path, corpus):
     spec, results = _spec(corpus), tmp_path / "results"
     backend = FakeBackend(planted)
-    planned, out, planner = _loop(spec, results, backend)
+    planned, out, planner = train_spec(spec, results, backend)
     assert isinstance(planner, Grid)
     selection = [r.run_id for r in spec.runs]
     assert backend.trained[:12] == selection and len(backend.trained) == 12 + 4 * 2
@@ -161,14 +149,14 @@ def test_selection_then_estimation_at_each_cells_pick(tmp_path, corpus):
     assert {(dict(r.cell)["model.activation"], dict(r.setting)["train.lr"]) for r in estimation} == \
         {("gelu", 2e-3), ("relu", 4e-3)}
     assert sorted({r.seed for r in estimation}) == [0, 1] and {r.role for r in estimation} == {"estimation"}
-    rows = _rows(results / TUNING_CSV)
+    rows = csv_rows(results / TUNING_CSV)
     assert len(rows) == 12 and [r["picked"] for r in rows[:3]] == ["False", "True", "False"]
     assert [(r["cell"], r["setting"], r["at_edge"]) for r in rows if r["picked"] == "True"] == [
         ("activation=gelu, tying=tied", "lr=0.002", "False"), ("activation=gelu, tying=untied", "lr=0.002", "False"),
         ("activation=relu, tying=tied", "lr=0.004", "True"), ("activation=relu, tying=untied", "lr=0.004", "True")]
     assert float(rows[1]["mean_loss"]) == pytest.approx(planted(spec.runs[1].config))
     assert "warning: the pick of activation=relu, tying=tied (lr=0.004) lies on the edge of the settings tried" in out
-    summary = _rows(results / SUMMARY_CSV)
+    summary = csv_rows(results / SUMMARY_CSV)
     assert list(summary[0])[:6] == ["run_id", "seed", "model.activation", "model.tying", "train.lr", "status"]
     assert list(summary[0])[-1] == "role"
     assert [r["role"] for r in summary] == ["selection"] * 12 + ["estimation"] * 8
@@ -177,23 +165,23 @@ def test_selection_then_estimation_at_each_cells_pick(tmp_path, corpus):
 
 def test_a_rerun_decides_the_picks_again_from_disk_and_trains_nothing(tmp_path, corpus):
     spec, results = _spec(corpus), tmp_path / "results"
-    first, _, _ = _loop(spec, results, FakeBackend(planted))
+    first, _, _ = train_spec(spec, results, FakeBackend(planted))
     table = (results / TUNING_CSV).read_text()
     (results / TUNING_CSV).unlink()  # the picks come from the runs' summaries, never from a file written earlier
     again = FakeBackend(lambda config: 99.0)  # would pick differently, were anything trained again
-    second, _, _ = _loop(_spec(corpus), results, again)
+    second, _, _ = train_spec(_spec(corpus), results, again)
     assert again.trained == [] and second == first and (results / TUNING_CSV).read_text() == table
 
 
 def test_a_sweep_killed_during_selection_picks_nothing_until_it_finishes(tmp_path, corpus):
     spec, results = _spec(corpus), tmp_path / "results"
     broken = spec.runs[4].run_id
-    planned, out, _ = _loop(spec, results, FakeBackend(planted, fail=[broken]))
+    planned, out, _ = train_spec(spec, results, FakeBackend(planted, fail=[broken]))
     assert len(planned) == 12 and not (results / TUNING_CSV).exists()
     assert "selection is incomplete: each cell's setting is picked once every selection run has finished" in out
     RunDir(results / "runs" / broken).path.joinpath(RunDir.SUMMARY).unlink()  # as --rerun-failed would
     backend = FakeBackend(planted)
-    planned, _, _ = _loop(spec, results, backend)
+    planned, _, _ = train_spec(spec, results, backend)
     assert backend.trained[0] == broken and len(backend.trained) == 1 + 8 and len(planned) == 20
 
 
@@ -201,10 +189,10 @@ def test_a_diverged_selection_run_rules_its_setting_out(tmp_path, corpus):
     spec, results = _spec(corpus), tmp_path / "results"
     gelu_best = next(r for r in spec.runs if dict(r.cell) == {"model.activation": "gelu", "model.tying": "tied"}
                      and dict(r.setting)["train.lr"] == 2e-3)
-    planned, _, _ = _loop(spec, results, FakeBackend(planted, diverge=[gelu_best.run_id]))
-    picks = {(r["cell"], r["setting"]) for r in _rows(results / TUNING_CSV) if r["picked"] == "True"}
+    planned, _, _ = train_spec(spec, results, FakeBackend(planted, diverge=[gelu_best.run_id]))
+    picks = {(r["cell"], r["setting"]) for r in csv_rows(results / TUNING_CSV) if r["picked"] == "True"}
     assert ("activation=gelu, tying=tied", "lr=0.001") in picks  # 1e-3 and 4e-3 tie, one octave off: the first
-    row = next(r for r in _rows(results / TUNING_CSV) if r["cell"] == "activation=gelu, tying=tied"
+    row = next(r for r in csv_rows(results / TUNING_CSV) if r["cell"] == "activation=gelu, tying=tied"
                and r["setting"] == "lr=0.002")
     assert (row["n_diverged"], row["n_ok"], row["mean_loss"]) == ("1", "0", "")
 
@@ -223,7 +211,7 @@ def test_adaptive_estimation_rounds_run_at_the_picks(tmp_path, corpus):
     planner = Grid(spec, printed, rounds=lambda runs: AdaptiveSeeds(runs, spec.kinds["seeds"], printed, widest,
                                                                     seed_count=spec.seed_count))
     backend = FakeBackend(planted)
-    planned, out, _ = _loop(spec, tmp_path / "results", backend, planner)
+    planned, out, _ = train_spec(spec, tmp_path / "results", backend, planner)
     assert asked == [2, 3] and len(planned) == 12 + 4 * 3
     assert "estimation round 2 (3 seeds): [" in out and "estimation round 1 (2 seeds): [" in out
     assert {dict(r.setting)["train.lr"] for r in planned[12:] if dict(r.cell)["model.activation"] == "relu"} == {4e-3}
@@ -355,10 +343,10 @@ def test_a_small_tuned_sweep_end_to_end(tmp_path, corpus, capsys):
 
     assert sweep_main(args) == 0
     results = tmp_path / "results" / "tuned"
-    tuning = _rows(results / TUNING_CSV)
+    tuning = csv_rows(results / TUNING_CSV)
     picks = {r["model.activation"]: float(r["train.lr"]) for r in tuning if r["picked"] == "True"}
     assert len(tuning) == 6 and set(picks) == {"gelu", "relu"}
-    summary = _rows(results / SUMMARY_CSV)
+    summary = csv_rows(results / SUMMARY_CSV)
     assert [r["role"] for r in summary] == ["selection"] * 6 + ["estimation"] * 4
     for row in summary:
         run = yaml.safe_load((results / "runs" / row["run_id"] / "config.yaml").read_text())
@@ -377,7 +365,7 @@ def test_a_small_tuned_sweep_end_to_end(tmp_path, corpus, capsys):
     err = capsys.readouterr().err
     assert "selection: 6 runs (2 cells x 3 settings x 1 seeds), 6 already finished, 0 to train" in err
     assert "estimation: 4 runs (2 cells x 2 seeds), 4 already finished, 0 to train" in err
-    assert _rows(results / TUNING_CSV) == tuning
+    assert csv_rows(results / TUNING_CSV) == tuning
 
 
 def test_a_tuning_method_given_a_spec_without_tune_refuses_it_in_one_line(corpus):

@@ -1,22 +1,19 @@
 """The refining tuner (`tune.method: refine`): its decisions, its validation, and its rounds from fake finished runs."""
 from __future__ import annotations
 
-import csv
 import io
 import math
 from pathlib import Path
 
 import pytest
-from fakes import FakeBackend
+from fakes import FakeBackend, csv_rows, train_spec
 from helpers import tiny_config
 
 from gptlab.errors import GptlabError
-from gptlab.executors import Resources
 from gptlab.kinds.tune.refine import Refine
 from gptlab.run.config import RunConfig
 from gptlab.run.resultsdir import SUMMARY_CSV, TUNING_CSV
 from gptlab.stats.refine import Lattice, RefineRule, decide, decide_all, geometric_ratio, judge, pooled_sigma
-from gptlab.sweep.execute import SweepOptions, planner_for, train_stages
 from gptlab.sweep.kinds import planned_range
 from gptlab.sweep.runs import SELECTION_SEED_OFFSET
 from gptlab.sweep.spec import validate_spec
@@ -152,23 +149,14 @@ def planted(config: RunConfig) -> float:
     return 1.7 + 0.03 * math.log2(config.train.lr / best) ** 2 + 1e-4 * (config.seed % 7)
 
 
-def _loop(spec, results: Path, backend):
-    out = io.StringIO()
-    options = SweepOptions(results, results.parent / "reports", stream=out, progress_every_s=60)
-    plan = Resources(workers=1, threads=1, device="cpu", gpus=0, reason="test")
-    planner = planner_for(spec, out)
-    return train_stages(spec, planner, plan, options, backend), out.getvalue(), planner
 
 
-def _rows(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def test_refine_extends_an_edge_refines_around_the_optimum_and_estimates_at_the_refined_pick(tmp_path, corpus):
     spec, results = _spec(corpus), tmp_path / "results"
     backend = FakeBackend(planted)
-    planned, out, planner = _loop(spec, results, backend)
+    planned, out, planner = train_spec(spec, results, backend)
     assert isinstance(planner, Refine)
     selection = [r for r in planned if r.role == "selection"]
     lrs = {act: sorted({dict(r.setting)["train.lr"] for r in selection if dict(r.cell)["model.activation"] == act})
@@ -179,16 +167,16 @@ def test_refine_extends_an_edge_refines_around_the_optimum_and_estimates_at_the_
     estimation = {dict(r.cell)["model.activation"]: dict(r.setting)["train.lr"] for r in planned
                   if r.role == "estimation"}
     assert estimation["gelu"] == pytest.approx(1.2e-2, rel=0.2) and estimation["relu"] == pytest.approx(2.8e-3, rel=0.2)
-    summary = _rows(results / SUMMARY_CSV)
+    summary = csv_rows(results / SUMMARY_CSV)
     assert [r["role"] for r in summary].count("estimation") == 4 and len(summary) == len(planned)
     assert all((int(r["seed"]) >= SELECTION_SEED_OFFSET) == (r["role"] == "selection") for r in summary)
-    log = _rows(results / "refine.csv")
+    log = csv_rows(results / "refine.csv")
     assert log[0]["decision"] == "edge" and log[0]["adds"] == "0.016"
     assert {r["decision"] for r in log} >= {"edge", "refine"}
-    assert [r["picked"] for r in _rows(results / TUNING_CSV)].count("True") == 2
+    assert [r["picked"] for r in csv_rows(results / TUNING_CSV)].count("True") == 2
     assert "selection round 2:" in out and "P(best)" in out
     rerun = FakeBackend(planted)  # a killed sweep, rerun, decides the same rounds from disk and trains nothing
-    again, _, _ = _loop(spec, results, rerun)
+    again, _, _ = train_spec(spec, results, rerun)
     assert [r.run_id for r in again] == [r.run_id for r in planned] and rerun.trained == []
 
 
@@ -201,25 +189,25 @@ def lagging(config: RunConfig) -> float:
 def test_a_pick_where_an_estimation_seed_lagged_moves_to_a_neighbour_and_its_runs_stay_points_of_the_curve(
         tmp_path, corpus):
     spec, results = _spec(corpus), tmp_path / "results"
-    planned, out, planner = _loop(spec, results, FakeBackend(lagging))
+    planned, out, planner = train_spec(spec, results, FakeBackend(lagging))
     relu = [r for r in planned if dict(r.cell)["model.activation"] == "relu"]
     earlier = [r for r in relu if r.role == "earlier_pick"]
     estimation = {dict(r.setting)["train.lr"] for r in relu if r.role == "estimation"}
     assert [dict(r.setting)["train.lr"] for r in earlier] == pytest.approx([2.82843e-3] * 2)  # seeds 0 and 1
     assert len(estimation) == 1 and estimation != {2.82843e-3} and planner.repicks == 1
     assert "activation=relu moves from lr=0.00282843 to lr=0.002" in out
-    summary = _rows(results / SUMMARY_CSV)
+    summary = csv_rows(results / SUMMARY_CSV)
     assert [r["role"] for r in summary].count("earlier_pick") == 2 and len(summary) == len(planned)
-    picked = [r for r in _rows(results / TUNING_CSV) if r["picked"] == "True" and "relu" in r["cell"]]
+    picked = [r for r in csv_rows(results / TUNING_CSV) if r["picked"] == "True" and "relu" in r["cell"]]
     assert len(picked) == 1 and float(picked[0]["train.lr"]) in estimation
     rerun = FakeBackend(lagging)  # resumed: the same plan, nothing trained
-    again, _, _ = _loop(spec, results, rerun)
+    again, _, _ = train_spec(spec, results, rerun)
     assert [r.run_id for r in again] == [r.run_id for r in planned] and rerun.trained == []
 
 
 def test_estimation_runs_of_an_earlier_pick_on_disk_join_the_curve_and_are_not_trained_again(tmp_path, corpus):
     spec, results = _spec(corpus), tmp_path / "results"
-    whole, _, _ = _loop(spec, results, FakeBackend(planted))
+    whole, _, _ = train_spec(spec, results, FakeBackend(planted))
     gelu_pick = next(r for r in whole if r.role == "estimation" and dict(r.cell)["model.activation"] == "gelu")
     other = next(r for r in whole if r.role == "selection" and r.cell == gelu_pick.cell and r.setting != gelu_pick.setting)
     from gptlab.kinds.tune.tuning import runs_at
@@ -229,21 +217,21 @@ def test_estimation_runs_of_an_earlier_pick_on_disk_join_the_curve_and_are_not_t
     for run in stray:
         RunDir(results / "runs" / run.run_id).path.mkdir(parents=True)
         RunDir(results / "runs" / run.run_id).write_summary({"run_id": run.run_id, "status": "ok", "best_val_loss": 1.9})
-    again, _, _ = _loop(spec, results, FakeBackend(planted))
+    again, _, _ = train_spec(spec, results, FakeBackend(planted))
     roles = {r.run_id: r.role for r in again}
     assert all(roles[r.run_id] == "earlier_pick" for r in stray)
-    assert [r["role"] for r in _rows(results / SUMMARY_CSV)].count("earlier_pick") == len(stray)
+    assert [r["role"] for r in csv_rows(results / SUMMARY_CSV)].count("earlier_pick") == len(stray)
 
 
 def test_an_interrupted_round_resumes_with_the_same_decisions(tmp_path, corpus):
     spec, results = _spec(corpus), tmp_path / "results"
-    whole, _, _ = _loop(spec, tmp_path / "whole", FakeBackend(planted))
+    whole, _, _ = train_spec(spec, tmp_path / "whole", FakeBackend(planted))
     first = FakeBackend(planted, fail={r.run_id for r in whole[12:14]})  # round 2 stops part-way
-    _loop(spec, results, first)
+    train_spec(spec, results, first)
     assert not (results / "runs" / whole[-1].run_id).exists()
     for run_id in first.fail:
         (results / "runs" / run_id / "summary.json").unlink()  # as --rerun-failed would retrain them
-    resumed, _, _ = _loop(spec, results, FakeBackend(planted))
+    resumed, _, _ = train_spec(spec, results, FakeBackend(planted))
     assert [r.run_id for r in resumed] == [r.run_id for r in whole]
 
 
@@ -320,11 +308,11 @@ def test_a_plugin_tuning_method_plans_trains_resumes_and_stays_out_of_the_effect
     raw["tune"]["method"] = "probe_first"
     raw["plugins"] = [str(plugin)]
     spec = validate_spec(raw, corpus.parent / "sweep.yaml", {}, {})
-    whole, out, planner = _loop(spec, tmp_path / "whole", FakeBackend(planted))
+    whole, out, planner = train_spec(spec, tmp_path / "whole", FakeBackend(planted))
     assert type(planner).__name__ == "ProbeFirst"
     roles = [r.role for r in whole]
     assert roles == ["probe"] * 2 + ["selection"] * 10 + ["estimation"] * 4
-    rows = _rows(tmp_path / "whole" / SUMMARY_CSV)
+    rows = csv_rows(tmp_path / "whole" / SUMMARY_CSV)
     assert [r["role"] for r in rows].count("probe") == 2
     for row in rows:  # the loader needs each run's config beside its summary
         (tmp_path / "whole" / "runs" / row["run_id"] / "config.yaml").write_text("{}")
@@ -334,9 +322,9 @@ def test_a_plugin_tuning_method_plans_trains_resumes_and_stays_out_of_the_effect
     assert len(res.other_roles) == 2 and len(res.selection) == 10
     # A sweep killed in its second stage resumes with the same plan.
     results = tmp_path / "killed"
-    _loop(spec, results, FakeBackend(planted, fail={whole[3].run_id}))
+    train_spec(spec, results, FakeBackend(planted, fail={whole[3].run_id}))
     (results / "runs" / whole[3].run_id / "summary.json").unlink()
-    resumed, _, _ = _loop(spec, results, FakeBackend(planted))
+    resumed, _, _ = train_spec(spec, results, FakeBackend(planted))
     assert [r.run_id for r in resumed] == [r.run_id for r in whole]
     # The dry run shows the plugin's stages; the driver and the command line name no tuning method.
     path = tmp_path / "probe.yaml"
