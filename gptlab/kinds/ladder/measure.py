@@ -24,7 +24,7 @@ from gptlab.stats.arms import ARM
 from gptlab.stats.calls import DEFAULT_MARGIN
 from gptlab.stats.design import Design, effect_label
 from gptlab.stats.ladder import compute_doublings, predict
-from gptlab.stats.outcome import BITS_PER_CHAR, TEST_OUTCOME, counts, in_unit, outcome_of
+from gptlab.stats.outcome import BITS_PER_CHAR, TEST_OUTCOME, VAL_OUTCOME, counts, in_unit, outcome_of
 from gptlab.stats.text_share import Blocks
 from gptlab.sweep.runs import ESTIMATION, Run
 
@@ -70,8 +70,8 @@ def measure_rung(runs: Sequence[Run], rows: Sequence[RunSummary], results_dir: R
 def _record(run: Run, summary: RunSummary) -> dict[str, object]:
     """A run as the outcome rule reads it: its role, status, losses and bits-per-char factor."""
     return {"role": getattr(run, "role", ESTIMATION), "status": summary.status, "val_bpc_factor": summary.val_bpc_factor,
-            **{k: getattr(summary, k) for k in ("best_val_loss", "best_test_loss", "best_test_bpc", "final_val_loss",
-                                                "final_train_loss")}}
+            VAL_OUTCOME: summary.best_val_loss, TEST_OUTCOME: summary.best_test_loss,
+            "best_test_bpc": summary.best_test_bpc}
 
 
 def _blocks(results_dir: ResultsDir, run_ids: list[str]) -> Blocks | None:
