@@ -10,8 +10,8 @@ summary, the scorecard, the cells, the effects). Where the report's own numbers 
 tuning check of every call, an arms sweep's table and scorecard, what would decide an effect, the stability table,
 the summary's warnings, the error model, the header's seeds), they ask every kind through a hook (`loss_left`,
 `per_level`, `picks`, `scorecard`, `to_decide`, `setting_keys`, `tunes`, `warnings`, `scorecard_lines`,
-`seeds_only`, `header_seeds`), never a kind by name: a kind reads its own entry of each bundle by its key, and
-another kind's only through such a hook.
+`seeds_only`, `header_seeds`, and `arm_quantities`: a ladder's numbers of an arm beside its effect), never a kind
+by name: a kind reads its own entry of each bundle by its key, and another kind's only through such a hook.
 
 The shipped kinds (`gptlab.kinds`) and a plugin's (`@REPORT_KINDS.register("key")`, in the file that registers
 its sweep side) are built the same way; the load step imports them with the sweep's spec. A kind without a
@@ -40,6 +40,20 @@ class KindSection:
     figures: Mapping[str, bytes] = field(default_factory=dict)  # figures/NAME (PNG bytes), beside the report's own
     scorecard_caption: tuple[str, ...] = ()  # paragraphs above an arms sweep's scorecard: the kind's columns of it
     scorecard_columns: tuple[str, ...] = ()  # its columns of the scorecard the page shows, after `call`
+
+
+@dataclass(frozen=True)
+class ArmQuantity:
+    """One number a kind measures of an arm beside its effect (`ReportKind.arm_quantities`): a ladder takes each
+    up its rungs, with its trend and its prediction, as it takes the effect."""
+
+    arm: str
+    quantity: str  # its name (e.g. "worth"): predictions.csv's and trends.csv's `quantity`
+    estimate: float
+    ci_low: float  # its 95% CI (finite: a censored or open-ended estimate is not given)
+    ci_high: float
+    df: float  # the CI's degrees of freedom
+    ratio: bool  # a ratio (its trend is fitted on its log, at `ladder.ratio_margin`), else a difference
 
 
 class ReportKind:
@@ -108,6 +122,11 @@ class ReportKind:
         """An arms sweep's scorecard (`tables/scorecard.csv`, a DataFrame) with the kind's columns added."""
         return card
 
+    def arm_quantities(self, res: Any, tables: Any) -> list[ArmQuantity]:
+        """Each arm's numbers of the kind beside its effect that a ladder follows up its rungs (`worth:`'s
+        multiplier), from the kind's tables; none by default."""
+        return []
+
     def sentences(self, res: Any, tables: Any) -> Any:
         """The kind's sentences (`Sentences.kinds[key]`), from its numbers."""
         return None
@@ -151,6 +170,17 @@ def report_kinds(spec: Any) -> Iterator[tuple[str, ReportKind]]:
         if not (isinstance(kind, type) and issubclass(kind, ReportKind)):
             raise GptlabError(f"report kind {key!r}: register a subclass of gptlab.report.kinds.ReportKind, got {kind!r}")
         yield key, kind()
+
+
+def arm_quantities(res: Any, tables: Any) -> list[ArmQuantity]:
+    """Every kind's `arm_quantities` of the report of `res`, in the kinds' order."""
+    return [q for _, kind in report_kinds(res.spec) for q in kind.arm_quantities(res, tables)]
+
+
+def measures_quantities(spec: Any) -> bool:
+    """Whether a kind of `spec` gives arm quantities (overrides `ReportKind.arm_quantities`): only then is a report's
+    table worth computing for them."""
+    return any(type(kind).arm_quantities is not ReportKind.arm_quantities for _, kind in report_kinds(spec))
 
 
 def kind_sections(res: Any, tables: Any, words: Any, figures: Any, taken: Mapping[str, object] = {}) -> list[KindSection]:

@@ -34,7 +34,8 @@ REFINE_CSV = "refine.csv"  # a refining tuner's rounds: each cell's pick, its co
 STEP_TIMES_CSV = "step_times.csv"  # a `worth:` sweep's arms, their training steps timed side by side after the runs
 PREDICTIONS_CSV = "predictions.csv"  # a ladder's: what the rungs below predict for each rung, written before it trains
 RUNG = "rung"  # summary.csv's column of a ladder's rung (`gptlab.kinds.ladder`), by which a rung's runs are read
-RUNGS = "rungs"  # a ladder's folder of rung folders: rungs/RUNG/ holds that rung's tuning.csv, refine.csv, rounds.csv
+RUNGS = "rungs"  # a ladder's folder of rung folders: rungs/RUNG/ holds that rung's tuning.csv, refine.csv, rounds.csv,
+# step_times.csv
 DISCUSSION_MD = "discussion.md"  # written by a person, read by the report
 RUNS = "runs"  # the folder of run directories
 LOCK = ".lock"  # the OS lock a sweep holds while it writes here (gptlab.sweep.lock)
@@ -63,7 +64,8 @@ class ResultsDir:
         object.__setattr__(self, "path", Path(self.path))  # frozen: the one write, normalising the argument
 
     def at_rung(self, name: str) -> ResultsDir:
-        """The folder as one rung of a ladder sees it: the same runs, its own tuning, refine and rounds files."""
+        """The folder as one rung of a ladder sees it: the same runs, its own tuning, refine, rounds and step-times
+        files."""
         return ResultsDir(self.path, rung=name)
 
     @property
@@ -122,7 +124,7 @@ class ResultsDir:
 
     @property
     def step_times_csv(self) -> Path:
-        return self.path / STEP_TIMES_CSV
+        return self.own / STEP_TIMES_CSV  # a ladder's rungs each time their own steps
 
     def step_times(self, factors: Sequence[str]) -> list[dict[str, Any]] | None:
         """The rows of step_times.csv, `round` an int and `seconds_per_step` a float (the factors and `machine`

@@ -22,7 +22,7 @@ from gptlab.run.summary_csv import SOURCES
 from gptlab.runio import write_yaml
 from gptlab.statuses import FAILED, FAILED_TO_TRAIN, FINISHED, OK
 from gptlab.sweep.design_notes import arms_allocation, noise_df_warning
-from gptlab.sweep.kinds import kinds_of, known_runs, with_kind_stages
+from gptlab.sweep.kinds import after_runs, known_runs, with_kind_stages
 from gptlab.sweep.lock import SweepLock
 from gptlab.sweep.planners import FinishedRuns, FixedSeeds, Planner, Stage, stage_finished
 from gptlab.sweep.progress import Progress
@@ -194,8 +194,7 @@ def finish(spec: SweepSpec, planned: Sequence[Run], options: SweepOptions, threa
     not_ok = [r for r in rows if r.status != OK]
     missing = len(planned) - len(rows)
     if not missing and not any(r.status == FAILED for r in rows):
-        for _, kind in kinds_of(spec):
-            kind.after_runs(spec, results_dir, planned, threads, options.stream)
+        after_runs(spec, results_dir, planned, threads, options.stream)
     if not_ok:
         lost = sum(r.status in FAILED_TO_TRAIN for r in not_ok)  # results (exit 0), kept out of every statistic
         print(f"\n{len(not_ok)} run(s) did not finish ok" + (f" ({lost} did not train: diverged, collapsed or unstable; "

@@ -26,6 +26,7 @@ import importlib
 from typing import Any, Iterator, Mapping, Sequence, TextIO
 
 from gptlab.registry import Registry
+from gptlab.run.resultsdir import ResultsDir
 from gptlab.sweep.planners import Planner, SeedPlan, SweepKind
 from gptlab.sweep.runs import Run, SweepSpec, expand
 
@@ -130,6 +131,16 @@ def planned_range(spec: SweepSpec) -> tuple[int, int]:
         return whole
     plan, runs = seed_plan(spec), len(spec.runs)
     return (sum(r.seed < spec.seed_count(r.cell, plan.first) for r in spec.runs) if plan else runs), runs
+
+
+def after_runs(spec: SweepSpec, results_dir: ResultsDir, planned: Sequence[Run], threads: int, out: TextIO) -> None:
+    """Each kind's work once every run has finished (`SweepKind.after_runs`), in each part of the sweep that the
+    outermost kind splitting it names (`SweepKind.parts`: a ladder's rungs, each in its own folder), else in the whole."""
+    parts = next((p for _, kind in reversed(list(kinds_of(spec))) if (p := kind.parts(spec, results_dir, planned))
+                  is not None), None)
+    for sub, folder, runs in parts if parts is not None else [(spec, results_dir, planned)]:
+        for _, kind in kinds_of(sub):
+            kind.after_runs(sub, folder, runs, threads, out)
 
 
 def open_count(spec: SweepSpec) -> str:

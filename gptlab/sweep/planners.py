@@ -210,6 +210,12 @@ class SweepKind:
         sweep shares their trunks (`sweep.trunks`) even where its first runs have none to share."""
         return False
 
+    def parts(self, spec: SweepSpec, results_dir: ResultsDir,
+              planned: Sequence[Run]) -> list[tuple[SweepSpec, ResultsDir, Sequence[Run]]] | None:
+        """The parts of a sweep in which every kind does its work after the runs, each a spec without this kind, its
+        folder and its runs (a ladder: each rung); None: the sweep is one part (`sweep.kinds.after_runs`)."""
+        return None
+
     def after_runs(self, spec: SweepSpec, results_dir: ResultsDir, planned: Sequence[Run], threads: int,
                    out: TextIO) -> None:
         """Work of this kind once every planned run has finished, before the report (`worth:` times the arms'

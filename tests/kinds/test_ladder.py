@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeBackend, csv_rows, train_spec
-from helpers import REPO, tiny_config
+from helpers import REPO, skip_figures, tiny_config
 
 from gptlab.errors import GptlabError
 from gptlab.kinds.ladder.kind import LadderKind
@@ -125,6 +125,73 @@ def test_a_ladder_stopped_below_the_top_rung_resumes_and_predicts_before_the_top
     assert csv_rows(results / "predictions.csv") and {r["rung"] for r in csv_rows(results / "predictions.csv")} == {"c"}
 
 
+def with_steps(config: RunConfig) -> float:
+    """`planted`, with each arm's loss falling 0.1 per doubling of its steps (its rung's 20, or a `worth:` length)."""
+    return planted(config) - 0.1 * math.log2(config.train.max_iters / 20)
+
+
+def test_worth_is_measured_at_every_rung_predicted_before_the_top_and_its_trend_reported(tmp_path, corpus, monkeypatch):
+    """With `worth:`, each rung trains its baseline at multiples of that rung's steps; the rungs below predict each
+    arm's worth at the top before it trains; the report follows each arm's worth up the rungs, with its trend."""
+    from gptlab.kinds.ladder.report import LadderReport
+    from gptlab.report.load import load_results
+    from gptlab.report.tables import compute_tables
+    from gptlab.runio import write_yaml
+
+    skip_figures(monkeypatch)
+    spec, results = _spec(corpus, worth={"lengths": [0.5, 1, 2]}), tmp_path / "results"
+    planned, out, _ = train_spec(spec, results, FakeBackend(with_steps))
+    summary = csv_rows(results / "summary.csv")
+    worth = [r for r in summary if r["role"] == "worth"]
+    assert {r["rung"] for r in worth} == {"a", "b", "c"}  # each at its rung (a length of a rung is no other rung)
+    assert {int(r["train.max_iters"]) for r in worth} == {10, 20, 40}
+    predictions = csv_rows(results / "predictions.csv")
+    by = {(r["arm"], r["quantity"]): r for r in predictions if r["rung"] == "c"}
+    assert set(by) == {(a, q) for a in ("relu", "nope") for q in ("effect", "worth")}
+    # planted: relu's effect 0.02 log2(width / 8) nats, each 0.1 nats a doubling of steps: worth 2^(-effect / 0.1)
+    truth = 2 ** (-0.2 * math.log2(64 / 8))
+    w = by[("relu", "worth")]
+    assert float(w["pred_low"]) < truth < float(w["pred_high"]) and float(w["predicted"]) == pytest.approx(truth, rel=0.05)
+    write_yaml(ResultsDir(results).sweep_yaml, spec.to_dict())  # as the sweep's command writes it
+    res = load_results(results)
+    view = compute_tables(res).kinds["ladder"]
+    rows = view.rungs[view.rungs["quantity"] == "worth"].set_index(["rung", "arm"])
+    for rung, width in zip("abc", (16, 32, 64)):
+        assert rows.loc[(rung, "relu"), "estimate"] == pytest.approx(2 ** (-0.2 * math.log2(width / 8)), rel=0.05)
+        assert rows.loc[(rung, "nope"), "estimate"] == pytest.approx(2 ** -0.5, rel=0.05)
+    trends = view.trends.set_index(["arm", "quantity"])
+    assert trends.loc[("relu", "worth"), "trend"] == "grows"  # its worth (below 1) falls further with compute
+    # per doubling of compute (N ~ width^2: half a doubling of width), in log: -0.2 ln 2 / 2
+    assert trends.loc[("relu", "worth"), "slope"] == pytest.approx(-0.1 * math.log(2), rel=0.1)
+    assert trends.loc[("nope", "worth"), "slope"] == pytest.approx(0.0, abs=0.02)
+    judged = view.predictions[view.predictions["quantity"] == "worth"]
+    assert set(judged["covered"]) == {"yes"} and len(judged) == 2
+    words = LadderReport().sentences(res, compute_tables(res))
+    assert any(line.startswith("arm=relu's worth (a multiple of the baseline's steps): a ") for line in words.arms)
+    assert (results / "rungs" / "a").is_dir() and not (results / "step_times.csv").exists()
+
+
+def test_a_ladder_s_work_after_the_runs_is_each_rung_s_in_its_own_folder(tmp_path, corpus, monkeypatch):
+    import io
+
+    from gptlab.kinds.worth import stages as worth_stages
+    from gptlab.sweep.kinds import after_runs
+
+    spec = _spec(corpus, worth={"lengths": [0.5, 1, 2]})
+    planned, _, _ = train_spec(spec, tmp_path / "results", FakeBackend(with_steps))
+    timed = []  # worth's step timing, as the sweep asks for it once every run has finished
+    monkeypatch.setattr(worth_stages, "time_steps", lambda folder, runs, threads, out: timed.append((folder, runs)))
+    after_runs(spec, ResultsDir(tmp_path / "results"), planned, 1, io.StringIO())
+    assert [folder.own for folder, _ in timed] == [tmp_path / "results" / "rungs" / r for r in "abc"]
+    assert [{r.config.model.n_embd for r in runs} for _, runs in timed] == [{16}, {32}, {64}]
+    parts = LadderKind().parts(spec, ResultsDir(tmp_path / "results"), planned)
+    assert [folder.own for _, folder, _ in parts] == [tmp_path / "results" / "rungs" / r for r in "abc"]
+    assert all("ladder" not in sub.kinds and "worth" in sub.kinds for sub, _, _ in parts)
+    assert sorted(r.run_id for _, _, runs in parts for r in runs) == sorted(r.run_id for r in planned)
+    for (sub, _, runs), width in zip(parts, (16, 32, 64)):
+        assert {r.config.model.n_embd for r in runs} == {width} == {sub.base_config.model.n_embd}
+
+
 def test_record_predictions_keeps_a_rung_s_rows_once_written(tmp_path):
     results = ResultsDir(tmp_path)
     row = {"rung": "c", "arm": "relu", "quantity": "effect", "predicted": 0.1, "pred_low": 0.0, "pred_high": 0.2,
@@ -138,10 +205,19 @@ def test_record_predictions_keeps_a_rung_s_rows_once_written(tmp_path):
 def test_predict_rung_needs_two_rungs_below_and_follows_their_trend():
     from gptlab.kinds.ladder.measure import Measured
 
-    below = [{"x": Measured(arm="x", effect=0.0, se=0.01, df=10)}, {"x": Measured(arm="x", effect=0.1, se=0.01, df=10)}]
+    def rung(effect: float, worth: float) -> dict:
+        ms = [Measured(arm="x", effect=effect, se=0.01, df=10),
+              Measured(arm="x", effect=math.log(worth), se=0.01, df=10, quantity="worth", ratio=True)]
+        return {m.key: m for m in ms}
+
+    below = [rung(0.0, 1.2), rung(0.1, 1.44)]
     assert predict_rung([1.0, 2.0], below[:1], "b") == []
-    (row,) = predict_rung([1.0, 2.0, 4.0], below, "c")
-    assert row["predicted"] == pytest.approx(0.2) and row["pred_low"] < 0.2 < row["pred_high"]
+    effect, worth = predict_rung([1.0, 2.0, 4.0], below, "c")
+    assert (effect["quantity"], worth["quantity"]) == ("effect", "worth")
+    assert effect["predicted"] == pytest.approx(0.2) and effect["pred_low"] < 0.2 < effect["pred_high"]
+    # a ratio's trend is a line in its log: x1.2 per doubling, predicted as the ratio itself
+    assert worth["predicted"] == pytest.approx(1.728) and worth["pred_low"] < 1.728 < worth["pred_high"]
+    assert worth["pred_low"] > 0 and worth["pred_high"] / 1.728 == pytest.approx(1.728 / worth["pred_low"])
 
 
 def test_shifted_space_spans_the_picks_below_on_the_sweep_file_s_lattice():
@@ -152,9 +228,18 @@ def test_shifted_space_spans_the_picks_below_on_the_sweep_file_s_lattice():
     assert shifted_space(space, []) is None and shifted_space({"train.lr": (1e-3, 3e-3, 4e-3)}, [1e-3]) is None
 
 
+def _steps_only(raw: dict, **extra) -> None:
+    """A ladder whose rungs differ only in their steps (20, 40, 80 at one width), with `extra` sections."""
+    raw["base"]["model"]["n_embd"] = 16
+    raw["ladder"]["rungs"] = {name: {"train.max_iters": n} for name, n in zip("abc", (20, 40, 80))}
+    raw.update(extra)
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda raw: raw.pop("tune"), "every arm is tuned at every rung"),
-    (lambda raw: raw.update(worth={"lengths": [0.5, 1, 2]}), "worth: is not yet measured per rung"),
+    (lambda raw: raw.update(worth={"lengths": [0.01, 1, 2]}),  # 20 steps at the base's 2000, none at a rung's 20
+     "ladder.rungs.a: worth.lengths: 0.01 x 20 steps rounds to 0 steps"),
+    (lambda raw: _steps_only(raw, worth={"lengths": [0.5, 1, 2]}), "these rungs differ only in train.max_iters"),
     (lambda raw: raw["ladder"]["rungs"]["b"].update({"model.activation": "relu"}), "which an arm or the grid sets"),
     (lambda raw: raw["ladder"]["rungs"]["b"].pop("train.max_iters"), "every rung sets the same keys"),
 ])
@@ -190,8 +275,8 @@ def test_measure_rung_is_the_report_s_estimate_of_each_arm():
     summaries = [folder.run(r.run_id).summary() for r in runs]
     measured = measure_rung(runs, [s for s in summaries if s is not None], folder, "nanogpt")
     report = {r["arm"]: r for r in csv_rows(REPO / "reports" / "scorecard" / "tables" / "arms.csv")}
-    assert set(measured) == set(report)
-    for arm, m in measured.items():
+    assert set(measured) == {(arm, "effect") for arm in report}
+    for (arm, _), m in measured.items():
         assert round(m.effect, 4) == pytest.approx(float(report[arm]["estimate"]), abs=1e-4), arm
     assert all(m.se > 0 and m.df > 0 for m in measured.values())
     assert isinstance(summaries[0], RunSummary)

@@ -6,14 +6,15 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from gptlab.kinds.ladder.tables import LadderView
+from gptlab.kinds.ladder.tables import LadderView, effects_only
 from gptlab.report.figures import figstyle  # noqa: F401  first: it selects Agg before seaborn loads pyplot
 from gptlab.report.figures.figstyle import to_png
 
 
 def ladder_figure(view: LadderView, res: Any) -> bytes | None:
     """One line per arm: its effect (95% CI) at each rung, against the rung's training FLOPs."""
-    table = view.rungs[view.rungs["estimate"].notna()]
+    table = effects_only(view.rungs)
+    table = table[table["estimate"].notna()]
     if table.empty:
         return None
     fig = Figure(figsize=(7, 4.5), layout="constrained")

@@ -8,13 +8,14 @@ stages are `stages.LadderStages`'s. The kind adds summary.csv's `rung` and `star
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TextIO
+from typing import Any, Sequence, TextIO
 
 from gptlab.errors import GptlabError
-from gptlab.kinds.ladder.spec import KEY, LadderSpec, check_ladder, ladder_of, rung_of, with_settings
+from gptlab.kinds.ladder.spec import KEY, LadderSpec, at_rung, check_ladder, ladder_of, rung_of, with_settings
 from gptlab.kinds.ladder.stages import LadderStages, rung_spec
-from gptlab.run.resultsdir import RUNG
-from gptlab.sweep.kinds import SWEEP_KINDS, known_runs, planned_range, setting_space
+from gptlab.run.config import LENGTH_KEY
+from gptlab.run.resultsdir import RUNG, ResultsDir
+from gptlab.sweep.kinds import SWEEP_KINDS, kinds_of, known_runs, planned_range, setting_space
 from gptlab.sweep.planners import Planner, SweepKind
 from gptlab.sweep.runs import Run, SweepSpec
 
@@ -32,11 +33,11 @@ class LadderKind(SweepKind):
             raise GptlabError("ladder: the rungs are the scale; drop arms' scale: keys")
         if not setting_space(spec):
             raise GptlabError("ladder: every arm is tuned at every rung: add a tune: section with a space (method refine)")
-        if "worth" in spec.kinds:
-            raise GptlabError("ladder: worth: is not yet measured per rung of a ladder: leave it out")
         space = setting_space(spec)
         arm_keys = {k for settings in spec.arms.arms.values() for k in settings} | set(space)
-        return dataclasses.replace(check_ladder(raw, spec.base_config, arm_keys), space=dict(space))
+        ladder = dataclasses.replace(check_ladder(raw, spec.base_config, arm_keys), space=dict(space))
+        _check_kinds_at_rungs(ladder, spec)
+        return ladder
 
     def joined(self, spec: SweepSpec) -> SweepSpec:
         """The spec as rung 1 trains it: its base carries the first rung's settings."""
@@ -59,5 +60,31 @@ class LadderKind(SweepKind):
     def row(self, spec: SweepSpec, run: Run) -> dict[str, Any]:
         return {RUNG: rung_of(ladder_of(spec), run.config)}
 
+    def parts(self, spec: SweepSpec, results_dir: ResultsDir,
+              planned: Sequence[Run]) -> list[tuple[SweepSpec, ResultsDir, Sequence[Run]]]:
+        """Each rung: the kinds' work after the runs (`worth:`'s step timing) is each rung's, in its own folder."""
+        ladder = ladder_of(spec)
+        return [(at_rung(spec, rung), results_dir.at_rung(rung.name),
+                 [r for r in planned if rung_of(ladder, r.config) == rung.name]) for rung in ladder.rungs]
+
     def open_count(self, spec: SweepSpec) -> str:
         return f"each of the {len(ladder_of(spec).rungs)} rungs' tuning starts from the picks of the rung below"
+
+
+def _check_kinds_at_rungs(ladder: LadderSpec, spec: SweepSpec) -> None:
+    """Every other kind's section checked again at each rung's settings (its own check, as the rung's sweep: a
+    `worth:` length valid at one rung's steps may not be at another's); a kind that trains a run at another length
+    (`shares_trunks`: `worth:`) needs rungs that differ in more than their steps, or its run would be another rung's."""
+    steps_only = all(set(r.settings) <= {LENGTH_KEY} for r in ladder.rungs)
+    for key, kind in kinds_of(spec):
+        if key == KEY or not hasattr(spec.kinds[key], "to_dict"):
+            continue
+        if steps_only and kind.shares_trunks(spec):
+            raise GptlabError(f"ladder: {key}: trains the baseline at other lengths, and these rungs differ only in "
+                              f"{LENGTH_KEY} (a length of one rung would be another rung): give the rungs other "
+                              f"settings too, or leave {key}: out")
+        for rung in ladder.rungs:
+            try:
+                kind.check(spec.kinds[key].to_dict(), at_rung(spec, rung))
+            except GptlabError as err:
+                raise GptlabError(f"ladder.rungs.{rung.name}: {err}") from None

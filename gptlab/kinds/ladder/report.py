@@ -107,7 +107,8 @@ class LadderReport(ReportKind):
                           predictions=prediction_table(loaded.predictions, effects, dict(loaded.started)),
                           ranks=rank_table(effects, [r.name for r in ladder.rungs]),
                           picks=pick_table(reports, list(setting_space(res.spec))),
-                          top=res.results_dir.rung, margin=ladder.margin, unit=res.unit)
+                          top=res.results_dir.rung, margin=ladder.margin,
+                          ratio_margin=ladder.ratio_margin, unit=res.unit)
 
     def files(self, tables: Any) -> Mapping[str, pd.DataFrame]:
         return tables.kinds[KEY].files()

@@ -19,6 +19,14 @@ PREDICTION_MD_COLS = ["rung", "arm", "predicted", "pred_low", "pred_high", "meas
                       "covered"]
 
 
+def _cols(columns: list[str], table) -> list[str]:
+    """The page's columns of a ladder table, with its `quantity` after `arm` where it holds more than the effects."""
+    if "quantity" not in table or table["quantity"].nunique() < 2:
+        return columns
+    at = columns.index("arm") + 1
+    return [*columns[:at], "quantity", *columns[at:]]
+
+
 def ladder_section(res: Results, tables: ReportTables, words: Sentences, figures: Figures) -> list[Block]:
     view: LadderView = tables.kinds[KEY]
     said: LadderWords = words.kinds[KEY]
@@ -31,7 +39,7 @@ def ladder_section(res: Results, tables: ReportTables, words: Sentences, figures
         f"0, `holds` where the 90% CI lies inside +/- {view.margin:g} {view.unit} per doubling, else `inconclusive`; "
         "only within the rungs' compute, never extrapolated. Tables: `tables/trends.csv`, `tables/rung_effects.csv`."),
         Bullets(list(said.arms))]
-    blocks += table_blocks(files["trends"], TREND_MD_COLS, "trends.csv", "arms")
+    blocks += table_blocks(files["trends"], _cols(TREND_MD_COLS, files["trends"]), "trends.csv", "arms")
     blocks += image(figures.kinds.get(KEY, {}).get("ladder"), "Each arm's effect with its 95% CI at every rung, "
                     "against the rung's training compute (log scale)")
     blocks += [Heading("Predicted before it trained", 3), Para(
@@ -42,9 +50,10 @@ def ladder_section(res: Results, tables: ReportTables, words: Sentences, figures
         "bends). The sweep measures a rung from its runs that trained; the report's "
         "measurement below also counts a diverged estimation run. Table: `tables/predictions.csv`."),
         Bullets(list(said.predictions))]
-    blocks += table_blocks(files["predictions"], PREDICTION_MD_COLS, "predictions.csv", "predictions")
+    blocks += table_blocks(files["predictions"], _cols(PREDICTION_MD_COLS, files["predictions"]), "predictions.csv",
+                           "predictions")
     blocks += [Heading("The ranking, and each arm's pick", 3), Bullets([*said.ranks, *said.picks])]
-    blocks += table_blocks(files["rung_effects"], RUNG_MD_COLS, "rung_effects.csv", "rows")
+    blocks += table_blocks(files["rung_effects"], _cols(RUNG_MD_COLS, files["rung_effects"]), "rung_effects.csv", "rows")
     blocks.append(Para(f"The rest of this report is rung {view.top}'s alone (the top rung measured): its runs, "
                        "tuning, effects and calls."))
     return blocks

@@ -7,19 +7,20 @@ from typing import Any
 
 import pandas as pd
 
+from gptlab.kinds.ladder.measure import EFFECT
 from gptlab.kinds.ladder.tables import LadderView
 from gptlab.report.fmt import fmt_value
 from gptlab.stats.ladder import GROWS, HOLDS, SHRINKS
 
 TREND_WORDS = {GROWS: "grows with compute", SHRINKS: "shrinks with compute",
-               HOLDS: "holds with compute (its slope's 90% CI inside +/- {margin:g} per doubling)"}
+               HOLDS: "holds with compute (its slope's 90% CI inside +/- {margin} per doubling)"}
 
 
 @dataclass(frozen=True)
 class LadderWords:
     """The section's sentences."""
 
-    arms: tuple[str, ...]  # one per arm: its effect at each rung, then its trend
+    arms: tuple[str, ...]  # one per arm (and quantity: its effect, its worth): its value at each rung, its trend
     ranks: tuple[str, ...]  # one per pair of rungs: Kendall's tau with its interval
     predictions: tuple[str, ...]  # how many intervals covered, and which did not
     picks: tuple[str, ...]  # one per arm: its pick at each rung
@@ -29,19 +30,31 @@ def _v(column: str, value: Any) -> str:
     return fmt_value(column, value)
 
 
+def _trend(t: pd.Series, what: str, margin: str) -> str:
+    said = TREND_WORDS.get(t["trend"], "is inconclusive in compute (neither a change nor a hold is shown)")
+    return (f" Its {what} {said.format(margin=margin)}: slope {_v('slope', t['slope'])} per doubling of compute (95% "
+            f"CI {_v('slope_low', t['slope_low'])} to {_v('slope_high', t['slope_high'])}, {int(t['rungs'])} rungs), "
+            "within the rungs' compute only.")
+
+
 def arm_lines(view: LadderView, files: dict[str, pd.DataFrame]) -> list[str]:
-    rungs, trends = files["rung_effects"], files["trends"].set_index("arm")
+    """One line per arm and quantity: its value at each rung, then its trend. A ratio (worth, in the baseline's
+    steps) is given as measured, and its trend's slope is of its natural log."""
+    rungs, trends = files["rung_effects"], files["trends"].set_index(["arm", "quantity"])
     lines = []
-    for arm, part in rungs.groupby("arm", sort=False):
-        at = "; ".join(f"{r.rung} {_v('estimate', r.estimate)} ({_v('ci_low', r.ci_low)} to {_v('ci_high', r.ci_high)}, "
-                       f"{r.call or 'no call'})" for r in part.itertuples())
-        line = f"arm={arm} against the baseline, {view.unit}: {at}."
-        if arm in trends.index:
-            t = trends.loc[arm]
-            said = TREND_WORDS.get(t["trend"], "is inconclusive in compute (neither a change nor a hold is shown)")
-            line += (f" Its effect {said.format(margin=view.margin)}: slope {_v('slope', t['slope'])} per doubling "
-                     f"of compute (95% CI {_v('slope_low', t['slope_low'])} to {_v('slope_high', t['slope_high'])}, "
-                     f"{int(t['rungs'])} rungs), within the rungs' compute only.")
+    for (arm, quantity), part in rungs.groupby(["arm", "quantity"], sort=False):
+        ratio = bool(part["ratio"].iloc[0])
+        at = "; ".join(f"{r.rung} {_v('estimate', r.estimate)} ({_v('ci_low', r.ci_low)} to {_v('ci_high', r.ci_high)}"
+                       + ("" if ratio else f", {r.call or 'no call'}") + ")" for r in part.itertuples())
+        if quantity == EFFECT:
+            line = f"arm={arm} against the baseline, {view.unit}: {at}."
+            what, margin = "effect", f"{view.margin:g}"
+        else:
+            line = f"arm={arm}'s {quantity}{' (a multiple of the baseline' + chr(39) + 's steps)' if ratio else ''}: {at}."
+            what = f"{quantity} (its log)" if ratio else quantity
+            margin = f"log(1 + {view.ratio_margin:g})" if ratio else f"{view.margin:g}"
+        if (arm, quantity) in trends.index:
+            line += _trend(trends.loc[(arm, quantity)], what, margin)
         lines.append(line)
     return lines
 
@@ -60,11 +73,13 @@ def prediction_lines(files: dict[str, pd.DataFrame]) -> list[str]:
     lines = []
     for rung, part in judged.groupby("rung", sort=False):
         hit = int((part["covered"] == "yes").sum())
-        missed = ", ".join(f"arm={r.arm} (predicted {_v('predicted', r.predicted)}, {_v('pred_low', r.pred_low)} to "
+        missed = ", ".join(f"arm={r.arm}{'' if r.quantity == EFFECT else ' ' + r.quantity} (predicted "
+                           f"{_v('predicted', r.predicted)}, {_v('pred_low', r.pred_low)} to "
                            f"{_v('pred_high', r.pred_high)}; measured {_v('measured', r.measured)})"
                            for r in part.itertuples() if r.covered == "no")
         after = part["started_after"].iloc[0]
-        lines.append(f"Rung {rung}: {hit} of {len(part)} prediction intervals (95%) covered the measured effect"
+        what = "effect" if set(part["quantity"]) <= {EFFECT} else "value (each arm's effect and its worth)"
+        lines.append(f"Rung {rung}: {hit} of {len(part)} prediction intervals (95%) covered the measured {what}"
                      + (f"; missed: {missed}" if missed else "") + f". Written {part['written_at'].iloc[0]}; "
                      f"{after} of the rung's runs started after it.")
     waiting = sorted(set(table["rung"]) - set(judged["rung"]))

@@ -7,6 +7,7 @@
         large:  {model.n_layer: 4, model.n_embd: 192, model.n_head: 6}
       tokens_per_param: 20        # optional: each rung's train.max_iters from tokens = this x parameters
       margin: 0.01                # per doubling of compute: the `holds` test of an effect's trend
+      ratio_margin: 0.05          # per doubling: the `holds` test of a ratio's trend (worth: 5% per doubling)
 
 A rung's compute is C = 6 N D (Kaplan et al. 2020): N = 12 n_layer n_embd^2, the non-embedding parameters of the
 baseline's blocks, and D = max_iters x batch_size x block_size, the tokens it trains on. An arm's own count
@@ -23,13 +24,14 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from gptlab.errors import GptlabError, key_error, shown
-from gptlab.run.config import RunConfig, get_dotted, set_dotted
+from gptlab.run.config import LENGTH_KEY, RunConfig, get_dotted, set_dotted
 from gptlab.sweep.kinds import with_setting_space
 from gptlab.sweep.runs import SweepSpec
 
 KEY = "ladder"  # the sweep file's key, and the kind's name in both registries and in the report's bundles
 MAX_RUNGS = 12
 DEFAULT_MARGIN_PER_DOUBLING = 0.01  # nats (or bits) per doubling of compute: the `holds` test's margin
+DEFAULT_RATIO_MARGIN = 0.05  # a ratio (an arm's worth in steps) changing by less than 5% per doubling holds
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class LadderSpec:
     rungs: tuple[Rung, ...]
     tokens_per_param: float | None = None  # D / N each rung's steps were derived from (None: the rungs' own steps)
     margin: float = DEFAULT_MARGIN_PER_DOUBLING  # per doubling of compute
+    ratio_margin: float = DEFAULT_RATIO_MARGIN  # a ratio's relative change per doubling: its `holds` test
     space: Mapping[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)  # the sweep file's `tune.space`:
     # the first rung's, and the lattice every upper rung's is moved on (`stages.shifted_space`); not written back
 
@@ -60,7 +63,8 @@ class LadderSpec:
         given = {r.name: {k: v for k, v in r.settings.items() if k != "train.max_iters" or self.tokens_per_param is None}
                  for r in self.rungs}
         return {"rungs": given, **({"tokens_per_param": self.tokens_per_param} if self.tokens_per_param else {}),
-                "margin": self.margin}
+                "margin": self.margin,
+                **({"ratio_margin": self.ratio_margin} if self.ratio_margin != DEFAULT_RATIO_MARGIN else {})}
 
     def rung(self, name: str) -> Rung:
         return next(r for r in self.rungs if r.name == name)
@@ -90,15 +94,17 @@ def check_ladder(raw: Any, base: RunConfig, arm_keys: set[str]) -> LadderSpec:
     naming the key otherwise."""
     if not isinstance(raw, dict) or "rungs" not in raw:
         raise key_error("ladder", f"must be a mapping with rungs: {{NAME: {{KEY: VALUE, ...}}, ...}}, got {shown(raw)}")
-    unknown = set(raw) - {"rungs", "tokens_per_param", "margin"}
+    unknown = set(raw) - {"rungs", "tokens_per_param", "margin", "ratio_margin"}
     if unknown:
-        raise key_error("ladder", f"unknown key {shown(sorted(unknown)[0])}; valid: rungs, tokens_per_param, margin")
+        raise key_error("ladder", f"unknown key {shown(sorted(unknown)[0])}; valid: rungs, tokens_per_param, margin, "
+                                  "ratio_margin")
     rungs = raw["rungs"]
     if not isinstance(rungs, dict) or not 2 <= len(rungs) <= MAX_RUNGS:
         raise key_error("ladder.rungs", f"must map 2 to {MAX_RUNGS} rung names to settings, got {shown(rungs)}")
     ratio = None if raw.get("tokens_per_param") is None else _number(raw["tokens_per_param"], "ladder.tokens_per_param",
                                                                       0, 1e6)
     margin = _number(raw.get("margin", DEFAULT_MARGIN_PER_DOUBLING), "ladder.margin", 0, 1)
+    ratio_margin = _number(raw.get("ratio_margin", DEFAULT_RATIO_MARGIN), "ladder.ratio_margin", 0, 1)
     out: list[Rung] = []
     for name, settings in rungs.items():
         out.append(_rung(name, settings, base, arm_keys, ratio))
@@ -113,7 +119,7 @@ def check_ladder(raw: Any, base: RunConfig, arm_keys: set[str]) -> LadderSpec:
             raise key_error(f"ladder.rungs.{upper.name}", f"trains {upper.flops:.3g} FLOPs, not more than the rung "
                                                          f"below it ({lower.name}: {lower.flops:.3g}): list rungs "
                                                          "smallest first, each larger")
-    return LadderSpec(rungs=tuple(out), tokens_per_param=ratio, margin=margin)
+    return LadderSpec(rungs=tuple(out), tokens_per_param=ratio, margin=margin, ratio_margin=ratio_margin)
 
 
 def _rung(name: Any, settings: Any, base: RunConfig, arm_keys: set[str], ratio: float | None) -> Rung:
@@ -155,10 +161,14 @@ def with_settings(base: dict[str, Any], settings: dict[str, Any]) -> dict[str, A
 
 
 def rung_of(ladder: LadderSpec, config: RunConfig) -> str:
-    """The rung whose settings a run's config has ("" for none)."""
-    for rung in ladder.rungs:
-        if all(get_dotted(config.to_dict(), k) == v for k, v in rung.settings.items()):
-            return rung.name
+    """The rung whose settings a run's config has ("" for none); a run at another length (`worth:`'s, at a multiple
+    of its rung's steps) is its rung's where the rung's other settings are its (the kind's check keeps that one
+    rung: rungs that differ only in their steps refuse `worth:`)."""
+    values = config.to_dict()
+    for keys in (None, LENGTH_KEY):
+        for rung in ladder.rungs:
+            if all(get_dotted(values, k) == v for k, v in rung.settings.items() if k != keys):
+                return rung.name
     return ""
 
 

@@ -8,13 +8,15 @@ rung above it the same way at its own settings, with two things taken from the r
   arm's first round only the part of it around its own pick below (`arm_windows`: three levels, four where the
   pick was a half-step), so an upper rung's first round trains fewer lrs and its tuner extends an edge where the
   optimum moved further;
-- before any of its runs is planned, what the rungs below predict it will measure (each arm's effect, with a 95%
-  prediction interval, from the trend of every rung below: `measure.predict_rung`) goes into predictions.csv
+- before any of its runs is planned, what the rungs below predict it will measure (each arm's effect, and its worth
+  where the sweep has `worth:`, with a 95% prediction interval, from the trend of every rung below:
+  `measure.predict_rung`) goes into predictions.csv
   (`measure.record_predictions`: a rung's rows, once there, are never changed).
 
 Each rung's planner (the tuning method, in the seeds kind's rounds where it has them) is the one every other kind
 gives a sweep (`with_kind_stages`), on its own rung folder (`ResultsDir.at_rung`: rungs/RUNG/tuning.csv,
-refine.csv and rounds.csv), and sees only its own rung's runs. Every decision is recomputed from the runs on disk,
+refine.csv, rounds.csv and step_times.csv), and sees only its own rung's runs; so does each kind's work after the
+runs (`LadderKind.parts`). Every decision is recomputed from the runs on disk,
 so a killed ladder, rerun, replays the finished rungs without training them and decides the same.
 """
 from __future__ import annotations
@@ -23,7 +25,7 @@ import dataclasses
 import math
 from typing import Any, Mapping, Sequence, TextIO
 
-from gptlab.kinds.ladder.measure import Measured, measure_rung, predict_rung, record_predictions
+from gptlab.kinds.ladder.measure import Measured, measure_quantities, measure_rung, predict_rung, record_predictions
 from gptlab.kinds.ladder.spec import Rung, at_rung, ladder_of
 from gptlab.run.rundir import RunSummary
 from gptlab.stats.picks import Pairs
@@ -84,9 +86,11 @@ class LadderStages:
         self.inner: Planner | None = None  # its planner, once made
         self.done: tuple[Run, ...] = ()  # every run planned by the rungs that finished, in summary.csv order
         self.current: tuple[Run, ...] = ()  # the planned runs of the rung training now
-        self.measured: list[dict[str, Measured]] = []  # each finished rung's effects, as the sweep measured them
+        self.measured: list[dict[tuple[str, str], Measured]] = []  # each finished rung's effects (and its kinds'
+        # quantities: `worth:`'s multiplier) by (arm, quantity), as the sweep measured them
         self.space: Mapping[str, tuple[Any, ...]] | None = None  # the tuned space of the rung training now
         self.windows: dict[Pairs, tuple[float, ...]] = {}  # each cell's first-round levels there
+        self.sub: SweepSpec = spec  # the sweep of the rung training now (`rung_spec`), once started
 
     def next_stage(self, finished: FinishedRuns) -> Stage | None:
         while self.index < len(self.ladder.rungs):
@@ -110,7 +114,7 @@ class LadderStages:
         if record_predictions(finished.results_dir, rows, rung.name):
             print(f"rung {rung.name}: predicted from the {self.index} rungs below before it trains "
                   f"({len(rows)} arms, {finished.results_dir.predictions_csv.name})", file=self.out)
-        sub = rung_spec(self.spec, rung, self.space, self.windows)
+        sub = self.sub = rung_spec(self.spec, rung, self.space, self.windows)
         windows = "; ".join(f"{', '.join(f'{k}={v}' for k, v in cell)} {list(levels)}"
                             for cell, levels in self.windows.items())
         print(f"rung {rung.name} ({rung.params:,} parameters, {rung.tokens:,} tokens, {rung.flops:.3g} FLOPs): "
@@ -121,7 +125,9 @@ class LadderStages:
     def _finish(self, rung: Rung, rows: Sequence[RunSummary], finished: FinishedRuns) -> None:
         """The rung is done: what it measured, and the space the next rung starts from (its estimation runs' lrs)."""
         estimation = [r for r in self.current if getattr(r, "role", ESTIMATION) == ESTIMATION]
-        self.measured.append(measure_rung(self.current, rows, finished.results_dir, str(self.spec.arms.baseline)))
+        measured = measure_rung(self.current, rows, finished.results_dir, str(self.spec.arms.baseline))
+        extra = measure_quantities(finished.results_dir.at_rung(rung.name), self.sub) if measured else []
+        self.measured.append({**measured, **{m.key: m for m in extra}})
         trained = {r.run_id for r in rows}
         picks = {r.cell: float(v) for r in estimation if r.run_id in trained for _, v in getattr(r, "setting", ())}
         self.space = shifted_space(self.ladder.space, sorted(set(picks.values())))

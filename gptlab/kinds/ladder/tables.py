@@ -7,21 +7,24 @@ over them, never extrapolated beyond the rungs. Numbers only; rounded once, wher
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
-from gptlab.kinds.ladder.measure import EFFECT
+from gptlab.kinds.ladder.measure import EFFECT, quantity_measured
 from gptlab.kinds.ladder.spec import LadderSpec
 from gptlab.report.fmt import round_frame
+from gptlab.report.kinds import arm_quantities
 from gptlab.stats.arms import ARM
 from gptlab.stats.ladder import compute_doublings, fit_trend, rank_agreement, trend_call
 
-RUNG_COLS = ["rung", "params", "tokens", "flops", "doublings", "arm", "estimate", "ci_low", "ci_high", "se", "df",
-             "call", "tuning", "pick"]
-TREND_COLS = ["arm", "quantity", "rungs", "slope", "slope_low", "slope_high", "slope90_low", "slope90_high", "trend"]
+RUNG_COLS = ["rung", "params", "tokens", "flops", "doublings", "arm", "quantity", "estimate", "ci_low", "ci_high",
+             "se", "df", "ratio", "call", "tuning", "pick"]
+TREND_COLS = ["arm", "quantity", "rungs", "slope", "slope_low", "slope_high", "slope90_low", "slope90_high", "trend",
+              "ratio"]
 PREDICTION_COLS = ["rung", "arm", "quantity", "predicted", "pred_low", "pred_high", "measured", "measured_low",
                    "measured_high", "covered", "written_at", "started_after"]
 RANK_COLS = ["rung_a", "rung_b", "arms", "tau", "tau_low", "tau_high"]
@@ -41,13 +44,14 @@ class RungReport:
 class LadderView:
     """The ladder's tables (`tables/NAME.csv` by NAME in `files`), the rung the rest of the report is about."""
 
-    rungs: pd.DataFrame  # rung_effects.csv: every arm at every rung that measured it
-    trends: pd.DataFrame  # trends.csv: each arm's effect against compute
+    rungs: pd.DataFrame  # rung_effects.csv: every arm at every rung that measured it (its effect, and its worth)
+    trends: pd.DataFrame  # trends.csv: each arm's effect (and worth) against compute
     predictions: pd.DataFrame  # predictions.csv: each prediction beside its rung's measurement
     ranks: pd.DataFrame  # rank_agreement.csv: Kendall's tau of the arms' effects between rungs
     picks: pd.DataFrame  # lr_by_rung.csv: each arm's pick (the baseline's too) at every rung
     top: str  # the highest rung measured: the rest of the report is its
     margin: float  # per doubling of compute: the `holds` test of a trend
+    ratio_margin: float  # a ratio's (worth's) relative change per doubling: its `holds` test
     unit: str
 
     def files(self) -> dict[str, pd.DataFrame]:
@@ -57,43 +61,60 @@ class LadderView:
 
 
 def rung_effects(ladder: LadderSpec, reports: Sequence[RungReport]) -> pd.DataFrame:
-    """Every arm's effect against the baseline at every rung (unrounded: the trends are fitted to these)."""
+    """Every arm's effect against the baseline at every rung, then the quantities the rung's kinds measure of it
+    (`ArmQuantity`: `worth:`'s multiplier; a ratio's `se` is of its log), unrounded: the trends are fitted to these."""
     x = dict(zip([r.name for r in ladder.rungs], compute_doublings([r.flops for r in ladder.rungs])))
     rows = []
     for report in reports:
         rung, effects = ladder.rung(report.name), report.tables.effects
         if effects is None:
             continue
+        at = {"rung": rung.name, "params": rung.params, "tokens": rung.tokens, "flops": rung.flops,
+              "doublings": x[rung.name]}
         arms = report.tables.arms.set_index("arm") if len(report.tables.arms) else pd.DataFrame()
         for (_, row), test in zip(effects.main.iterrows(), effects.tests["main"]):
             if row["factor"] != ARM:
                 continue
             arm = str(row["level"])
             said = arms.loc[arm] if arm in arms.index else {}
-            rows.append({"rung": rung.name, "params": rung.params, "tokens": rung.tokens, "flops": rung.flops,
-                         "doublings": x[rung.name], "arm": arm, "estimate": test.estimate, "ci_low": test.ci_low,
-                         "ci_high": test.ci_high, "se": test.se, "df": test.df, "call": said.get("call", ""),
-                         "tuning": said.get("tuning", ""), "pick": said.get("pick", "")})
+            rows.append({**at, "arm": arm, "quantity": EFFECT, "estimate": test.estimate, "ci_low": test.ci_low,
+                         "ci_high": test.ci_high, "se": test.se, "df": test.df, "ratio": False,
+                         "call": said.get("call", ""), "tuning": said.get("tuning", ""), "pick": said.get("pick", "")})
+        for q in arm_quantities(report.res, report.tables):
+            m = quantity_measured(q)
+            rows.append({**at, "arm": q.arm, "quantity": q.quantity, "estimate": q.estimate, "ci_low": q.ci_low,
+                         "ci_high": q.ci_high, "se": m.se if m is not None else np.nan, "df": q.df, "ratio": q.ratio,
+                         "call": "", "tuning": "", "pick": ""})
     return pd.DataFrame(rows, columns=RUNG_COLS)
 
 
+def effects_only(table: pd.DataFrame) -> pd.DataFrame:
+    """rung_effects.csv's rows of the arms' effects (the ranking and the figure are of those)."""
+    return table[table["quantity"] == EFFECT]
+
+
 def trends(effects: pd.DataFrame, ladder: LadderSpec) -> pd.DataFrame:
-    """Each arm's effect against log2 compute: its slope per doubling with CIs, and the call on it (2+ rungs) at the
-    ladder's margin per doubling."""
+    """Each arm's effect (and each other quantity) against log2 compute: its slope per doubling with CIs, and the
+    call on it (2+ rungs) at the ladder's margin per doubling (a ratio's: on its log, at `ratio_margin`: a slope
+    inside +/- log(1 + ratio_margin))."""
     rows = []
-    for arm, part in effects.groupby("arm", sort=False):
+    for (arm, quantity), part in effects.groupby(["arm", "quantity"], sort=False):
+        ratio = bool(part["ratio"].iloc[0])
+        y = np.log(part["estimate"].astype(float).where(part["estimate"] > 0)) if ratio else part["estimate"]
         try:
-            trend = fit_trend(part["doublings"], part["estimate"], part["se"], part["df"])
+            trend = fit_trend(part["doublings"], y, part["se"], part["df"])
         except ValueError:
             continue
-        rows.append({"arm": arm, "quantity": EFFECT, "rungs": trend.rungs, "slope": trend.slope,
+        margin = math.log1p(ladder.ratio_margin) if ratio else ladder.margin
+        rows.append({"arm": arm, "quantity": quantity, "rungs": trend.rungs, "slope": trend.slope,
                      "slope_low": trend.slope_low, "slope_high": trend.slope_high, "slope90_low": trend.slope90_low,
-                     "slope90_high": trend.slope90_high, "trend": trend_call(trend, ladder.margin)})
+                     "slope90_high": trend.slope90_high, "trend": trend_call(trend, margin), "ratio": ratio})
     return pd.DataFrame(rows, columns=TREND_COLS)
 
 
 def rank_table(effects: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
     """Kendall's tau of the arms' effects between each rung and the next, and between the lowest and the top."""
+    effects = effects_only(effects)
     rungs = [r for r in order if r in set(effects["rung"])]
     pairs = list(zip(rungs, rungs[1:])) + ([(rungs[0], rungs[-1])] if len(rungs) > 2 else [])
     rows = []
@@ -110,14 +131,15 @@ def rank_table(effects: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
 
 
 def prediction_table(predictions: pd.DataFrame, effects: pd.DataFrame, started: dict[str, list[str]]) -> pd.DataFrame:
-    """Each prediction of predictions.csv beside its rung's measurement; `covered`: the measured effect lies in the
-    prediction interval; `started_after`: how many of the rung's runs started after the prediction was written."""
+    """Each prediction of predictions.csv beside its rung's measurement (of its quantity: the effect, or a kind's);
+    `covered`: the measured value lies in the prediction interval; `started_after`: how many of the rung's runs
+    started after the prediction was written."""
     if predictions.empty:
         return pd.DataFrame(columns=PREDICTION_COLS)
-    measured = effects.set_index(["rung", "arm"])
+    measured = effects.set_index(["rung", "arm", "quantity"])
     rows = []
     for _, p in predictions.iterrows():
-        key = (str(p["rung"]), str(p["arm"]))
+        key = (str(p["rung"]), str(p["arm"]), str(p.get("quantity") or EFFECT))
         m = measured.loc[key] if key in measured.index else None
         value = float(m["estimate"]) if m is not None else np.nan
         times = started.get(key[0], [])

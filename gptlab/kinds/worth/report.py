@@ -1,7 +1,8 @@
 """`WorthReport`: the report's hooks of `worth:` (`gptlab.report.kinds.ReportKind`), each a step's part of the kind.
 
 The load step reads the lengths' test blocks and step_times.csv (`load`); the tables step makes worth.csv and
-worth_retune.csv (`tables.worth_view`) and adds each arm's worth to an arms sweep's scorecard (`tables.with_worth`);
+worth_retune.csv (`tables.worth_view`), adds each arm's worth to an arms sweep's scorecard (`tables.with_worth`) and gives it to a
+ladder as an arm's quantity (`tables.worth_quantities`);
 the sentences step words them (`sentences.lines`, `sentences.scorecard_lines`); the figures step draws
 worth.png (`figure`); the document places the section after the summary (`section`). Each step's module is
 imported when the report runs that step: validating a sweep's spec imports none of them.
@@ -13,7 +14,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from gptlab.kinds.worth.spec import KEY
-from gptlab.report.kinds import REPORT_KINDS, KindSection, ReportKind
+from gptlab.report.kinds import REPORT_KINDS, ArmQuantity, KindSection, ReportKind
 
 
 @REPORT_KINDS.register(KEY)
@@ -39,6 +40,12 @@ class WorthReport(ReportKind):
 
         view = tables.kinds.get(KEY)
         return with_worth(card, view.table, bool(res.scale)) if view is not None and len(card) else card
+
+    def arm_quantities(self, res: Any, tables: Any) -> list[ArmQuantity]:
+        from gptlab.kinds.worth.tables import worth_quantities
+
+        view = tables.kinds.get(KEY)
+        return worth_quantities(view.table) if view is not None and not view.scale_factor else []
 
     def sentences(self, res: Any, tables: Any) -> Any:
         from gptlab.kinds.worth.sentences import lines

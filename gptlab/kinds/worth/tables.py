@@ -30,6 +30,7 @@ import pandas as pd
 from gptlab.kinds.worth.load import loaded
 from gptlab.kinds.worth.spec import KEY, WORTH, WORTH_TUNING
 from gptlab.report.fmt import multiplier_text, round_frame
+from gptlab.report.kinds import ArmQuantity
 from gptlab.report.load import Results, run_roles
 from gptlab.run.config import LENGTH_KEY, LR_KEY
 from gptlab.run.schedules import WSD
@@ -391,3 +392,19 @@ def with_worth(card: pd.DataFrame, worth: pd.DataFrame, scaled: bool) -> pd.Data
             card.at[i, "verdict"] = speed_verdict(str(r["direction"]), low, high)
             card.at[i, "reason"] = MEASURED["speed"]
     return card
+
+
+QUANTITY = "worth"  # a ladder's name of an arm's step multiplier (predictions.csv's and trends.csv's `quantity`)
+
+
+def worth_quantities(table: pd.DataFrame) -> list[ArmQuantity]:
+    """Each arm's step multiplier with its 95% CI (worth.csv's rows, as rounded there), for a ladder to follow up its rungs;
+    an arm censored, or whose CI reaches the end of the lengths trained (open), has none: its bounds are not a CI."""
+    out = []
+    for r in table.to_dict("records"):
+        values = [float(r[c]) for c in ("multiplier", "multiplier_low", "multiplier_high", "multiplier_df")]
+        if r["censored"] or bool(r["low_open"]) or bool(r["high_open"]) or not all(map(math.isfinite, values)):
+            continue
+        out.append(ArmQuantity(arm=str(r["arm"]), quantity=QUANTITY, estimate=values[0], ci_low=values[1],
+                               ci_high=values[2], df=values[3], ratio=True))
+    return out
