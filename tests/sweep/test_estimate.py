@@ -31,3 +31,19 @@ def test_a_compiled_sweeps_estimate_adds_each_workers_compile_of_each_architectu
                 "worker's first architecture, ") in out
     else:
         assert "compile:" not in out
+
+
+def test_each_model_size_is_timed_once_and_its_runs_scaled_from_its_own_timing(tmp_path, corpus, capsys, monkeypatch):
+    """A sweep over widths (a ladder's rungs differ so) times the first run of each size, once, and no other."""
+    timed = []
+
+    def time_run(config, steps=6, **kwargs):
+        timed.append(config.model.n_embd)
+        return estimate.StepTiming({16: 1.0, 32: 3.0}[config.model.n_embd], 0.0)
+
+    monkeypatch.setattr(estimate, "time_run", time_run)
+    spec = write_spec(tmp_path, corpus, {"model.n_embd": [16, 32]}, seeds=2,
+                      executor={"backend": "loky", "n_jobs": 1, "threads": 1})
+    assert sweep_main([str(spec), "--dry-run", "--results-dir", str(tmp_path / "results")]) == 0
+    assert sorted(timed) == [16, 32]
+    assert "~0:05:20 in all" in capsys.readouterr().out  # 2 seeds x 40 steps at 1 s, and at 3 s: 320 s
