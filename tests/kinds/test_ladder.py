@@ -167,7 +167,8 @@ def test_worth_is_measured_at_every_rung_predicted_before_the_top_and_its_trend_
     judged = view.predictions[view.predictions["quantity"] == "worth"]
     assert set(judged["covered"]) == {"yes"} and len(judged) == 2
     words = LadderReport().sentences(res, compute_tables(res))
-    assert any(line.startswith("arm=relu's worth (a multiple of the baseline's steps): a ") for line in words.arms)
+    (line,) = [line for line in words.arms if line.startswith("arm=relu's worth (a multiple of the baseline's steps): a ")]
+    assert "Its worth (slope: of its natural log) moves further from 1 with compute" in line
     assert (results / "rungs" / "a").is_dir() and not (results / "step_times.csv").exists()
 
 

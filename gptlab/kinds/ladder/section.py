@@ -37,7 +37,11 @@ def ladder_section(res: Results, tables: ReportTables, words: Sentences, figures
         "grid started from the picks of the rung below. An arm's trend is its effect against log2 compute (weighted "
         "least squares over the rungs, 95% CI of the slope per doubling): `grows` or `shrinks` where the CI excludes "
         f"0, `holds` where the 90% CI lies inside +/- {view.margin:g} {view.unit} per doubling, else `inconclusive`; "
-        "only within the rungs' compute, never extrapolated. Tables: `tables/trends.csv`, `tables/rung_effects.csv`."),
+        "only within the rungs' compute, never extrapolated."
+        + (f" A ratio (an arm's worth in the baseline's steps) is trended on its natural log: it `holds` where that "
+           f"slope's 90% CI lies inside +/- log(1 + {view.ratio_margin:g}) per doubling, and `grows` or `shrinks` "
+           "as its distance from 1 does." if files["trends"]["ratio"].astype(bool).any() else "")
+        + " Tables: `tables/trends.csv`, `tables/rung_effects.csv`."),
         Bullets(list(said.arms))]
     blocks += table_blocks(files["trends"], _cols(TREND_MD_COLS, files["trends"]), "trends.csv", "arms")
     blocks += image(figures.kinds.get(KEY, {}).get("ladder"), "Each arm's effect with its 95% CI at every rung, "

@@ -14,6 +14,8 @@ from gptlab.stats.ladder import GROWS, HOLDS, SHRINKS
 
 TREND_WORDS = {GROWS: "grows with compute", SHRINKS: "shrinks with compute",
                HOLDS: "holds with compute (its slope's 90% CI inside +/- {margin} per doubling)"}
+RATIO_WORDS = {GROWS: "moves further from 1 with compute", SHRINKS: "moves toward 1 with compute",
+               HOLDS: TREND_WORDS[HOLDS]}  # a ratio's trend, on its log: its distance from 1 grows or shrinks
 
 
 @dataclass(frozen=True)
@@ -30,8 +32,9 @@ def _v(column: str, value: Any) -> str:
     return fmt_value(column, value)
 
 
-def _trend(t: pd.Series, what: str, margin: str) -> str:
-    said = TREND_WORDS.get(t["trend"], "is inconclusive in compute (neither a change nor a hold is shown)")
+def _trend(t: pd.Series, what: str, margin: str, ratio: bool = False) -> str:
+    said = (RATIO_WORDS if ratio else TREND_WORDS).get(
+        t["trend"], "is inconclusive in compute (neither a change nor a hold is shown)")
     return (f" Its {what} {said.format(margin=margin)}: slope {_v('slope', t['slope'])} per doubling of compute (95% "
             f"CI {_v('slope_low', t['slope_low'])} to {_v('slope_high', t['slope_high'])}, {int(t['rungs'])} rungs), "
             "within the rungs' compute only.")
@@ -51,10 +54,11 @@ def arm_lines(view: LadderView, files: dict[str, pd.DataFrame]) -> list[str]:
             what, margin = "effect", f"{view.margin:g}"
         else:
             line = f"arm={arm}'s {quantity}{' (a multiple of the baseline' + chr(39) + 's steps)' if ratio else ''}: {at}."
-            what = f"{quantity} (its log)" if ratio else quantity
+            what = quantity
             margin = f"log(1 + {view.ratio_margin:g})" if ratio else f"{view.margin:g}"
         if (arm, quantity) in trends.index:
-            line += _trend(trends.loc[(arm, quantity)], what, margin)
+            line += _trend(trends.loc[(arm, quantity)], what + (" (slope: of its natural log)" if ratio else ""),
+                           margin, ratio)
         lines.append(line)
     return lines
 
