@@ -88,3 +88,6 @@ def test_the_mixed_code_warning_says_what_it_means_for_the_numbers():
     assert "What this means for the numbers" in text and "+dirty" in text
     assert "an effect between them measures the change of code along with the design" in text
     assert mixed_code(SimpleNamespace(environment={"git_commit": ["a"]})) == []
+    commits = [f"{i:012x}" for i in range(11)]  # a sweep resumed across many commits: the first 8, then a count
+    (text,) = mixed_code(SimpleNamespace(environment={"git_commit": commits}))
+    assert f"(commits {', '.join(commits[:8])} and 3 more)" in text and commits[8] not in text

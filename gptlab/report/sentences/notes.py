@@ -198,13 +198,22 @@ def _listed(items: list[str]) -> str:
     return text[0].upper() + text[1:]
 
 
+LISTED = 8  # the versions a warning names; more are counted (each run's is in its summary.json)
+
+
+def _some(values: list[str]) -> str:
+    """Up to `LISTED` values, then how many more (a sweep resumed over many commits would list a line of hashes)."""
+    more = len(values) - LISTED
+    return ", ".join(values[:LISTED]) + (f" and {more} more" if more > 0 else "")
+
+
 def mixed_code(res: Results) -> list[str]:
     """A warning when the runs were trained by different gptlab versions or commits."""
     seen = {key: res.environment.get(key, []) for key in ("gptlab", "git_commit")}
     mixed = {key: values for key, values in seen.items() if len(values) > 1}
     if not mixed:
         return []
-    what = "; ".join(f"{'versions' if key == 'gptlab' else 'commits'} {', '.join(values)}" for key, values in mixed.items())
+    what = "; ".join(f"{'versions' if key == 'gptlab' else 'commits'} {_some(values)}" for key, values in mixed.items())
     dirty = " (`+dirty`: with changes not yet committed)" if any(v.endswith("+dirty") for v in seen["git_commit"]) else ""
     return [f"The runs were trained by different code ({what}){dirty}. What this means for the numbers: each run is "
             "right for the code that trained it, but if the code changed what a run computes (the model, the data, the "
