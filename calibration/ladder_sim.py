@@ -6,11 +6,14 @@ tests/stats/test_ladder.py runs small versions). A world is K rungs at x = 0, 2,
 (c = 0: a trend linear in log compute; c != 0: one that bends). Each rung measures every arm's effect as
 N(e(x_k), s_k^2) with s_k the world's SE (the same at every rung, or growing with x where the upper rungs
 train fewer seeds) and `df` degrees of freedom, the SE itself estimated on them (a scaled chi-square), so
-the intervals pay for not knowing it, as the report's do. Scored against the truth:
+the intervals pay for not knowing it, as the report's do; where the world has `scatter`, each rung's true effect
+also moves off the arm's curve by its own N(0, scatter^2), drawn anew for every ladder, which no SE counts (what
+a rung's own tuning, epochs or code could add). Scored against the truth:
 
 - the slope's 95% CI covers b (linear worlds; a bent world has no one slope);
 - the prediction of the top rung from the rungs below covers what the top rung measures (the interval is
-  for a measurement, so that is its truth);
+  for a measurement, so that is its truth), and so does that of the third rung from the two below it (the
+  first rung a ladder predicts);
 - a call on the slope is false when it says `grows` or `shrinks` and b = 0, or the other way round, or
   `holds` while |b| >= the margin; power is the share of arms with |b| >= the margin called in b's direction;
 - the ranking's interval covers Kendall's tau of the true effects at the two rungs.
@@ -22,7 +25,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from gptlab.stats.calls import INCONCLUSIVE
-from gptlab.stats.ladder import GROWS, HOLDS, SHRINKS, covered, fit_trend, kendall_tau, predict, rank_agreement, trend_call
+from gptlab.stats.ladder import (
+    GROWS,
+    HOLDS,
+    SHRINKS,
+    covered,
+    fit_trend,
+    kendall_tau,
+    pooled_dispersion,
+    predict,
+    rank_agreement,
+    trend_call,
+)
 
 MARGIN = 0.01  # per doubling of compute: the `holds` test's margin in these worlds
 STUDY_10_DOUBLINGS = (0.0, 1.755, 3.0, 4.170)  # log2 of ablations/ladder.yaml's rungs' FLOPs over the smallest's
@@ -41,6 +55,7 @@ class LadderWorld:
     se_growth: float = 0.0  # the SE grows by this factor per doubling (upper rungs train fewer seeds)
     df: float = 8.0  # each rung estimate's degrees of freedom
     doublings: tuple[float, ...] = ()  # the rungs' x where they are not evenly spaced (then `rungs` and `spacing` unused)
+    scatter: float = 0.0  # SD of each rung's own offset from the arm's curve, which no SE counts (0: none)
 
     @property
     def x(self) -> np.ndarray:
@@ -61,7 +76,8 @@ class LadderScores:
     """Shares over simulated arms (and ladders, for the ranking)."""
 
     slope_covered: float  # linear worlds; NaN where the world bends
-    prediction_covered: float
+    prediction_covered: float  # the top rung's, from every rung below
+    third_covered: float  # the third rung's, from the two below it
     false_calls: float
     power: float
     holds_false: float  # `holds` said with |b| >= the margin
@@ -72,6 +88,8 @@ class LadderScores:
 def _measure(world: LadderWorld, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """One ladder's measured effects and their estimated SEs, (arms, rungs) each."""
     truth, s = world.truth(), world.ses()
+    if world.scatter > 0:  # drawn only then: a world without scatter keeps its random stream
+        truth = truth + rng.standard_normal(truth.shape) * world.scatter
     est = truth + rng.standard_normal(truth.shape) * s
     s_hat = s * np.sqrt(rng.chisquare(world.df, truth.shape) / world.df)
     return est, s_hat
@@ -90,17 +108,23 @@ def simulate_ladder(world: LadderWorld, sims: int, seed: int = 0) -> LadderScore
     """`sims` ladders of `world`, scored (see the module's docstring)."""
     rng = np.random.default_rng(seed)
     x, truth = world.x, world.truth()
-    slope_hits, pred_hits, false, power, holds_false, strong, tau_hits = [], [], [], [], [], 0, []
+    slope_hits, pred_hits, third_hits, false, power, holds_false, strong, tau_hits = [], [], [], [], [], [], 0, []
     for i in range(sims):
         est, s_hat = _measure(world, rng)
-        df = np.full(world.rungs, world.df)
+        df = np.full(len(x), world.df)
+        arms = range(len(world.slopes))
+        phi = pooled_dispersion((x, est[a], s_hat[a]) for a in arms)  # the arms' together, as the report's
+        phi_below = pooled_dispersion((x[:-1], est[a, :-1], s_hat[a, :-1]) for a in arms)
         for arm, b in enumerate(world.slopes):
-            trend = fit_trend(x, est[arm], s_hat[arm], df)
+            trend = fit_trend(x, est[arm], s_hat[arm], df, phi)
             if world.bend == 0:
                 slope_hits.append(trend.slope_low <= b <= trend.slope_high)
-            p = predict(x[:-1], est[arm, :-1], s_hat[arm, :-1], df[:-1], float(x[-1]))
+            p = predict(x[:-1], est[arm, :-1], s_hat[arm, :-1], df[:-1], float(x[-1]), phi_below)
             if p is not None:
                 pred_hits.append(covered(p, float(est[arm, -1])))
+            third = predict(x[:2], est[arm, :2], s_hat[arm, :2], df[:2], float(x[2])) if len(x) > 2 else None
+            if third is not None:
+                third_hits.append(covered(third, float(est[arm, 2])))
             call = trend_call(trend, MARGIN)
             wrong, hit = _call_score(call, b)
             false.append(wrong)
@@ -112,7 +136,8 @@ def simulate_ladder(world: LadderWorld, sims: int, seed: int = 0) -> LadderScore
         agreement = rank_agreement(est[:, 0], s_hat[:, 0], est[:, -1], s_hat[:, -1], seed=i)
         tau_hits.append(agreement.low <= true_tau <= agreement.high)
     mean = lambda v: float(np.mean(v)) if len(v) else float("nan")  # noqa: E731
-    return LadderScores(mean(slope_hits), mean(pred_hits), mean(false), mean(power), mean(holds_false), mean(tau_hits),
+    return LadderScores(mean(slope_hits), mean(pred_hits), mean(third_hits),
+                        mean(false), mean(power), mean(holds_false), mean(tau_hits),
                         sims * len(world.slopes))
 
 
@@ -123,6 +148,10 @@ LADDER_WORLDS: dict[str, LadderWorld] = {
     "linear, 3 rungs, few df (4)": LadderWorld(df=4.0),
     "study 10's rungs (0, 1.76, 3.0, 4.17 doublings), SE 0.012 on 5 df": LadderWorld(
         rungs=4, doublings=STUDY_10_DOUBLINGS, se=0.012, df=5.0),
+    "study 10's rungs, each rung off the curve by SD 0.02": LadderWorld(
+        rungs=4, doublings=STUDY_10_DOUBLINGS, se=0.012, df=5.0, scatter=0.02),
+    "study 10's rungs, each rung off the curve by SD 0.04": LadderWorld(
+        rungs=4, doublings=STUDY_10_DOUBLINGS, se=0.012, df=5.0, scatter=0.04),
     "bending, c = +0.002 per doubling^2": LadderWorld(bend=0.002),
     "bending, c = -0.004 per doubling^2": LadderWorld(bend=-0.004),
 }

@@ -11,10 +11,13 @@ text's blocks). The rungs are independent studies (no run is shared), so the e_k
 - **The trend** (`fit_trend`): e = a + b x, x = log2(C / C_0) (C: training FLOPs, 6 x parameters x
   tokens; a unit of x is a doubling of compute), by weighted least squares with weights 1 / s_k^2 (a
   meta-regression with known variances). Var(b) = 1 / sum w (x - x_w)^2, inflated by the residual
-  dispersion max(1, chi^2 / (K - 2)) where K > 2 rungs let a curve miss the line by more than its SEs
-  say (a bend, or noise the SEs miss). The 95% CI is a t interval on df = min over rungs of their own
-  df (K - 2 more would be too few: 1 at 3 rungs), never extrapolated: the fit speaks for the
-  compute range of the rungs alone.
+  dispersion phi where K > 2 rungs let the arms miss their lines by more than their SEs say (a bend, or
+  what the SEs do not count: each rung's own tuning, epochs and code move its effects off the curve). phi
+  is the arms' together (`pooled_dispersion`: max(1, sum of their chi^2 / sum of their K - 2)): one arm's
+  K - 2 residual df (1 at 3 rungs) estimate it too poorly, and in simulated ladders whose rungs scatter
+  off the curve the pooled phi keeps the slope's CI covering, where each arm's own did not (docs/
+  STATISTICS.md). The 95% CI is a t interval on df = min over rungs of their own df, never extrapolated:
+  the fit speaks for the compute range of the rungs alone.
 - **The call on the slope** (`trend_call`), relative to the effect's own direction (its sign at the
   centre of the rungs): `grows` (the effect's magnitude rises with compute: the slope's 95% CI
   excludes 0 on the effect's side), `shrinks` (excludes 0 on the other side), `holds` (the slope's 90%
@@ -25,16 +28,17 @@ text's blocks). The rungs are independent studies (no run is shared), so the e_k
   do).
 - **Predictions** (`predict`): for rung k from the rungs below it, with at least two of them: the
   trend's line at x_k, with a prediction interval for what rung k will *measure*: Var = Var(a + b x_k)
-  + s_k^2, where s_k is not known before rung k trains and is taken as the SE of the rung just below
+  + phi s_k^2, where s_k is not known before rung k trains and is taken as the SE of the rung just below
   (it trains the same seeds; the largest SE below, tried first, made the intervals cover 0.99 in study
-  10's geometry, above the goal of 90-97%); t on the same df. With one rung below nothing is predicted
-  (a line needs two points; persistence would be a guess).
+  10's geometry, above the goal of 90-97%), and phi is the rungs below's dispersion; t on the same df. With
+  one rung below nothing is predicted (a line needs two points; persistence would be a guess); with two,
+  phi is 1 (no residual to estimate it from), so a scatter of the rungs off the curve is not counted.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 from scipy import stats as st
@@ -66,7 +70,7 @@ class Trend:
     slope90_low: float  # its 90% CI (the `holds` test)
     slope90_high: float
     df: float  # the t quantiles' degrees of freedom
-    dispersion: float  # max(1, chi^2 / (K - 2)); 1 with two rungs
+    dispersion: float  # phi: the arms' `pooled_dispersion` where given, else this arm's max(1, chi^2 / (K - 2))
     centre: float  # the weighted mean x: where the effect's direction is read
     cov: tuple[float, float, float]  # Var(a), Cov(a, b), Var(b), inflated as slope_se
     rungs: int  # rungs in the fit
@@ -81,30 +85,54 @@ class Trend:
         return math.sqrt(max(va + 2 * x * cab + x * x * vb, 0.0))
 
 
-def fit_trend(x: Sequence[float], effect: Sequence[float], se: Sequence[float], df: Sequence[float]) -> Trend:
-    """The weighted least-squares line through the rungs' effects (see the module's docstring); at least 2 rungs
-    with a positive SE each."""
-    x, e, s, d = (np.asarray(v, float) for v in (x, effect, se, df))
-    ok = np.isfinite(x) & np.isfinite(e) & np.isfinite(s) & (s > 0) & np.isfinite(d) & (d > 0)
-    x, e, s, d = x[ok], e[ok], s[ok], d[ok]
-    if len(x) < 2 or np.ptp(x) <= 0:
-        raise ValueError("a trend needs at least two rungs of different compute with an effect and its SE each")
+def _usable(x: Sequence[float], effect: Sequence[float], se: Sequence[float],
+            df: Sequence[float] | None = None) -> tuple[np.ndarray, ...]:
+    """The rungs with a finite x, effect, positive SE (and df), as arrays."""
+    arrays = [np.asarray(v, float) for v in (x, effect, se, df if df is not None else np.ones(len(x)))]
+    ok = np.logical_and.reduce([np.isfinite(a) for a in arrays]) & (arrays[2] > 0) & (arrays[3] > 0)
+    return tuple(a[ok] for a in arrays)
+
+
+def _line(x: np.ndarray, e: np.ndarray, s: np.ndarray) -> tuple[float, float, float, float, float, float]:
+    """(intercept, slope, chi^2, x_w, S_xx, sum w) of the weighted least-squares line, weights 1 / s^2."""
     w = 1 / s ** 2
     xw = float(np.sum(w * x) / np.sum(w))
     sxx = float(np.sum(w * (x - xw) ** 2))
     slope = float(np.sum(w * (x - xw) * e) / sxx)
-    ew = float(np.sum(w * e) / np.sum(w))
-    intercept = ew - slope * xw
-    chi2 = float(np.sum(w * (e - intercept - slope * x) ** 2))
-    dispersion = max(1.0, chi2 / (len(x) - 2)) if len(x) > 2 else 1.0
+    intercept = float(np.sum(w * e) / np.sum(w)) - slope * xw
+    return intercept, slope, float(np.sum(w * (e - intercept - slope * x) ** 2)), xw, sxx, float(np.sum(w))
+
+
+def pooled_dispersion(arms: Iterable[tuple[Sequence[float], Sequence[float], Sequence[float]]]) -> float:
+    """phi of the arms' lines together: max(1, the sum of each arm's chi^2 about its line over the sum of its
+    K - 2), from each arm's (x, effect, se); 1 where no arm has more than two usable rungs."""
+    chi2, spare = 0.0, 0
+    for x, e, s in arms:
+        x, e, s, _ = _usable(x, e, s)
+        if len(x) > 2 and np.ptp(x) > 0:
+            chi2 += _line(x, e, s)[2]
+            spare += len(x) - 2
+    return max(1.0, chi2 / spare) if spare else 1.0
+
+
+def fit_trend(x: Sequence[float], effect: Sequence[float], se: Sequence[float], df: Sequence[float],
+              dispersion: float | None = None) -> Trend:
+    """The weighted least-squares line through the rungs' effects (see the module's docstring); at least 2 rungs
+    with a positive SE each. `dispersion`: the arms' `pooled_dispersion` (None: this arm's own)."""
+    x, e, s, d = _usable(x, effect, se, df)
+    if len(x) < 2 or np.ptp(x) <= 0:
+        raise ValueError("a trend needs at least two rungs of different compute with an effect and its SE each")
+    intercept, slope, chi2, xw, sxx, sum_w = _line(x, e, s)
+    if dispersion is None:
+        dispersion = max(1.0, chi2 / (len(x) - 2)) if len(x) > 2 else 1.0
     vb = dispersion / sxx
-    va = dispersion * (1 / np.sum(w) + xw * xw / sxx)
+    va = dispersion * (1 / sum_w + xw * xw / sxx)
     cab = -dispersion * xw / sxx
     dof = float(np.min(d))
     q95, q90 = (float(st.t.ppf(1 - a / 2, dof)) for a in (ALPHA, 2 * ALPHA))
     sb = math.sqrt(vb)
     return Trend(intercept, slope, sb, slope - q95 * sb, slope + q95 * sb, slope - q90 * sb, slope + q90 * sb, dof,
-                 dispersion, xw, (float(va), float(cab), float(vb)), len(x))
+                 float(dispersion), xw, (float(va), float(cab), float(vb)), len(x))
 
 
 def trend_call(trend: Trend, margin: float) -> str:
@@ -131,15 +159,16 @@ class Prediction:
 
 
 def predict(x_below: Sequence[float], effect: Sequence[float], se: Sequence[float], df: Sequence[float],
-            x_next: float) -> Prediction | None:
-    """The prediction for a rung at `x_next` from the rungs below (None with fewer than two usable rungs)."""
+            x_next: float, dispersion: float | None = None) -> Prediction | None:
+    """The prediction for a rung at `x_next` from the rungs below (None with fewer than two usable rungs);
+    `dispersion`: the arms' `pooled_dispersion` of the rungs below (None: this arm's own)."""
     try:
-        trend = fit_trend(x_below, effect, se, df)
+        trend = fit_trend(x_below, effect, se, df, dispersion)
     except ValueError:
         return None
     s = np.asarray(se, float)
     s_next = float(s[np.isfinite(s) & (s > 0)][-1])  # the rung just below's with an SE (the module's docstring)
-    total = math.sqrt(trend.se_at(x_next) ** 2 + s_next ** 2)
+    total = math.sqrt(trend.se_at(x_next) ** 2 + trend.dispersion * s_next ** 2)
     q = float(st.t.ppf(1 - ALPHA / 2, trend.df))
     centre = trend.at(x_next)
     return Prediction(centre, centre - q * total, centre + q * total, total, trend.df)

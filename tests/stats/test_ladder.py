@@ -1,6 +1,7 @@
 """The ladder's statistics (`gptlab.stats.ladder`): the trend in log compute, its call, predictions, the ranking."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -16,6 +17,7 @@ from gptlab.stats.ladder import (
     covered,
     fit_trend,
     kendall_tau,
+    pooled_dispersion,
     predict,
     rank_agreement,
     trend_call,
@@ -40,6 +42,20 @@ def test_an_exact_line_is_recovered_and_its_ci_comes_from_the_rungs_ses():
     assert off.dispersion > 1 and off.slope_se > t.slope_se
     with pytest.raises(ValueError, match="two rungs"):
         fit_trend([0.0], [0.1], [0.01], [8])
+
+
+def test_the_dispersion_is_the_arms_together_and_widens_a_calm_arm_s_ci_and_its_prediction():
+    se = [0.005] * 3
+    calm, wild = (X, [0.03, 0.01, -0.01], se), (X, [0.03, 0.04, -0.01], se)
+    # the calm arm lies on its line (chi^2 0), the wild one misses it by -0.01, +0.02, -0.01 (chi^2 24): 24 / 2 spare
+    assert pooled_dispersion([calm, wild]) == pytest.approx(12.0)
+    assert pooled_dispersion([calm, calm]) == 1.0  # never below 1: the SEs are the floor
+    assert pooled_dispersion([(X[:2], [0.03, 0.01], se[:2])]) == 1.0  # two rungs leave no residual
+    alone, pooled = fit_trend(*calm, DF), fit_trend(*calm, DF, dispersion=12.0)
+    assert alone.dispersion == 1.0 and pooled.slope_se == pytest.approx(alone.slope_se * math.sqrt(12.0))
+    assert pooled.slope == alone.slope
+    narrow, wide = (predict(*calm, DF, 6.0, d) for d in (None, 12.0))
+    assert wide.se == pytest.approx(narrow.se * math.sqrt(12.0))  # the line's variance and the measurement's alike
 
 
 def test_the_call_reads_the_slope_against_the_effect_s_own_direction():
@@ -77,3 +93,16 @@ def test_in_simulated_linear_ladders_the_intervals_cover_and_the_calls_are_rarel
     assert s.false_calls <= 0.05 and s.power >= 0.8 and s.holds_false == 0.0
     bent = simulate_ladder(LadderWorld(bend=-0.01), sims=60, seed=1)  # a strong bend: the line misses the top rung
     assert bent.prediction_covered < s.prediction_covered and math.isnan(bent.slope_covered)
+
+
+def test_scatter_no_se_counts_lowers_the_first_prediction_s_coverage_and_the_pooled_dispersion_keeps_the_rest():
+    plain = LadderWorld(rungs=4, se=0.012, df=5.0)
+    calm = simulate_ladder(plain, sims=60, seed=2)
+    scattered = simulate_ladder(dataclasses.replace(plain, scatter=0.04), sims=60, seed=2)
+    assert 0.9 <= calm.third_covered <= 1.0
+    assert scattered.third_covered < calm.third_covered - 0.15
+    # from three rungs the arms' residuals estimate the scatter together: the top rung's interval and the slope's
+    # CI still cover
+    assert scattered.prediction_covered >= 0.88 and scattered.slope_covered >= 0.9
+    three = simulate_ladder(LadderWorld(), sims=20, seed=3)  # in a 3-rung ladder the third rung is the top one
+    assert three.third_covered == three.prediction_covered

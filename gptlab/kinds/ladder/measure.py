@@ -29,7 +29,7 @@ from gptlab.runio import read_csv_rows, write_csv
 from gptlab.stats.arms import ARM
 from gptlab.stats.calls import ALPHA, DEFAULT_MARGIN
 from gptlab.stats.design import Design, effect_label
-from gptlab.stats.ladder import compute_doublings, predict
+from gptlab.stats.ladder import compute_doublings, pooled_dispersion, predict
 from gptlab.stats.outcome import BITS_PER_CHAR, TEST_OUTCOME, VAL_OUTCOME, counts, in_unit, outcome_of
 from gptlab.stats.text_share import Blocks
 from gptlab.sweep.runs import ESTIMATION, Run, SweepSpec
@@ -144,19 +144,24 @@ def predict_rung(flops: Sequence[float], below: Sequence[dict[tuple[str, str], M
                  rung: str) -> list[dict[str, object]]:
     """predictions.csv's rows for rung `rung` (compute `flops[-1]`) from the rungs below (`flops[:-1]`, `below`, each
     by (arm, quantity)): each arm's effect (and each other quantity) measured at every rung below, predicted by its
-    trend (a ratio's on its log, written as the ratio); none with fewer than two rungs below."""
+    trend (a ratio's on its log, written as the ratio; the dispersion the arms' together, per quantity); none with
+    fewer than two rungs below."""
     if len(below) < 2:
         return []
     x = compute_doublings(flops)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    out: list[dict[str, object]] = []
+    series: dict[tuple[str, str], list[Measured]] = {}
     for key in below[-1]:
-        if not all(key in m for m in below):
-            continue
-        ms = [m[key] for m in below]
-        if not all(math.isfinite(v) for m in ms for v in (m.effect, m.se, m.df)):
-            continue
-        p = predict(x[:-1], [m.effect for m in ms], [m.se for m in ms], [m.df for m in ms], float(x[-1]))
+        ms = [m[key] for m in below if key in m]
+        if len(ms) == len(below) and all(math.isfinite(v) for m in ms for v in (m.effect, m.se, m.df)):
+            series[key] = ms
+    dispersion = {q: pooled_dispersion((x[:-1], [m.effect for m in ms], [m.se for m in ms])
+                                       for (_, q2), ms in series.items() if q2 == q)
+                  for q in {q for _, q in series}}
+    out: list[dict[str, object]] = []
+    for key, ms in series.items():
+        p = predict(x[:-1], [m.effect for m in ms], [m.se for m in ms], [m.df for m in ms], float(x[-1]),
+                    dispersion[key[1]])
         if p is None:
             continue
         back = math.exp if ms[-1].ratio else float

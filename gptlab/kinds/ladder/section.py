@@ -35,7 +35,8 @@ def ladder_section(res: Results, tables: ReportTables, words: Sentences, figures
         f"A compute ladder of {len(ladder.rungs)} rungs: " + "; ".join(ladder.describe()) + ". Every arm was tuned "
         "and estimated at every rung, each rung on its own (its own seeds, lr curves and calls); each upper rung's lr "
         "grid started from the picks of the rung below. An arm's trend is its effect against log2 compute (weighted "
-        "least squares over the rungs, 95% CI of the slope per doubling): `grows` or `shrinks` where the CI excludes "
+        "least squares over the rungs, 95% CI of the slope per doubling, widened by how far the arms together miss "
+        "their lines beyond their rungs' SEs): `grows` or `shrinks` where the CI excludes "
         f"0, `holds` where the 90% CI lies inside +/- {view.margin:g} {view.unit} per doubling, else `inconclusive`; "
         "only within the rungs' compute, never extrapolated."
         + (f" A ratio (an arm's worth in the baseline's steps) is trended on its natural log: it `holds` where that "
@@ -49,10 +50,13 @@ def ladder_section(res: Results, tables: ReportTables, words: Sentences, figures
     blocks += [Heading("Predicted before it trained", 3), Para(
         "Before a rung trained, the sweep wrote what the rungs below predict it will measure (`predictions.csv` of "
         "the results folder, never rewritten): each arm's trend at the rung's compute, with a 95% interval for its "
-        "measured effect (the line's error and a measurement's, taken as the rung below's SE; calibrated by "
-        "simulation, docs/STATISTICS.md: 0.945-0.970 where the trend is a line in log compute, 0.850-0.936 where it "
-        "bends). The sweep measures a rung from its runs that trained; the report's "
-        "measurement below also counts a diverged estimation run. Table: `tables/predictions.csv`."),
+        "measured effect (the line's error and a measurement's, taken as the rung below's SE, both widened by the "
+        "arms' scatter about their lines where three rungs or more lie below; calibrated by simulation, "
+        "docs/STATISTICS.md: 0.945-0.971 where the trend is a line in log compute, 0.920-0.927 where each rung "
+        "also scatters off it by an SD of 0.02-0.04 that no SE counts, 0.850-0.936 where it bends; from two rungs "
+        "below no scatter can be counted, and that scatter leaves 0.525-0.774). The sweep measures a rung from its "
+        "runs that trained; the report's measurement below also counts a diverged estimation run. Table: "
+        "`tables/predictions.csv`."),
         Bullets(list(said.predictions))]
     blocks += table_blocks(files["predictions"], _cols(PREDICTION_MD_COLS, files["predictions"]), "predictions.csv",
                            "predictions")

@@ -19,7 +19,7 @@ from gptlab.kinds.ladder.spec import LadderSpec
 from gptlab.report.fmt import round_frame
 from gptlab.report.kinds import arm_quantities
 from gptlab.stats.arms import ARM
-from gptlab.stats.ladder import compute_doublings, fit_trend, rank_agreement, trend_call
+from gptlab.stats.ladder import compute_doublings, fit_trend, pooled_dispersion, rank_agreement, trend_call
 
 RUNG_COLS = ["rung", "params", "tokens", "flops", "doublings", "arm", "quantity", "estimate", "ci_low", "ci_high",
              "se", "df", "ratio", "call", "tuning", "pick"]
@@ -96,13 +96,18 @@ def effects_only(table: pd.DataFrame) -> pd.DataFrame:
 def trends(effects: pd.DataFrame, ladder: LadderSpec) -> pd.DataFrame:
     """Each arm's effect (and each other quantity) against log2 compute: its slope per doubling with CIs, and the
     call on it (2+ rungs) at the ladder's margin per doubling (a ratio's: on its log, at `ratio_margin`: a slope
-    inside +/- log(1 + ratio_margin))."""
-    rows = []
+    inside +/- log(1 + ratio_margin)); the dispersion the arms' together, per quantity (`pooled_dispersion`)."""
+    parts = []
     for (arm, quantity), part in effects.groupby(["arm", "quantity"], sort=False):
         ratio = bool(part["ratio"].iloc[0])
         y = np.log(part["estimate"].astype(float).where(part["estimate"] > 0)) if ratio else part["estimate"]
+        parts.append((arm, quantity, ratio, part, y))
+    dispersion = {q: pooled_dispersion((p["doublings"], y, p["se"]) for _, q2, _, p, y in parts if q2 == q)
+                  for q in {q for _, q, _, _, _ in parts}}
+    rows = []
+    for arm, quantity, ratio, part, y in parts:
         try:
-            trend = fit_trend(part["doublings"], y, part["se"], part["df"])
+            trend = fit_trend(part["doublings"], y, part["se"], part["df"], dispersion[quantity])
         except ValueError:
             continue
         margin = math.log1p(ladder.ratio_margin) if ratio else ladder.margin
