@@ -55,6 +55,11 @@ AT_STEP_AFTER = re.compile(r"\s+at\s+(?:step\s+)?(\d+)\b(?!\s*(?:iterations|step
 AT_STEP_BEFORE = re.compile(r"\bat\s+step\s+(\d+)\s*\(\s*$")
 P_BEFORE = re.compile(r"\bp\s*(?:=|<|of)\s*$")
 SENTENCE_END = re.compile(r"[.!?:;]\s|\n\s*\n|\n- ")
+# a ladder's (value, low, high) columns besides an estimate's CI (trends.csv, predictions.csv, rank_agreement.csv),
+# by whether the interval is the 90% one
+LADDER_TRIPLES = {False: (("slope", "slope_low", "slope_high"), ("predicted", "pred_low", "pred_high"),
+                          ("measured", "measured_low", "measured_high"), ("tau", "tau_low", "tau_high")),
+                  True: (("slope", "slope90_low", "slope90_high"),)}
 
 
 # -- the committed reports regenerate -------------------------------------------------------------------
@@ -188,6 +193,9 @@ class Study:
                 est = next((c for c in ("estimate", "change") if c in row.values), "best_val_loss")
                 if {est, lo, hi} <= set(row.values):
                     found.append((row, row.values[est], row.values[lo], row.values[hi]))
+                for triple in LADDER_TRIPLES[ninety]:  # a ladder's slopes, predictions, measurements and taus
+                    if set(triple) <= set(row.values):
+                        found.append((row, *(row.values[c] for c in triple)))
             out[ninety] = tuple(found)
         return out
 
@@ -567,6 +575,19 @@ def test_the_check_refuses_a_wrong_sign_a_wrong_digit_and_an_untraced_number():
     for text in bad:
         assert check_quotes(text, study) != [], text
     assert check_quotes(ok[4], study, {"a: , ": "main_effects[factor=a].estimate"}) != []  # sign of the cell
+
+
+def test_a_ladder_s_slope_prediction_and_tau_are_the_rows_they_quote():
+    study = Study((Row("trends", {"arm": "rotary"}, {"slope": 0.0258, "slope_low": -0.0030, "slope_high": 0.0547,
+                                                     "slope90_low": 0.0036, "slope90_high": 0.0481}),
+                   Row("predictions", {"arm": "nope"}, {"predicted": 0.3134, "pred_low": 0.1606, "pred_high": 0.4661}),
+                   Row("rank_agreement", {"rung_a": "small"}, {"tau": 1.0, "tau_low": 0.8, "tau_high": 1.0})), "")
+    for text in ("a slope of +0.0258 (-0.0030 to +0.0547) per doubling", "90% CI +0.0036 to +0.0481",
+                 "predicted +0.3134 (+0.1606 to +0.4661)", "tau 1.00 (0.80 to 1.00)"):
+        assert check_quotes(text, study) == [], text
+    for text in ("a slope of -0.0258 (-0.0030 to +0.0547) per doubling", "predicted +0.3134 (+0.1607 to +0.4661)",
+                 "90% CI +0.0036 to +0.0482", "tau 1.00 (0.70 to 1.00)"):
+        assert check_quotes(text, study) != [], text
 
 
 def test_a_multiplier_is_the_cell_it_quotes_verbatim():
