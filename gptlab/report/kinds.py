@@ -27,7 +27,7 @@ from gptlab.registry import Registry
 
 # where a kind's section may stand: after the answer, after an arms sweep's scorecard, after the cells (and their
 # curves), or after the effects' sections
-PLACES = ("summary", "scorecard", "cells", "effects")
+PLACES = ("header", "summary", "scorecard", "cells", "effects")  # "header": before the summary, the answer first
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """`LadderReport`: the report's hooks of `ladder:` (`gptlab.report.kinds.ReportKind`), each a step's part of the kind.
 
 The report of a ladder's folder is its top rung's (`scope`: the highest rung with runs, read as a tuned arms sweep at
-that rung's settings and lrs), and the kind's section, after the summary, is the ladder's: the load step reads every
-rung on its own (`load`: each rung's `Results` at its own settings, predictions.csv and when each run started), the
-tables step makes every rung's tables and from them the trends, the ranking's agreement, the picks and each
+that rung's settings and lrs), and the kind's section, before the summary (the answer first), is the ladder's: the
+load step reads every rung on its own (`load`: each rung's `Results` at its own settings, predictions.csv and when
+each run started), the tables step makes every rung's tables and from them the trends, the ranking's agreement, the picks and each
 prediction beside its measurement (`tables`), then their words (`sentences`), ladder.png (`figure`) and the section
 (`section`). Each step's module is imported when the report runs that step.
 """
@@ -118,9 +118,9 @@ class LadderReport(ReportKind):
         ladder, top = res.spec.kinds[KEY], res.results_dir.rung
         names = [r.name for r in ladder.rungs]
         left = names[names.index(top) + 1:]
-        return [f"this summary, and every effect and call after the next section, is rung {top}'s alone (the top rung "
-                f"measured of the ladder's {len(names)}); every rung, each arm's trend in compute and the predictions: "
-                "\"Does it hold at scale?\" below"
+        return [f"this summary, and every effect and call after it, is rung {top}'s alone (the top rung measured of "
+                f"the ladder's {len(names)}); every rung, each arm's trend in compute and the predictions: \"Does it "
+                "hold at scale?\" above"
                 + (f"; not yet trained: rung {', '.join(left)}" if left else "")]
 
     def sentences(self, res: Any, tables: Any) -> Any:
@@ -136,4 +136,4 @@ class LadderReport(ReportKind):
     def section(self, res: Any, tables: Any, words: Any, figures: Any) -> KindSection:
         from gptlab.kinds.ladder.section import ladder_section
 
-        return KindSection(blocks=tuple(ladder_section(res, tables, words, figures)), after="summary")
+        return KindSection(blocks=tuple(ladder_section(res, tables, words, figures)), after="header")

@@ -1,6 +1,7 @@
-"""The report's ladder section, after the summary: does each arm's effect hold up the ladder? Its trends, each
-prediction beside its measurement, the ranking's agreement, every rung's effects and each arm's pick per rung; the
-rest of the report is the top rung's. Its numbers are the kind's (`tables.LadderView`), its words `sentences`'."""
+"""The report's ladder section, before the summary (the answer first): does each arm's effect hold up the ladder?
+Its trends, each prediction beside its measurement, the ranking's agreement, every rung's effects and each arm's
+pick per rung; the rest of the report is the top rung's. Its numbers are the kind's (`tables.LadderView`), its
+words `sentences`'."""
 from __future__ import annotations
 
 from gptlab.kinds.ladder.sentences import LadderWords
@@ -62,6 +63,6 @@ def ladder_section(res: Results, tables: ReportTables, words: Sentences, figures
                            "predictions")
     blocks += [Heading("The ranking, and each arm's pick", 3), Bullets([*said.ranks, *said.picks])]
     blocks += table_blocks(files["rung_effects"], _cols(RUNG_MD_COLS, files["rung_effects"]), "rung_effects.csv", "rows")
-    blocks.append(Para(f"The rest of this report is rung {view.top}'s alone (the top rung measured): its runs, "
-                       "tuning, effects and calls."))
+    blocks.append(Para(f"The rest of this report, from its summary on, is rung {view.top}'s alone (the top rung "
+                       "measured): its runs, tuning, effects and calls."))
     return blocks

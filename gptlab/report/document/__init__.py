@@ -244,7 +244,8 @@ def build(res: Results, tables: ReportTables, words: Sentences, figures: Figures
     """All blocks of the report, in order: its numbers (`tables`), its sentences (`words`), its figures (one
     field each), the sections of its sweep's kinds (`report.kinds`: each after the part it names) and its text
     samples."""
-    blocks = header(res, words) + summary(res, tables, words, figures) + _kind_blocks(kinds, "summary")
+    blocks = header(res, words) + _kind_blocks(kinds, "header")  # a kind whose answer is not the summary's: a ladder
+    blocks += summary(res, tables, words, figures) + _kind_blocks(kinds, "summary")
     blocks += scorecard_section(res, tables, words, kinds) + _kind_blocks(kinds, "scorecard")  # adaptive seeds' rounds
     blocks += discussion(res, tables.files(words.verdicts))
     blocks += stability_section(tables, words)
