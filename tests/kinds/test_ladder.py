@@ -324,3 +324,14 @@ def test_a_small_real_ladder_end_to_end_and_its_report(tmp_path, corpus, capsys)
     assert set(judged["covered"]) <= {"yes", "no"} and (report / "figures" / "ladder.png").is_file()
     assert len(pd.read_csv(report / "tables" / "lr_by_rung.csv")) == 9  # 3 arms x 3 rungs
     assert sweep_main(args) == 0 and "0 to train" in capsys.readouterr().err  # resumed: nothing trains again
+    # a discussion quotes an arm at a rung by reference; a rung the ladder lacks is refused, naming the valid rows
+    from gptlab.report import write_report
+    from gptlab.report.load import ReportError
+
+    row = tables["rung_effects"].set_index(["rung", "arm"]).loc[("a", "relu")]
+    (results / "discussion.md").write_text("At rung a ReLU is {{rung_effects: arm=relu @ rung=a}}.\n")
+    md = (write_report(results, report) / "report.md").read_text()
+    assert f"At rung a ReLU is {float(row['estimate']):+.4f} (95% CI {float(row['ci_low']):+.4f}".replace("+-", "-") in md
+    (results / "discussion.md").write_text("{{rung_effects: arm=relu @ rung=z}}\n")
+    with pytest.raises(ReportError, match="matches no row of rung_effects; valid rows: .*arm=relu @ quantity=effect, rung=c"):
+        write_report(results, report)

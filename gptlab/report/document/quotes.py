@@ -12,6 +12,8 @@ Syntax (one reference per pair of double braces, inside any Markdown):
   naming enough of the slice to pick one row is enough; `effect_changes` rows are named the same way (the
   change from the scale factor's first level to the level after `@`);
 - `{{arms: arm=relu}}`: an arm against the baseline (`{{arms: arm=relu @ max_iters=2000}}` with `scale:`);
+- `{{rung_effects: arm=rotary @ rung=large}}`: a ladder's arm at one rung (`quantity=worth` in the slice for its
+  worth, where the sweep has `worth:`);
 - `{{cells: norm=pre, warmup_iters=100, lr=0.006}}`: a cell (also `cells_vs_baseline`, and the cells of
   `effects_by_step` in designs that are not full factorials);
 - a trailing `| estimate` renders the estimate alone.
@@ -129,6 +131,7 @@ _ROW_KEYS: dict[str, Callable[[dict, Mapping[str, str]], tuple[Terms, Terms]]] =
     "effect_changes": lambda r, k: (_one(r["factor"], r["level"]), _one(r["scale_factor"], r["scale_level"])),
     "arms": lambda r, k: (_one("arm", r["arm"]), _one(r["scale_factor"], r["scale_level"]) if r.get("scale_factor")
                           else frozenset()),
+    "rung_effects": lambda r, k: (_one("arm", r["arm"]), _one("rung", r["rung"]) | _one("quantity", r["quantity"])),
 }
 
 
