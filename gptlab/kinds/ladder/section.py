@@ -32,7 +32,7 @@ def ladder_section(res: Results, tables: ReportTables, words: Sentences, figures
     view: LadderView = tables.kinds[KEY]
     said: LadderWords = words.kinds[KEY]
     ladder, files = res.spec.kinds[KEY], view.files()
-    blocks: list[Block] = [Heading("Does it hold at scale?"), Para(
+    blocks: list[Block] = [Heading("Does it hold at scale?"), Bullets(list(said.arms)), Para(  # the answer, then how
         f"A compute ladder of {len(ladder.rungs)} rungs: " + "; ".join(ladder.describe()) + ". Every arm was tuned "
         "and estimated at every rung, each rung on its own (its own seeds, lr curves and calls); each upper rung's lr "
         "grid started from the picks of the rung below. An arm's trend is its effect against log2 compute (weighted "
@@ -43,8 +43,7 @@ def ladder_section(res: Results, tables: ReportTables, words: Sentences, figures
         + (f" A ratio (an arm's worth in the baseline's steps) is trended on its natural log: it `holds` where that "
            f"slope's 90% CI lies inside +/- log(1 + {view.ratio_margin:g}) per doubling, and `grows` or `shrinks` "
            "as its distance from 1 does." if files["trends"]["ratio"].astype(bool).any() else "")
-        + " Tables: `tables/trends.csv`, `tables/rung_effects.csv`."),
-        Bullets(list(said.arms))]
+        + " Tables: `tables/trends.csv`, `tables/rung_effects.csv`.")]
     blocks += table_blocks(files["trends"], _cols(TREND_MD_COLS, files["trends"]), "trends.csv", "arms")
     blocks += image(figures.kinds.get(KEY, {}).get("ladder"), "Each arm's effect with its 95% CI at every rung, "
                     "against the rung's training compute (log scale)")
